@@ -1,0 +1,62 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Modules by concern (see ../shared/DESIGN.md). C libraries enter only through the
+// `C*` system-library and shim targets; everything above them is Swift.
+let package = Package(
+    name: "pushspool",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "pushspoold", targets: ["pushspoold"]),
+        .executable(name: "pushspoolctl", targets: ["pushspoolctl"]),
+        .executable(name: "pushspool-bench", targets: ["pushspool-bench"]),
+    ],
+    targets: [
+        // C: system libraries from Debian and tiny shims.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CInih", pkgConfig: "inih", providers: [.apt(["libinih-dev"])]),
+        .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "CPosix"),
+
+        // Swift libraries.
+        .target(name: "PushSystem", dependencies: ["CPosix"]),
+        .target(name: "PushPayload"),
+        .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
+        .target(name: "PushSpool", dependencies: ["PushSystem"]),
+        .target(name: "PushMedia", dependencies: ["PushSystem", "CCurl"]),
+        .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
+        .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
+        .target(name: "PushspoolDaemon", dependencies: [
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
+        ]),
+        .target(name: "PushspoolCtl", dependencies: [
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig", "PushspoolDaemon",
+        ]),
+
+        // Thin executables.
+        .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
+        .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
+        .executableTarget(name: "pushspool-bench", dependencies: [
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon",
+        ]),
+
+        // Tests: one target per library plus an integration target that drives the built binaries.
+        .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
+        .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload"]),
+        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem"]),
+        .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushSystem"]),
+        .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem"]),
+        .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem"]),
+    ]
+)
+
+// Shared settings for every Swift target, applied in one place.
+for target in package.targets where target.type != .system && !target.name.hasPrefix("C") {
+    var settings = target.swiftSettings ?? []
+    settings.append(.swiftLanguageMode(.v6))
+    target.swiftSettings = settings
+}

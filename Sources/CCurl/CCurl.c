@@ -1,0 +1,13 @@
+#include "CCurl.h"
+
+CURLcode ccurl_setopt_long(CURL *easy, CURLoption option, long value) { return curl_easy_setopt(easy, option, value); }
+CURLcode ccurl_setopt_string(CURL *easy, CURLoption option, const char *value) { return curl_easy_setopt(easy, option, value); }
+CURLcode ccurl_setopt_pointer(CURL *easy, CURLoption option, void *value) { return curl_easy_setopt(easy, option, value); }
+CURLcode ccurl_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value) { return curl_easy_setopt(easy, option, value); }
+CURLcode ccurl_setopt_write_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *)) { return curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, callback); }
+CURLcode ccurl_setopt_xferinfo_callback(CURL *easy, int (*callback)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) { return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback); }
+CURLcode ccurl_setopt_header_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *)) { return curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, callback); }
+CURLcode ccurl_getinfo_long(CURL *easy, CURLINFO info, long *value) { return curl_easy_getinfo(easy, info, value); }
+CURLcode ccurl_getinfo_string(CURL *easy, CURLINFO info, const char **value) { return curl_easy_getinfo(easy, info, value); }
+CURLcode ccurl_getinfo_double(CURL *easy, CURLINFO info, double *value) { return curl_easy_getinfo(easy, info, value); }
+CURLcode ccurl_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value) { return curl_easy_getinfo(easy, info, value); }

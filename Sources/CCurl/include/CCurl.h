@@ -1,0 +1,16 @@
+#ifndef CCURL_H
+#define CCURL_H
+#include <curl/curl.h>
+/* Typed, non-variadic wrappers for libcurl calls Swift cannot import (variadic setopt/getinfo). */
+CURLcode ccurl_setopt_long(CURL *easy, CURLoption option, long value);
+CURLcode ccurl_setopt_string(CURL *easy, CURLoption option, const char *value);
+CURLcode ccurl_setopt_pointer(CURL *easy, CURLoption option, void *value);
+CURLcode ccurl_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
+CURLcode ccurl_setopt_write_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *));
+CURLcode ccurl_setopt_xferinfo_callback(CURL *easy, int (*callback)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t));
+CURLcode ccurl_setopt_header_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *));
+CURLcode ccurl_getinfo_long(CURL *easy, CURLINFO info, long *value);
+CURLcode ccurl_getinfo_string(CURL *easy, CURLINFO info, const char **value);
+CURLcode ccurl_getinfo_double(CURL *easy, CURLINFO info, double *value);
+CURLcode ccurl_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
+#endif

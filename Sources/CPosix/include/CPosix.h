@@ -1,0 +1,6 @@
+#ifndef CPOSIX_H
+#define CPOSIX_H
+/// Shims for libc facilities Swift cannot reach directly (GNU extensions behind _GNU_SOURCE).
+const char *cposix_strerrorname(int errnum);
+const char *cposix_strerrordesc(int errnum);
+#endif

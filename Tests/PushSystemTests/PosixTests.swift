@@ -1,0 +1,39 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+@testable import PushSystem
+
+@Suite(.serialized) struct PosixTests {
+    @Test func errorCarriesErrnoNameAndManPage() throws {
+        #expect(throws: SystemError.self) { try Posix.open("/nonexistent/pushspool-\(getpid())", O_RDONLY) }
+        do {
+            _ = try Posix.open("/nonexistent/pushspool-\(getpid())", O_RDONLY)
+        } catch {
+            #expect(error.errno == ENOENT)
+            #expect(error.errnoName == "ENOENT")
+            #expect(error.description.contains("man 2 open"))
+            #expect(error.shortDescription == "open: ENOENT")
+        }
+    }
+
+    @Test func injectedFaultSurfacesAsThatErrno() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("posix-\(UUID())").path
+        try Posix.mkdirs(dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        FaultInjector.shared.arm(call: "fsync", errno: EIO, times: 1)
+        defer { FaultInjector.shared.disarm() }
+        #expect(throws: SystemError(call: "fsync", errno: EIO, subject: dir)) { try Posix.syncDirectory(dir) }
+        try Posix.syncDirectory(dir)  // the fault fired once only
+    }
+
+    @Test func atomicWriteReplacesWholeFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("posix-\(UUID())").path
+        try Posix.mkdirs(dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Posix.writeFileAtomically(directory: dir, name: "f", bytes: Array("one".utf8))
+        try Posix.writeFileAtomically(directory: dir, name: "f", bytes: Array("two!".utf8))
+        #expect(try Posix.readFile(dir + "/f") == Array("two!".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["f"])
+        #expect(throws: SystemError.self) { try Posix.readFile(dir + "/f", limit: 3) }
+    }
+}
