@@ -16,11 +16,12 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CInih", pkgConfig: "inih", providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .target(name: "CPosix"),
 
         // Swift libraries.
-        .target(name: "PushSystem", dependencies: ["CPosix"]),
+        .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
         .target(name: "PushPayload"),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),

@@ -37,3 +37,21 @@ import Testing
         #expect(throws: SystemError.self) { try Posix.readFile(dir + "/f", limit: 3) }
     }
 }
+
+@Suite struct SHA256Tests {
+    @Test(arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+    ])
+    func knownVectors(input: String, expected: String) {
+        #expect(SHA256.hex(of: Array(input.utf8)) == expected)
+    }
+
+    @Test func incrementalEqualsOneShot() {
+        let bytes = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let hasher = SHA256()
+        hasher.update(Array(bytes[..<1234]))
+        hasher.update(Array(bytes[1234...]))
+        #expect(hasher.finalizeHex() == SHA256.hex(of: bytes))
+    }
+}
