@@ -55,3 +55,14 @@ import Testing
         #expect(hasher.finalizeHex() == SHA256.hex(of: bytes))
     }
 }
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000Z"),
+        (Int64(1_796_000_975_123), "2026-11-30T01:09:35.123Z"),
+        (Int64(-1), "1969-12-31T23:59:59.999Z"),
+    ])
+    func formatsUTCWithMillis(millis: Int64, expected: String) {
+        #expect(Timestamp.iso8601(millis: millis) == expected)
+    }
+}
