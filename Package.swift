@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .target(name: "CPosix"),
+        .target(name: "CBenchBaseline"),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
@@ -39,7 +40,7 @@ let package = Package(
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
