@@ -112,7 +112,6 @@ struct Recovery {
     private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?) throws(JournalError) -> Pass? {
         var pass = Pass()
         var startIndex = 0
-        var resumeOffset: Int64?
         if let checkpoint {
             guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
                   checkpoint.throughSeq + 1 >= checkpoint.segmentFirstSeq
@@ -128,7 +127,6 @@ struct Recovery {
             default: return nil
             }
             startIndex = index
-            resumeOffset = checkpoint.offset
             pass.journalID = checkpoint.journalID
             pass.keys = Set(checkpoint.keys)
             pass.lastSeq = checkpoint.throughSeq
@@ -147,6 +145,7 @@ struct Recovery {
                 switch try sys({ () throws(SystemError) in try file.readHeader() }) {
                 case .success(let h): header = h
                 case .failure(let defect):
+                    pass.maxSeq = max(pass.maxSeq, try sys { () throws(SystemError) in try file.maxValidSeq(from: 64) } ?? 0)
                     try damaged(segment.name, offset: 0, detail: defect.detail, into: &pass)
                     continue
                 }
@@ -158,13 +157,15 @@ struct Recovery {
                     try damaged(segment.name, offset: 16, detail: "header first seq \(header.firstSeq) does not match the file name", into: &pass)
                     continue
                 }
-                let resuming = index == startIndex && resumeOffset != nil
+                let resuming = index == startIndex && checkpoint != nil
                 if !resuming && header.firstSeq <= pass.maxSeq {
                     try damaged(segment.name, offset: 16, detail: "first seq \(header.firstSeq) overlaps the previous segment", into: &pass)
                     continue
                 }
-                let from = resuming ? resumeOffset! : Int64(SegmentHeader.size)
-                let expected = resuming ? pass.lastSeq + 1 : header.firstSeq
+                // The checkpoint's own segment is still read from its start: it is usually the
+                // active one, and damage there must stop start-up, not hide behind the checkpoint.
+                let from = Int64(SegmentHeader.size)
+                let expected = header.firstSeq
                 var keys: [String] = []
                 let scan = try sys { () throws(SystemError) in
                     try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { _, key, _, _ in keys.append(key!) }
@@ -174,16 +175,23 @@ struct Recovery {
                     if isLast && scan.failureIsTornTail {
                         pass.actions.append(.truncate(segment: segment.name, at: offset, size: scan.size, detail: scan.failureDetail ?? ""))
                     } else {
-                        pass.maxSeq = max(pass.maxSeq, scan.lastSeq ?? 0)
+                        let beyond = try sys { () throws(SystemError) in try file.maxValidSeq(from: offset + 8) }
+                        pass.maxSeq = max(pass.maxSeq, scan.lastSeq ?? 0, beyond ?? 0)
                         try damaged(segment.name, offset: offset, detail: scan.failureDetail ?? "", into: &pass)
                         continue
                     }
                 }
                 pass.keys.formUnion(keys)
-                if let last = scan.lastSeq { pass.lastSeq = last } else if !resuming { pass.lastSeq = header.firstSeq - 1 }
+                pass.lastSeq = scan.lastSeq ?? (header.firstSeq - 1)
                 pass.maxSeq = max(pass.maxSeq, pass.lastSeq)
                 pass.retained.append((header.firstSeq, scan.validEnd))
             }
+        }
+        if let checkpoint {
+            // The checkpoint's keys must be exactly those of the retained journal: not if the
+            // journal lost records it covers, nor if a segment it covers goes to quarantine.
+            if pass.lastSeq < checkpoint.throughSeq { return nil }
+            if pass.actions.contains(where: { if case .quarantine = $0 { true } else { false } }) { return nil }
         }
         return pass
     }

@@ -66,6 +66,24 @@ extension SegmentFile {
     }
 }
 
+extension SegmentFile {
+    /// The highest seq of any valid record at or after `from`, so a quarantined segment's seqs
+    /// are never handed out again.
+    func maxValidSeq(from: Int64) throws(SystemError) -> UInt64? {
+        var best: UInt64?
+        var offset = RecordFrame.padded(Int(from)).asInt64
+        while offset + Int64(RecordHeader.size) <= size {
+            if case .record(let header, _, _) = try probe(at: offset, mode: .keys) {
+                best = max(best ?? 0, header.seq)
+                offset += Int64(header.frameLength)
+            } else {
+                offset += 8
+            }
+        }
+        return best
+    }
+}
+
 extension Int {
     var asInt64: Int64 { Int64(self) }
 }
@@ -91,7 +109,7 @@ struct SegmentScan {
 /// `visit` for each valid record, and classifies how the valid part ends.
 func scanSegment(
     _ file: SegmentFile, from offset: Int64, expectedSeq: UInt64, mode: ScanMode,
-    progress: ((Int64) -> Void)? = nil,
+    progress: (Int64) -> Void = { _ in },
     visit: (RecordHeader, String?, [UInt8]?, Int64) -> Void
 ) throws(SystemError) -> SegmentScan {
     var scan = SegmentScan(validEnd: offset, size: file.size)
@@ -102,14 +120,14 @@ func scanSegment(
         let probe = try file.probe(at: at, mode: mode)
         switch probe {
         case .end:
-            progress?(at - lastProgress)
+            progress(at - lastProgress)
             return scan
         case .record(let header, let key, let json):
             if header.seq != expected {
                 scan.failureOffset = at
                 scan.failureDetail = "record sequence \(header.seq), expected \(expected)"
                 scan.failureIsTornTail = false
-                progress?(at - lastProgress)
+                progress(at - lastProgress)
                 return scan
             }
             visit(header, key, json, at)
@@ -124,14 +142,14 @@ func scanSegment(
             at += Int64(header.frameLength)
             scan.validEnd = at
             if at - lastProgress >= 4 << 20 {
-                progress?(at - lastProgress)
+                progress(at - lastProgress)
                 lastProgress = at
             }
         case .incomplete(let detail), .invalid(let detail):
             scan.failureOffset = at
             scan.failureDetail = detail
             scan.failureIsTornTail = try !file.hasValidRecord(from: at + 8, afterSeq: expected &- 1)
-            progress?(file.size - lastProgress)
+            progress(file.size - lastProgress)
             return scan
         }
     }

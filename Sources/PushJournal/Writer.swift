@@ -220,7 +220,7 @@ package final class JournalWriter: Sendable {
     // MARK: - Writer thread
 
     private enum BatchOutcome {
-        case committed
+        case committed(bytes: Int)
         case noSpace(JournalError)
         case fatal(JournalError)
     }
@@ -267,16 +267,15 @@ package final class JournalWriter: Sendable {
                 return batch
             }
             let firstSeq = core.nextSeq
-            let startBytes = core.activeEnd
             switch writeBatch(batch) {
-            case .committed:
+            case .committed(let bytes):
                 let wasPaused = shared.withLock { state -> Bool in
                     for item in batch {
                         state.pendingKeys.remove(item.key)
                         state.committedKeys.insert(item.key)
                     }
                     state.stats.records += UInt64(batch.count)
-                    state.stats.bytes += UInt64(core.activeEnd - startBytes)
+                    state.stats.bytes += UInt64(bytes)
                     state.stats.batches += 1
                     state.stats.largestBatch = max(state.stats.largestBatch, batch.count)
                     state.stats.lastSeq = core.nextSeq - 1
@@ -375,7 +374,7 @@ package final class JournalWriter: Sendable {
         if took > options.slowSyncNanos { options.eventHandler?(.slowSync(nanos: took)) }
         core.activeEnd += Int64(buffer.count)
         core.nextSeq = seq
-        return .committed
+        return .committed(bytes: buffer.count)
     }
 
     /// Starts a new segment named by the next seq, the etcd way: temp file, header, fdatasync,
