@@ -126,7 +126,10 @@ final class FetcherCore: Sendable {
         let now = Posix.monotonicNanos()
         enum Action { case none, wake, cancelled, reuse(MediaOutcome) }
         let action: Action = state.withLock { state in
-            if state.closed { return .cancelled }
+            if state.closed {
+                state.stats.failedByCode[MediaFailure.Code.cancelled.rawValue, default: 0] += 1
+                return .cancelled
+            }
             if let recent = state.recent[url] {
                 if recent.expiresNanos > now, recent.outcome.path.map({ access($0, F_OK) == 0 }) ?? true {
                     state.stats.reused += 1

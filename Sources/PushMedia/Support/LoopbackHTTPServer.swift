@@ -123,7 +123,8 @@ package final class LoopbackHTTPServer: Sendable {
     }
 
     private func serve(_ fd: Int32) {
-        guard let path = readRequestPath(fd) else { return }
+        guard let target = readRequestPath(fd) else { return }
+        let path = String(target.prefix { $0 != "?" })
         let behavior: Behavior? = state.withLock { state in
             let count = state.hits[path, default: 0]
             state.hits[path] = count + 1
