@@ -9,8 +9,18 @@ CURLcode ccurl_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
 CURLcode ccurl_setopt_write_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *));
 CURLcode ccurl_setopt_xferinfo_callback(CURL *easy, int (*callback)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t));
 CURLcode ccurl_setopt_header_callback(CURL *easy, size_t (*callback)(char *, size_t, size_t, void *));
+CURLcode ccurl_setopt_opensocket_callback(CURL *easy, curl_socket_t (*callback)(void *, curlsocktype, struct curl_sockaddr *));
 CURLcode ccurl_getinfo_long(CURL *easy, CURLINFO info, long *value);
 CURLcode ccurl_getinfo_string(CURL *easy, CURLINFO info, const char **value);
 CURLcode ccurl_getinfo_double(CURL *easy, CURLINFO info, double *value);
 CURLcode ccurl_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
+CURLcode ccurl_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
+
+/* Multi interface: variadic setopt, and the union inside CURLMsg. */
+CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+/* Reads one finished transfer; returns 1 and fills easy/result, or 0 when none is left. */
+int ccurl_multi_next_done(CURLM *multi, CURL **easy, CURLcode *result);
+/* The sockaddr inside curl_sockaddr, for address checks in the open-socket callback. */
+const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address);
+#define CCURL_SOCKET_BAD CURL_SOCKET_BAD
 #endif

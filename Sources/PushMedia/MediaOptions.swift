@@ -1,0 +1,51 @@
+/// Limits and knobs for media downloads. Every value is configurable (the daemon maps its
+/// `[Media]` section onto this); the defaults follow vendors.md R7.
+///
+/// `Sendable`: a plain value.
+package struct MediaOptions: Sendable {
+    /// Where stored files go, e.g. `<state>/media`; created if missing.
+    package var storeDirectory: String
+    /// TCP (and TLS) connect timeout per attempt, seconds.
+    package var connectTimeout: Double = 5
+    /// Whole-transfer deadline per attempt, seconds (connect, redirects and body together).
+    package var transferDeadline: Double = 20
+    /// Below this many bytes per second for `lowSpeedTime` seconds the attempt is cut off.
+    package var lowSpeedLimitBytesPerSecond: Int = 1024
+    package var lowSpeedTime: Double = 10
+    /// Largest body accepted, bytes (Apple's attachment limit for images). Bodies are
+    /// streamed to disk; a larger one is cut off and its partial file removed.
+    package var maxBytes: Int64 = 10 << 20
+    /// `http://` URLs (and redirects to them) are refused unless this is set.
+    package var allowHTTP: Bool = false
+    package var maxRedirects: Int = 5
+    /// CIDRs exempt from the SSRF guard (`AllowNetworks=`), e.g. `127.0.0.1/32` for tests.
+    package var allowNetworks: [String] = []
+    /// Transfers running at once; further requests wait in a queue.
+    package var maxConcurrent: Int = 16
+    /// Attempts per URL, counting the first.
+    package var attempts: Int = 3
+    /// Budget for all attempts and backoff of one URL, seconds.
+    package var payloadDeadline: Double = 60
+    /// First retry delay, seconds; doubles per attempt, with jitter.
+    package var retryBaseDelay: Double = 0.5
+    /// Longest delay honoured from `Retry-After`, seconds (still bounded by `payloadDeadline`).
+    package var maxRetryAfter: Double = 30
+    /// A URL fetched within this many seconds is not fetched again; its outcome is reused.
+    package var dedupWindow: Double = 600
+    /// Types accepted after sniffing; everything else is `unsupported_type`.
+    package var allowedTypes: Set<MediaType> = Set(MediaType.allCases)
+    /// Thumbnails: longest edge in pixels; 0 turns thumbnails off.
+    package var thumbnailMaxEdge: Int = 320
+    /// Images whose header declares more pixels than this are not decoded (decompression
+    /// bombs); they stay stored and are marked not decodable.
+    package var thumbnailMaxPixels: Int = 40_000_000
+    /// Threads that verify, store and thumbnail finished downloads.
+    package var finishThreads: Int = 2
+    /// `User-Agent` sent with requests.
+    package var userAgent: String = "pushspool-media/1"
+
+    /// Defaults, storing under `storeDirectory`.
+    package init(storeDirectory: String) {
+        self.storeDirectory = storeDirectory
+    }
+}

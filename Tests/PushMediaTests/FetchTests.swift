@@ -1,0 +1,394 @@
+import Testing
+@preconcurrency import Glibc
+@testable import PushMedia
+import PushSystem
+
+/// Downloads against real HTTP servers on 127.0.0.1 started by each test.
+@Suite struct FetchTests {
+    static let images: [(String, [UInt8], String, String)] = [
+        ("png", Fixtures.png, "image/png", "png"), ("jpeg", Fixtures.jpeg, "image/jpeg", "jpg"),
+        ("gif", Fixtures.gif, "image/gif", "gif"), ("webp", Fixtures.webp, "image/webp", "webp"),
+        ("heic", Fixtures.heic, "image/heic", "heic"),
+    ]
+
+    @Test(arguments: images.indices)
+    func storesGoodImageContentAddressed(index: Int) async throws {
+        let (name, bytes, mime, ext) = Self.images[index]
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        // The declared type is deliberately wrong: the bytes decide.
+        server.route("/img", .ok(bytes, contentType: "text/plain"))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/img"))
+        #expect(outcome.status == .stored, "\(name): \(outcome.encodeJSON())")
+        let sha = SHA256.hex(bytes)
+        #expect(outcome.sha256 == sha)
+        #expect(outcome.contentType == mime)
+        #expect(outcome.bytes == Int64(bytes.count))
+        #expect(outcome.attempts == 1)
+        #expect(outcome.error == nil)
+        let path = try #require(outcome.path)
+        #expect(path == dir.store + "/" + sha.prefix(2) + "/" + sha.dropFirst(2) + "." + ext)
+        #expect(readBytes(path) == bytes)
+        #expect(filesUnder(dir.store + "/.tmp").isEmpty)
+    }
+
+    @Test func trickleEndsAtTransferDeadline() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/slow", .trickle(headers: [("Content-Type", "image/png")], body: Fixtures.png, interval: 1))
+        var options = testOptions(dir)
+        options.attempts = 1
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let start = Posix.monotonicNanos()
+        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        let elapsed = elapsedSeconds(since: start)
+        #expect(outcome.status == .failed)
+        #expect(outcome.error?.code == .timeout)
+        #expect(elapsed >= 1.9 && elapsed < options.transferDeadline + 1, "took \(elapsed) s")
+        #expect(filesUnder(dir.store).isEmpty)
+    }
+
+    @Test func lowSpeedCutOffStopsTrickleBeforeDeadline() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
+        var options = testOptions(dir)
+        options.attempts = 1
+        options.transferDeadline = 20
+        options.lowSpeedLimitBytesPerSecond = 100
+        options.lowSpeedTime = 1
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let start = Posix.monotonicNanos()
+        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        #expect(outcome.error?.code == .timeout)
+        #expect(elapsedSeconds(since: start) < 3.5)
+    }
+
+    @Test func serverThatNeverAnswersTimesOutWithinPayloadDeadline() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/silent", .silent)
+        var options = testOptions(dir)
+        options.transferDeadline = 1.5
+        options.payloadDeadline = 3
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let start = Posix.monotonicNanos()
+        let outcome = await fetcher.fetch(url: server.url("/silent"))
+        let elapsed = elapsedSeconds(since: start)
+        #expect(outcome.error?.code == .timeout)
+        #expect(outcome.error?.isTransient == true)
+        // A timeout is transient: retried, but never past the payload deadline.
+        #expect(outcome.attempts == 2)
+        #expect(elapsed < options.payloadDeadline + 1, "took \(elapsed) s")
+    }
+
+    @Test func bodyOverCapIsCutOffAndRemoved() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        let chunk = Fixtures.png + [UInt8](repeating: 0x41, count: 64 * 1024)
+        server.route("/endless", .endless(headers: [("Content-Type", "image/png")], chunk: chunk))
+        server.route("/announced", .ok(Fixtures.png + [UInt8](repeating: 0, count: 300_000), contentType: "image/png"))
+        var options = testOptions(dir)
+        options.maxBytes = 256 * 1024
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        for path in ["/endless", "/announced"] {
+            let outcome = await fetcher.fetch(url: server.url(path))
+            #expect(outcome.status == .failed)
+            #expect(outcome.error?.code == .tooLarge, "\(path): \(outcome.encodeJSON())")
+            #expect(outcome.attempts == 1)
+        }
+        #expect(filesUnder(dir.store).isEmpty)
+    }
+
+    @Test func redirectLoopStops() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a", .redirect(location: "/b"))
+        server.route("/b", .redirect(location: "/a"))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/a"))
+        #expect(outcome.error?.code == .tooManyRedirects)
+        #expect(outcome.attempts == 1)
+        #expect(server.hits("/a") + server.hits("/b") == 6)
+    }
+
+    @Test func redirectWithinLimitIsFollowed() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/r", .redirect(location: "/img.png"))
+        server.route("/img.png", .ok(Fixtures.gif))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/r"))
+        #expect(outcome.status == .stored)
+        #expect(outcome.contentType == "image/gif")
+    }
+
+    @Test func redirectToRefusedAddressNeverConnects() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        let inner = try LoopbackHTTPServer(host: "127.0.0.2")
+        inner.route("/secret.png", .ok(Fixtures.png))
+        server.route("/r", .redirect(location: inner.url("/secret.png")))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/r"))
+        #expect(outcome.error?.code == .ssrfRefused, "\(outcome.encodeJSON())")
+        #expect(outcome.attempts == 1)
+        #expect(server.hits("/r") == 1)
+        #expect(inner.connections == 0)
+    }
+
+    @Test func loopbackRefusedWithoutAllowList() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/img", .ok(Fixtures.png))
+        var options = testOptions(dir)
+        options.allowNetworks = []
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        for host in ["127.0.0.1", "localhost"] {
+            let outcome = await fetcher.fetch(url: "http://\(host):\(server.port)/img")
+            #expect(outcome.error?.code == .ssrfRefused, "\(host): \(outcome.encodeJSON())")
+            #expect(outcome.error?.isTransient == false)
+        }
+        #expect(server.connections == 0)
+    }
+
+    @Test func notFoundIsNotRetried() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/missing.png"))
+        #expect(outcome.error?.code == .httpStatus)
+        #expect(outcome.error?.httpStatus == 404)
+        #expect(outcome.attempts == 1)
+        #expect(server.hits("/missing.png") == 1)
+        #expect(filesUnder(dir.store).isEmpty)
+    }
+
+    @Test func serviceUnavailableThenOkIsRetried() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/flaky", .sequence([.status(503), .ok(Fixtures.jpeg)]))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/flaky"))
+        #expect(outcome.status == .stored, "\(outcome.encodeJSON())")
+        #expect(outcome.attempts == 2)
+        #expect(server.hits("/flaky") == 2)
+        #expect(fetcher.stats.retries == 1)
+    }
+
+    @Test func tooManyRequestsHonoursRetryAfter() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "1")]), .ok(Fixtures.png)]))
+        server.route("/limited-no-hint", .sequence([.status(429), .ok(Fixtures.png)]))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let start = Posix.monotonicNanos()
+        let outcome = await fetcher.fetch(url: server.url("/limited"))
+        #expect(outcome.status == .stored)
+        #expect(outcome.attempts == 2)
+        #expect(elapsedSeconds(since: start) >= 0.95)
+
+        let noHint = await fetcher.fetch(url: server.url("/limited-no-hint"))
+        #expect(noHint.error?.httpStatus == 429)
+        #expect(noHint.attempts == 1)
+    }
+
+    @Test func retriesStopAtAttemptLimit() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/down", .status(500))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/down"))
+        #expect(outcome.error?.httpStatus == 500)
+        #expect(outcome.attempts == 3)
+        #expect(server.hits("/down") == 3)
+    }
+
+    @Test func htmlServedAsPNGIsRefused() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/fake.png", .ok(Array("<!DOCTYPE html><html><body>Not found</body></html>".utf8), contentType: "image/png"))
+        server.route("/tiny", .ok(Array("<p>".utf8), contentType: "image/png"))
+        server.route("/empty", .ok([], contentType: "image/png"))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        for path in ["/fake.png", "/tiny", "/empty"] {
+            let outcome = await fetcher.fetch(url: server.url(path))
+            #expect(outcome.error?.code == .unsupportedType, "\(path)")
+            #expect(outcome.attempts == 1)
+        }
+        #expect(filesUnder(dir.store).isEmpty)
+    }
+
+    @Test func disallowedTypeIsRefused() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a.gif", .ok(Fixtures.gif))
+        var options = testOptions(dir)
+        options.allowedTypes = [.png, .jpeg]
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/a.gif"))
+        #expect(outcome.error?.code == .unsupportedType)
+    }
+
+    @Test func connectionRefusedIsRetriedThenFails() async throws {
+        let dir = TempDir()
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: "http://127.0.0.1:\(closedPort())/a.png")
+        #expect(outcome.error?.code == .connectFailed, "\(outcome.encodeJSON())")
+        #expect(outcome.attempts == 3)
+    }
+
+    @Test func unresolvableHostFails() async throws {
+        let dir = TempDir()
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: "https://media.pushspool.invalid/a.png")
+        #expect(outcome.status == .failed)
+        #expect(outcome.error?.code == .dnsFailed)
+        #expect(outcome.error?.isTransient == false)
+    }
+
+    @Test func httpRefusedWithoutAllowHTTP() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a.png", .ok(Fixtures.png))
+        server.route("/to-http", .redirect(location: "/a.png"))
+        var options = testOptions(dir)
+        options.allowHTTP = false
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let outcome = await fetcher.fetch(url: server.url("/a.png"))
+        #expect(outcome.error?.code == .insecureScheme)
+        #expect(outcome.attempts == 0)
+        #expect(server.connections == 0)
+        for url in ["ftp://127.0.0.1/a.png", "not a url", "https:///a.png", "javascript:alert(1)"] {
+            let bad = await fetcher.fetch(url: url)
+            #expect(bad.error?.code == .invalidURL, "\(url): \(bad.encodeJSON())")
+        }
+    }
+
+    @Test func mediaAltFallbackAppliesToFailedDownload() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/ok.png", .ok(Fixtures.png))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let failed = await fetcher.fetch(url: server.url("/gone.png"))
+        let fallback = try #require(MediaFallback.apply(outcome: failed, body: "See the picture", mediaAlt: "A red bicycle"))
+        #expect(fallback.body == "A red bicycle")
+        #expect(fallback.originalBody == "See the picture")
+        let stored = await fetcher.fetch(url: server.url("/ok.png"))
+        #expect(MediaFallback.apply(outcome: stored, body: "See the picture", mediaAlt: "A red bicycle") == nil)
+    }
+
+    @Test func sameURLIsDownloadedOnce() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/slowish.png", .trickle(headers: [], body: Fixtures.png.prefix(0) + Fixtures.webp, interval: 0.002))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let url = server.url("/slowish.png")
+        let outcomes = await withTaskGroup(of: MediaOutcome.self) { group in
+            for _ in 0..<8 { group.addTask { await fetcher.fetch(url: url) } }
+            var all: [MediaOutcome] = []
+            for await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.allSatisfy { $0.status == .stored })
+        #expect(Set(outcomes.compactMap(\.path)).count == 1)
+        #expect(outcomes.filter { !$0.reused }.count == 1)
+        let later = await fetcher.fetch(url: url)
+        #expect(later.reused && later.status == .stored && later.attempts == 0)
+        #expect(server.hits("/slowish.png") == 1)
+        #expect(fetcher.stats.stored == 1)
+        #expect(fetcher.stats.reused == 8)
+    }
+
+    @Test func dedupWindowZeroFetchesAgainButStoresOnce() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a.png", .ok(Fixtures.png))
+        server.route("/b.png", .ok(Fixtures.png))
+        var options = testOptions(dir)
+        options.dedupWindow = 0
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let first = await fetcher.fetch(url: server.url("/a.png"))
+        let second = await fetcher.fetch(url: server.url("/a.png"))
+        let other = await fetcher.fetch(url: server.url("/b.png"))
+        #expect(server.hits("/a.png") == 2)
+        #expect(first.path == second.path && second.path == other.path)
+        let stats = try MediaStore.stats(directory: dir.store)
+        #expect(stats.files == 1)
+        #expect(stats.bytes == Int64(Fixtures.png.count))
+        #expect(stats.tempFiles == 0)
+    }
+
+    @Test func callbackFormDeliversOnce() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a.jpg", .ok(Fixtures.jpeg))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let outcome = await withCheckedContinuation { continuation in
+            fetcher.fetch(url: server.url("/a.jpg")) { continuation.resume(returning: $0) }
+        }
+        #expect(outcome.status == .stored)
+        #expect(outcome.contentType == "image/jpeg")
+    }
+
+    @Test func staleTempFilesAreRemovedAtStart() throws {
+        let dir = TempDir()
+        try Posix.mkdirs(dir.store + "/.tmp")
+        try Posix.writeFileAtomically(directory: dir.store + "/.tmp", name: "123-1.part", bytes: [1, 2, 3])
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        fetcher.shutdown()
+        #expect(filesUnder(dir.store).isEmpty)
+    }
+
+    @Test func invalidAllowNetworkIsRejected() {
+        let dir = TempDir()
+        var options = testOptions(dir)
+        options.allowNetworks = ["127.0.0.1/40"]
+        #expect(throws: MediaFailure.self) { try MediaFetcher(options: options) }
+    }
+}

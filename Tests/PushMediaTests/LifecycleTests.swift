@@ -1,0 +1,115 @@
+import Testing
+@preconcurrency import Glibc
+import Synchronization
+@testable import PushMedia
+import PushSystem
+
+/// Concurrency bound, isolation from stalled servers, and shutdown.
+@Suite struct LifecycleTests {
+    @Test func concurrencyIsBoundedAndStalledDownloadsDoNotBlockOthers() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        for index in 0..<4 { server.route("/stall\(index)", .silent) }
+        server.route("/ok.png", .ok(Fixtures.png))
+        var options = testOptions(dir)
+        options.maxConcurrent = 3
+        options.transferDeadline = 30
+        options.payloadDeadline = 30
+        let fetcher = try MediaFetcher(options: options)
+
+        let results = Mutex<[MediaOutcome]>([])
+        for index in 0..<4 {
+            fetcher.fetch(url: server.url("/stall\(index)")) { outcome in results.withLock { $0.append(outcome) } }
+        }
+        try await waitUntil { server.connections == 3 }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.connections == 3, "at most maxConcurrent transfers")
+        #expect(fetcher.stats.inFlight == 3)
+        #expect(fetcher.stats.queued == 1)
+
+        // With every slot stalled a new URL waits for a slot; with one slot free it goes through.
+        var roomy = testOptions(dir)
+        roomy.maxConcurrent = 16
+        let second = try MediaFetcher(options: roomy)
+        for index in 0..<4 { second.fetch(url: server.url("/stall\(index)")) { _ in } }
+        let start = Posix.monotonicNanos()
+        let outcome = await second.fetch(url: server.url("/ok.png"))
+        #expect(outcome.status == .stored)
+        #expect(elapsedSeconds(since: start) < 1)
+
+        second.shutdown()
+        fetcher.shutdown()
+        #expect(results.withLock { $0.count } == 4)
+    }
+
+    @Test func shutdownCancelsInFlightWithinASecond() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/silent", .silent)
+        server.route("/trickle", .trickle(headers: [], body: Fixtures.png, interval: 1))
+        server.route("/retry", .status(503))
+        var options = testOptions(dir)
+        options.maxConcurrent = 2
+        options.transferDeadline = 30
+        options.payloadDeadline = 60
+        options.retryBaseDelay = 20
+        let fetcher = try MediaFetcher(options: options)
+
+        let results = Mutex<[MediaOutcome]>([])
+        let urls = ["/silent", "/trickle", "/retry", "/queued"].map { server.url($0) }
+        // "/retry" first: it fails at once and then sits in its 10–20 s backoff.
+        fetcher.fetch(url: urls[2]) { outcome in results.withLock { $0.append(outcome) } }
+        try await waitUntil { server.hits("/retry") == 1 }
+        for url in [urls[0], urls[1], urls[3]] {
+            fetcher.fetch(url: url) { outcome in results.withLock { $0.append(outcome) } }
+        }
+        try await waitUntil { server.hits("/silent") == 1 && server.hits("/trickle") == 1 }
+        try await Task.sleep(for: .milliseconds(300))
+
+        let start = Posix.monotonicNanos()
+        fetcher.shutdown()
+        let elapsed = elapsedSeconds(since: start)
+        #expect(elapsed < 1, "shutdown took \(elapsed) s")
+        let outcomes = results.withLock { $0 }
+        #expect(outcomes.count == 4)
+        #expect(outcomes.allSatisfy { $0.status == .failed && $0.wasCancelled })
+        #expect(filesUnder(dir.store).isEmpty)
+
+        let after = await fetcher.fetch(url: urls[0])
+        #expect(after.wasCancelled)
+        #expect(fetcher.stats.failedByCode["cancelled"] == 5)
+    }
+
+    @Test func asyncFetchDoesNotHoldCooperativeThreads() async throws {
+        // More stalled awaits than cooperative threads: if fetch blocked a thread, the last
+        // fetch below could not run.
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/silent", .silent)
+        server.route("/ok.gif", .ok(Fixtures.gif))
+        var options = testOptions(dir)
+        options.transferDeadline = 30
+        options.payloadDeadline = 30
+        options.dedupWindow = 0
+        let fetcher = try MediaFetcher(options: options)
+        let tasks = (0..<12).map { index in
+            Task { await fetcher.fetch(url: server.url("/silent") + "?\(index)") }
+        }
+        try await waitUntil { server.connections >= 12 }
+        let outcome = await fetcher.fetch(url: server.url("/ok.gif"))
+        #expect(outcome.status == .stored)
+        fetcher.shutdown()
+        for task in tasks { #expect(await task.value.wasCancelled) }
+    }
+}
+
+/// Polls `condition` every 10 ms for up to 5 s.
+func waitUntil(_ condition: () -> Bool) async throws {
+    let start = Posix.monotonicNanos()
+    while !condition() {
+        if elapsedSeconds(since: start) > 5 { throw WaitTimeout() }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+struct WaitTimeout: Error {}

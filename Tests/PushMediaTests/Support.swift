@@ -1,0 +1,75 @@
+@preconcurrency import Glibc
+import PushMedia
+import PushSystem
+
+/// A temp directory owned by one test, removed at deinit.
+final class TempDir {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/pushmedia-test-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed")
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit {
+        _ = system("rm -rf '\(path)'")
+    }
+
+    var store: String { path + "/media" }
+}
+
+/// Options with short limits so failure tests finish in a few seconds, loopback allowed.
+func testOptions(_ dir: TempDir) -> MediaOptions {
+    var options = MediaOptions(storeDirectory: dir.store)
+    options.allowHTTP = true
+    options.allowNetworks = ["127.0.0.1/32"]
+    options.connectTimeout = 2
+    options.transferDeadline = 2
+    options.payloadDeadline = 6
+    options.lowSpeedLimitBytesPerSecond = 1
+    options.lowSpeedTime = 30
+    options.retryBaseDelay = 0.05
+    options.thumbnailMaxEdge = 0
+    return options
+}
+
+func elapsedSeconds(since start: UInt64) -> Double {
+    Double(Posix.monotonicNanos() - start) / 1e9
+}
+
+/// Regular files under `directory`, recursively (temp dir included).
+func filesUnder(_ directory: String) -> [String] {
+    guard let dir = opendir(directory) else { return [] }
+    defer { closedir(dir) }
+    var result: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name == "." || name == ".." { continue }
+        let path = directory + "/" + name
+        if entry.pointee.d_type == UInt8(DT_DIR) {
+            result += filesUnder(path)
+        } else {
+            result.append(path)
+        }
+    }
+    return result
+}
+
+func readBytes(_ path: String) -> [UInt8]? {
+    try? Posix.readFile(path)
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then closed).
+func closedPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    close(fd)
+    return Int(UInt16(bigEndian: address.sin_port))
+}
