@@ -14,7 +14,8 @@ package struct DropCommand: CtlSubcommand {
         {"pushspool":1,"user":U,"platform":P,"receivedAt":NOW,"payload":...}, writes it to the
         spool's tmp/ and renames it into incoming/, where pushspoold takes it. A FILE that is
         already an envelope keeps its fields unless --user/--platform override them.
-        Prints the name given to each file in incoming/.
+        Prints the name given to each file in incoming/: the FILE's own name when it is free,
+        else a unique one.
 
         Options:
           --user U                the user the notification is for
@@ -87,7 +88,16 @@ package struct DropCommand: CtlSubcommand {
                 }
             }
             do {
-                let name = try SpoolDropper.drop(bytes: contents, layout: layout)
+                // Keep the producer's file name when it is free, so `failed list` speaks of
+                // names the operator knows; otherwise a unique Maildir-style one.
+                let base = file == "-" ? nil : String(file.split(separator: "/").last ?? "")
+                let name: String
+                if let base, !base.hasPrefix("."), !base.hasSuffix(".tmp"),
+                   let kept = try? SpoolDropper.drop(bytes: contents, layout: layout, name: base) {
+                    name = kept
+                } else {
+                    name = try SpoolDropper.drop(bytes: contents, layout: layout)
+                }
                 context.out("\(file)\t\(name)\n")
             } catch {
                 context.err("pushspoolctl: cannot drop \(file): \(error)\n")

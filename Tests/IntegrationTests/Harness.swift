@@ -52,7 +52,7 @@ final class DaemonHarness: @unchecked Sendable {
         environment.removeValue(forKey: "JOURNAL_STREAM")
         for (key, value) in extraEnvironment { environment[key] = value }
         process.environment = environment
-        FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrFile, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: stderrFile)
         process.standardOutput = FileHandle.nullDevice
         try process.run()
@@ -86,7 +86,7 @@ final class DaemonHarness: @unchecked Sendable {
     /// All journal records, read with the library the CLI uses.
     func records() throws -> [JournalRecord] {
         let reader = try JournalReader(directory: state + "/journal")
-        return Array(try reader.records(fromSeq: 1))
+        return Array(reader.records(fromSeq: 1))
     }
 
     /// Runs `pushspoolctl` with this harness's directories; returns (status, stdout, stderr).
