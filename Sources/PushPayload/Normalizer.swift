@@ -21,8 +21,9 @@ package enum Normalizer {
             throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
         }
         let envelope = try Envelope(top)
-        let size = JSONValue.object(envelope.payload).serializedCount
-        if size > options.maxPayloadBytes {
+        // Compact re-serialisation never exceeds the raw bytes (escapes only shrink and
+        // whitespace goes), so small inputs skip the size walk.
+        if bytes.count > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
             throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
         }
         let detection = try Detection.detect(envelope.payload)

@@ -20,7 +20,9 @@ package enum SHA256 {
         data.append(0x80)
         while data.count % 64 != 56 { data.append(0) }
         for i in (0..<8).reversed() { data.append(UInt8(truncatingIfNeeded: bitLength >> (UInt64(i) * 8))) }
-        var w = [UInt32](repeating: 0, count: 64)
+        data.withUnsafeBufferPointer { data in
+        k.withUnsafeBufferPointer { k in
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
         for chunk in stride(from: 0, to: data.count, by: 64) {
             for i in 0..<16 {
                 let j = chunk + i * 4
@@ -43,6 +45,9 @@ package enum SHA256 {
             }
             h[0] &+= a; h[1] &+= b; h[2] &+= c; h[3] &+= d
             h[4] &+= e; h[5] &+= f; h[6] &+= g; h[7] &+= hh
+        }
+        }
+        }
         }
         var out: [UInt8] = []
         out.reserveCapacity(32)
