@@ -199,6 +199,7 @@ package struct JournalWriterStats: Sendable {
     /// Counts per `syncBucketBoundsMicros` bucket, plus one overflow bucket.
     package var fsyncLatencyBuckets = [UInt64](repeating: 0, count: syncBucketBoundsMicros.count + 1)
     package var fsyncNanosTotal: UInt64 = 0
+    /// Records submitted and not yet completed (queued or being written).
     package var queued = 0
     /// Out of space: intake should stop until this clears.
     package var paused = false

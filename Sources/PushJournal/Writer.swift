@@ -54,6 +54,8 @@ package final class JournalWriter: Sendable {
         var stats = JournalWriterStats()
         var phase = Phase.running
         var joined = false
+        /// Records taken off the queue by the batch being written.
+        var inFlight = 0
     }
 
     /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
@@ -182,7 +184,7 @@ package final class JournalWriter: Sendable {
     package var stats: JournalWriterStats {
         shared.withLock { state in
             var stats = state.stats
-            stats.queued = state.queue.count
+            stats.queued = state.queue.count + state.inFlight
             return stats
         }
     }
@@ -264,12 +266,14 @@ package final class JournalWriter: Sendable {
                 }
                 let batch = Array(state.queue.prefix(taken))
                 state.queue.removeFirst(taken)
+                state.inFlight = taken
                 return batch
             }
             let firstSeq = core.nextSeq
             switch writeBatch(batch) {
             case .committed(let bytes):
                 let wasPaused = shared.withLock { state -> Bool in
+                    state.inFlight = 0
                     for item in batch {
                         state.pendingKeys.remove(item.key)
                         state.committedKeys.insert(item.key)
@@ -292,6 +296,7 @@ package final class JournalWriter: Sendable {
             case .noSpace(let error):
                 let closing: Bool = shared.withLock { state in
                     state.queue.insert(contentsOf: batch, at: 0)
+                    state.inFlight = 0
                     let first = !state.stats.paused
                     state.stats.paused = true
                     if case .closing = state.phase { return true }
@@ -313,6 +318,7 @@ package final class JournalWriter: Sendable {
             case .fatal(let error):
                 let drained: [Pending] = shared.withLock { state in
                     state.phase = .failed(error)
+                    state.inFlight = 0
                     state.stats.failed = true
                     let all = state.queue
                     state.queue.removeAll()
@@ -355,8 +361,11 @@ package final class JournalWriter: Sendable {
         } catch {
             // Whatever part landed must go: it was never acknowledged and would sit before the retry.
             do {
-                try io.ftruncate(core.activefd, core.activeEnd, subject: name)
-                try io.fdatasync(core.activefd, subject: name)
+                let size = Int64((try? Posix.fstat(core.activefd, subject: name).st_size) ?? -1)
+                if size != core.activeEnd {
+                    try io.ftruncate(core.activefd, core.activeEnd, subject: name)
+                    try io.fdatasync(core.activefd, subject: name)
+                }
             } catch let cleanup {
                 return .fatal(cleanup)
             }

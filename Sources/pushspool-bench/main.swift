@@ -1,10 +1,16 @@
 import Foundation
 
-// One benchmark per file, each exposing `run<Name>Bench(arguments:)`; one line per benchmark here.
+// Benchmarks, not tests: one per file, each exposing `run<Name>Bench(arguments:)`, one line here.
+let benchmarks: [(String, ([String]) -> Void)] = [
+    ("payload", runPayloadBench),
+    ("journal", runJournalBench),
+    ("media", runMediaBench),
+    ("ingest", runIngestBench),
+]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
-switch benchArguments.first {
-case "payload": runPayloadBench(arguments: Array(benchArguments.dropFirst()))
-default:
-    FileHandle.standardError.write(Data("usage: pushspool-bench <payload> [args]\n".utf8))
+if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {
+    bench.1(Array(benchArguments.dropFirst()))
+} else {
+    FileHandle.standardError.write(Data("usage: pushspool-bench <\(benchmarks.map(\.0).joined(separator: "|"))> [options]\n".utf8))
     exit(64)
 }
