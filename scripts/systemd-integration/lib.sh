@@ -3,7 +3,7 @@
 # machines whose PID 1 is not systemd (see /work/shared/SYSTEMD-TESTING.md).
 #
 #   source scripts/systemd-integration/lib.sh
-#   si_setup                        # journald + user manager; cleanup is trapped
+#   si_setup                        # journald + user manager (SI_MANAGER=0: journald only)
 #   si_install_unit NAME FILE       # into the manager's runtime unit dir, daemon-reload
 #   si_start NAME                   # blocks until READY=1 (Type=notify)
 #   si_prop NAME StatusText         # any `systemctl show` property
@@ -30,6 +30,8 @@ SI_LOCK_FILE=${SI_LOCK_FILE:-/run/lock/pushspool-systemd-integration.lock}
 SI_LOCK_WAIT=${SI_LOCK_WAIT:-300}
 SI_JOURNALD=${SI_JOURNALD:-/lib/systemd/systemd-journald}
 SI_SYSTEMD=${SI_SYSTEMD:-/lib/systemd/systemd}
+# SI_MANAGER=0: journald only, no user manager (and no /run/systemd/system).
+SI_MANAGER=${SI_MANAGER:-1}
 
 si_runtime_dir=""
 si_manager_pid=""
@@ -98,6 +100,11 @@ si_setup() {
     si_wait_until 10 test -S /run/systemd/journal/socket -a -S /run/systemd/journal/stdout \
       || si_die "journald did not create its sockets"
     si_log "journald started (pid $si_journald_pid)"
+  fi
+
+  if [[ "${SI_MANAGER:-1}" != 1 ]]; then
+    si_log "SI_MANAGER=0: no user manager"
+    return 0
   fi
 
   if ! si_pid1_is_systemd; then
