@@ -118,6 +118,31 @@ package final class Metrics: Sendable {
         try Posix.writeFileAtomically(directory: directory, name: name, bytes: Array(renderPrometheus().utf8), mode: 0o644)
     }
 
+    /// Writes the textfile now and then every `interval` until the calling task is
+    /// cancelled, and once more on the way out so the last counts are not lost. The write
+    /// (with its fsync) runs on `queue`, never on the cooperative pool. Failures are
+    /// reported to `onError` and retried at the next interval.
+    package func writeTextfilePeriodically(
+        path: String, every interval: Duration, queue: BlockingQueue,
+        onError: @escaping @Sendable (SystemError) -> Void
+    ) async {
+        while true {
+            do {
+                try await queue.run { () throws(SystemError) in try self.writeTextfile(path: path) }
+            } catch {
+                onError(error)
+            }
+            if Task.isCancelled { return }
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                // Cancelled while sleeping: one last write, then stop.
+                try? await queue.run { () throws(SystemError) in try self.writeTextfile(path: path) }
+                return
+            }
+        }
+    }
+
     /// Every sample as `pushspoolctl stats` shows it.
     package func snapshot() -> MetricsSnapshot {
         MetricsSnapshot(prometheusText: renderPrometheus())
