@@ -16,11 +16,13 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CInih", pkgConfig: "inih", providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .target(name: "CPosix"),
+        .target(name: "CBenchBaseline"),
 
         // Swift libraries.
-        .target(name: "PushSystem", dependencies: ["CPosix"]),
+        .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
         .target(name: "PushPayload"),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
@@ -38,7 +40,7 @@ let package = Package(
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.

@@ -1,1 +1,4 @@
-print("placeholder")
+import Glibc
+import PushspoolCtl
+
+exit(PushspoolCtl.main(Array(CommandLine.arguments.dropFirst())))

@@ -37,3 +37,32 @@ import Testing
         #expect(throws: SystemError.self) { try Posix.readFile(dir + "/f", limit: 3) }
     }
 }
+
+@Suite struct SHA256Tests {
+    @Test(arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+    ])
+    func knownVectors(input: String, expected: String) {
+        #expect(SHA256.hex(of: Array(input.utf8)) == expected)
+    }
+
+    @Test func incrementalEqualsOneShot() {
+        let bytes = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let hasher = SHA256()
+        hasher.update(Array(bytes[..<1234]))
+        hasher.update(Array(bytes[1234...]))
+        #expect(hasher.finalizeHex() == SHA256.hex(of: bytes))
+    }
+}
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000Z"),
+        (Int64(1_796_000_975_123), "2026-11-30T01:09:35.123Z"),
+        (Int64(-1), "1969-12-31T23:59:59.999Z"),
+    ])
+    func formatsUTCWithMillis(millis: Int64, expected: String) {
+        #expect(Timestamp.iso8601(millis: millis) == expected)
+    }
+}

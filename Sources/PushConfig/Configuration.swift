@@ -1,0 +1,152 @@
+/// The daemon's whole configuration, with the defaults it runs with when
+/// /etc/pushspool/pushspool.conf is absent.
+///
+/// `Sendable` and `Equatable`: a plain value, so a reload can build a new one, validate it
+/// whole and swap it in, and tests can compare.
+package struct Configuration: Sendable, Equatable {
+    package var spool = SpoolSettings()
+    package var journal = JournalSettings()
+    package var media = MediaSettings()
+    package var limits = LimitsSettings()
+    package var categories: [CategoryDefinition] = []
+    package var metrics = MetricsSettings()
+    package var log = LogSettings()
+    package var status = StatusSettings()
+
+    package init() {}
+}
+
+/// `[Spool]`: where payloads arrive and how they are picked up.
+package struct SpoolSettings: Sendable, Equatable {
+    /// `Directory=`: the spool root holding tmp/, incoming/, processing/, failed/.
+    package var directory = "/var/spool/pushspool"
+    /// `RescanIntervalSec=`: the safety-net full rescan period.
+    package var rescanIntervalSeconds = 60.0
+    /// `StableAgeSec=`: how long a file's size must stay unchanged before a rescan takes it.
+    package var stableAgeMillis = 1000
+    /// `MaxFileSize=`: larger spool files are quarantined unread.
+    package var maxFileBytes = 1 << 20
+}
+
+/// How the journal treats a corrupt record found in the middle of a segment.
+package enum CorruptionPolicy: String, Sendable, Equatable, CaseIterable {
+    /// Refuse to start until an operator runs `pushspoolctl journal verify`.
+    case refuse
+    /// Move the damaged segment aside and continue with the rest.
+    case quarantineSegment = "quarantine-segment"
+}
+
+/// `[Journal]`: the durable record store.
+package struct JournalSettings: Sendable, Equatable {
+    /// `StateDirectory=`: journal segments, the dedup checkpoint and media live here.
+    package var stateDirectory = "/var/lib/pushspool"
+    /// `SegmentSize=`: a segment is sealed and a new one started beyond this size.
+    package var segmentBytes = 64 << 20
+    /// `MaxBatchDelaySec=`: the longest a record waits for its group-commit fsync.
+    package var maxBatchDelayMillis = 2
+    /// `MaxBatchRecords=`: the most records one fsync covers.
+    package var maxBatchRecords = 1024
+    /// `CorruptionPolicy=`: `refuse` or `quarantine-segment`.
+    package var corruptionPolicy = CorruptionPolicy.refuse
+    /// `CheckpointIntervalSec=`: how often the dedup index is checkpointed.
+    package var checkpointIntervalSeconds = 60.0
+}
+
+/// `[Media]`: downloading images referenced by payloads.
+package struct MediaSettings: Sendable, Equatable {
+    /// `Enabled=`
+    package var enabled = true
+    /// `ConnectTimeoutSec=`
+    package var connectTimeoutSeconds = 5.0
+    /// `TransferTimeoutSec=`: the whole transfer, redirects included.
+    package var transferTimeoutSeconds = 20.0
+    /// `LowSpeedLimit=`: bytes per second below which a transfer counts as stalled.
+    package var lowSpeedLimitBytes = 1024
+    /// `LowSpeedTimeSec=`: how long a stall is tolerated.
+    package var lowSpeedTimeSeconds = 10.0
+    /// `MaxSize=`
+    package var maxBytes = 10 << 20
+    /// `AllowHTTP=`: plain http is refused unless enabled.
+    package var allowHTTP = false
+    /// `MaxRedirects=`
+    package var maxRedirects = 5
+    /// `AllowNetworks=`: CIDRs exempt from the private/loopback/link-local refusal (SSRF
+    /// guard), canonical `address/prefix`.
+    package var allowNetworks: [String] = []
+    /// `MaxConcurrent=`
+    package var maxConcurrent = 16
+    /// `Attempts=`: tries per URL, the first included.
+    package var attempts = 3
+    /// `PayloadDeadlineSec=`: all media of one payload must be done by then.
+    package var payloadDeadlineSeconds = 60.0
+    /// `DedupWindowSec=`: a URL fetched within this window is not fetched again.
+    package var dedupWindowSeconds = 3600.0
+    /// `ThumbnailMaxEdge=`: pixels on the longer side.
+    package var thumbnailMaxEdge = 320
+    /// `ThumbnailMaxPixels=`: larger images are not decoded (decompression bombs).
+    package var thumbnailMaxPixels = 40_000_000
+    /// `CacheDirectory=`
+    package var cacheDirectory = "/var/cache/pushspool"
+}
+
+/// `[Limits]`: bounds on what a payload may be.
+package struct LimitsSettings: Sendable, Equatable {
+    /// `MaxPayloadSize=`
+    package var maxPayloadBytes = 4096
+    /// `MaxDepth=`: JSON nesting depth.
+    package var maxDepth = 32
+}
+
+/// An interactive-notification category the app registered (`[Category ID]` sections), used
+/// to resolve `aps.category` into actions.
+package struct CategoryDefinition: Sendable, Equatable {
+    package var id: String
+    package var actions: [CategoryAction]
+
+    package init(id: String, actions: [CategoryAction]) {
+        self.id = id
+        self.actions = actions
+    }
+}
+
+/// One action of a category: `Action=ID:TITLE:OPTION,OPTION`.
+package struct CategoryAction: Sendable, Equatable {
+    package var id: String
+    package var title: String
+    /// A subset of `CategoryAction.knownOptions`, in the order written.
+    package var options: [String]
+
+    package init(id: String, title: String, options: [String]) {
+        self.id = id
+        self.title = title
+        self.options = options
+    }
+
+    /// The option flags Infobip's SDKs define for actions.
+    package static let knownOptions = ["foreground", "destructive", "authenticationRequired", "moRequired", "chatCompatible"]
+    /// iOS shows at most four actions of a category; more are an error rather than silently lost.
+    package static let maximumPerCategory = 4
+}
+
+/// `[Metrics]`: the Prometheus textfile.
+package struct MetricsSettings: Sendable, Equatable {
+    /// `TextfilePath=`: e.g. /var/lib/prometheus/node-exporter/pushspool.prom; empty = off.
+    package var textfilePath: String? = nil
+    /// `IntervalSec=`
+    package var intervalSeconds = 15.0
+}
+
+/// `[Log]`: journald events.
+package struct LogSettings: Sendable, Equatable {
+    /// `Identifier=`: SYSLOG_IDENTIFIER.
+    package var identifier = "pushspoold"
+    /// `MaxEventsPerSec=`: per event kind; beyond it events are counted and summarised once a
+    /// second instead of sent one by one (journald would drop them).
+    package var maxEventsPerSecond = 100
+}
+
+/// `[Status]`: the sd_notify STATUS= line.
+package struct StatusSettings: Sendable, Equatable {
+    /// `IntervalSec=`: the least time between two STATUS= updates.
+    package var intervalSeconds = 1.0
+}

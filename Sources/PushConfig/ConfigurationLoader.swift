@@ -1,0 +1,199 @@
+@preconcurrency import Glibc
+import PushSystem
+
+/// Builds the effective configuration: defaults, then the main file, then drop-ins in name
+/// order, then command-line overrides — each later assignment winning, as systemd does.
+package enum ConfigurationLoader {
+    package static let defaultMainFile = "/etc/pushspool/pushspool.conf"
+
+    /// Loads and validates the whole configuration.
+    ///
+    /// - Parameters:
+    ///   - mainFile: a missing main file is not an error (all defaults).
+    ///   - dropInDirectory: default `mainFile + ".d"`; `*.conf` files in it are read in byte
+    ///     order of their names. A missing directory is fine.
+    ///   - overrides: command-line `Section.Key=value` assignments, applied last.
+    /// - Returns: the configuration and, per `Section.Key` (`Category ID.Action` for
+    ///   categories), where its value came from. Keys absent from `provenance` are defaults.
+    /// - Throws: the first problem, naming file and line. Nothing is applied partially: on a
+    ///   SIGHUP the caller keeps its old configuration.
+    package static func load(
+        mainFile: String = defaultMainFile,
+        dropInDirectory: String? = nil,
+        overrides: [ConfigOverride] = []
+    ) throws(ConfigError) -> (Configuration, provenance: [String: ConfigurationSource]) {
+        var builder = Builder()
+        if let assignments = try IniFile.parseFile(mainFile) {
+            try builder.apply(assignments, path: mainFile)
+        }
+        for path in try dropInFiles(in: dropInDirectory ?? mainFile + ".d") {
+            guard let assignments = try IniFile.parseFile(path) else { continue }  // raced with removal
+            try builder.apply(assignments, path: path)
+        }
+        for assignment in overrides {
+            try builder.apply(section: assignment.section, key: assignment.key, value: assignment.value, source: .commandLine)
+        }
+        try builder.validate()
+        return (builder.configuration, builder.provenance)
+    }
+
+    /// Parses INI text as if it were the file `path` (no drop-ins): for tests and
+    /// `pushspoolctl config check FILE`.
+    package static func load(text: String, path: String) throws(ConfigError) -> (Configuration, provenance: [String: ConfigurationSource]) {
+        var builder = Builder()
+        try builder.apply(IniFile.parse(Array(text.utf8), path: path), path: path)
+        try builder.validate()
+        return (builder.configuration, builder.provenance)
+    }
+
+    /// The `*.conf` regular files in `directory`, sorted by name; hidden files are skipped.
+    static func dropInFiles(in directory: String) throws(ConfigError) -> [String] {
+        guard let dir = opendir(directory) else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return [] }
+            throw ConfigError(file: directory, line: 0, message: "cannot read drop-in directory: \(SystemError(call: "opendir", errno: code, subject: directory))")
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasSuffix(".conf"), !name.hasPrefix(".") else { continue }
+            var st = stat()
+            guard stat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            names.append(name)
+        }
+        // Byte order, not locale order: 10-x.conf sorts before 9-x.conf, as in systemd.
+        names.sort { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        return names.map { directory + "/" + $0 }
+    }
+
+    /// Applies assignments in order and records where each value came from.
+    struct Builder {
+        var configuration = Configuration()
+        var provenance: [String: ConfigurationSource] = [:]
+
+        mutating func apply(_ assignments: [IniAssignment], path: String) throws(ConfigError) {
+            for assignment in assignments {
+                try apply(section: assignment.section, key: assignment.key, value: assignment.value,
+                          source: .file(path: path, line: assignment.line))
+            }
+        }
+
+        mutating func apply(section: String, key: String, value: String, source: ConfigurationSource) throws(ConfigError) {
+            func failure(_ message: String) -> ConfigError {
+                switch source {
+                case .file(let path, let line): ConfigError(file: path, line: line, section: section, key: key, message: message)
+                case .commandLine: ConfigError(file: "command line", line: 0, section: section, key: key, message: message)
+                case .defaultValue: ConfigError(file: "", line: 0, section: section, key: key, message: message)
+                }
+            }
+            if section.isEmpty {
+                throw failure("assignment outside any section; put it under [Spool], [Journal], [Media], ...")
+            }
+            if section.hasPrefix(Schema.categoryPrefix) {
+                let id = String(section.dropFirst(Schema.categoryPrefix.count)).trimmingSpaces
+                try applyCategory(id: id, key: key, value: value, failure: failure)
+                provenance["\(section).\(key)"] = source
+                return
+            }
+            guard Schema.sections.contains(section) else {
+                throw failure("unknown section; known sections are \(Schema.sections.map { "[\($0)]" }.joined(separator: ", ")) and [Category ID]")
+            }
+            guard let spec = Schema.byPath["\(section).\(key)"] else {
+                throw failure("unknown key; [\(section)] knows \(Schema.keys(in: section).map(\.key).joined(separator: ", "))")
+            }
+            if let error = spec.apply(&configuration, value) {
+                throw failure(error.message)
+            }
+            provenance[spec.path] = source
+        }
+
+        private mutating func applyCategory(id: String, key: String, value: String, failure: (String) -> ConfigError) throws(ConfigError) {
+            if let problem = CategoryRules.validateIdentifier(id, what: "category id") { throw failure(problem) }
+            guard key == "Action" else { throw failure("unknown key; [Category \(id)] knows Action") }
+            var index = configuration.categories.firstIndex { $0.id == id }
+            if index == nil {
+                configuration.categories.append(CategoryDefinition(id: id, actions: []))
+                index = configuration.categories.count - 1
+            }
+            guard let index else { return }
+            if value.isEmpty {
+                configuration.categories[index].actions = []
+                return
+            }
+            let action: CategoryAction
+            switch CategoryRules.parseAction(value) {
+            case .success(let parsed): action = parsed
+            case .failure(let error): throw failure(error.message)
+            }
+            if configuration.categories[index].actions.contains(where: { $0.id == action.id }) {
+                throw failure("action '\(action.id)' is defined twice in this category")
+            }
+            if configuration.categories[index].actions.count >= CategoryAction.maximumPerCategory {
+                throw failure("more than \(CategoryAction.maximumPerCategory) actions; iOS shows only the first \(CategoryAction.maximumPerCategory)")
+            }
+            configuration.categories[index].actions.append(action)
+        }
+
+        /// Checks that span keys, reported at the line of the key that made them inconsistent.
+        func validate() throws(ConfigError) {
+            func failure(_ path: String, _ message: String) -> ConfigError {
+                let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+                switch provenance[path] ?? .defaultValue {
+                case .file(let file, let line): return ConfigError(file: file, line: line, section: parts[0], key: parts[1], message: message)
+                case .commandLine: return ConfigError(file: "command line", line: 0, section: parts[0], key: parts[1], message: message)
+                case .defaultValue: return ConfigError(file: "", line: 0, section: parts[0], key: parts[1], message: message)
+                }
+            }
+            let media = configuration.media
+            if media.connectTimeoutSeconds > media.transferTimeoutSeconds {
+                throw failure("Media.ConnectTimeoutSec", "is longer than TransferTimeoutSec=\(ConfigValue.formatDuration(media.transferTimeoutSeconds)); the connect phase is part of the transfer")
+            }
+            if media.transferTimeoutSeconds > media.payloadDeadlineSeconds {
+                throw failure("Media.TransferTimeoutSec", "is longer than PayloadDeadlineSec=\(ConfigValue.formatDuration(media.payloadDeadlineSeconds)); one transfer could never finish in time")
+            }
+            if configuration.spool.maxFileBytes < configuration.limits.maxPayloadBytes {
+                throw failure("Spool.MaxFileSize", "is smaller than [Limits] MaxPayloadSize=\(ConfigValue.formatSize(configuration.limits.maxPayloadBytes)); a spool file carries the payload plus its envelope")
+            }
+            for category in configuration.categories where category.actions.isEmpty {
+                throw failure("\(Schema.categoryPrefix)\(category.id).Action", "category '\(category.id)' has no actions; add Action=ID:TITLE:OPTIONS or remove the section")
+            }
+        }
+    }
+}
+
+/// Rules for app-defined interactive categories (Infobip's `MMNotificationCategory` rules).
+enum CategoryRules {
+    /// Identifiers are non-empty words; `mm_` is reserved by Infobip for its predefined ones.
+    static func validateIdentifier(_ id: String, what: String) -> String? {
+        if id.isEmpty { return "\(what) is empty" }
+        if id.hasPrefix("mm_") { return "\(what) '\(id)' starts with 'mm_', which Infobip reserves for its predefined categories and actions" }
+        if !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == ".") }) {
+            return "\(what) '\(id)' may contain only letters, digits, '_', '-' and '.'"
+        }
+        return nil
+    }
+
+    /// `ID:TITLE:OPTIONS` — the id has no ':', the options follow the last ':' (so a title
+    /// may contain ':'), options are comma-separated and may be empty.
+    static func parseAction(_ value: String) -> Result<CategoryAction, ValueError> {
+        guard let first = value.firstIndex(of: ":"), let last = value.lastIndex(of: ":"), first < last else {
+            return .failure(ValueError("expected ID:TITLE:OPTIONS (options may be empty, e.g. 'accept:Accept:foreground'), got '\(value)'"))
+        }
+        let id = String(value[..<first]).trimmingSpaces
+        let title = String(value[value.index(after: first)..<last]).trimmingSpaces
+        let optionText = String(value[value.index(after: last)...])
+        if let problem = validateIdentifier(id, what: "action id") { return .failure(ValueError(problem)) }
+        if title.isEmpty { return .failure(ValueError("action '\(id)' has an empty title")) }
+        var options: [String] = []
+        for option in optionText.split(separator: ",").map({ String($0).trimmingSpaces }) where !option.isEmpty {
+            guard CategoryAction.knownOptions.contains(option) else {
+                return .failure(ValueError("unknown action option '\(option)'; known: \(CategoryAction.knownOptions.joined(separator: ", "))"))
+            }
+            if !options.contains(option) { options.append(option) }
+        }
+        return .success(CategoryAction(id: id, title: title, options: options))
+    }
+}

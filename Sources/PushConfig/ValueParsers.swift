@@ -1,0 +1,149 @@
+@preconcurrency import Glibc
+
+/// Parsers for the value syntaxes systemd unit files use, so an operator who knows
+/// `TimeoutStartSec=` and `MemoryMax=` can write pushspool.conf without a manual.
+///
+/// Each parser returns the value or a message that says what was expected; the caller adds
+/// the file, line, section and key.
+package enum ConfigValue {
+    /// A duration in systemd's syntax: `5s`, `500ms`, `1min 30s`, `2h`, `1.5s`; a plain number
+    /// means seconds. Returns seconds.
+    package static func duration(_ text: String) -> Result<Double, ValueError> {
+        let failure = ValueError("expected a duration like 5s, 500ms or 1min 30s, got '\(text)'")
+        let units: [String: Double] = [
+            "us": 1e-6, "usec": 1e-6, "µs": 1e-6,
+            "ms": 1e-3, "msec": 1e-3,
+            "s": 1, "sec": 1, "second": 1, "seconds": 1,
+            "m": 60, "min": 60, "minute": 60, "minutes": 60,
+            "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
+            "d": 86400, "day": 86400, "days": 86400,
+            "w": 604_800, "week": 604_800, "weeks": 604_800,
+        ]
+        let scalars = Array(text.unicodeScalars)
+        var index = 0
+        var total = 0.0
+        var sawComponent = false
+        func skipSpaces() { while index < scalars.count, scalars[index] == " " || scalars[index] == "\t" { index += 1 } }
+        skipSpaces()
+        while index < scalars.count {
+            var number = ""
+            while index < scalars.count, ("0"..."9").contains(scalars[index]) || scalars[index] == "." {
+                number.unicodeScalars.append(scalars[index]); index += 1
+            }
+            guard !number.isEmpty, let value = Double(number), value.isFinite else { return .failure(failure) }
+            skipSpaces()
+            var unit = ""
+            while index < scalars.count, !("0"..."9").contains(scalars[index]), scalars[index] != " ", scalars[index] != "\t" {
+                unit.unicodeScalars.append(scalars[index]); index += 1
+            }
+            if unit.isEmpty {
+                // A bare number is seconds, but only on its own: "1min 30" is a typo, not 90s.
+                guard !sawComponent else { return .failure(failure) }
+                skipSpaces()
+                guard index == scalars.count else { return .failure(failure) }
+                return .success(value)
+            }
+            guard let factor = units[unit] else { return .failure(failure) }
+            total += value * factor
+            sawComponent = true
+            skipSpaces()
+        }
+        return sawComponent ? .success(total) : .failure(failure)
+    }
+
+    /// A byte size in systemd's syntax: `4096`, `512K`, `10M`, `64MiB`, `1G` (base 1024).
+    package static func size(_ text: String) -> Result<Int, ValueError> {
+        let failure = ValueError("expected a size like 4096, 512K, 10M or 64MiB, got '\(text)'")
+        let trimmed = text.trimmingSpaces
+        let digits = trimmed.prefix { ("0"..."9").contains($0) || $0 == "." }
+        var suffix = String(trimmed.dropFirst(digits.count)).trimmingSpaces
+        guard !digits.isEmpty, let value = Double(digits), value.isFinite else { return .failure(failure) }
+        if suffix.count == 3, suffix.hasSuffix("iB") { suffix.removeLast(2) } else if suffix == "B" { suffix = "" }
+        let factors: [String: Double] = ["": 1, "K": 0x1p10, "M": 0x1p20, "G": 0x1p30, "T": 0x1p40]
+        guard let factor = factors[suffix] else { return .failure(failure) }
+        let bytes = value * factor
+        guard bytes < Double(Int.max), bytes == bytes.rounded(.down) else { return .failure(failure) }
+        return .success(Int(bytes))
+    }
+
+    /// A boolean: yes/no, true/false, on/off, 1/0 (case-insensitive), as in systemd.
+    package static func boolean(_ text: String) -> Result<Bool, ValueError> {
+        switch text.lowercased() {
+        case "yes", "true", "on", "1", "y", "t": return .success(true)
+        case "no", "false", "off", "0", "n", "f": return .success(false)
+        default: return .failure(ValueError("expected a boolean (yes/no, true/false, on/off, 1/0), got '\(text)'"))
+        }
+    }
+
+    /// A non-negative decimal integer within `range`.
+    package static func integer(_ text: String, in range: ClosedRange<Int>) -> Result<Int, ValueError> {
+        guard let value = Int(text), range.contains(value) else {
+            return .failure(ValueError("expected an integer from \(range.lowerBound) to \(range.upperBound), got '\(text)'"))
+        }
+        return .success(value)
+    }
+
+    /// An IPv4 or IPv6 network in CIDR notation (`10.0.0.0/8`, `fd00::/8`); a bare address is a
+    /// single host. Returns the canonical `address/prefix` text.
+    package static func cidr(_ text: String) -> Result<String, ValueError> {
+        let failure = ValueError("expected a network like 10.0.0.0/8, 127.0.0.1 or fd00::/8, got '\(text)'")
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let address = parts.first.map(String.init) else { return .failure(failure) }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        let family: Int32
+        let maxPrefix: Int
+        if inet_pton(AF_INET, address, &buffer) == 1 {
+            family = AF_INET; maxPrefix = 32
+        } else if inet_pton(AF_INET6, address, &buffer) == 1 {
+            family = AF_INET6; maxPrefix = 128
+        } else {
+            return .failure(failure)
+        }
+        var prefix = maxPrefix
+        if parts.count == 2 {
+            guard let parsed = Int(parts[1]), (0...maxPrefix).contains(parsed) else { return .failure(failure) }
+            prefix = parsed
+        }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(family, buffer, &text, socklen_t(text.count)) != nil else { return .failure(failure) }
+        let canonical = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return .success("\(canonical)/\(prefix)")
+    }
+
+    /// Formats seconds the way `duration` reads them back: `500ms`, `5s`, `1min 30s`.
+    package static func formatDuration(_ seconds: Double) -> String {
+        if seconds == 0 { return "0" }
+        var micros = Int64((seconds * 1_000_000).rounded())
+        var parts: [String] = []
+        for (unit, size) in [("d", Int64(86_400_000_000)), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1000), ("us", 1)] {
+            if micros >= size {
+                parts.append("\(micros / size)\(unit)")
+                micros %= size
+            }
+        }
+        return parts.joined(separator: " ")
+    }
+
+    /// Formats a byte count the way `size` reads it back, using the largest exact unit.
+    package static func formatSize(_ bytes: Int) -> String {
+        for (unit, size) in [("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes >= size && bytes % size == 0 {
+            return "\(bytes / size)\(unit)"
+        }
+        return "\(bytes)"
+    }
+}
+
+/// Why a single value did not parse; becomes a `ConfigError` once the location is known.
+package struct ValueError: Error, Sendable, Equatable {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var scalars = Substring(self)
+        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
+        return String(scalars)
+    }
+}

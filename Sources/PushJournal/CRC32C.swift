@@ -1,0 +1,45 @@
+internal import CIsal
+
+/// CRC-32C (Castagnoli) through ISA-L's `crc32_iscsi`, the fastest implementation measured on
+/// this platform (JOURNAL.md §5).
+///
+/// ISA-L returns the un-inverted register when seeded with `0xFFFFFFFF`; the standard CRC-32C is
+/// its bitwise NOT. Keeping the raw register in `State` lets callers chain pieces (id, then JSON)
+/// without copying them together.
+package enum CRC32C {
+    package typealias State = UInt32
+
+    package static let initial: State = 0xFFFF_FFFF
+
+    package static func update(_ state: State, _ bytes: UnsafeRawBufferPointer) -> State {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return state }
+        return crc32_iscsi(
+            UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), Int32(bytes.count), state)
+    }
+
+    package static func update(_ state: State, _ bytes: [UInt8]) -> State {
+        bytes.withUnsafeBytes { update(state, $0) }
+    }
+
+    package static func update(_ state: State, _ bytes: ArraySlice<UInt8>) -> State {
+        bytes.withUnsafeBytes { update(state, $0) }
+    }
+
+    package static func finalize(_ state: State) -> UInt32 { ~state }
+
+    /// The standard CRC-32C of `bytes` (check value of "123456789" is `0xE3069283`).
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 { finalize(update(initial, bytes)) }
+
+    package static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 { finalize(update(initial, bytes)) }
+
+    /// LevelDB's masking: a CRC stored next to data that itself contains CRCs (a record holding a
+    /// frame, a checkpoint holding the journal) would otherwise make accidental matches likelier.
+    package static func mask(_ crc: UInt32) -> UInt32 {
+        ((crc >> 15) | (crc << 17)) &+ 0xA282_EAD8
+    }
+
+    package static func unmask(_ masked: UInt32) -> UInt32 {
+        let rot = masked &- 0xA282_EAD8
+        return (rot >> 17) | (rot << 15)
+    }
+}

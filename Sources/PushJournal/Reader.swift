@@ -1,0 +1,144 @@
+@preconcurrency import Glibc
+import PushSystem
+
+/// Lists the segments of a journal directory, oldest first.
+func listSegments(_ directory: String) throws(JournalError) -> [(name: String, firstSeq: UInt64)] {
+    let names: [String]
+    do { names = try Posix.journalListDirectory(directory) } catch { throw JournalError(.io(error), directory: directory) }
+    return names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
+        .sorted { $0.firstSeq < $1.firstSeq }
+}
+
+func readCommittedMark(_ directory: String) -> CommittedMark? {
+    (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
+}
+
+/// Reads records in seq order, read-only, alongside a running writer (JOURNAL.md b.7).
+///
+/// By default only records at or below the `COMMITTED` watermark are returned, so a reader
+/// never acts on a record a power cut could still take away; without a valid `COMMITTED` it
+/// stops at the first incomplete record. An incomplete or invalid record at the end of the
+/// newest segment means "not written yet", not corruption: `next()` returns `nil` and a later
+/// call continues from there. Damage in an older segment throws `.corrupt`.
+///
+/// Not `Sendable`: owns an open segment file. Blocking: use from a dedicated thread.
+package final class JournalReader {
+    package let directory: String
+    package let committedOnly: Bool
+    private var fromSeq: UInt64
+    private var current: SegmentFile?
+    private var currentFirstSeq: UInt64 = 0
+    private var offset: Int64 = 0
+    /// The error that ended a `records(fromSeq:)` iteration, if any.
+    package private(set) var lastError: JournalError?
+
+    /// Opens a reader positioned at `fromSeq` (0 or 1 = from the beginning).
+    package init(directory: String, fromSeq: UInt64 = 0, committedOnly: Bool = true) throws(JournalError) {
+        self.directory = directory
+        self.fromSeq = fromSeq
+        self.committedOnly = committedOnly
+        var st = stat()
+        guard stat(directory, &st) == 0 else {
+            throw JournalError(.io(SystemError(call: "stat", errno: errno, subject: directory)), directory: directory)
+        }
+    }
+
+    /// Moves to the first record with seq ≥ `seq`.
+    package func seek(toSeq seq: UInt64) {
+        fromSeq = seq
+        current = nil
+    }
+
+    /// The next record, or `nil` if none is available (yet).
+    package func next() throws(JournalError) -> JournalRecord? {
+        while true {
+            if current == nil {
+                let segments = try listSegments(directory)
+                guard let pick = segments.last(where: { $0.firstSeq <= max(fromSeq, 1) }) ?? segments.first else { return nil }
+                try open(pick.name, firstSeq: pick.firstSeq)
+            }
+            guard let file = current else { return nil }
+            let probe: FrameProbe
+            do {
+                try file.refreshSize()
+                probe = try file.probe(at: offset, mode: .full)
+            } catch {
+                throw JournalError(.io(error), directory: directory)
+            }
+            switch probe {
+            case .record(let header, let key, let json):
+                if committedOnly, let mark = readCommittedMark(directory), header.seq > mark.seq { return nil }
+                let at = offset
+                offset += Int64(header.frameLength)
+                if header.seq < fromSeq { continue }
+                fromSeq = header.seq + 1
+                return JournalRecord(seq: header.seq, ingestMillis: header.ingestMillis, key: key!, body: json!,
+                                     segment: file.name, offset: at)
+            case .end, .incomplete, .invalid:
+                let newer = try listSegments(directory).first { $0.firstSeq > currentFirstSeq }
+                guard let newer else { return nil }
+                switch probe {
+                case .incomplete(let detail), .invalid(let detail):
+                    // The writer finishes a segment before it cuts the next one; bad bytes here are damage.
+                    throw JournalError(.corrupt(segment: file.name, offset: offset, detail: detail), directory: directory)
+                default:
+                    try open(newer.name, firstSeq: newer.firstSeq)
+                }
+            }
+        }
+    }
+
+    /// Like `next()`, but waits up to `timeout` (`nil` = forever) for a record, polling every
+    /// `pollInterval` (journald's advice for file systems where inotify is unreliable).
+    package func next(waitingUpTo timeout: Duration?, pollInterval: Duration = .milliseconds(200)) throws(JournalError) -> JournalRecord? {
+        let deadline = timeout.map { Posix.monotonicNanos() + Self.nanos($0) }
+        while true {
+            if let record = try next() { return record }
+            let now = Posix.monotonicNanos()
+            if let deadline, now >= deadline { return nil }
+            var sleep = Self.nanos(pollInterval)
+            if let deadline { sleep = min(sleep, deadline - now) }
+            usleep(UInt32(max(1, sleep / 1000)))
+        }
+    }
+
+    /// Iterates records from `seq` to what is available now; an error ends the iteration and is
+    /// left in `lastError`.
+    package func records(fromSeq seq: UInt64) -> JournalRecords {
+        seek(toSeq: seq)
+        lastError = nil
+        return JournalRecords(reader: self)
+    }
+
+    package struct JournalRecords: Sequence, IteratorProtocol {
+        let reader: JournalReader
+        package mutating func next() -> JournalRecord? {
+            do { return try reader.next() } catch {
+                reader.lastError = error
+                return nil
+            }
+        }
+    }
+
+    private func open(_ name: String, firstSeq: UInt64) throws(JournalError) {
+        let file: SegmentFile
+        let header: Result<SegmentHeader, FrameDefect>
+        do {
+            file = try SegmentFile(directory: directory, name: name)
+            header = try file.readHeader()
+        } catch {
+            throw JournalError(.io(error), directory: directory)
+        }
+        if case .failure(let defect) = header {
+            throw JournalError(.corrupt(segment: name, offset: 0, detail: defect.detail), directory: directory)
+        }
+        current = file
+        currentFirstSeq = firstSeq
+        offset = Int64(SegmentHeader.size)
+    }
+
+    private static func nanos(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
+    }
+}

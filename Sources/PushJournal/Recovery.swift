@@ -1,0 +1,237 @@
+@preconcurrency import Glibc
+import PushSystem
+
+/// The state recovery hands to the writer.
+struct RecoveredJournal {
+    var journalID: [UInt8]
+    var lastSeq: UInt64
+    var nextSeq: UInt64
+    /// The segment to keep appending to, and its valid end; `nil` = cut a new segment first.
+    var active: (firstSeq: UInt64, end: Int64)?
+    var segmentCount: Int
+    var keys: Set<String>
+    var report: RecoveryReport
+}
+
+/// Start-up recovery (JOURNAL.md b.6): check segment headers, scan from the checkpoint (or the
+/// start), cut a torn tail, refuse or quarantine mid-file damage, rebuild the dedup keys.
+/// Idempotent: a second run over its own result changes nothing.
+struct Recovery {
+    let directory: String
+    let dirfd: Int32
+    let io: JournalIO
+    let options: JournalOptions
+
+    private enum Action {
+        case truncate(segment: String, at: Int64, size: Int64, detail: String)
+        case quarantine(segment: String)
+    }
+
+    private struct Pass {
+        var journalID: [UInt8]?
+        var keys = Set<String>()
+        var lastSeq: UInt64 = 0
+        var maxSeq: UInt64 = 0
+        var retained: [(firstSeq: UInt64, end: Int64)] = []
+        var actions: [Action] = []
+        var records = 0
+        var checkpointUsed = false
+    }
+
+    func sysErr(_ e: SystemError) -> JournalError { io.err(e) }
+
+    func sys<T>(_ body: () throws(SystemError) -> T) throws(JournalError) -> T {
+        do { return try body() } catch { throw io.err(error) }
+    }
+
+    func run() throws(JournalError) -> RecoveredJournal {
+        let started = Posix.monotonicNanos()
+        let names: [String]
+        do { names = try Posix.journalListDirectory(directory) } catch { throw sysErr(error) }
+        var removedTemp = false
+        for name in names where name.hasSuffix(".tmp") {
+            try io.unlinkat(dirfd, name)
+            removedTemp = true
+        }
+        if removedTemp { try io.fsync(dirfd, subject: directory) }
+        let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
+            .sorted { $0.firstSeq < $1.firstSeq }
+
+        var checkpoint: DedupCheckpoint?
+        if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
+            checkpoint = DedupCheckpoint.decode(bytes)
+        }
+        let pass: Pass
+        if let checkpoint, let used = try scan(segments, checkpoint: checkpoint) {
+            pass = used
+        } else {
+            pass = try scan(segments, checkpoint: nil)!
+        }
+
+        var report = RecoveryReport()
+        report.records = pass.records
+        report.checkpointUsed = pass.checkpointUsed
+        for action in pass.actions {
+            switch action {
+            case .truncate(let segment, let at, let size, let detail):
+                try cutTornTail(segment: segment, at: at, size: size)
+                report.tornSegment = segment
+                report.tornBytesTruncated = size - at
+                report.tornDetail = detail
+            case .quarantine(let segment):
+                try quarantine(segment)
+                report.quarantined.append(segment)
+            }
+        }
+
+        var nextSeq = pass.maxSeq + 1
+        let committed = (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
+        if let committed, committed.seq > pass.lastSeq {
+            report.lostAcknowledgedRecords = committed.seq - pass.lastSeq
+            if pass.retained.isEmpty { nextSeq = max(nextSeq, committed.seq + 1) }
+        }
+        var active: (firstSeq: UInt64, end: Int64)?
+        if pass.actions.allSatisfy({ if case .quarantine = $0 { false } else { true } }) {
+            active = pass.retained.last
+        }
+        report.segments = pass.retained.count
+        report.lastSeq = pass.lastSeq
+        report.dedupKeys = pass.keys.count
+        report.durationNanos = Posix.monotonicNanos() - started
+        var id = pass.journalID ?? []
+        if id.isEmpty {
+            var generator = SystemRandomNumberGenerator()
+            id = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        }
+        return RecoveredJournal(journalID: id, lastSeq: pass.lastSeq, nextSeq: nextSeq, active: active,
+                                segmentCount: pass.retained.count, keys: pass.keys, report: report)
+    }
+
+    /// One read-only pass. Returns `nil` when the checkpoint turns out not to fit the segments
+    /// (the caller then rescans everything).
+    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?) throws(JournalError) -> Pass? {
+        var pass = Pass()
+        var startIndex = 0
+        if let checkpoint {
+            guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
+                  checkpoint.throughSeq + 1 >= checkpoint.segmentFirstSeq
+            else { return nil }
+            let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segments[index].name) }
+            guard case .success(let header) = try sys({ () throws(SystemError) in try file.readHeader() }),
+                  header.journalID == checkpoint.journalID,
+                  checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size
+            else { return nil }
+            switch try sys({ () throws(SystemError) in try file.probe(at: checkpoint.offset, mode: .keys) }) {
+            case .end: break
+            case .record(let h, _, _) where h.seq == checkpoint.throughSeq + 1: break
+            default: return nil
+            }
+            startIndex = index
+            pass.journalID = checkpoint.journalID
+            pass.keys = Set(checkpoint.keys)
+            pass.lastSeq = checkpoint.throughSeq
+            pass.maxSeq = checkpoint.throughSeq
+            pass.checkpointUsed = true
+            // Segments before the checkpoint are trusted, as sealed segments are (b.6 step 3).
+            for earlier in segments[..<index] { pass.retained.append((earlier.firstSeq, -1)) }
+        }
+
+        for index in startIndex..<segments.count {
+            let segment = segments[index]
+            let isLast = index == segments.count - 1
+            do {
+                let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segment.name) }
+                let header: SegmentHeader
+                switch try sys({ () throws(SystemError) in try file.readHeader() }) {
+                case .success(let h): header = h
+                case .failure(let defect):
+                    pass.maxSeq = max(pass.maxSeq, try sys { () throws(SystemError) in try file.maxValidSeq(from: 64) } ?? 0)
+                    try damaged(segment.name, offset: 0, detail: defect.detail, into: &pass)
+                    continue
+                }
+                if let id = pass.journalID, id != header.journalID {
+                    throw JournalError(.foreignSegment(segment: segment.name), directory: directory)
+                }
+                pass.journalID = header.journalID
+                if header.firstSeq != segment.firstSeq {
+                    try damaged(segment.name, offset: 16, detail: "header first seq \(header.firstSeq) does not match the file name", into: &pass)
+                    continue
+                }
+                let resuming = index == startIndex && checkpoint != nil
+                if !resuming && header.firstSeq <= pass.maxSeq {
+                    try damaged(segment.name, offset: 16, detail: "first seq \(header.firstSeq) overlaps the previous segment", into: &pass)
+                    continue
+                }
+                // The checkpoint's own segment is still read from its start: it is usually the
+                // active one, and damage there must stop start-up, not hide behind the checkpoint.
+                let from = Int64(SegmentHeader.size)
+                let expected = header.firstSeq
+                var keys: [String] = []
+                let scan = try sys { () throws(SystemError) in
+                    try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { _, key, _, _ in keys.append(key!) }
+                }
+                pass.records += scan.records
+                if let offset = scan.failureOffset {
+                    if isLast && scan.failureIsTornTail {
+                        pass.actions.append(.truncate(segment: segment.name, at: offset, size: scan.size, detail: scan.failureDetail ?? ""))
+                    } else {
+                        let beyond = try sys { () throws(SystemError) in try file.maxValidSeq(from: offset + 8) }
+                        pass.maxSeq = max(pass.maxSeq, scan.lastSeq ?? 0, beyond ?? 0)
+                        try damaged(segment.name, offset: offset, detail: scan.failureDetail ?? "", into: &pass)
+                        continue
+                    }
+                }
+                pass.keys.formUnion(keys)
+                pass.lastSeq = scan.lastSeq ?? (header.firstSeq - 1)
+                pass.maxSeq = max(pass.maxSeq, pass.lastSeq)
+                pass.retained.append((header.firstSeq, scan.validEnd))
+            }
+        }
+        if let checkpoint {
+            // The checkpoint's keys must be exactly those of the retained journal: not if the
+            // journal lost records it covers, nor if a segment it covers goes to quarantine.
+            if pass.lastSeq < checkpoint.throughSeq { return nil }
+            if pass.actions.contains(where: { if case .quarantine = $0 { true } else { false } }) { return nil }
+        }
+        return pass
+    }
+
+    private func damaged(_ segment: String, offset: Int64, detail: String, into pass: inout Pass) throws(JournalError) {
+        switch options.corruptionPolicy {
+        case .refuse:
+            throw JournalError(.corrupt(segment: segment, offset: offset, detail: detail), directory: directory)
+        case .quarantineSegment:
+            pass.actions.append(.quarantine(segment: segment))
+        }
+    }
+
+    private func ensureQuarantineDirectory() throws(JournalError) {
+        do { try Posix.mkdirIfMissing(directory + "/" + JournalFiles.quarantine) } catch { throw sysErr(error) }
+    }
+
+    /// Keeps the cut bytes for forensics (etcd's `.broken`), then truncates and syncs.
+    private func cutTornTail(segment: String, at offset: Int64, size: Int64) throws(JournalError) {
+        try ensureQuarantineDirectory()
+        let tail = try sys { () throws(SystemError) in
+            try SegmentFile(directory: directory, name: segment).readAll(from: offset, to: size)
+        }
+        let name = "\(JournalFiles.quarantine)/\(segment).torn-\(offset)-\(Posix.wallClockMillis())"
+        let tailfd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
+        defer { Posix.close(tailfd) }
+        try sys { () throws(SystemError) in try io.writeAll(tailfd, tail, subject: name) }
+        let fd = try io.openat(dirfd, segment, O_WRONLY)
+        defer { Posix.close(fd) }
+        try io.ftruncate(fd, offset, subject: segment)
+        try io.fdatasync(fd, subject: segment)
+    }
+
+    private func quarantine(_ segment: String) throws(JournalError) {
+        try ensureQuarantineDirectory()
+        let target = "\(JournalFiles.quarantine)/\(segment).\(Posix.wallClockMillis())"
+        try io.renameat(dirfd, segment, dirfd, target)
+        try io.fsync(dirfd, subject: directory)
+        let qfd = try io.openat(dirfd, JournalFiles.quarantine, O_RDONLY | O_DIRECTORY)
+        defer { Posix.close(qfd) }
+        try io.fsync(qfd, subject: JournalFiles.quarantine)
+    }
+}

@@ -1,0 +1,248 @@
+import PushSystem
+
+/// The result of `JournalVerifier.verify`. `Sendable` value.
+package struct VerifyReport: Sendable {
+    package enum Status: String, Sendable {
+        case pass = "PASS"
+        case fail = "FAIL"
+        /// Only a torn tail: recovery will cut it.
+        case tornTail = "TORN"
+    }
+
+    package struct Segment: Sendable {
+        package var name: String
+        package var status: Status
+        package var records: Int
+        package var bytes: Int64
+        package var firstSeq: UInt64?
+        package var lastSeq: UInt64?
+        /// "corruption detected at <path>:<offset> (of <size> bytes, <pct>%): <detail>" or the torn-tail note.
+        package var problem: String?
+    }
+
+    package var segments: [Segment] = []
+    package var records = 0
+    package var bytes: Int64 = 0
+    package var firstSeq: UInt64?
+    package var lastSeq: UInt64?
+    /// Journal-wide findings that are damage (exit 1).
+    package var problems: [String] = []
+    /// Findings that are not damage (an ignored checkpoint, a gap explained by a quarantined segment).
+    package var notes: [String] = []
+    package var duplicateKeys = 0
+    package var seqGaps = 0
+    package var tornBytes: Int64 = 0
+    package var committedSeq: UInt64?
+
+    /// 0 = clean, 1 = corruption, 2 = torn tail only (recoverable).
+    package var exitCode: Int32 {
+        if !problems.isEmpty || segments.contains(where: { $0.status == .fail }) { return 1 }
+        if segments.contains(where: { $0.status == .tornTail }) { return 2 }
+        return 0
+    }
+
+    /// Human-readable lines, journald's `--verify` style.
+    package var lines: [String] {
+        var out = segments.map { segment in
+            "\(segment.status.rawValue): \(segment.name) (\(segment.records) records, \(segment.bytes) bytes)"
+                + (segment.problem.map { " - \($0)" } ?? "")
+        }
+        out += problems
+        out += notes.map { "note: \($0)" }
+        let range = firstSeq.map { "seq \($0)...\(lastSeq ?? $0)" } ?? "no records"
+        let verdict = switch exitCode {
+        case 0: "clean"
+        case 2: "torn tail only (\(tornBytes) bytes; recovery will cut it)"
+        default: "CORRUPTION FOUND"
+        }
+        out.append("\(segments.count) segments, \(records) records, \(bytes) bytes, \(range), "
+                   + "\(duplicateKeys) duplicate ids, \(seqGaps) seq gaps: \(verdict)")
+        return out
+    }
+}
+
+/// `journal verify`: checks every record of every segment, read-only (JOURNAL.md b.8).
+package enum JournalVerifier {
+    /// Verifies the journal in `directory`. `progress` receives (bytes done, bytes total) every
+    /// few MiB, for a progress display on large journals.
+    package static func verify(directory: String, progress: ((bytesDone: Int64, bytesTotal: Int64)) -> Void = { _ in }) -> VerifyReport {
+        var report = VerifyReport()
+        // Read before scanning: records synced while we scan can only make the journal longer.
+        report.committedSeq = readCommittedMark(directory)?.seq
+        let segments: [(name: String, firstSeq: UInt64)]
+        do { segments = try listSegments(directory) } catch {
+            report.problems.append("cannot list \(directory): \(error)")
+            return report
+        }
+        let quarantinedFirstSeqs: [UInt64] = ((try? Posix.journalListDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
+            .compactMap { name in name.count >= 24 ? JournalFiles.firstSeq(ofSegment: String(name.prefix(24))) : nil }
+
+        var files: [SegmentFile] = []
+        for segment in segments {
+            do { files.append(try SegmentFile(directory: directory, name: segment.name)) } catch {
+                report.problems.append("cannot open \(directory)/\(segment.name): \(error)")
+                return report
+            }
+        }
+        let total = files.reduce(Int64(0)) { $0 + $1.size }
+        var done: Int64 = 0
+        var keys = Set<String>()
+        var journalID: [UInt8]?
+        var previousLast: UInt64?
+        for (index, file) in files.enumerated() {
+            let isLast = index == files.count - 1
+            var verdict = VerifyReport.Segment(name: file.name, status: .pass, records: 0, bytes: file.size)
+            defer {
+                report.segments.append(verdict)
+                report.bytes += file.size
+            }
+            func corruption(_ offset: Int64, _ detail: String) -> String {
+                let pct = file.size > 0 ? Double(offset) * 100 / Double(file.size) : 0
+                let rounded = (pct * 10).rounded() / 10
+                return "corruption detected at \(file.path):\(offset) (of \(file.size) bytes, \(rounded)%): \(detail)"
+            }
+            let header: SegmentHeader
+            do {
+                switch try file.readHeader() {
+                case .success(let h): header = h
+                case .failure(let defect):
+                    verdict.status = .fail
+                    verdict.problem = corruption(0, defect.detail)
+                    done += file.size
+                    progress((done, total))
+                    continue
+                }
+            } catch {
+                verdict.status = .fail
+                verdict.problem = "read error: \(error)"
+                continue
+            }
+            if let journalID, journalID != header.journalID {
+                verdict.status = .fail
+                verdict.problem = "segment belongs to another journal (journal id differs)"
+                continue
+            }
+            journalID = header.journalID
+            if header.firstSeq != segments[index].firstSeq {
+                verdict.status = .fail
+                verdict.problem = corruption(16, "header first seq \(header.firstSeq) does not match the file name")
+                continue
+            }
+            if let previousLast {
+                if header.firstSeq <= previousLast {
+                    verdict.status = .fail
+                    verdict.problem = corruption(16, "first seq \(header.firstSeq) overlaps the previous segment (last seq \(previousLast))")
+                    continue
+                }
+                if header.firstSeq != previousLast + 1 {
+                    let explained = quarantinedFirstSeqs.contains { $0 > previousLast && $0 < header.firstSeq }
+                    let text = "seq gap: \(previousLast + 1)...\(header.firstSeq - 1) missing before \(file.name)"
+                    if explained {
+                        report.notes.append(text + " (a quarantined segment covers it)")
+                    } else {
+                        report.seqGaps += 1
+                        report.problems.append(text)
+                    }
+                }
+            }
+            let scan: SegmentScan
+            do {
+                let before = done
+                scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys,
+                                       progress: { step in done += step; progress((done, total)) }) { _, key, _, _ in
+                    if !keys.insert(key!).inserted { report.duplicateKeys += 1 }
+                }
+                done = before + file.size
+                progress((done, total))
+            } catch {
+                verdict.status = .fail
+                verdict.problem = "read error: \(error)"
+                continue
+            }
+            verdict.records = scan.records
+            verdict.firstSeq = scan.firstSeq
+            verdict.lastSeq = scan.lastSeq
+            report.records += scan.records
+            if report.firstSeq == nil { report.firstSeq = scan.firstSeq }
+            if let last = scan.lastSeq { report.lastSeq = last }
+            previousLast = scan.lastSeq ?? (header.firstSeq - 1)
+            if let offset = scan.failureOffset {
+                if isLast && scan.failureIsTornTail {
+                    verdict.status = .tornTail
+                    report.tornBytes = scan.size - offset
+                    verdict.problem = "torn tail at \(file.path):\(offset): \(scan.size - offset) bytes (\(scan.failureDetail ?? ""))"
+                } else {
+                    verdict.status = .fail
+                    verdict.problem = corruption(offset, scan.failureDetail ?? "")
+                }
+            }
+        }
+        if report.duplicateKeys > 0 {
+            report.problems.append("\(report.duplicateKeys) records repeat an id already journaled")
+        }
+        if let committed = report.committedSeq, committed > (report.lastSeq ?? 0) {
+            report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(report.lastSeq ?? 0): acknowledged records are missing")
+        }
+        if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
+            if let checkpoint = DedupCheckpoint.decode(bytes) {
+                if checkpoint.throughSeq > (report.lastSeq ?? 0) {
+                    report.notes.append("dedup.ckpt covers seq \(checkpoint.throughSeq), beyond the journal; it will be rebuilt at start")
+                }
+            } else {
+                report.notes.append("dedup.ckpt is damaged; it will be rebuilt at start")
+            }
+        }
+        return report
+    }
+}
+
+/// Summary counts of a journal (`journal stats`). `Sendable` value.
+package struct JournalStats: Sendable {
+    package var segments = 0
+    package var records = 0
+    package var bytes: Int64 = 0
+    package var firstSeq: UInt64?
+    package var lastSeq: UInt64?
+    package var firstIngestMillis: Int64?
+    package var lastIngestMillis: Int64?
+    /// The `COMMITTED` watermark, if valid.
+    package var committedSeq: UInt64?
+    /// Bytes after the last whole record of the newest segment (a torn tail, or a write in progress).
+    package var trailingBytes: Int64 = 0
+
+    package init() {}
+}
+
+/// Reads `JournalStats` from frame headers only (bodies are not checksummed; use verify for that).
+package func journalStats(directory: String) throws(JournalError) -> JournalStats {
+    var stats = JournalStats()
+    stats.committedSeq = readCommittedMark(directory)?.seq
+    for segment in try listSegments(directory) {
+        let io = { (error: SystemError) in JournalError(.io(error), directory: directory) }
+        let file: SegmentFile
+        let decoded: Result<SegmentHeader, FrameDefect>
+        do {
+            file = try SegmentFile(directory: directory, name: segment.name)
+            decoded = try file.readHeader()
+        } catch { throw io(error) }
+        stats.segments += 1
+        stats.bytes += file.size
+        guard case .success(let header) = decoded else {
+            throw JournalError(.corrupt(segment: segment.name, offset: 0, detail: "bad segment header"), directory: directory)
+        }
+        do {
+            let scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .headers) { _, _, _, _ in }
+            stats.records += scan.records
+            if stats.firstSeq == nil {
+                stats.firstSeq = scan.firstSeq
+                stats.firstIngestMillis = scan.firstIngestMillis
+            }
+            if scan.lastSeq != nil {
+                stats.lastSeq = scan.lastSeq
+                stats.lastIngestMillis = scan.lastIngestMillis
+            }
+            stats.trailingBytes = scan.size - scan.validEnd
+        } catch { throw io(error) }
+    }
+    return stats
+}

@@ -1,0 +1,424 @@
+@preconcurrency import Glibc
+import Dispatch
+import Foundation
+import PushSystem
+import Synchronization
+
+/// The journal's single writer: group commit on a dedicated thread (JOURNAL.md b.5).
+///
+/// `submit` queues a record; the writer thread takes everything queued (bounded by
+/// `maxBatchRecords`/`maxBatchBytes`, after waiting at most `maxBatchDelay` for company),
+/// writes it with one `write`, `fdatasync`s, and only then runs the completions with
+/// `.committed`. Records queued during a sync form the next batch.
+///
+/// Failure semantics:
+/// - ENOSPC/EDQUOT on write: nothing of the batch is acknowledged; the file is truncated back
+///   to the last committed end; the records stay queued, `stats.paused` turns true, and the
+///   writer retries every `noSpaceRetryInterval` until the write succeeds (then
+///   `JournalEvent.resumed`). Nothing is lost. If `close` comes while paused and the retry still
+///   fails, the queued records complete with `.failed(.noSpace)`.
+/// - Any `fdatasync`/`fsync` error, or any other write error: fail-stop. The batch and every
+///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
+///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
+///
+/// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
+/// writer thread (and to `close` after that thread has ended).
+package final class JournalWriter: Sendable {
+    package let directory: String
+    private let options: JournalOptions
+    private let shared: Mutex<Shared>
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let core: Core
+
+    private struct Pending {
+        var key: String
+        var body: [UInt8]
+        var ingestMillis: Int64
+        var completion: @Sendable (AppendResult) -> Void
+        var enqueuedNanos: UInt64
+        var frameBytes: Int { RecordFrame.padded(RecordHeader.size + key.utf8.count + body.count) }
+    }
+
+    private enum Phase {
+        case running
+        case closing
+        case failed(JournalError)
+        case closed
+    }
+
+    private struct Shared: ~Copyable {
+        var queue: [Pending] = []
+        var pendingKeys = Set<String>()
+        var committedKeys: Set<String>
+        var stats = JournalWriterStats()
+        var phase = Phase.running
+        var joined = false
+    }
+
+    /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
+    /// `close` after `finished` has been signalled.
+    private final class Core: @unchecked Sendable {
+        let io: JournalIO
+        let dirfd: Int32
+        let lockfd: Int32
+        let committedfd: Int32
+        let journalID: [UInt8]
+        var activefd: Int32 = -1
+        var activeFirstSeq: UInt64 = 0
+        var activeEnd: Int64 = 0
+        var nextSeq: UInt64
+        var sinceCheckpoint = 0
+        var pausedSince: UInt64?
+
+        init(io: JournalIO, dirfd: Int32, lockfd: Int32, committedfd: Int32, journalID: [UInt8], nextSeq: UInt64) {
+            self.io = io
+            self.dirfd = dirfd
+            self.lockfd = lockfd
+            self.committedfd = committedfd
+            self.journalID = journalID
+            self.nextSeq = nextSeq
+        }
+    }
+
+    private init(directory: String, options: JournalOptions, core: Core, keys: Set<String>, segments: Int, lastSeq: UInt64) {
+        self.directory = directory
+        self.options = options
+        self.core = core
+        var stats = JournalWriterStats()
+        stats.segments = segments
+        stats.lastSeq = lastSeq
+        shared = Mutex(Shared(committedKeys: keys, stats: stats))
+    }
+
+    /// Opens (creating if needed) the journal in `directory`: takes `LOCK`, runs recovery,
+    /// rebuilds the dedup keys, and starts the writer thread.
+    ///
+    /// Throws `.locked` if another writer holds the journal, `.corrupt` for mid-file damage
+    /// under `.refuse`, `.foreignSegment`, or I/O errors.
+    package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
+        let io = JournalIO(scope: options.faultScope, directory: directory)
+        do { try Posix.mkdirs(directory) } catch { throw io.err(error) }
+        let dirfd: Int32
+        do { dirfd = try Posix.openDirectory(directory) } catch { throw io.err(error) }
+        var lockfd: Int32 = -1
+        var committedfd: Int32 = -1
+        var core: Core?
+        do throws(JournalError) {
+            lockfd = try io.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT)
+            let locked: Bool
+            do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
+            guard locked else { throw JournalError(.locked, directory: directory) }
+
+            let recovered = try Recovery(directory: directory, dirfd: dirfd, io: io, options: options).run()
+            committedfd = try io.openat(dirfd, JournalFiles.committed, O_RDWR | O_CREAT)
+            let made = Core(io: io, dirfd: dirfd, lockfd: lockfd, committedfd: committedfd,
+                            journalID: recovered.journalID, nextSeq: recovered.nextSeq)
+            core = made
+            var segments = recovered.segmentCount
+            if let active = recovered.active {
+                made.activefd = try io.openat(dirfd, JournalFiles.segmentName(firstSeq: active.firstSeq), O_WRONLY | O_APPEND)
+                made.activeFirstSeq = active.firstSeq
+                made.activeEnd = active.end
+            } else {
+                try cutSegment(made)
+                segments += 1
+            }
+            writeCommittedMark(made, seq: recovered.lastSeq)
+            let writer = JournalWriter(directory: directory, options: options, core: made, keys: recovered.keys,
+                                       segments: segments, lastSeq: recovered.lastSeq)
+            let thread = Thread { writer.run() }
+            thread.name = "pushspool-journal"
+            thread.start()
+            return (writer, recovered.report)
+        } catch {
+            if let core, core.activefd >= 0 { Posix.close(core.activefd) }
+            if committedfd >= 0 { Posix.close(committedfd) }
+            if lockfd >= 0 { Posix.close(lockfd) }
+            Posix.close(dirfd)
+            throw error
+        }
+    }
+
+    /// Queues a record for `key` (the payload's dedup id, 1–255 bytes of UTF-8).
+    ///
+    /// `completion` runs on the writer thread after the covering `fdatasync` with
+    /// `.committed(seq:)`; at once on the caller's thread with `.duplicate` when `key` is already
+    /// committed or pending, or with `.failed` when the writer is closed or has failed.
+    package func submit(key: String, body: [UInt8], ingestMillis: Int64, completion: @escaping @Sendable (AppendResult) -> Void) {
+        let keyLength = key.utf8.count
+        guard keyLength >= 1, keyLength <= 255 else {
+            completion(.failed(JournalError(.invalidKey, directory: directory)))
+            return
+        }
+        guard keyLength + body.count <= options.maxRecordBytes else {
+            completion(.failed(JournalError(.recordTooLarge(bytes: keyLength + body.count, limit: options.maxRecordBytes), directory: directory)))
+            return
+        }
+        let pending = Pending(key: key, body: body, ingestMillis: ingestMillis, completion: completion,
+                              enqueuedNanos: Posix.monotonicNanos())
+        let refusal: AppendResult? = shared.withLock { state in
+            switch state.phase {
+            case .running: break
+            case .failed(let error): return .failed(error)
+            case .closing, .closed: return .failed(JournalError(.closed, directory: directory))
+            }
+            if state.committedKeys.contains(key) || state.pendingKeys.contains(key) {
+                state.stats.duplicates += 1
+                return .duplicate
+            }
+            state.pendingKeys.insert(key)
+            state.queue.append(pending)
+            return nil
+        }
+        if let refusal { completion(refusal) } else { wake.signal() }
+    }
+
+    /// Whether `key` is committed or pending.
+    package func contains(key: String) -> Bool {
+        shared.withLock { $0.committedKeys.contains(key) || $0.pendingKeys.contains(key) }
+    }
+
+    package var stats: JournalWriterStats {
+        shared.withLock { state in
+            var stats = state.stats
+            stats.queued = state.queue.count
+            return stats
+        }
+    }
+
+    /// Drains the queue, syncs, writes the dedup checkpoint and `COMMITTED`, and releases `LOCK`.
+    /// Throws the failure that stopped the writer, if any. Later calls do nothing.
+    package func close() throws(JournalError) {
+        let mustJoin: Bool = shared.withLock { state in
+            if state.joined { return false }
+            state.joined = true
+            if case .running = state.phase { state.phase = .closing }
+            return true
+        }
+        guard mustJoin else { return }
+        wake.signal()
+        finished.wait()
+        let failure: JournalError? = shared.withLock { state in
+            if case .failed(let error) = state.phase { return error }
+            return nil
+        }
+        if failure == nil {
+            writeCheckpoint()
+            Self.writeCommittedMark(core, seq: core.nextSeq - 1)
+        }
+        if core.activefd >= 0 { Posix.close(core.activefd) }
+        Posix.close(core.committedfd)
+        Posix.close(core.lockfd)
+        Posix.close(core.dirfd)
+        shared.withLock { state in
+            if case .closing = state.phase { state.phase = .closed }
+        }
+        if let failure { throw failure }
+    }
+
+    // MARK: - Writer thread
+
+    private enum BatchOutcome {
+        case committed(bytes: Int)
+        case noSpace(JournalError)
+        case fatal(JournalError)
+    }
+
+    private func run() {
+        defer { finished.signal() }
+        while true {
+            let now = Posix.monotonicNanos()
+            let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
+                var closing = false
+                if case .closing = state.phase { closing = true }
+                let bytes = state.queue.prefix(options.maxBatchRecords).reduce(0) { $0 + $1.frameBytes }
+                return (state.queue.count, bytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
+            }
+            if look.count == 0 {
+                if look.closing { return }
+                wake.wait()
+                continue
+            }
+            if look.paused, !look.closing, let since = core.pausedSince {
+                let retryAt = since + Self.nanos(options.noSpaceRetryInterval)
+                if now < retryAt {
+                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(retryAt - now)))
+                    continue
+                }
+            }
+            let delay = Self.nanos(options.maxBatchDelay)
+            if delay > 0, !look.closing, !look.paused, look.count < options.maxBatchRecords, look.bytes < options.maxBatchBytes,
+               now < look.oldest + delay {
+                _ = wake.wait(timeout: .now() + .nanoseconds(Int(look.oldest + delay - now)))
+                continue
+            }
+
+            let batch: [Pending] = shared.withLock { state in
+                var taken = 0
+                var bytes = 0
+                for item in state.queue {
+                    if taken > 0 && (taken >= options.maxBatchRecords || bytes + item.frameBytes > options.maxBatchBytes) { break }
+                    taken += 1
+                    bytes += item.frameBytes
+                }
+                let batch = Array(state.queue.prefix(taken))
+                state.queue.removeFirst(taken)
+                return batch
+            }
+            let firstSeq = core.nextSeq
+            switch writeBatch(batch) {
+            case .committed(let bytes):
+                let wasPaused = shared.withLock { state -> Bool in
+                    for item in batch {
+                        state.pendingKeys.remove(item.key)
+                        state.committedKeys.insert(item.key)
+                    }
+                    state.stats.records += UInt64(batch.count)
+                    state.stats.bytes += UInt64(bytes)
+                    state.stats.batches += 1
+                    state.stats.largestBatch = max(state.stats.largestBatch, batch.count)
+                    state.stats.lastSeq = core.nextSeq - 1
+                    let was = state.stats.paused
+                    state.stats.paused = false
+                    return was
+                }
+                core.pausedSince = nil
+                if wasPaused { options.eventHandler?(.resumed) }
+                Self.writeCommittedMark(core, seq: core.nextSeq - 1)
+                for (index, item) in batch.enumerated() { item.completion(.committed(seq: firstSeq + UInt64(index))) }
+                core.sinceCheckpoint += batch.count
+                if options.checkpointEvery > 0 && core.sinceCheckpoint >= options.checkpointEvery { writeCheckpoint() }
+            case .noSpace(let error):
+                let closing: Bool = shared.withLock { state in
+                    state.queue.insert(contentsOf: batch, at: 0)
+                    let first = !state.stats.paused
+                    state.stats.paused = true
+                    if case .closing = state.phase { return true }
+                    if first, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
+                    return false
+                }
+                if core.pausedSince == nil || closing { core.pausedSince = Posix.monotonicNanos() }
+                if closing {
+                    // Closing while the disk is still full: nothing more can be done; say so to every caller.
+                    let drained: [Pending] = shared.withLock { state in
+                        let all = state.queue
+                        state.queue.removeAll()
+                        state.pendingKeys.removeAll()
+                        return all
+                    }
+                    for item in drained { item.completion(.failed(error)) }
+                    return
+                }
+            case .fatal(let error):
+                let drained: [Pending] = shared.withLock { state in
+                    state.phase = .failed(error)
+                    state.stats.failed = true
+                    let all = state.queue
+                    state.queue.removeAll()
+                    state.pendingKeys.removeAll()
+                    return all
+                }
+                for item in batch + drained { item.completion(.failed(error)) }
+                return
+            }
+        }
+    }
+
+    private static func nanos(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
+    }
+
+    /// Writes and syncs one batch. On ENOSPC the segment is cut back to its last committed end.
+    private func writeBatch(_ batch: [Pending]) -> BatchOutcome {
+        let io = core.io
+        if core.activefd < 0 || core.activeEnd >= options.segmentBytes {
+            do {
+                try Self.cutSegment(core)
+                shared.withLock { $0.stats.segments += 1 }
+            } catch {
+                if case .noSpace = error.kind { return .noSpace(error) }
+                return .fatal(error)
+            }
+        }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(batch.reduce(0) { $0 + $1.frameBytes })
+        var seq = core.nextSeq
+        for item in batch {
+            RecordFrame.encode(seq: seq, ingestMillis: item.ingestMillis, key: Array(item.key.utf8), body: item.body, into: &buffer)
+            seq += 1
+        }
+        let name = JournalFiles.segmentName(firstSeq: core.activeFirstSeq)
+        do {
+            try io.writeAll(core.activefd, buffer, subject: name)
+        } catch {
+            // Whatever part landed must go: it was never acknowledged and would sit before the retry.
+            do {
+                try io.ftruncate(core.activefd, core.activeEnd, subject: name)
+                try io.fdatasync(core.activefd, subject: name)
+            } catch let cleanup {
+                return .fatal(cleanup)
+            }
+            if error.isNoSpace { return .noSpace(JournalError(.noSpace(error), directory: directory)) }
+            return .fatal(JournalError(.io(error), directory: directory))
+        }
+        let started = Posix.monotonicNanos()
+        do {
+            try io.fdatasync(core.activefd, subject: name)
+        } catch {
+            return .fatal(error)
+        }
+        let took = Posix.monotonicNanos() - started
+        shared.withLock { $0.stats.recordSync(nanos: took) }
+        if took > options.slowSyncNanos { options.eventHandler?(.slowSync(nanos: took)) }
+        core.activeEnd += Int64(buffer.count)
+        core.nextSeq = seq
+        return .committed(bytes: buffer.count)
+    }
+
+    /// Starts a new segment named by the next seq, the etcd way: temp file, header, fdatasync,
+    /// rename, directory fsync, so the new name survives power loss before any record goes in.
+    private static func cutSegment(_ core: Core) throws(JournalError) {
+        let io = core.io
+        let name = JournalFiles.segmentName(firstSeq: core.nextSeq)
+        let temp = name + ".tmp"
+        let fd = try io.openat(core.dirfd, temp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
+        do throws(JournalError) {
+            let header = SegmentHeader(firstSeq: core.nextSeq, createdMillis: Posix.wallClockMillis(), journalID: core.journalID)
+            do { try io.writeAll(fd, header.encoded(), subject: temp) } catch { throw io.err(error) }
+            try io.fdatasync(fd, subject: temp)
+            try io.renameat(core.dirfd, temp, core.dirfd, name)
+            try io.fsync(core.dirfd, subject: io.directory)
+        } catch {
+            Posix.close(fd)
+            try? io.unlinkat(core.dirfd, temp)
+            throw error
+        }
+        if core.activefd >= 0 { Posix.close(core.activefd) }
+        core.activefd = fd
+        core.activeFirstSeq = core.nextSeq
+        core.activeEnd = Int64(SegmentHeader.size)
+    }
+
+    /// Best effort and without fsync by design: `COMMITTED` only ever proves loss (b.7).
+    private static func writeCommittedMark(_ core: Core, seq: UInt64) {
+        let mark = CommittedMark(seq: seq, segmentFirstSeq: core.activeFirstSeq, endOffset: core.activeEnd)
+        try? core.io.pwriteAll(core.committedfd, mark.encoded(), offset: 0, subject: JournalFiles.committed)
+    }
+
+    /// Snapshot of the committed keys; covers exactly the synced records up to `nextSeq - 1`.
+    private func writeCheckpoint() {
+        let keys = shared.withLock { Array($0.committedKeys) }.sorted()
+        let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: core.nextSeq - 1,
+                                         segmentFirstSeq: core.activeFirstSeq, offset: core.activeEnd, keys: keys)
+        do {
+            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
+            core.sinceCheckpoint = 0
+            shared.withLock { $0.stats.checkpoints += 1 }
+        } catch {
+            shared.withLock { $0.stats.checkpointFailures += 1 }
+            options.eventHandler?(.checkpointFailed(error))
+        }
+    }
+}

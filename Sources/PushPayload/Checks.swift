@@ -1,0 +1,64 @@
+/// URL and time helpers for the contract's R6 and R12; pure, no Foundation.
+package enum URLCheck {
+    package enum Verdict: Equatable, Sendable {
+        case valid(scheme: String)
+        case invalid(String)
+    }
+
+    /// R6: valid = has a scheme (`[A-Za-z][A-Za-z0-9+.-]*:`), no whitespace or control
+    /// characters, `http`/`https` with a non-empty host, and not `javascript:`/`data:`/
+    /// `vbscript:`. Never re-encodes: `%XX` stays as sent.
+    package static func check(_ url: String) -> Verdict {
+        let bytes = Array(url.utf8)
+        guard let first = bytes.first, isAlpha(first) else { return .invalid("no scheme") }
+        var i = 1
+        while i < bytes.count, isAlpha(bytes[i]) || isDigit(bytes[i]) || bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: ".") {
+            i += 1
+        }
+        guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { return .invalid("no scheme") }
+        if bytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) { return .invalid("whitespace or control character") }
+        let scheme = String(decoding: bytes[0..<i], as: UTF8.self).lowercased()
+        if scheme == "javascript" || scheme == "data" || scheme == "vbscript" { return .invalid("scheme \(scheme): is not allowed") }
+        if scheme == "http" || scheme == "https" {
+            let rest = bytes[(i + 1)...]
+            guard rest.starts(with: "//".utf8) else { return .invalid("no host") }
+            var host = rest.dropFirst(2).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+            if let at = host.lastIndex(of: UInt8(ascii: "@")) { host = host[(at + 1)...] }
+            let name = host.prefix { $0 != UInt8(ascii: ":") || host.first == UInt8(ascii: "[") }
+            if name.isEmpty { return .invalid("no host") }
+        } else if i + 1 == bytes.count {
+            return .invalid("nothing after the scheme")
+        }
+        return .valid(scheme: scheme)
+    }
+
+    @inline(__always) static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
+    @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+}
+
+package enum EpochTime {
+    /// Epoch milliseconds as ISO-8601 UTC with milliseconds, e.g. `2023-11-14T22:13:20.000Z`.
+    /// `nil` outside years 1970...9999, which no real send or expiry time is.
+    package static func iso8601(milliseconds ms: Int64) -> String? {
+        guard ms >= 0, ms < 253_402_300_800_000 else { return nil }
+        let seconds = ms / 1000
+        let millis = Int(ms % 1000)
+        let days = seconds / 86400
+        let secOfDay = Int(seconds % 86400)
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = z / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = Int(doy - (153 * mp + 2) / 5 + 1)
+        let month = Int(mp < 10 ? mp + 3 : mp - 9)
+        let year = Int(yoe + era * 400) + (month <= 2 ? 1 : 0)
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay / 60 % 60, 2)):\(pad(secOfDay % 60, 2)).\(pad(millis, 3))Z"
+    }
+}

@@ -1,0 +1,110 @@
+/// Vendor detection (vendors.md §5): collect every claim, then decide.
+struct Detection {
+    enum Kind: Equatable {
+        case mindboxIOSCurrent, mindboxIOSLegacy, mindboxAndroid, mindboxAndroidConverted
+        case infobipIOS, infobipAndroid, sfmc, apns, fcm
+    }
+
+    var kind: Kind
+    /// Where vendor keys live: the payload itself, or its FCM `data` map.
+    var map: [String: JSONValue]
+    /// The object around an unwrapped `data` map (FCM `notification`, `messageId`), if any.
+    var fcmWrapper: [String: JSONValue]?
+
+    /// Top-level keys of the Mindbox iOS model (`MBPushNotification`).
+    static let mindboxIOSKeys: Set<String> = ["aps", "clickUrl", "imageUrl", "payload", "buttons", "uniqueKey"]
+    /// R2: any of these at the top level means the payload is not an FCM `data` wrapper.
+    static let vendorTopKeys = ["aps", "_sid", "messageId", "uniqueKey", "org_ib_d"]
+
+    static func detect(_ payload: [String: JSONValue]) throws(PayloadRefusal) -> Detection {
+        var map = payload
+        var wrapper: [String: JSONValue]?
+        if case .object(let data)? = payload["data"], !vendorTopKeys.contains(where: { payload[$0] != nil }) {
+            map = data
+            wrapper = payload
+        }
+
+        var claims: [(name: String, kind: Kind?)] = []
+        if let kind = mindboxKind(map) { claims.append(("mindbox", kind)) }
+        if map["_sid"]?.stringValue == "SFMC" { claims.append(("sfmc", .sfmc)) }
+        if present(map["org_ib_d"]) { claims.append(("infobip", .infobipAndroid)) }
+        for foreign in foreignVendors(payload) + (wrapper == nil ? [] : foreignVendors(map)) where !claims.contains(where: { $0.name == foreign }) {
+            claims.append((foreign, nil))
+        }
+
+        if claims.count > 1 {
+            throw PayloadRefusal(.ambiguousVendor, "markers of several vendors are present: \(claims.map(\.name).joined(separator: ", "))")
+        }
+        if let claim = claims.first {
+            guard let kind = claim.kind else {
+                throw PayloadRefusal(.unsupportedVendor, "this is a push from \(claim.name), a vendor pushspool does not support")
+            }
+            return Detection(kind: kind, map: map, fcmWrapper: wrapper)
+        }
+
+        if let shape = nonPushShape(payload) ?? nonPushShape(map) {
+            throw PayloadRefusal(.notAPush, "this is \(shape), not a push notification")
+        }
+        // Infobip iOS is weak (`messageId` is a common name), so it comes after every strong marker.
+        if map["messageId"]?.stringValue != nil, map["aps"]?.objectValue != nil || map["internalData"]?["silent"]?.objectValue != nil {
+            return Detection(kind: .infobipIOS, map: map, fcmWrapper: wrapper)
+        }
+        if map["aps"]?.objectValue != nil {
+            return Detection(kind: .apns, map: map, fcmWrapper: wrapper)
+        }
+        if wrapper != nil {
+            return Detection(kind: .fcm, map: map, fcmWrapper: wrapper)
+        }
+        if payload["notification"]?.objectValue != nil || payload["data"]?.objectValue != nil {
+            // An FCM message that also carries `messageId` and so was not unwrapped above.
+            return Detection(kind: .fcm, map: payload["data"]?.objectValue ?? [:], fcmWrapper: payload)
+        }
+        throw PayloadRefusal(.unrecognized, "no vendor markers found (keys: \(payload.keys.sorted().prefix(8).joined(separator: ", ")))")
+    }
+
+    static func present(_ value: JSONValue?) -> Bool {
+        switch value {
+        case nil, .null?: false
+        default: true
+        }
+    }
+
+    /// §5.3: Mindbox iOS legacy/current and Android data/converted.
+    static func mindboxKind(_ map: [String: JSONValue]) -> Kind? {
+        if case .object(let aps)? = map["aps"] {
+            if aps["clickUrl"] != nil && aps["uniqueKey"] != nil { return .mindboxIOSLegacy }
+            // Current format: `clickUrl` at the top, and either only model keys or a `uniqueKey`
+            // (so a generic APNs payload with a stray `clickUrl` is not claimed).
+            if present(map["clickUrl"]), map.keys.allSatisfy(mindboxIOSKeys.contains) || present(map["uniqueKey"]) {
+                return .mindboxIOSCurrent
+            }
+            return nil
+        }
+        guard map["aps"] == nil, map["uniqueKey"] != nil else { return nil }
+        if ["pushActions", "pushLink", "description"].contains(where: { present(map[$0]) }) { return .mindboxAndroidConverted }
+        if ["message", "title", "clickUrl", "buttons", "imageUrl", "payload"].contains(where: { present(map[$0]) }) { return .mindboxAndroid }
+        return nil
+    }
+
+    /// §5.6: vendors pushspool recognises but does not support.
+    static func foreignVendors(_ map: [String: JSONValue]) -> [String] {
+        var found: [String] = []
+        if map["os_data"] != nil || map["custom"]?["i"] != nil { found.append("onesignal") }
+        if map["_"] != nil || map["com.urbanairship.metadata"] != nil || map["com.urbanairship.media_attachment"] != nil { found.append("airship") }
+        if map["ab"]?.objectValue != nil { found.append("braze") }
+        if map["experienceId"] != nil || map["scopeKey"] != nil { found.append("expo") }
+        return found
+    }
+
+    /// §5.5: JSON that belongs to the same systems but is not a push.
+    static func nonPushShape(_ map: [String: JSONValue]) -> String? {
+        if map["messageId"] != nil, map["text"] != nil, map["aps"] == nil, map["destination"] != nil || map["statusCode"] != nil {
+            return "an Infobip MO (mobile-originated) message"
+        }
+        let fields = map["customAction"]?["customFields"] ?? map["data"]?["customAction"]?["customFields"]
+        if fields?["mobPushSendDateTime"] != nil || fields?["mobPushTranslateName"] != nil {
+            return "a Mindbox operation body (mobileapp.NCPushOpen)"
+        }
+        return nil
+    }
+}

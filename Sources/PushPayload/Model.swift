@@ -1,0 +1,226 @@
+/// Vendors pushspool normalises. Raw values are the ids used in records and `validate --json`.
+package enum Vendor: String, Sendable, CaseIterable {
+    case mindbox, infobip, sfmc, apns, fcm
+}
+
+package enum Platform: String, Sendable, CaseIterable {
+    case ios, android
+}
+
+/// How the push asks to be presented beyond a plain notification.
+package enum Presentation: String, Sendable {
+    /// Infobip mirror push, `inAppStyle` 0/"MODAL" (or deprecated `inApp: true`).
+    case modal
+    /// Infobip mirror push, `inAppStyle` 1/"BANNER".
+    case banner
+    /// Infobip in-app message described by `internalData.inAppDetails`.
+    case inApp = "in-app"
+}
+
+/// Options of an interactive action (Infobip's `MMNotificationAction` flags).
+package enum ActionOption: String, Sendable, CaseIterable {
+    case foreground, destructive, authenticationRequired, moRequired, chatCompatible
+}
+
+/// A button shown with the notification.
+package struct NotificationButton: Sendable, Equatable {
+    /// The identifier reported on click (Mindbox `uniqueKey`, Infobip action id).
+    package var id: String?
+    package var text: String
+    package var url: String?
+    package var options: [ActionOption]
+
+    package init(id: String?, text: String, url: String?, options: [ActionOption] = []) {
+        self.id = id
+        self.text = text
+        self.url = url
+        self.options = options
+    }
+
+    package func jsonValue() -> JSONValue {
+        var o: [String: JSONValue] = ["text": .string(text), "options": .array(options.map { .string($0.rawValue) })]
+        if let id { o["id"] = .string(id) }
+        if let url { o["url"] = .string(url) }
+        return .object(o)
+    }
+}
+
+/// An action of an interactive category, registered in the app (not carried by the push).
+package struct CategoryAction: Sendable, Equatable {
+    package var id: String
+    package var title: String
+    package var options: [ActionOption]
+
+    package init(id: String, title: String, options: [ActionOption] = []) {
+        self.id = id
+        self.title = title
+        self.options = options
+    }
+}
+
+/// An interactive notification category: the push names it in `aps.category`.
+package struct NotificationCategory: Sendable, Equatable {
+    package var id: String
+    package var actions: [CategoryAction]
+
+    package init(id: String, actions: [CategoryAction]) {
+        self.id = id
+        self.actions = actions
+    }
+}
+
+/// Why a category could not be added to a ``CategoryTable``.
+package struct CategoryTableError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
+}
+
+/// Categories the normaliser resolves `category` against.
+///
+/// ``builtIn`` holds Infobip's predefined `mm_accept_decline`; the app's own categories come
+/// from configuration through ``adding(_:)``, which refuses the reserved `mm_` prefix as the
+/// Infobip SDKs do.
+package struct CategoryTable: Sendable, Equatable {
+    package private(set) var categories: [String: NotificationCategory]
+
+    /// Infobip's predefined table (PredefinedNotificationCategories.plist).
+    package static let builtIn = CategoryTable(categories: [
+        NotificationCategory(id: "mm_accept_decline", actions: [
+            CategoryAction(id: "mm_decline", title: "Decline", options: [.destructive, .authenticationRequired, .moRequired]),
+            CategoryAction(id: "mm_accept", title: "Accept", options: [.foreground, .authenticationRequired, .moRequired]),
+        ]),
+    ])
+
+    /// A table holding exactly `categories` (a later duplicate id replaces an earlier one).
+    package init(categories: [NotificationCategory]) {
+        var table: [String: NotificationCategory] = [:]
+        for category in categories { table[category.id] = category }
+        self.categories = table
+    }
+
+    package subscript(id: String) -> NotificationCategory? { categories[id] }
+
+    /// This table plus app-defined `category`. Refuses `mm_` category or action ids, ids
+    /// already present and empty ids.
+    package func adding(_ category: NotificationCategory) throws(CategoryTableError) -> CategoryTable {
+        if category.id.isEmpty { throw CategoryTableError(message: "category id is empty") }
+        if category.id.hasPrefix("mm_") {
+            throw CategoryTableError(message: "category id \"\(category.id)\" uses the reserved mm_ prefix; choose another id")
+        }
+        if categories[category.id] != nil {
+            throw CategoryTableError(message: "category \"\(category.id)\" is defined twice")
+        }
+        for action in category.actions where action.id.hasPrefix("mm_") || action.id.isEmpty {
+            throw CategoryTableError(message: "action id \"\(action.id)\" in category \"\(category.id)\" is empty or uses the reserved mm_ prefix")
+        }
+        var copy = self
+        copy.categories[category.id] = category
+        return copy
+    }
+}
+
+/// Bounds and tables for ``Normalizer``.
+package struct NormalizerOptions: Sendable {
+    /// Largest compact vendor payload accepted (APNs and FCM cap payloads at 4 KB).
+    package var maxPayloadBytes = 4096
+    /// Largest raw input (envelope, whitespace and all) that is parsed at all.
+    package var maxInputBytes = 65536
+    /// Deepest nesting accepted by the parser.
+    package var maxDepth = 32
+    package var categories = CategoryTable.builtIn
+
+    package init() {}
+}
+
+package enum NormalizeOutcome: Sendable, Equatable {
+    case accepted(PushNotification)
+    case refused(PayloadRefusal)
+}
+
+/// One push in pushspool's vendor-neutral model. Fields are `var` so the daemon can apply
+/// media fallbacks (`body = mediaAlt`, keeping `originalBody`) before journaling.
+package struct PushNotification: Sendable, Equatable {
+    package var vendor: Vendor
+    package var platform: Platform
+    /// The detected wire format, e.g. `mindbox-ios-legacy`, `infobip-android`, `apns`.
+    package var format: String
+    package var id: String
+    package var title: String?
+    package var subtitle: String?
+    package var body: String?
+    /// The body before a fallback replaced it.
+    package var originalBody: String?
+    package var clickUrl: String?
+    package var mediaUrl: String?
+    package var mediaAlt: String?
+    package var buttons: [NotificationButton] = []
+    package var category: String?
+    /// Decoded when the vendor sends JSON in a string; otherwise the string or object as sent.
+    package var customPayload: JSONValue?
+    package var presentation: Presentation?
+    package var silent = false
+    package var sound: String?
+    package var badge: Int?
+    /// ISO-8601 UTC (or, for Mindbox `pushDate`, the string as sent).
+    package var sentAt: String?
+    package var expiresAt: String?
+    package var locKey: String?
+    package var locArgs: [String]?
+    package var titleLocKey: String?
+    package var titleLocArgs: [String]?
+    /// Vendor message type (SFMC `_mt`, Infobip `messageType`).
+    package var messageType: String?
+    package var user: String?
+    package var receivedAt: String?
+    package var warnings: [PayloadWarning] = []
+
+    package init(vendor: Vendor, platform: Platform, format: String, id: String) {
+        self.vendor = vendor
+        self.platform = platform
+        self.format = format
+        self.id = id
+    }
+
+    /// The journal's de-duplication key.
+    package var dedupKey: String { "\(vendor.rawValue):\(id)" }
+
+    /// The model as JSON: camelCase keys, absent values omitted; `silent`, `buttons` and
+    /// `warnings` (strings `code` or `code:detail`) always present.
+    package func jsonValue() -> JSONValue {
+        var o: [String: JSONValue] = [
+            "vendor": .string(vendor.rawValue),
+            "platform": .string(platform.rawValue),
+            "format": .string(format),
+            "id": .string(id),
+            "silent": .bool(silent),
+            "buttons": .array(buttons.map { $0.jsonValue() }),
+            "warnings": .array(warnings.map { .string($0.description) }),
+        ]
+        func put(_ key: String, _ value: String?) { if let value { o[key] = .string(value) } }
+        func put(_ key: String, _ values: [String]?) { if let values { o[key] = .array(values.map { .string($0) }) } }
+        put("title", title)
+        put("subtitle", subtitle)
+        put("body", body)
+        put("originalBody", originalBody)
+        put("clickUrl", clickUrl)
+        put("mediaUrl", mediaUrl)
+        put("mediaAlt", mediaAlt)
+        put("category", category)
+        put("presentation", presentation?.rawValue)
+        put("sound", sound)
+        put("sentAt", sentAt)
+        put("expiresAt", expiresAt)
+        put("locKey", locKey)
+        put("locArgs", locArgs)
+        put("titleLocKey", titleLocKey)
+        put("titleLocArgs", titleLocArgs)
+        put("messageType", messageType)
+        put("user", user)
+        put("receivedAt", receivedAt)
+        if let badge { o["badge"] = .number(String(badge)) }
+        if let customPayload, !customPayload.isNull { o["customPayload"] = customPayload }
+        return .object(o)
+    }
+
+    package func hasWarning(_ code: WarningCode) -> Bool { warnings.contains { $0.code == code } }
+}

@@ -1,0 +1,314 @@
+/// Turns spool file bytes into a ``PushNotification`` or a ``PayloadRefusal`` (vendors.md §5–§6).
+///
+/// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
+/// (derived ids included) and the daemon may re-run it after a crash.
+package enum Normalizer {
+    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions) -> NormalizeOutcome {
+        do throws(PayloadRefusal) {
+            return .accepted(try normalizeOrThrow(bytes, options: options))
+        } catch {
+            return .refused(error)
+        }
+    }
+
+    /// ``normalize(_:options:)`` with the refusal thrown, for callers that prefer `try`.
+    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
+        if bytes.count > options.maxInputBytes {
+            throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
+        }
+        let root = try JSONParser(maxDepth: options.maxDepth).parse(bytes)
+        guard case .object(let top) = root else {
+            throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
+        }
+        let envelope = try Envelope(top)
+        let size = JSONValue.object(envelope.payload).serializedCount
+        if size > options.maxPayloadBytes {
+            throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
+        }
+        let detection = try Detection.detect(envelope.payload)
+        var session = Session(options: options, payload: envelope.payload, map: detection.map)
+        var n: PushNotification
+        switch detection.kind {
+        case .mindboxIOSCurrent: n = try session.mindboxIOS(legacy: false)
+        case .mindboxIOSLegacy: n = try session.mindboxIOS(legacy: true)
+        case .mindboxAndroid: n = try session.mindboxAndroid(converted: false)
+        case .mindboxAndroidConverted: n = try session.mindboxAndroid(converted: true)
+        case .infobipIOS: n = try session.infobipIOS()
+        case .infobipAndroid: n = try session.infobipAndroid()
+        case .sfmc: n = try session.sfmc()
+        case .apns: n = try session.apns()
+        case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper)
+        }
+        n.user = envelope.user
+        n.receivedAt = envelope.receivedAt
+        if let hint = envelope.platform, hint != n.platform {
+            session.warn(.platformMismatch, hint.rawValue)
+        }
+        n.warnings = session.warnings
+        return n
+    }
+}
+
+/// The optional `{"pushspool": 1, ...}` wrapper a producer may add (DESIGN.md "Spool protocol").
+struct Envelope {
+    var payload: [String: JSONValue]
+    var user: String?
+    var platform: Platform?
+    var receivedAt: String?
+
+    init(_ top: [String: JSONValue]) throws(PayloadRefusal) {
+        guard let version = top["pushspool"] else {
+            payload = top
+            return
+        }
+        guard version.intValue == 1 else {
+            throw PayloadRefusal(.invalidEnvelope, "envelope version \"pushspool\" must be the number 1, found \(version.typeName) \(version.serializedString())", path: "pushspool")
+        }
+        guard case .object(let inner)? = top["payload"] else {
+            throw PayloadRefusal(.invalidEnvelope, "envelope member \"payload\" must be an object, found \(top["payload"]?.typeName ?? "nothing")", path: "payload")
+        }
+        payload = inner
+        func optionalString(_ key: String) throws(PayloadRefusal) -> String? {
+            switch top[key] {
+            case nil, .null?: return nil
+            case .string(let s)?: return s
+            case let other?: throw PayloadRefusal(.invalidEnvelope, "envelope member \"\(key)\" must be a string, found \(other.typeName)", path: key)
+            }
+        }
+        user = try optionalString("user")
+        receivedAt = try optionalString("receivedAt")
+        if let p = try optionalString("platform") {
+            guard let platform = Platform(rawValue: p) else {
+                throw PayloadRefusal(.invalidEnvelope, "envelope member \"platform\" must be \"ios\" or \"android\", found \"\(p)\"", path: "platform")
+            }
+            self.platform = platform
+        }
+    }
+}
+
+/// Per-payload state: the options, the vendor payload, and the warnings collected so far.
+/// Field readers come in two flavours: lenient (wrong type → `nil` + `wrong_type` warning,
+/// R11) and strict (wrong type → `type_mismatch` refusal, for Mindbox's Codable model).
+struct Session {
+    let options: NormalizerOptions
+    /// The vendor payload after the envelope (what the size bound and derived ids use).
+    let payload: [String: JSONValue]
+    /// The object vendor keys are read from: `payload`, or its FCM `data` map.
+    let map: [String: JSONValue]
+    var warnings: [PayloadWarning] = []
+
+    init(options: NormalizerOptions, payload: [String: JSONValue], map: [String: JSONValue]) {
+        self.options = options
+        self.payload = payload
+        self.map = map
+    }
+
+    mutating func warn(_ code: WarningCode, _ detail: String? = nil) {
+        warnings.append(PayloadWarning(code, detail))
+    }
+
+    /// R5: a stable id from the canonical (compact, sorted) payload.
+    mutating func derivedId() -> String {
+        warn(.derivedId)
+        return SHA256.hex(JSONValue.object(payload).serialized())
+    }
+
+    // MARK: lenient readers (R11)
+
+    /// A String member; JSON null is absent; other types warn and read as absent.
+    mutating func string(_ value: JSONValue?, _ path: String) -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let s)?: return s
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    /// A String member where numbers and booleans are also taken as text (Android data maps,
+    /// whose values are strings on the device whatever the producer wrote).
+    mutating func text(_ value: JSONValue?, _ path: String) -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let s)?: return s
+        case .number(let n)?: return n
+        case .bool(let b)?: return b ? "true" : "false"
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    /// An integral number (iOS SDKs read `as? Int`: no string coercion).
+    mutating func int(_ value: JSONValue?, _ path: String) -> Int? {
+        switch value {
+        case nil, .null?: return nil
+        case .number?:
+            if let i = value?.intValue { return i }
+            warn(.wrongType, path)
+            return nil
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    /// An integer from a number or a numeric string (Android).
+    mutating func looseInt(_ value: JSONValue?, _ path: String) -> Int? {
+        if case .string(let s)? = value {
+            if let i = Int(s.trimmingSpaces) { return i }
+            warn(.wrongType, path)
+            return nil
+        }
+        return int(value, path)
+    }
+
+    mutating func object(_ value: JSONValue?, _ path: String) -> [String: JSONValue]? {
+        switch value {
+        case nil, .null?: return nil
+        case .object(let o)?: return o
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    mutating func bool(_ value: JSONValue?, _ path: String, loose: Bool) -> Bool? {
+        switch value {
+        case nil, .null?: return nil
+        case .bool(let b)?: return b
+        case .string(let s)? where loose && (s == "true" || s == "false"): return s == "true"
+        case .number(let n)? where loose && (n == "0" || n == "1"): return n == "1"
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    /// Array of strings (`loc-args`); wrong element types warn and drop the whole list.
+    mutating func strings(_ value: JSONValue?, _ path: String) -> [String]? {
+        switch value {
+        case nil, .null?: return nil
+        case .array(let items)?:
+            var out: [String] = []
+            for item in items {
+                guard case .string(let s) = item else { warn(.wrongType, path); return nil }
+                out.append(s)
+            }
+            return out
+        case _?: warn(.wrongType, path); return nil
+        }
+    }
+
+    /// Epoch milliseconds (number, or numeric string when `loose`) as ISO-8601 UTC (R12).
+    mutating func epochMillis(_ value: JSONValue?, _ path: String, loose: Bool) -> String? {
+        var lexeme: String
+        switch value {
+        case nil, .null?: return nil
+        case .number(let n)?: lexeme = n
+        case .string(let s)? where loose: lexeme = s.trimmingSpaces
+        case _?: warn(.wrongType, path); return nil
+        }
+        if lexeme.isEmpty { return nil }
+        guard let ms = Double(lexeme), ms.isFinite, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
+            warn(.invalidValue, path)
+            return nil
+        }
+        return iso
+    }
+
+    // MARK: strict readers (Mindbox iOS Codable model)
+
+    func strictString(_ value: JSONValue?, _ path: String, vendor: Vendor = .mindbox) throws(PayloadRefusal) -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let s)?: return s
+        case let other?: throw mismatch(path, expected: "string", found: other, vendor: vendor)
+        }
+    }
+
+    func strictInt(_ value: JSONValue?, _ path: String) throws(PayloadRefusal) -> Int? {
+        switch value {
+        case nil, .null?: return nil
+        case let v? where v.intValue != nil: return v.intValue
+        case let other?: throw mismatch(path, expected: "integer", found: other, vendor: .mindbox)
+        }
+    }
+
+    func strictObject(_ value: JSONValue?, _ path: String) throws(PayloadRefusal) -> [String: JSONValue]? {
+        switch value {
+        case nil, .null?: return nil
+        case .object(let o)?: return o
+        case let other?: throw mismatch(path, expected: "object", found: other, vendor: .mindbox)
+        }
+    }
+
+    func mismatch(_ path: String, expected: String, found: JSONValue, vendor: Vendor) -> PayloadRefusal {
+        PayloadRefusal(.typeMismatch, "\(path) must be \(expected == "object" || expected == "array" || expected == "integer" ? "an" : "a") \(expected), found \(found.typeName); the \(vendor.rawValue) SDK would not accept this push",
+                       vendor: vendor, platform: .ios, path: path)
+    }
+
+    // MARK: URLs (R6, R7)
+
+    /// A click/deep-link URL: empty → absent; invalid → absent + `invalid_url:<path>`.
+    mutating func clickURL(_ url: String?, _ path: String) -> String? {
+        guard let url, !url.isEmpty else { return nil }
+        if case .invalid = URLCheck.check(url) {
+            warn(.invalidURL, path)
+            return nil
+        }
+        return url
+    }
+
+    /// A media URL: only http(s) with a host; `http` is kept but flagged (not fetched).
+    mutating func mediaURL(_ url: String?, _ path: String) -> String? {
+        guard let url, !url.isEmpty else { return nil }
+        switch URLCheck.check(url) {
+        case .valid(scheme: "https"): return url
+        case .valid(scheme: "http"):
+            warn(.mediaInsecureScheme, path)
+            return url
+        default:
+            warn(.invalidURL, path)
+            return nil
+        }
+    }
+
+    // MARK: shared pieces
+
+    /// Buttons from an interactive category (R9); at most 4 kept on iOS, 3 on Android.
+    mutating func resolveCategory(_ id: String?, platform: Platform, into n: inout PushNotification) {
+        guard let id, !id.isEmpty else { return }
+        n.category = id
+        guard let category = options.categories[id] else {
+            warn(id.hasPrefix("mm_") ? .reservedCategoryUnknown : .categoryUnknown, id)
+            return
+        }
+        let shown = platform == .ios ? 4 : 3
+        if category.actions.count > shown { warn(.actionsTruncated, String(category.actions.count)) }
+        n.buttons = category.actions.prefix(shown).map {
+            NotificationButton(id: $0.id, text: $0.title, url: nil, options: $0.options)
+        }
+    }
+
+    /// R5: refuse when there is nothing to show.
+    func requireBody(_ n: PushNotification) throws(PayloadRefusal) {
+        if let body = n.body, !body.isEmpty { return }
+        if n.silent || n.locKey != nil { return }
+        throw PayloadRefusal(.missingBody, "the \(n.format) payload has no body and is neither silent nor localised (loc-key)",
+                             vendor: n.vendor, platform: n.platform)
+    }
+
+    /// Mindbox/Infobip string payloads: JSON objects/arrays are decoded, anything else is kept as text.
+    func decodeEmbedded(_ text: String) -> JSONValue {
+        let trimmed = text.trimmingSpaces
+        if let first = trimmed.utf8.first, first == UInt8(ascii: "{") || first == UInt8(ascii: "["),
+           let value = try? JSONParser(maxDepth: options.maxDepth).parse(trimmed) {
+            return value
+        }
+        return .string(text)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        let bytes = Array(utf8)
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 || bytes[start] == 0x0A || bytes[start] == 0x0D { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 || bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        if start == 0 && end == bytes.count { return self }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+}

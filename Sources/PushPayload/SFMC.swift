@@ -1,0 +1,85 @@
+/// Salesforce Marketing Cloud (vendors.md §1.3) and the generic APNs / FCM fall-through.
+extension Session {
+    /// Keys SFMC itself uses; everything else at the top level is the marketer's custom data.
+    static let sfmcReserved: Set<String> = ["_sid", "_m", "_r", "_h", "_mt", "_od", "_x", "_pb", "_mediaUrl", "_mediaAlt", "aps",
+                                           "alert", "title", "subtitle", "sound"]
+
+    mutating func sfmc() throws(PayloadRefusal) -> PushNotification {
+        let ios = map["aps"] != nil
+        let platform: Platform = ios ? .ios : .android
+        let format = ios ? "sfmc-ios" : "sfmc-android"
+        guard let id = text(map["_m"], "_m"), !id.isEmpty else {
+            throw PayloadRefusal(.missingId, "\(format) needs a non-empty _m (message id)", vendor: .sfmc, platform: platform, path: "_m")
+        }
+        var n = PushNotification(vendor: .sfmc, platform: platform, format: format, id: id)
+        if ios {
+            let aps = object(map["aps"], "aps") ?? [:]
+            readAps(aps, alertAsString: true, soundAsDict: true, into: &n)
+            n.silent = apsIsSilent(aps, n)
+            resolveCategory(string(aps["category"], "aps.category"), platform: .ios, into: &n)
+        } else {
+            n.title = text(map["title"], "title")
+            n.subtitle = text(map["subtitle"], "subtitle")
+            n.body = text(map["alert"], "alert")
+            n.sound = text(map["sound"], "sound")
+        }
+        n.messageType = text(map["_mt"], "_mt")
+        n.clickUrl = clickURL(text(map["_od"], "_od"), "_od") ?? clickURL(text(map["_x"], "_x"), "_x")
+        readMediaKeys(into: &n)
+        let custom = map.filter { !Session.sfmcReserved.contains($0.key) }
+        if !custom.isEmpty { n.customPayload = .object(custom) }
+        try requireBody(n)
+        return n
+    }
+
+    /// `_mediaUrl` / `_mediaAlt` (R7, R8): the alt text is kept even without a URL, but flagged.
+    mutating func readMediaKeys(into n: inout PushNotification) {
+        let rawURL = text(map["_mediaUrl"], "_mediaUrl")
+        n.mediaUrl = mediaURL(rawURL, "_mediaUrl")
+        if let alt = text(map["_mediaAlt"], "_mediaAlt"), !alt.isEmpty {
+            n.mediaAlt = alt
+            if rawURL?.isEmpty ?? true { warn(.mediaAltWithoutURL) }
+        }
+    }
+
+    /// Plain APNs: no id in the payload (`apns-id` is an HTTP header), so it is derived.
+    mutating func apns() throws(PayloadRefusal) -> PushNotification {
+        var n = PushNotification(vendor: .apns, platform: .ios, format: "apns", id: "")
+        let aps = object(map["aps"], "aps") ?? [:]
+        readAps(aps, alertAsString: true, soundAsDict: true, into: &n)
+        n.silent = apsIsSilent(aps, n)
+        resolveCategory(string(aps["category"], "aps.category"), platform: .ios, into: &n)
+        // Many NSE samples copy SFMC's media keys, so plain APNs honours them too.
+        readMediaKeys(into: &n)
+        let custom = map.filter { $0.key != "aps" && $0.key != "_mediaUrl" && $0.key != "_mediaAlt" }
+        if !custom.isEmpty { n.customPayload = .object(custom) }
+        try requireBody(n)
+        n.id = derivedId()
+        return n
+    }
+
+    /// Plain FCM: a `data` map and/or a `notification` block. Without a `notification`
+    /// block and without a body it is a data message for the app, i.e. silent.
+    mutating func fcm(wrapper: [String: JSONValue]?) throws(PayloadRefusal) -> PushNotification {
+        var n = PushNotification(vendor: .fcm, platform: .android, format: "fcm", id: "")
+        let top = wrapper ?? [:]
+        let notification = object(top["notification"], "notification")
+        if let notification {
+            n.title = text(notification["title"], "notification.title")
+            n.body = text(notification["body"], "notification.body")
+            n.sound = text(notification["sound"], "notification.sound")
+            n.locKey = text(notification["body_loc_key"], "notification.body_loc_key")
+            n.titleLocKey = text(notification["title_loc_key"], "notification.title_loc_key")
+            n.mediaUrl = mediaURL(text(notification["image"], "notification.image"), "notification.image")
+        } else {
+            n.title = text(map["title"], "data.title")
+            n.body = text(map["body"], "data.body") ?? text(map["message"], "data.message")
+            n.silent = n.body == nil
+        }
+        if !map.isEmpty { n.customPayload = .object(map) }
+        try requireBody(n)
+        let sentId = text(top["messageId"], "messageId") ?? text(top["message_id"], "message_id") ?? text(map["google.message_id"], "data.google.message_id")
+        if let sentId, !sentId.isEmpty { n.id = sentId } else { n.id = derivedId() }
+        return n
+    }
+}

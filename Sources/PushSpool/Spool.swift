@@ -1,0 +1,441 @@
+@preconcurrency import Glibc
+import PushSystem
+
+/// A file read whole from `processing/`.
+package struct SpoolFile: Sendable {
+    package var name: String
+    package var bytes: [UInt8]
+    package var size: Int64
+    /// Last modification, nanoseconds since the epoch.
+    package var modifiedNanos: Int64
+    package var inode: UInt64
+    package var device: UInt64
+}
+
+/// Stable refusal codes of `Spool.read` (also the `code` of the reason file).
+package enum RefusalCode {
+    package static let symlink = "symlink"
+    /// FIFO, socket, device or directory.
+    package static let notRegularFile = "not_regular_file"
+    package static let fileTooLarge = "file_too_large"
+    package static let unreadable = "unreadable"
+}
+
+/// What `Spool.read` found.
+package enum SpoolReadResult: Sendable {
+    /// A regular file within the size limit, read whole.
+    case contents(SpoolFile)
+    /// Not to be processed; the caller quarantines it with this code and message.
+    case refused(code: String, message: String)
+}
+
+/// What became of a claim.
+package enum ClaimOutcome: Sendable, Equatable {
+    /// Now at `processing/NAME`.
+    case claimed
+    /// Not in `incoming/` any more (another claimer won, or the producer removed it).
+    case vanished
+    /// `processing/NAME` exists (a file of the same name is still in flight); left in
+    /// `incoming/` untouched, to be taken by a later event or rescan.
+    case busy
+    /// A dotfile or `*.tmp`: never taken.
+    case ignored
+}
+
+/// Metadata of an entry in `incoming/`, for the stable-age rule.
+package struct EntryStatus: Sendable, Equatable {
+    package var size: Int64
+    package var modifiedNanos: Int64
+    package var isRegular: Bool
+}
+
+/// The daemon's handle on the spool: owns one fd per directory and does every move through
+/// `*at` calls on them, so a path component replaced behind its back is never followed.
+///
+/// Not `Sendable`: use it from the one ingest thread (its operations block on the file system).
+/// Two `Spool`s (daemon and `pushspoolctl`) on one root are safe: every move is a
+/// `rename(2)` that never replaces an existing entry.
+package final class Spool {
+    package let layout: SpoolLayout
+    package let maxFileBytes: Int
+    private let tmpFD: Int32
+    private let incomingFD: Int32
+    private let processingFD: Int32
+    private let failedFD: Int32
+
+    /// Opens the four directories. Call `layout.create()` first.
+    package init(layout: SpoolLayout, maxFileBytes: Int) throws(SpoolError) {
+        precondition(maxFileBytes > 0)
+        self.layout = layout
+        self.maxFileBytes = maxFileBytes
+        var fds: [Int32] = []
+        for path in [layout.tmp, layout.incoming, layout.processing, layout.failed] {
+            do {
+                fds.append(try Posix.openDirectory(path))
+            } catch {
+                for fd in fds { Posix.close(fd) }
+                throw SpoolError(error, while: "opening spool directory \(path)")
+            }
+        }
+        tmpFD = fds[0]
+        incomingFD = fds[1]
+        processingFD = fds[2]
+        failedFD = fds[3]
+    }
+
+    deinit {
+        for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
+    }
+
+    // MARK: Claim
+
+    /// Renames `incoming/NAME` → `processing/NAME`. `false` when it was not claimed: it
+    /// vanished (another claimer won), a file of that name is still in `processing/`, or the
+    /// name is one the daemon ignores. Refuses nothing by content; `read` does that.
+    package func claim(_ name: String) throws(SpoolError) -> Bool {
+        try claimOutcome(name) == .claimed
+    }
+
+    /// `claim` with the reason it did not happen. Never replaces a file in `processing/`.
+    package func claimOutcome(_ name: String) throws(SpoolError) -> ClaimOutcome {
+        try SpoolName.validate(name)
+        if SpoolName.isIgnored(name) { return .ignored }
+        do {
+            try Posix.renameNoReplace(incomingFD, name, processingFD, name)
+            return .claimed
+        } catch where error.errno == ENOENT {
+            return .vanished
+        } catch where error.errno == EEXIST {
+            return .busy
+        } catch {
+            throw SpoolError(error, while: "claiming incoming/\(name)")
+        }
+    }
+
+    /// `lstat` of `incoming/NAME` (never follows a link); `nil` when it is gone.
+    package func status(incoming name: String) throws(SpoolError) -> EntryStatus? {
+        try SpoolName.validate(name)
+        do {
+            let st = try Posix.lstatat(incomingFD, name)
+            return EntryStatus(size: Int64(st.st_size), modifiedNanos: Self.nanos(st.st_mtim),
+                               isRegular: st.st_mode & S_IFMT == S_IFREG)
+        } catch where error.errno == ENOENT {
+            return nil
+        } catch {
+            throw SpoolError(error, while: "inspecting incoming/\(name)")
+        }
+    }
+
+    // MARK: Read
+
+    /// Reads `processing/NAME` whole, or says why it must not be processed.
+    ///
+    /// Looks with `lstat` first, so a FIFO or device is refused without being opened (opening
+    /// a device can have side effects), then opens with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY`
+    /// relative to the directory fd and checks with `fstat` that it opened the same regular
+    /// file. Reads at most `maxFileBytes + 1` bytes, so a file that grows is refused too.
+    /// Throws `.notFound` when the file is gone and `.system` for resource errors (`EMFILE`,
+    /// `ENOMEM`) that say nothing about the file: retry those later, do not quarantine.
+    package func read(processing name: String) throws(SpoolError) -> SpoolReadResult {
+        try SpoolName.validate(name)
+        let before: stat
+        do {
+            before = try Posix.lstatat(processingFD, name)
+        } catch where error.errno == ENOENT {
+            throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
+        } catch {
+            throw SpoolError(error, while: "inspecting processing/\(name)")
+        }
+        if let refusal = refusal(for: before, name: name) { return refusal }
+
+        let fd: Int32
+        do {
+            fd = try Posix.openat(processingFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+        } catch {
+            switch error.errno {
+            case ENOENT:
+                throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
+            case ELOOP:
+                return .refused(code: RefusalCode.symlink, message: "\(name) became a symbolic link while being opened; symlinks are never followed")
+            case ENXIO, ENODEV, ENOTDIR, EISDIR:
+                return .refused(code: RefusalCode.notRegularFile, message: "\(name) is not a regular file; drop plain files only")
+            case EACCES, EPERM, EIO:
+                return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be opened (\(error.errnoName)); fix its permissions and retry it")
+            default:
+                throw SpoolError(error, while: "opening processing/\(name)")
+            }
+        }
+        defer { Posix.close(fd) }
+        let st: stat
+        do {
+            st = try Posix.fstat(fd, subject: name)
+        } catch {
+            throw SpoolError(error, while: "inspecting processing/\(name)")
+        }
+        if st.st_ino != before.st_ino || st.st_dev != before.st_dev {
+            return .refused(code: RefusalCode.unreadable, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
+        }
+        if let refusal = refusal(for: st, name: name) { return refusal }
+
+        let bytes: [UInt8]
+        do {
+            bytes = try Posix.readAll(fd, limit: maxFileBytes, subject: name)
+        } catch where error.errno == EFBIG {
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise MaxFileBytes=")
+        } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
+            return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
+        } catch {
+            throw SpoolError(error, while: "reading processing/\(name)")
+        }
+        return .contents(SpoolFile(name: name, bytes: bytes, size: Int64(bytes.count), modifiedNanos: Self.nanos(st.st_mtim),
+                                   inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
+    }
+
+    private func refusal(for st: stat, name: String) -> SpoolReadResult? {
+        let type = st.st_mode & S_IFMT
+        if type == S_IFLNK {
+            return .refused(code: RefusalCode.symlink, message: "\(name) is a symbolic link; symlinks are never followed, drop the file itself")
+        }
+        if type != S_IFREG {
+            return .refused(code: RefusalCode.notRegularFile, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
+        }
+        if st.st_size > maxFileBytes {
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise MaxFileBytes=")
+        }
+        return nil
+    }
+
+    static func typeName(_ type: mode_t) -> String {
+        switch type {
+        case S_IFIFO: return "FIFO"
+        case S_IFCHR: return "character device"
+        case S_IFBLK: return "block device"
+        case S_IFSOCK: return "socket"
+        case S_IFDIR: return "directory"
+        case S_IFLNK: return "symbolic link"
+        default: return "special file"
+        }
+    }
+
+    static func nanos(_ ts: timespec) -> Int64 {
+        Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    // MARK: Quarantine, complete, rollback
+
+    /// Moves `processing/NAME` to `failed/`, reason first: writes `failed/T.reason.json`
+    /// durably (staged in `tmp/`, fsynced, renamed, directory fsynced), then renames the entry
+    /// itself to `failed/T` (a symlink, FIFO or device moves as the entry; nothing is followed
+    /// or opened), then fsyncs both directories. `T` is `NAME`, or `NAME~N` when that name
+    /// or its reason file is taken; no existing file is ever replaced. Fills in `size` when
+    /// the caller did not. Returns `T`.
+    @discardableResult
+    package func quarantine(processing name: String, reason: QuarantineReason) throws(SpoolError) -> String {
+        try SpoolName.validate(name)
+        var reason = reason
+        reason.file = name
+        if reason.size == nil, let st = try? Posix.lstatat(processingFD, name), st.st_mode & S_IFMT == S_IFREG {
+            reason.size = Int64(st.st_size)
+        }
+        let reserve = SpoolName.reasonSuffix.utf8.count
+        for attempt in 0..<10_000 {
+            let target = SpoolName.candidate(name, attempt: attempt, reserve: reserve)
+            // A payload named like a reason file would be mistaken for one by `failed list`.
+            if target.hasSuffix(SpoolName.reasonSuffix) { continue }
+            if exists(failedFD, target) || exists(failedFD, target + SpoolName.reasonSuffix) { continue }
+            var written = reason
+            if target != name { written.detail = (reason.detail ?? [:]).merging(["failedName": target]) { $1 } }
+            do {
+                guard try stage(written.encoded(), into: failedFD, as: target + SpoolName.reasonSuffix) else { continue }
+                try Posix.fsync(failedFD, subject: layout.failed)
+            } catch {
+                throw SpoolError(error, while: "writing failed/\(target)\(SpoolName.reasonSuffix)")
+            }
+            do {
+                try Posix.renameNoReplace(processingFD, name, failedFD, target)
+            } catch {
+                try? Posix.unlinkat(failedFD, target + SpoolName.reasonSuffix)
+                if error.errno == EEXIST { continue }
+                if error.errno == ENOENT {
+                    throw SpoolError(.notFound, "processing/\(name) vanished before it could be quarantined", system: error)
+                }
+                throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)")
+            }
+            do {
+                try Posix.fsync(failedFD, subject: layout.failed)
+                try Posix.fsync(processingFD, subject: layout.processing)
+            } catch {
+                throw SpoolError(error, while: "syncing failed/ after quarantining \(name)")
+            }
+            return target
+        }
+        throw SpoolError(.nameTaken, "no free name for \(name) in failed/; purge old entries with `pushspoolctl failed purge`")
+    }
+
+    /// Removes `processing/NAME` once its record is durable. Does not fsync the directory: a
+    /// removal lost in a crash only means the file is processed again, which the journal's id
+    /// index makes harmless. `false` when it was already gone.
+    @discardableResult
+    package func complete(processing name: String) throws(SpoolError) -> Bool {
+        try SpoolName.validate(name)
+        do {
+            try Posix.unlinkat(processingFD, name)
+            return true
+        } catch where error.errno == ENOENT {
+            return false
+        } catch {
+            throw SpoolError(error, while: "removing processing/\(name)")
+        }
+    }
+
+    /// Puts `processing/NAME` back into `incoming/` (shutdown with a file in flight), as
+    /// `NAME` or `NAME~N` if a new file of that name arrived meanwhile; fsyncs `incoming/`.
+    /// Returns the name in `incoming/`.
+    @discardableResult
+    package func rollback(processing name: String) throws(SpoolError) -> String {
+        try SpoolName.validate(name)
+        for attempt in 0..<10_000 {
+            let target = SpoolName.candidate(name, attempt: attempt)
+            do {
+                try Posix.renameNoReplace(processingFD, name, incomingFD, target)
+            } catch where error.errno == EEXIST {
+                continue
+            } catch where error.errno == ENOENT {
+                throw SpoolError(.notFound, "processing/\(name) vanished before it could be rolled back", system: error)
+            } catch {
+                throw SpoolError(error, while: "moving processing/\(name) back to incoming/")
+            }
+            do {
+                try Posix.fsync(incomingFD, subject: layout.incoming)
+            } catch {
+                throw SpoolError(error, while: "syncing incoming/")
+            }
+            return target
+        }
+        throw SpoolError(.nameTaken, "no free name for \(name) in incoming/")
+    }
+
+    /// fsyncs `processing/`, making earlier `complete` calls durable in one go.
+    package func syncProcessing() throws(SpoolError) {
+        do {
+            try Posix.fsync(processingFD, subject: layout.processing)
+        } catch {
+            throw SpoolError(error, while: "syncing processing/")
+        }
+    }
+
+    // MARK: Scans
+
+    /// A streaming scan of `incoming/` (dotfiles and `*.tmp` skipped). Entries whose names are
+    /// not valid UTF-8 are renamed to their `%XX`-escaped form before they are handed out, so
+    /// every name the scan yields can be claimed.
+    package func scanIncoming(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
+        SpoolScan(scanner: try DirectoryScanner(directoryFD: incomingFD, path: layout.incoming, filter: .spool, batchSize: batchSize),
+                  spool: self)
+    }
+
+    /// A streaming scan of `processing/` for start-up recovery: every entry, whatever its
+    /// name, since anything there was claimed by a daemon and must be finished.
+    package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> DirectoryScanner {
+        try DirectoryScanner(directoryFD: processingFD, path: layout.processing, filter: .all, batchSize: batchSize)
+    }
+
+    /// The names in `processing/`, all at once. It holds at most the in-flight files plus what
+    /// a crash left, so it is small; use `scanProcessing` when in doubt.
+    package func processingNames() throws(SpoolError) -> [String] {
+        let scanner = try scanProcessing()
+        var names: [String] = []
+        try scanner.forEachBatch { (batch) throws(SpoolError) in names += batch.map(\.name) }
+        return names
+    }
+
+    /// Renames an `incoming/` entry whose name is not valid UTF-8 to its escaped form (or a
+    /// `~N` variant). Returns the new name, `nil` if the entry vanished.
+    package func repairIncomingName(raw: [UInt8]) throws(SpoolError) -> String? {
+        try Self.repairName(directoryFD: incomingFD, path: layout.incoming, raw: raw)
+    }
+
+    static func repairName(directoryFD: Int32, path: String, raw: [UInt8]) throws(SpoolError) -> String? {
+        let escaped = SpoolName.escape(raw: raw)
+        for attempt in 0..<10_000 {
+            let target = SpoolName.candidate(escaped, attempt: attempt)
+            do {
+                try Posix.renameNoReplace(directoryFD, raw, directoryFD, target)
+                return target
+            } catch where error.errno == EEXIST {
+                continue
+            } catch where error.errno == ENOENT {
+                return nil
+            } catch {
+                throw SpoolError(error, while: "renaming an entry with a non-UTF-8 name in \(path) to \(target)")
+            }
+        }
+        throw SpoolError(.nameTaken, "no free name for \(escaped) in \(path)")
+    }
+
+    // MARK: Helpers
+
+    private func exists(_ dirfd: Int32, _ name: String) -> Bool {
+        var st = stat()
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || Glibc.errno != ENOENT
+    }
+
+    /// Writes `bytes` to `tmp/<unique>.tmp`, fsyncs, renames to `dirfd/name` without replacing.
+    /// `false` (and nothing left behind) when `name` is taken.
+    private func stage(_ bytes: [UInt8], into dirfd: Int32, as name: String) throws(SystemError) -> Bool {
+        try Self.stage(bytes, tmpFD: tmpFD, into: dirfd, as: name)
+    }
+
+    static func stage(_ bytes: [UInt8], tmpFD: Int32, into dirfd: Int32, as name: String) throws(SystemError) -> Bool {
+        let temp = UniqueName.next(suffix: ".tmp")
+        let fd = try Posix.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
+        do throws(SystemError) {
+            try Posix.writeAll(fd, bytes, subject: temp)
+            try Posix.fsync(fd, subject: temp)
+            Posix.close(fd)
+        } catch {
+            Posix.close(fd)
+            try? Posix.unlinkat(tmpFD, temp)
+            throw error
+        }
+        do {
+            try Posix.renameNoReplace(tmpFD, temp, dirfd, name)
+            return true
+        } catch {
+            try? Posix.unlinkat(tmpFD, temp)
+            if error.errno == EEXIST { return false }
+            throw error
+        }
+    }
+}
+
+/// A streaming scan of `incoming/` that repairs non-UTF-8 names as it goes.
+///
+/// Not `Sendable`: wraps a `DirectoryScanner` and the `Spool` it came from.
+package final class SpoolScan {
+    package let scanner: DirectoryScanner
+    private let spool: Spool
+
+    init(scanner: DirectoryScanner, spool: Spool) {
+        self.scanner = scanner
+        self.spool = spool
+    }
+
+    /// The next batch of entries; `nil` at the end. Every `name` is claimable.
+    package func next() throws(SpoolError) -> [DirectoryScanner.Entry]? {
+        guard var batch = try scanner.next() else { return nil }
+        var index = 0
+        while index < batch.count {
+            if let raw = batch[index].rawName {
+                if let repaired = try spool.repairIncomingName(raw: raw) {
+                    batch[index] = DirectoryScanner.Entry(name: repaired, rawName: nil, type: batch[index].type)
+                } else {
+                    batch.remove(at: index)
+                    continue
+                }
+            }
+            index += 1
+        }
+        return batch
+    }
+}

@@ -1,0 +1,75 @@
+/// The kinds of event the daemon logs to journald, each with a fixed `MESSAGE_ID` so
+/// `journalctl MESSAGE_ID=...` finds them and `journalctl -x` shows the explanation from
+/// systemd/pushspool.catalog.
+///
+/// Ids were generated once with `systemd-id128 new` and must never change: operators'
+/// filters and the catalog depend on them. A test checks that every case is in the catalog.
+package enum EventKind: String, CaseIterable, Sendable {
+    case started
+    case ready
+    case ingested
+    case refused
+    case duplicate
+    case mediaFailed
+    case recovery
+    case tornTail
+    case corruption
+    case reload
+    case reloadFailed
+    case inotifyOverflow
+    case noSpace
+    case metricsFailed
+    case fatal
+    case stopping
+    case aggregated
+
+    /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
+    package var messageID: String {
+        switch self {
+        case .started: "f71abdaf28e1405482c51e50b109e11c"
+        case .ready: "6050c3f9aa004cadafb3c0abd490d9b5"
+        case .ingested: "19a1a1a31a6e4ff9b5e7b8c622799e9e"
+        case .refused: "5d326ab3d41446d7a1523ec1366bfad2"
+        case .duplicate: "2550fa7d0e7d4fc598a3fdb881634e66"
+        case .mediaFailed: "421d872d9f984ce38618cd4117c3d9cf"
+        case .recovery: "85020128bc914262b8d96b48306da031"
+        case .tornTail: "381c60b04ccf4fb4b1859ff1646ab05b"
+        case .corruption: "f633ce4f8fcf4b1eabf1374731f872a8"
+        case .reload: "823bcc0bce114b9986687fc41b7321ad"
+        case .reloadFailed: "384fb5cb41914ef39e9c7721b06dd716"
+        case .inotifyOverflow: "6c3c5d7a2e284a3c87aa7dffb4fad40e"
+        case .noSpace: "02dfcb2550bb4bc588b3da0ba1fd05a6"
+        case .metricsFailed: "44d3070b0c4643babaf67e27fb66ea09"
+        case .fatal: "31902be510be440599e03e1d09d723cf"
+        case .stopping: "e3553bd12ef147bbbb3b5b1bd9b4dae5"
+        case .aggregated: "9e7d11c59073424495f1ab099352ea7e"
+        }
+    }
+
+    /// syslog priority (`PRIORITY=`): 2 crit, 3 err, 4 warning, 5 notice, 6 info.
+    package var defaultPriority: Int32 {
+        switch self {
+        case .noSpace, .fatal: 2
+        case .corruption, .reloadFailed: 3
+        case .mediaFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .started, .ready, .recovery, .reload, .stopping: 5
+        case .ingested, .duplicate: 6
+        }
+    }
+}
+
+/// journald field names the daemon's events use, so call sites cannot misspell them
+/// (journald silently drops fields whose names are not `[A-Z0-9_]`).
+package enum EventField {
+    package static let pushID = "PUSH_ID"
+    package static let vendor = "PUSH_VENDOR"
+    package static let user = "PUSH_USER"
+    package static let spoolFile = "SPOOL_FILE"
+    package static let journalSequence = "JOURNAL_SEQ"
+    package static let reasonCode = "REASON_CODE"
+    package static let mediaHost = "MEDIA_HOST"
+    package static let durationMicroseconds = "DURATION_USEC"
+    package static let errno = "ERRNO"
+    package static let aggregatedKind = "AGGREGATED_EVENT"
+    package static let aggregatedCount = "AGGREGATED_COUNT"
+}

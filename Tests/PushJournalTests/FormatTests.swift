@@ -1,0 +1,111 @@
+import Testing
+@testable import PushJournal
+
+@Suite struct FormatTests {
+    @Test func crc32cMatchesTheCheckValue() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([]) == 0)
+        // Chaining pieces gives the same as one buffer.
+        let chained = CRC32C.finalize(CRC32C.update(CRC32C.update(CRC32C.initial, Array("1234".utf8)), Array("56789".utf8)))
+        #expect(chained == 0xE306_9283)
+        for value: UInt32 in [0, 1, 0xE306_9283, 0xFFFF_FFFF] { #expect(CRC32C.unmask(CRC32C.mask(value)) == value) }
+        #expect(CRC32C.mask(0xE306_9283) != 0xE306_9283)
+    }
+
+    static let shapes: [(key: Int, body: Int)] = [(1, 0), (17, 333), (255, 4096)]
+
+    static func frame(key: Int, body: Int, seq: UInt64 = 42) -> [UInt8] {
+        var out: [UInt8] = []
+        let keyBytes = (0..<key).map { UInt8(97 + $0 % 26) }
+        let bodyBytes = (0..<body).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        RecordFrame.encode(seq: seq, ingestMillis: 1_700_000_000_123, key: keyBytes, body: bodyBytes, into: &out)
+        return out
+    }
+
+    /// Decodes a frame the way readers do; `nil` = rejected.
+    static func decode(_ bytes: [UInt8]) -> (RecordHeader, String, [UInt8])? {
+        bytes.withUnsafeBytes { raw -> (RecordHeader, String, [UInt8])? in
+            guard case .success(let header) = RecordHeader.decode(raw), header.frameLength == raw.count,
+                  case .success(let parts) = RecordFrame.checkBody(header, UnsafeRawBufferPointer(rebasing: raw[40...]))
+            else { return nil }
+            return (header, parts.key, parts.json)
+        }
+    }
+
+    @Test(arguments: shapes)
+    func frameRoundTrips(shape: (key: Int, body: Int)) throws {
+        let bytes = Self.frame(key: shape.key, body: shape.body)
+        #expect(bytes.count % 8 == 0)
+        #expect(bytes.count == RecordFrame.padded(40 + shape.key + shape.body))
+        let (header, key, json) = try #require(Self.decode(bytes))
+        #expect(header.seq == 42)
+        #expect(header.ingestMillis == 1_700_000_000_123)
+        #expect(key.utf8.count == shape.key)
+        #expect(json == (0..<shape.body).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+    }
+
+    @Test(arguments: shapes)
+    func everyHeaderBitFlipIsDetected(shape: (key: Int, body: Int)) {
+        let pristine = Self.frame(key: shape.key, body: shape.body)
+        var undetected: [Int] = []
+        for bit in 0..<(40 * 8) {
+            var bytes = pristine
+            bytes[bit / 8] ^= UInt8(1 << (bit % 8))
+            if Self.decode(bytes) != nil { undetected.append(bit) }
+        }
+        #expect(undetected.isEmpty)
+    }
+
+    @Test func everyBodyBitFlipIsDetected() {
+        let pristine = Self.frame(key: 20, body: 4096)
+        var undetected = 0
+        for bit in (40 * 8)..<((40 + 20 + 4096) * 8) {
+            var bytes = pristine
+            bytes[bit / 8] ^= UInt8(1 << (bit % 8))
+            if Self.decode(bytes) != nil { undetected += 1 }
+        }
+        #expect(undetected == 0)
+    }
+
+    @Test func zeroesAndTruncationsNeverDecode() {
+        #expect(Self.decode([UInt8](repeating: 0, count: 64)) == nil)
+        let bytes = Self.frame(key: 5, body: 100)
+        for cut in 0..<bytes.count { #expect(Self.decode(Array(bytes[0..<cut])) == nil) }
+    }
+
+    @Test func segmentHeaderRoundTripsAndEveryBitFlipIsDetected() throws {
+        let header = SegmentHeader(firstSeq: 52312, createdMillis: 1_700_000_000_000, journalID: Array(1...16))
+        let bytes = header.encoded()
+        #expect(bytes.count == 64)
+        let decoded = try bytes.withUnsafeBytes { try SegmentHeader.decode($0).get() }
+        #expect(decoded == header)
+        for bit in 0..<(64 * 8) {
+            var flipped = bytes
+            flipped[bit / 8] ^= UInt8(1 << (bit % 8))
+            let ok = flipped.withUnsafeBytes { (try? SegmentHeader.decode($0).get()) != nil }
+            #expect(!ok, "bit \(bit)")
+        }
+    }
+
+    @Test func committedMarkAndCheckpointRoundTrip() {
+        let mark = CommittedMark(seq: 99, segmentFirstSeq: 64, endOffset: 12345)
+        #expect(CommittedMark.decode(mark.encoded()) == mark)
+        var bad = mark.encoded()
+        bad[9] ^= 1
+        #expect(CommittedMark.decode(bad) == nil)
+
+        let checkpoint = DedupCheckpoint(journalID: Array(0..<16), throughSeq: 7, segmentFirstSeq: 1, offset: 640,
+                                         keys: ["a", "bé", String(repeating: "z", count: 255)])
+        #expect(DedupCheckpoint.decode(checkpoint.encoded()) == checkpoint)
+        var damaged = checkpoint.encoded()
+        damaged[70] ^= 0x40
+        #expect(DedupCheckpoint.decode(damaged) == nil)
+    }
+
+    @Test func segmentNamesSortBySeq() {
+        #expect(JournalFiles.segmentName(firstSeq: 1) == "00000000000000000001.seg")
+        #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg") == 52312)
+        #expect(JournalFiles.firstSeq(ofSegment: "52312.seg") == nil)
+        #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg.tmp") == nil)
+    }
+}

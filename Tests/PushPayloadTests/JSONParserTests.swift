@@ -1,0 +1,135 @@
+import Testing
+@testable import PushPayload
+
+@Suite struct JSONParserTests {
+    func parse(_ text: String, maxDepth: Int = 32) throws(PayloadRefusal) -> JSONValue {
+        try JSONParser(maxDepth: maxDepth).parse(Array(text.utf8))
+    }
+
+    func refusal(_ bytes: [UInt8], maxDepth: Int = 32) -> ReasonCode? {
+        do throws(PayloadRefusal) {
+            _ = try JSONParser(maxDepth: maxDepth).parse(bytes)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    @Test func parsesEveryValueKind() throws {
+        let v = try parse(#" { "a" : [1, -2.5e3, true, false, null, "x"], "b": {}, "c": [] } "#)
+        #expect(v == .object([
+            "a": .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null, .string("x")]),
+            "b": .object([:]), "c": .array([]),
+        ]))
+    }
+
+    @Test func keepsNumberLexemesExactly() throws {
+        let v = try parse(#"{"id": 123456789012345678901, "f": 1.10}"#)
+        #expect(v["id"] == .number("123456789012345678901"))
+        #expect(v["f"]?.numberLexeme == "1.10")
+        #expect(JSONValue.number("1.0").intValue == 1)
+        #expect(JSONValue.number("1.5").intValue == nil)
+    }
+
+    @Test func decodesEscapesAndSurrogatePairs() throws {
+        let v = try parse(#"["a\"b\\c\/d\b\f\n\r\t", "\u00e9\ud83d\ude00", "Привет 🎉"]"#)
+        #expect(v == .array([.string("a\"b\\c/d\u{8}\u{c}\n\r\t"), .string("é😀"), .string("Привет 🎉")]))
+    }
+
+    @Test func toleratesByteOrderMark() throws {
+        let v = try JSONParser().parse([0xEF, 0xBB, 0xBF] + Array(#"{"a":1}"#.utf8))
+        #expect(v == .object(["a": .number("1")]))
+    }
+
+    @Test(arguments: [
+        "", "   ", "{", "}", #"{"a":}"#, #"{"a" 1}"#, #"{"a":1,}"#, "[1,]", "[1 2]", "01", "1.", "-", "1e", ".5", "+1",
+        "tru", "nul", #"{"a":1} x"#, #"{a:1}"#, "'x'", #""\x""#, #""\u12G4""#, #""\ud83d""#, #""\ude00""#,
+        #""\ud83d\u0041""#, "\"tab\there\"", "\"unterminated", "NaN", "[1] [2]",
+    ])
+    func refusesInvalidJSON(_ text: String) {
+        #expect(refusal(Array(text.utf8)) == .invalidJSON)
+    }
+
+    @Test(arguments: [
+        [0x22, 0xC3, 0x28, 0x22],  // bad continuation byte
+        [0x22, 0xED, 0xA0, 0x80, 0x22],  // UTF-8-encoded surrogate
+        [0x22, 0xC0, 0xAF, 0x22],  // overlong "/"
+        [0x22, 0xFF, 0x22],
+    ] as [[UInt8]])
+    func refusesInvalidUTF8(_ bytes: [UInt8]) {
+        #expect(refusal(bytes) == .invalidJSON)
+    }
+
+    @Test(arguments: [
+        #"{"a":1,"a":2}"#,
+        #"{"x":{"b":1,"c":2,"b":3}}"#,
+        #"[{"k":null,"k":null}]"#,
+        #"{"\u0061":1,"a":2}"#,
+    ])
+    func refusesDuplicateKeys(_ text: String) {
+        #expect(refusal(Array(text.utf8)) == .duplicateKeys)
+    }
+
+    @Test func depthBoundIsInclusiveAndConfigurable() {
+        let depth32 = String(repeating: "[", count: 32) + String(repeating: "]", count: 32)
+        let depth33 = "[" + depth32 + "]"
+        #expect(refusal(Array(depth32.utf8)) == nil)
+        #expect(refusal(Array(depth33.utf8)) == .tooDeep)
+        #expect(refusal(Array(#"{"a":{"b":{}}}"#.utf8), maxDepth: 2) == .tooDeep)
+        #expect(refusal(Array(#"{"a":{"b":1}}"#.utf8), maxDepth: 2) == nil)
+    }
+
+    @Test func serializesCompactSortedWithoutEscapingSlashes() throws {
+        let v = try parse(#"{"z": "https:\/\/x.example\/a", "a": [1, {"é": "\u0001\n"}], "m": null}"#)
+        let text = v.serializedString()
+        #expect(text == #"{"a":[1,{"é":"\u0001\n"}],"m":null,"z":"https://x.example/a"}"#)
+        #expect(try JSONParser().parse(v.serialized()) == v)
+    }
+
+    @Test(arguments: [
+        #"{"a":"x\"y","b":[true,false,null,1.5e-3],"c":{"\t":"\u001f"}}"#,
+        #"["Привет 🎉", {}, [], "", "\\"]"#,
+    ])
+    func serializedCountMatchesSerializedBytes(_ text: String) throws {
+        let v = try parse(text)
+        #expect(v.serializedCount == v.serialized().count)
+    }
+}
+
+@Suite struct HelperTests {
+    @Test func sha256KnownVectors() {
+        #expect(SHA256.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        let long = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
+        #expect(SHA256.hex(long) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+    }
+
+    @Test(arguments: [
+        ("https://example.com/a.png", true), ("http://example.com", true), ("myapp://offers/7", true),
+        ("mailto:a@example.com", true), ("https://cdn.example.com/img%20one.png", true), ("https://[::1]:8443/x", true),
+        ("https://user@host.example/x", true),
+        ("not a url", false), ("https://", false), ("https:///path", false), ("//example.com/a.jpg", false),
+        ("javascript:alert(1)", false), ("JavaScript:alert(1)", false), ("data:text/html,x", false), ("/relative/path", false),
+        ("https://exa mple.com/a.jpg", false), ("https://example.com/a b.jpg", false), ("myapp:", false), ("1http://x", false),
+    ])
+    func urlValidation(_ url: String, _ valid: Bool) {
+        if case .valid = URLCheck.check(url) {
+            #expect(valid, "\(url) should be invalid")
+        } else {
+            #expect(!valid, "\(url) should be valid")
+        }
+    }
+
+    @Test(arguments: [
+        (Int64(0), "1970-01-01T00:00:00.000Z"), (Int64(1_700_000_000_123), "2023-11-14T22:13:20.123Z"),
+        (Int64(951_782_400_000), "2000-02-29T00:00:00.000Z"), (Int64(253_402_300_799_999), "9999-12-31T23:59:59.999Z"),
+    ])
+    func epochMillisecondsToISO(_ ms: Int64, _ iso: String) {
+        #expect(EpochTime.iso8601(milliseconds: ms) == iso)
+    }
+
+    @Test func epochOutOfRangeIsNil() {
+        #expect(EpochTime.iso8601(milliseconds: -1) == nil)
+        #expect(EpochTime.iso8601(milliseconds: 253_402_300_800_000) == nil)
+    }
+}

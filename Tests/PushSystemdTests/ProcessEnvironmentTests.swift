@@ -1,0 +1,150 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+@testable import PushSystemd
+import PushSystem
+
+/// Tests that change the process environment (NOTIFY_SOCKET, WATCHDOG_*, JOURNAL_STREAM) or
+/// fd 2: process-global, so they run one at a time.
+@Suite(.serialized) struct ProcessEnvironmentTests {
+    init() {
+        unsetenv("NOTIFY_SOCKET")
+        unsetenv("WATCHDOG_USEC")
+        unsetenv("WATCHDOG_PID")
+        unsetenv("JOURNAL_STREAM")
+    }
+
+    @Test func lifecycleNotificationsArriveAsDatagrams() throws {
+        let socket = try NotifySocket()
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = SystemdNotifier()
+        #expect(notifier.isSupervised)
+
+        notifier.extendTimeout(microseconds: 30_000_000)
+        #expect(socket.receive() == "EXTEND_TIMEOUT_USEC=30000000")
+        notifier.ready(status: "ingested 0\nrefused 0")
+        #expect(socket.receive() == "READY=1\nSTATUS=ingested 0 refused 0")
+
+        let before = Posix.monotonicNanos() / 1000
+        notifier.reloading()
+        let reload = try #require(socket.receive())
+        let lines = reload.split(separator: "\n")
+        #expect(lines.first == "RELOADING=1")
+        let monotonic = try #require(lines.first { $0.hasPrefix("MONOTONIC_USEC=") }.flatMap { UInt64($0.dropFirst("MONOTONIC_USEC=".count)) })
+        #expect(monotonic >= before && monotonic <= Posix.monotonicNanos() / 1000)
+
+        notifier.stopping(status: "Draining 3 payloads")
+        #expect(socket.receive() == "STOPPING=1\nSTATUS=Draining 3 payloads")
+        notifier.failing(errno: ENOSPC, status: "Journal: no space left")
+        #expect(socket.receive() == "STATUS=Journal: no space left\nERRNO=\(ENOSPC)")
+    }
+
+    @Test func withoutNotifySocketEverythingIsANoOp() throws {
+        let socket = try NotifySocket()
+        let notifier = SystemdNotifier()
+        #expect(!notifier.isSupervised)
+        notifier.ready(status: "x")
+        notifier.status("y", force: true)
+        #expect(socket.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    @Test func statusIsThrottledButTheLatestLineIsNotLost() throws {
+        let socket = try NotifySocket()
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = SystemdNotifier(statusInterval: .milliseconds(300))
+
+        notifier.status("ingested 1")
+        #expect(socket.receive() == "STATUS=ingested 1")
+        for count in 2...50 { notifier.status("ingested \(count)") }
+        notifier.flushStatus()  // still within the interval: held back
+        #expect(socket.receive(timeout: .milliseconds(150)) == nil)
+        Thread.sleep(forTimeInterval: 0.3)
+        notifier.flushStatus()
+        #expect(socket.receive() == "STATUS=ingested 50")
+        notifier.flushStatus()
+        #expect(socket.receive(timeout: .milliseconds(100)) == nil)
+
+        notifier.status("error: ENOSPC", force: true)
+        #expect(socket.receive() == "STATUS=error: ENOSPC")
+        // An unchanged line is not resent, even after the interval.
+        Thread.sleep(forTimeInterval: 0.35)
+        notifier.status("error: ENOSPC")
+        #expect(socket.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    @Test func watchdogIntervalIsHalfOfWatchdogUsecForThisProcessOnly() {
+        #expect(SystemdNotifier().watchdogInterval == nil)
+
+        setenv("WATCHDOG_USEC", "3000000", 1)
+        defer { unsetenv("WATCHDOG_USEC"); unsetenv("WATCHDOG_PID") }
+        #expect(SystemdNotifier().watchdogInterval == .milliseconds(1500))
+        setenv("WATCHDOG_PID", "\(getpid())", 1)
+        #expect(SystemdNotifier().watchdogInterval == .milliseconds(1500))
+        // Meant for another process (e.g. inherited from a parent): not ours to ping.
+        setenv("WATCHDOG_PID", "\(getpid() == 1 ? 2 : 1)", 1)
+        #expect(SystemdNotifier().watchdogInterval == nil)
+    }
+
+    @Test func watchdogPingsAreRateLimitedToTheInterval() throws {
+        let socket = try NotifySocket()
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        setenv("WATCHDOG_USEC", "400000", 1)
+        defer { unsetenv("NOTIFY_SOCKET"); unsetenv("WATCHDOG_USEC") }
+        let notifier = SystemdNotifier()
+        #expect(notifier.watchdogInterval == .milliseconds(200))
+
+        for _ in 0..<1000 { notifier.watchdogPing() }
+        #expect(socket.drain() == ["WATCHDOG=1"])
+        Thread.sleep(forTimeInterval: 0.25)
+        for _ in 0..<1000 { notifier.watchdogPing() }
+        #expect(socket.drain() == ["WATCHDOG=1"])
+    }
+
+    @Test func watchdogPingIsSilentWhenTheWatchdogIsOff() throws {
+        let socket = try NotifySocket()
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        SystemdNotifier().watchdogPing()
+        #expect(socket.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    @Test func journalIsChosenOnlyWhenJournalStreamNamesStderr() throws {
+        var st = stat()
+        #expect(fstat(2, &st) == 0)
+        #expect(!EventLog.stderrIsJournalStream())
+        #expect(EventLog().destination == .lines(fd: 2))
+
+        setenv("JOURNAL_STREAM", "\(st.st_dev):\(st.st_ino)", 1)
+        defer { unsetenv("JOURNAL_STREAM") }
+        #expect(EventLog.stderrIsJournalStream())
+        #expect(EventLog().destination == .journal)
+
+        // Inherited from a parent whose stderr was the journal, but ours is elsewhere now.
+        setenv("JOURNAL_STREAM", "\(st.st_dev):\(st.st_ino &+ 1)", 1)
+        #expect(!EventLog.stderrIsJournalStream())
+        #expect(EventLog().destination == .lines(fd: 2))
+    }
+
+    @Test func withoutJournaldEventsArePlainLinesOnStderr() throws {
+        let pipe = Pipe2()
+        let savedStderr = dup(2)
+        #expect(savedStderr >= 0)
+        let identifier = "pstest\(UInt16.random(in: 0...UInt16.max))"
+        let log = EventLog(identifier: identifier)
+        #expect(log.destination == .lines(fd: 2))
+
+        dup2(pipe.writeEnd, 2)
+        log.log(.ingested, "Payload ingested", fields: [(EventField.pushID, "abc-1"), (EventField.spoolFile, "new file.json"), (EventField.journalSequence, "42")])
+        log.log(.refused, "Spool file refused", fields: [("reason code", "json_invalid\nsecond line")])
+        dup2(savedStderr, 2)
+        close(savedStderr)
+
+        let lines = pipe.available().split(separator: "\n").filter { $0.hasPrefix(identifier) }
+        #expect(lines == [
+            "\(identifier)[\(getpid())]: <6> Payload ingested EVENT=ingested PUSH_ID=abc-1 SPOOL_FILE=\"new file.json\" JOURNAL_SEQ=42",
+            "\(identifier)[\(getpid())]: <4> Spool file refused EVENT=refused REASON_CODE=\"json_invalid\\nsecond line\"",
+        ])
+    }
+}
