@@ -54,7 +54,7 @@ func runMediaBench(arguments: [String]) {
 /// SHA-256 runs on the network thread for every body byte; its speed bounds throughput.
 private func hashThroughput() {
     let block = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-    var hasher = SHA256()
+    let hasher = SHA256()
     let start = Posix.monotonicNanos()
     for _ in 0..<64 { hasher.update(block) }
     let digest = hasher.finalizeHex()
