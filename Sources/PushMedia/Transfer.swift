@@ -34,7 +34,7 @@ final class Transfer {
     let policy: AddressPolicy
     let tempPath: String
     var fd: Int32
-    var hasher = SHA256()
+    let hasher = SHA256()
     var received: Int64 = 0
     var prefix: [UInt8] = []
     var sniffed: MediaType?

@@ -23,7 +23,7 @@ import PushSystem
 
         let outcome = await fetcher.fetch(url: server.url("/img"))
         #expect(outcome.status == .stored, "\(name): \(outcome.encodeJSON())")
-        let sha = SHA256.hex(bytes)
+        let sha = SHA256.hex(of: bytes)
         #expect(outcome.sha256 == sha)
         #expect(outcome.contentType == mime)
         #expect(outcome.bytes == Int64(bytes.count))
