@@ -49,6 +49,28 @@ package final class Daemon: @unchecked Sendable {
     /// Files a journal `noSpace` failure handed back; retried when space returns.
     private let retryProcessing = Mutex<[String]>([])
     private var signalSources: [DispatchSourceSignal] = []
+    private let readyFlag = Atomic<Bool>(false)
+
+    /// Called on the journal's writer thread with the spool file name and sequence number of
+    /// every record once it is durable. For benchmarks and tests; set before `run()`.
+    package var onCommitted: (@Sendable (String, UInt64) -> Void)?
+
+    private let returnedFlag = Atomic<Bool>(false)
+
+    /// True once `run()` has returned.
+    package var hasReturned: Bool { returnedFlag.load(ordering: .acquiring) }
+
+    /// True once the start-up scan is done and READY=1 was sent.
+    package var isReady: Bool { readyFlag.load(ordering: .acquiring) }
+
+    /// Asks `run()` to drain and return, as SIGTERM does.
+    package func requestStop() {
+        stopRequested.store(true, ordering: .relaxed)
+        waker.withLock { $0?.wake() }
+    }
+
+    /// The journal writer's counters (batches, fsyncs, latency buckets).
+    package var journalStats: JournalWriterStats { journal.stats }
 
     /// Opens everything in the order that makes start-up safe: configuration, journal
     /// recovery (the data of record), spool layout, media store. Nothing is claimed yet.
@@ -106,6 +128,7 @@ package final class Daemon: @unchecked Sendable {
     /// Runs until SIGTERM/SIGINT (exit 0 after a clean drain) or a fatal journal error
     /// (exit 1, nothing more written). Call from one thread; it blocks.
     package func run() -> Int32 {
+        defer { returnedFlag.store(true, ordering: .releasing) }
         installSignalHandlers()
         var watcher: IncomingWatcher
         do {
@@ -149,6 +172,7 @@ package final class Daemon: @unchecked Sendable {
         if let failure = fatalFailure() { return failure }
 
         notifier.ready(status: counters.statusLine(paused: false))
+        readyFlag.store(true, ordering: .releasing)
         events.log(.ready, "pushspoold ready", fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
 
         var lastStatus = Posix.monotonicNanos()
@@ -530,6 +554,7 @@ package final class Daemon: @unchecked Sendable {
 
     private func finishIngested(_ name: String, notification: PushNotification, seq: UInt64, durationNanos: UInt64) {
         removeProcessed(name)
+        onCommitted?(name, seq)
         counters.ingested.add(1, ordering: .relaxed)
         metrics.increment(MetricFamily.ingested)
         events.log(.ingested, "payload ingested", fields: payloadFields(notification, file: name) + [
