@@ -202,7 +202,8 @@ struct Session {
         case _?: warn(.wrongType, path); return nil
         }
         if lexeme.isEmpty { return nil }
-        guard let ms = Double(lexeme), ms.isFinite, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
+        // Range-check before Int64(_:), which traps on huge doubles like 1e30.
+        guard let ms = Double(lexeme), ms >= 0, ms < 253_402_300_800_000, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
             warn(.invalidValue, path)
             return nil
         }

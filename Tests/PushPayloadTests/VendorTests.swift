@@ -107,6 +107,11 @@ import Testing
         #expect(refusal(#"{"data": {"uniqueKey": "u", "title": "only title"}}"#)?.code == .missingBody)
     }
 
+    @Test func nullApsDoesNotHideAndroidData() throws {
+        let n = try accept(#"{"aps": null, "uniqueKey": "A4", "message": "M"}"#)
+        #expect(n.format == "mindbox-android")
+    }
+
     @Test func uniqueKeyAloneIsNotMindbox() {
         #expect(refusal(#"{"uniqueKey": "u"}"#)?.code == .unrecognized)
     }
@@ -153,6 +158,13 @@ import Testing
         let n = try accept(#"{"messageId": "I5", "aps": {"alert": {"body": "B"}}, "internalData": {"sendDateTime": "1700000000000"}}"#)
         #expect(n.sentAt == nil)
         #expect(n.warnings == [PayloadWarning(.wrongType, "internalData.sendDateTime")])
+    }
+
+    @Test(arguments: ["1e30", "-5", "253402300800000"])
+    func implausibleEpochIsInvalidValue(_ lexeme: String) throws {
+        let n = try accept(#"{"messageId": "I5b", "aps": {"alert": {"body": "B"}}, "internalData": {"sendDateTime": "# + lexeme + "}}")
+        #expect(n.sentAt == nil)
+        #expect(n.warnings == [PayloadWarning(.invalidValue, "internalData.sendDateTime")])
     }
 
     @Test func iosSilentMergesTheSilentDictionary() throws {
