@@ -3,7 +3,7 @@
 /// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
 /// (derived ids included) and the daemon may re-run it after a crash.
 package enum Normalizer {
-    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions) -> NormalizeOutcome {
+    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) -> NormalizeOutcome {
         do throws(PayloadRefusal) {
             return .accepted(try normalizeOrThrow(bytes, options: options))
         } catch {
@@ -12,7 +12,7 @@ package enum Normalizer {
     }
 
     /// ``normalize(_:options:)`` with the refusal thrown, for callers that prefer `try`.
-    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
+    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) throws(PayloadRefusal) -> PushNotification {
         if bytes.count > options.maxInputBytes {
             throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
         }

@@ -205,6 +205,18 @@ import Testing
         }
     }
 
+    @Test func appCategoriesResolveAfterAdding() throws {
+        let table = try CategoryTable.builtIn.adding(contentsOf: [
+            NotificationCategory(id: "MEETING", actions: [CategoryAction(id: "join", title: "Join", options: [.foreground])]),
+        ])
+        var options = NormalizerOptions()
+        options.categories = table
+        let json = #"{"messageId": "I10", "aps": {"alert": {"body": "B"}, "category": "MEETING"}}"#
+        #expect(try accept(json, options: options).buttons == [NotificationButton(id: "join", text: "Join", url: nil, options: [.foreground])])
+        #expect(try accept(json).warnings == [PayloadWarning(.categoryUnknown, "MEETING")])
+        #expect(table["mm_accept_decline"] != nil)
+    }
+
     @Test func androidOrgIbD() throws {
         let inner = #"{\"messageId\":\"IA1\",\"text\":\"Hello\",\"notification\":{\"title\":\"T\",\"sound\":\"default\",\"inAppStyle\":\"BANNER\",\"contentUrl\":\"https://cdn.example/a.png\"},\"custom\":{\"k\":\"v\"},\"internal\":{\"sendDateTime\":\"1700000000000\",\"deeplink\":\"app://x\"}}"#
         let n = try accept(#"{"data": {"org_ib_d": ""# + inner + #""}}"#)
