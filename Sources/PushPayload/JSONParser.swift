@@ -6,10 +6,14 @@
 /// lone surrogate escapes, control characters in strings and trailing content are `invalid_json`.
 package struct JSONParser: Sendable {
     /// Deepest allowed nesting of arrays/objects; the top-level container is depth 1.
+    /// The parser recurses once per level, so values above ``depthCeiling`` are lowered to it.
     package var maxDepth: Int
 
+    /// The hard ceiling on ``maxDepth``, keeping recursion far from the thread's stack limit.
+    package static let depthCeiling = 1024
+
     package init(maxDepth: Int = 32) {
-        self.maxDepth = maxDepth
+        self.maxDepth = min(maxDepth, JSONParser.depthCeiling)
     }
 
     package func parse(_ bytes: [UInt8]) throws(PayloadRefusal) -> JSONValue {

@@ -3,7 +3,7 @@
 /// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
 /// (derived ids included) and the daemon may re-run it after a crash.
 package enum Normalizer {
-    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions) -> NormalizeOutcome {
+    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) -> NormalizeOutcome {
         do throws(PayloadRefusal) {
             return .accepted(try normalizeOrThrow(bytes, options: options))
         } catch {
@@ -12,7 +12,7 @@ package enum Normalizer {
     }
 
     /// ``normalize(_:options:)`` with the refusal thrown, for callers that prefer `try`.
-    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
+    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) throws(PayloadRefusal) -> PushNotification {
         if bytes.count > options.maxInputBytes {
             throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
         }
@@ -202,7 +202,8 @@ struct Session {
         case _?: warn(.wrongType, path); return nil
         }
         if lexeme.isEmpty { return nil }
-        guard let ms = Double(lexeme), ms.isFinite, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
+        // Range-check before Int64(_:), which traps on huge doubles like 1e30.
+        guard let ms = Double(lexeme), ms >= 0, ms < 253_402_300_800_000, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
             warn(.invalidValue, path)
             return nil
         }

@@ -79,6 +79,11 @@ import Testing
         #expect(refusal(Array(#"{"a":{"b":1}}"#.utf8), maxDepth: 2) == nil)
     }
 
+    @Test func depthIsCappedSoRecursionStaysBounded() {
+        let deep = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
+        #expect(refusal(Array(deep.utf8), maxDepth: 1_000_000) == .tooDeep)
+    }
+
     @Test func serializesCompactSortedWithoutEscapingSlashes() throws {
         let v = try parse(#"{"z": "https:\/\/x.example\/a", "a": [1, {"é": "\u0001\n"}], "m": null}"#)
         let text = v.serializedString()
