@@ -21,6 +21,9 @@ import Synchronization
 ///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
 ///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
 ///
+/// Completions and `JournalOptions.eventHandler` run on the writer thread: they must not block
+/// and must not call `close` (which waits for that thread).
+///
 /// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
 package final class JournalWriter: Sendable {
@@ -56,6 +59,8 @@ package final class JournalWriter: Sendable {
         var joined = false
         /// Records taken off the queue by the batch being written.
         var inFlight = 0
+        /// Frame bytes of `queue`, kept so the writer's wake-ups stay O(1) under the lock.
+        var queuedBytes = 0
     }
 
     /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
@@ -181,6 +186,7 @@ package final class JournalWriter: Sendable {
             }
             state.pendingKeys.insert(key)
             state.queue.append(pending)
+            state.queuedBytes += pending.frameBytes
             return nil
         }
         if let refusal { completion(refusal) } else { wake.signal() }
@@ -244,8 +250,7 @@ package final class JournalWriter: Sendable {
             let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
                 var closing = false
                 if case .closing = state.phase { closing = true }
-                let bytes = state.queue.prefix(options.maxBatchRecords).reduce(0) { $0 + $1.frameBytes }
-                return (state.queue.count, bytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
+                return (state.queue.count, state.queuedBytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
             }
             if look.count == 0 {
                 if look.closing { return }
@@ -276,6 +281,7 @@ package final class JournalWriter: Sendable {
                 }
                 let batch = Array(state.queue.prefix(taken))
                 state.queue.removeFirst(taken)
+                state.queuedBytes -= bytes
                 state.inFlight = taken
                 return batch
             }
@@ -304,21 +310,23 @@ package final class JournalWriter: Sendable {
                 core.sinceCheckpoint += batch.count
                 if options.checkpointEvery > 0 && core.sinceCheckpoint >= options.checkpointEvery { writeCheckpoint() }
             case .noSpace(let error):
-                let closing: Bool = shared.withLock { state in
+                let (closing, first): (Bool, Bool) = shared.withLock { state in
                     state.queue.insert(contentsOf: batch, at: 0)
+                    state.queuedBytes += batch.reduce(0) { $0 + $1.frameBytes }
                     state.inFlight = 0
                     let first = !state.stats.paused
                     state.stats.paused = true
-                    if case .closing = state.phase { return true }
-                    if first, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
-                    return false
+                    if case .closing = state.phase { return (true, first) }
+                    return (false, first)
                 }
+                if first, !closing, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
                 if core.pausedSince == nil || closing { core.pausedSince = Posix.monotonicNanos() }
                 if closing {
                     // Closing while the disk is still full: nothing more can be done; say so to every caller.
                     let drained: [Pending] = shared.withLock { state in
                         let all = state.queue
                         state.queue.removeAll()
+                        state.queuedBytes = 0
                         state.pendingKeys.removeAll()
                         return all
                     }
@@ -332,6 +340,7 @@ package final class JournalWriter: Sendable {
                     state.stats.failed = true
                     let all = state.queue
                     state.queue.removeAll()
+                    state.queuedBytes = 0
                     state.pendingKeys.removeAll()
                     return all
                 }
