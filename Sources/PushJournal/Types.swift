@@ -38,6 +38,8 @@ package struct JournalOptions: Sendable {
     package var noSpaceRetryInterval: Duration = .seconds(1)
     /// A sync slower than this is reported as `JournalEvent.slowSync` (etcd's "slow fdatasync").
     package var slowSyncNanos: UInt64 = 1_000_000_000
+    /// How long `open` waits for another holder of `LOCK` before failing with `.locked`.
+    package var lockWait: Duration = .seconds(1)
     /// Receives `JournalEvent`s on the writer thread. Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
     /// Prefix of the call names the journal's syscalls present to `FaultInjector`

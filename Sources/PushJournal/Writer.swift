@@ -123,9 +123,16 @@ package final class JournalWriter: Sendable {
         var core: Core?
         do throws(JournalError) {
             lockfd = try io.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT)
-            let locked: Bool
-            do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
-            guard locked else { throw JournalError(.locked, directory: directory) }
+            // A short wait covers a previous writer that is just exiting, and a child process
+            // briefly holding an inherited descriptor between fork and exec.
+            let lockDeadline = Posix.monotonicNanos() + nanos(options.lockWait)
+            while true {
+                let locked: Bool
+                do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
+                if locked { break }
+                guard Posix.monotonicNanos() < lockDeadline else { throw JournalError(.locked, directory: directory) }
+                usleep(5_000)
+            }
 
             let recovered = try Recovery(directory: directory, dirfd: dirfd, io: io, options: options).run()
             committedfd = try io.openat(dirfd, JournalFiles.committed, O_RDWR | O_CREAT)
