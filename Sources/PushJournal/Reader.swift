@@ -29,6 +29,7 @@ package final class JournalReader {
     private var current: SegmentFile?
     private var currentFirstSeq: UInt64 = 0
     private var offset: Int64 = 0
+    private var committedBound: UInt64 = 0
     /// The error that ended a `records(fromSeq:)` iteration, if any.
     package private(set) var lastError: JournalError?
 
@@ -67,7 +68,15 @@ package final class JournalReader {
             }
             switch probe {
             case .record(let header, let key, let json):
-                if committedOnly, let mark = readCommittedMark(directory), header.seq > mark.seq { return nil }
+                if committedOnly, header.seq > committedBound {
+                    // Re-read the watermark only when a record passes the cached one.
+                    guard let mark = readCommittedMark(directory) else {
+                        committedBound = .max  // no valid COMMITTED: fall back to whole records only
+                        continue
+                    }
+                    committedBound = mark.seq
+                    if header.seq > mark.seq { return nil }
+                }
                 let at = offset
                 offset += Int64(header.frameLength)
                 if header.seq < fromSeq { continue }

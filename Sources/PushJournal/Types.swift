@@ -38,6 +38,8 @@ package struct JournalOptions: Sendable {
     package var noSpaceRetryInterval: Duration = .seconds(1)
     /// A sync slower than this is reported as `JournalEvent.slowSync` (etcd's "slow fdatasync").
     package var slowSyncNanos: UInt64 = 1_000_000_000
+    /// How long `open` waits for another holder of `LOCK` before failing with `.locked`.
+    package var lockWait: Duration = .seconds(1)
     /// Receives `JournalEvent`s on the writer thread. Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
     /// Prefix of the call names the journal's syscalls present to `FaultInjector`
@@ -129,7 +131,7 @@ package struct JournalError: Error, Sendable, CustomStringConvertible {
 }
 
 /// What recovery found and did at open. `Sendable` value; the daemon logs it.
-package struct RecoveryReport: Sendable {
+package struct RecoveryReport: Sendable, CustomStringConvertible {
     package var segments = 0
     /// Records scanned during recovery (segments covered by the checkpoint are not rescanned).
     package var records = 0
@@ -149,6 +151,20 @@ package struct RecoveryReport: Sendable {
     package var durationNanos: UInt64 = 0
 
     package init() {}
+
+    /// One line for the log; mentions a cut torn tail, quarantined segments and lost records.
+    package var description: String {
+        var parts = ["journal recovered: \(segments) segments, last seq \(lastSeq), \(records) records scanned, "
+            + "\(dedupKeys) dedup keys (checkpoint \(checkpointUsed ? "used" : "not used")), \(durationNanos / 1_000_000) ms"]
+        if let tornSegment {
+            parts.append("torn tail of \(tornBytesTruncated) bytes cut from \(tornSegment) (\(tornDetail ?? "incomplete record"))")
+        }
+        if !quarantined.isEmpty { parts.append("quarantined damaged segments: \(quarantined.joined(separator: ", "))") }
+        if lostAcknowledgedRecords > 0 {
+            parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing (COMMITTED was ahead of the journal)")
+        }
+        return parts.joined(separator: "; ")
+    }
 }
 
 /// The outcome of `JournalWriter.submit`.

@@ -21,6 +21,9 @@ import Synchronization
 ///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
 ///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
 ///
+/// Completions and `JournalOptions.eventHandler` run on the writer thread: they must not block
+/// and must not call `close` (which waits for that thread).
+///
 /// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
 package final class JournalWriter: Sendable {
@@ -56,6 +59,8 @@ package final class JournalWriter: Sendable {
         var joined = false
         /// Records taken off the queue by the batch being written.
         var inFlight = 0
+        /// Frame bytes of `queue`, kept so the writer's wake-ups stay O(1) under the lock.
+        var queuedBytes = 0
     }
 
     /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
@@ -100,7 +105,17 @@ package final class JournalWriter: Sendable {
     /// under `.refuse`, `.foreignSegment`, or I/O errors.
     package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
         let io = JournalIO(scope: options.faultScope, directory: directory)
-        do { try Posix.mkdirs(directory) } catch { throw io.err(error) }
+        do {
+            var isNew = false
+            if access(directory, F_OK) != 0 {
+                isNew = true
+                try Posix.mkdirs(directory)
+            }
+            // A new journal directory's own entry must survive power loss too.
+            if isNew { try Posix.syncDirectory((directory as NSString).deletingLastPathComponent) }
+        } catch {
+            throw io.err(error)
+        }
         let dirfd: Int32
         do { dirfd = try Posix.openDirectory(directory) } catch { throw io.err(error) }
         var lockfd: Int32 = -1
@@ -108,9 +123,16 @@ package final class JournalWriter: Sendable {
         var core: Core?
         do throws(JournalError) {
             lockfd = try io.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT)
-            let locked: Bool
-            do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
-            guard locked else { throw JournalError(.locked, directory: directory) }
+            // A short wait covers a previous writer that is just exiting, and a child process
+            // briefly holding an inherited descriptor between fork and exec.
+            let lockDeadline = Posix.monotonicNanos() + nanos(options.lockWait)
+            while true {
+                let locked: Bool
+                do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
+                if locked { break }
+                guard Posix.monotonicNanos() < lockDeadline else { throw JournalError(.locked, directory: directory) }
+                usleep(5_000)
+            }
 
             let recovered = try Recovery(directory: directory, dirfd: dirfd, io: io, options: options).run()
             committedfd = try io.openat(dirfd, JournalFiles.committed, O_RDWR | O_CREAT)
@@ -171,6 +193,7 @@ package final class JournalWriter: Sendable {
             }
             state.pendingKeys.insert(key)
             state.queue.append(pending)
+            state.queuedBytes += pending.frameBytes
             return nil
         }
         if let refusal { completion(refusal) } else { wake.signal() }
@@ -234,8 +257,7 @@ package final class JournalWriter: Sendable {
             let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
                 var closing = false
                 if case .closing = state.phase { closing = true }
-                let bytes = state.queue.prefix(options.maxBatchRecords).reduce(0) { $0 + $1.frameBytes }
-                return (state.queue.count, bytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
+                return (state.queue.count, state.queuedBytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
             }
             if look.count == 0 {
                 if look.closing { return }
@@ -266,6 +288,7 @@ package final class JournalWriter: Sendable {
                 }
                 let batch = Array(state.queue.prefix(taken))
                 state.queue.removeFirst(taken)
+                state.queuedBytes -= bytes
                 state.inFlight = taken
                 return batch
             }
@@ -294,21 +317,23 @@ package final class JournalWriter: Sendable {
                 core.sinceCheckpoint += batch.count
                 if options.checkpointEvery > 0 && core.sinceCheckpoint >= options.checkpointEvery { writeCheckpoint() }
             case .noSpace(let error):
-                let closing: Bool = shared.withLock { state in
+                let (closing, first): (Bool, Bool) = shared.withLock { state in
                     state.queue.insert(contentsOf: batch, at: 0)
+                    state.queuedBytes += batch.reduce(0) { $0 + $1.frameBytes }
                     state.inFlight = 0
                     let first = !state.stats.paused
                     state.stats.paused = true
-                    if case .closing = state.phase { return true }
-                    if first, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
-                    return false
+                    if case .closing = state.phase { return (true, first) }
+                    return (false, first)
                 }
+                if first, !closing, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
                 if core.pausedSince == nil || closing { core.pausedSince = Posix.monotonicNanos() }
                 if closing {
                     // Closing while the disk is still full: nothing more can be done; say so to every caller.
                     let drained: [Pending] = shared.withLock { state in
                         let all = state.queue
                         state.queue.removeAll()
+                        state.queuedBytes = 0
                         state.pendingKeys.removeAll()
                         return all
                     }
@@ -322,6 +347,7 @@ package final class JournalWriter: Sendable {
                     state.stats.failed = true
                     let all = state.queue
                     state.queue.removeAll()
+                    state.queuedBytes = 0
                     state.pendingKeys.removeAll()
                     return all
                 }
@@ -418,7 +444,9 @@ package final class JournalWriter: Sendable {
 
     /// Snapshot of the committed keys; covers exactly the synced records up to `nextSeq - 1`.
     private func writeCheckpoint() {
-        let keys = shared.withLock { Array($0.committedKeys) }.sorted()
+        // Copying under the lock is O(keys); at the default cadence that is a small share of the
+        // writer's time, and it keeps the snapshot exactly equal to the synced prefix.
+        let keys = shared.withLock { Array($0.committedKeys) }
         let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: core.nextSeq - 1,
                                          segmentFirstSeq: core.activeFirstSeq, offset: core.activeEnd, keys: keys)
         do {

@@ -70,6 +70,7 @@ import PushSystem
 
         let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions())
         #expect(report.tornBytesTruncated == Int64(junk.count))
+        #expect(report.description.contains("torn tail of \(junk.count) bytes cut from"))
         #expect(readBytes(segment) == clean)
         #expect(seq(append(writer, "k4")) == 4)
         try writer.close()
