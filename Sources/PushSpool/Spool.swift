@@ -87,6 +87,21 @@ package final class Spool {
         for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
     }
 
+    /// Whether each spool path still names the directory this `Spool` holds open. `false`
+    /// when someone removed, moved or replaced one (the held fd also keeps inotify's
+    /// `IN_DELETE_SELF` from firing): the caller should recreate the layout, reopen the
+    /// spool and its watcher, and rescan. Cheap: four `lstat`s and four `fstat`s.
+    package func layoutIsIntact() -> Bool {
+        let pairs = [(layout.tmp, tmpFD), (layout.incoming, incomingFD), (layout.processing, processingFD), (layout.failed, failedFD)]
+        for (path, fd) in pairs {
+            var byPath = stat()
+            var byFD = stat()
+            guard lstat(path, &byPath) == 0, Glibc.fstat(fd, &byFD) == 0 else { return false }
+            if byPath.st_ino != byFD.st_ino || byPath.st_dev != byFD.st_dev || byFD.st_nlink == 0 { return false }
+        }
+        return true
+    }
+
     // MARK: Claim
 
     /// Renames `incoming/NAME` → `processing/NAME`. `false` when it was not claimed: it
