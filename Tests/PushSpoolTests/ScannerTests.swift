@@ -89,6 +89,20 @@ import PushSystem
         #expect(names == ["caf%E9.json"])
         #expect(try spool.claim("caf%E9.json"))
     }
+
+    @Test func nonUTF8NamesInProcessingAreRepairedForRecovery() throws {
+        let t = try TempSpool()
+        let path = Array(t.layout.processing.utf8) + Array("/p".utf8) + [0xFE]
+        let fd = Glibc.open(path.map { CChar(bitPattern: $0) } + [0], O_WRONLY | O_CREAT, 0o600)
+        #expect(fd >= 0)
+        close(fd)
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        #expect(try spool.processingNames() == ["p%FE"])
+        guard case .contents = try spool.read(processing: "p%FE") else {
+            Issue.record("cannot read the repaired name")
+            return
+        }
+    }
 }
 
 @Suite struct NameTests {
