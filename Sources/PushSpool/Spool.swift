@@ -58,16 +58,28 @@ package struct EntryStatus: Sendable, Equatable {
 package final class Spool {
     package let layout: SpoolLayout
     package let maxFileBytes: Int
-    private let tmpFD: Int32
-    private let incomingFD: Int32
-    private let processingFD: Int32
-    private let failedFD: Int32
+    private var tmpFD: Int32
+    private var incomingFD: Int32
+    private var processingFD: Int32
+    private var failedFD: Int32
 
     /// Opens the four directories. Call `layout.create()` first.
     package init(layout: SpoolLayout, maxFileBytes: Int) throws(SpoolError) {
         precondition(maxFileBytes > 0)
         self.layout = layout
         self.maxFileBytes = maxFileBytes
+        let fds = try Self.openDirectories(layout)
+        tmpFD = fds[0]
+        incomingFD = fds[1]
+        processingFD = fds[2]
+        failedFD = fds[3]
+    }
+
+    deinit {
+        for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
+    }
+
+    private static func openDirectories(_ layout: SpoolLayout) throws(SpoolError) -> [Int32] {
         var fds: [Int32] = []
         for path in [layout.tmp, layout.incoming, layout.processing, layout.failed] {
             do {
@@ -77,14 +89,39 @@ package final class Spool {
                 throw SpoolError(error, while: "opening spool directory \(path)")
             }
         }
+        return fds
+    }
+
+    /// When `layoutIsIntact()` is false, recreates the layout and reopens the directories;
+    /// returns `true` then, and the caller must also make a new `IncomingWatcher` (its watch is
+    /// on the old directory) and rescan. Call it with the periodic rescan: a removed
+    /// `incoming/` is otherwise never noticed, because the fd held here keeps inotify's
+    /// `IN_DELETE_SELF` from firing.
+    package func reopenIfReplaced() throws(SpoolError) -> Bool {
+        if layoutIsIntact() { return false }
+        try layout.create()
+        let fds = try Self.openDirectories(layout)
+        for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
         tmpFD = fds[0]
         incomingFD = fds[1]
         processingFD = fds[2]
         failedFD = fds[3]
+        return true
     }
 
-    deinit {
-        for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
+    /// Whether each spool path still names the directory this `Spool` holds open. `false`
+    /// when someone removed, moved or replaced one (the held fd also keeps inotify's
+    /// `IN_DELETE_SELF` from firing): the caller should recreate the layout, reopen the
+    /// spool and its watcher, and rescan. Cheap: four `lstat`s and four `fstat`s.
+    package func layoutIsIntact() -> Bool {
+        let pairs = [(layout.tmp, tmpFD), (layout.incoming, incomingFD), (layout.processing, processingFD), (layout.failed, failedFD)]
+        for (path, fd) in pairs {
+            var byPath = stat()
+            var byFD = stat()
+            guard lstat(path, &byPath) == 0, Glibc.fstat(fd, &byFD) == 0 else { return false }
+            if byPath.st_ino != byFD.st_ino || byPath.st_dev != byFD.st_dev || byFD.st_nlink == 0 { return false }
+        }
+        return true
     }
 
     // MARK: Claim
@@ -330,22 +367,22 @@ package final class Spool {
     /// not valid UTF-8 are renamed to their `%XX`-escaped form before they are handed out, so
     /// every name the scan yields can be claimed.
     package func scanIncoming(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
-        SpoolScan(scanner: try DirectoryScanner(directoryFD: incomingFD, path: layout.incoming, filter: .spool, batchSize: batchSize),
-                  spool: self)
+        try SpoolScan(directoryFD: incomingFD, path: layout.incoming, filter: .spool, batchSize: batchSize)
     }
 
     /// A streaming scan of `processing/` for start-up recovery: every entry, whatever its
-    /// name, since anything there was claimed by a daemon and must be finished.
-    package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> DirectoryScanner {
-        try DirectoryScanner(directoryFD: processingFD, path: layout.processing, filter: .all, batchSize: batchSize)
+    /// name, since anything there was claimed by a daemon and must be finished. Non-UTF-8
+    /// names are repaired as in `scanIncoming`.
+    package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
+        try SpoolScan(directoryFD: processingFD, path: layout.processing, filter: .all, batchSize: batchSize)
     }
 
     /// The names in `processing/`, all at once. It holds at most the in-flight files plus what
     /// a crash left, so it is small; use `scanProcessing` when in doubt.
     package func processingNames() throws(SpoolError) -> [String] {
-        let scanner = try scanProcessing()
+        let scan = try scanProcessing()
         var names: [String] = []
-        try scanner.forEachBatch { (batch) throws(SpoolError) in names += batch.map(\.name) }
+        while let batch = try scan.next() { names += batch.map(\.name) }
         return names
     }
 
@@ -409,25 +446,35 @@ package final class Spool {
     }
 }
 
-/// A streaming scan of `incoming/` that repairs non-UTF-8 names as it goes.
+/// A streaming scan of a spool directory that repairs non-UTF-8 names as it goes, so every
+/// name it hands out can be claimed or read.
 ///
-/// Not `Sendable`: wraps a `DirectoryScanner` and the `Spool` it came from.
+/// Not `Sendable`: wraps a `DirectoryScanner` and a directory fd of its own.
 package final class SpoolScan {
     package let scanner: DirectoryScanner
-    private let spool: Spool
+    private let directoryFD: Int32
+    private let path: String
 
-    init(scanner: DirectoryScanner, spool: Spool) {
-        self.scanner = scanner
-        self.spool = spool
+    init(directoryFD: Int32, path: String, filter: DirectoryScanner.Filter, batchSize: Int) throws(SpoolError) {
+        scanner = try DirectoryScanner(directoryFD: directoryFD, path: path, filter: filter, batchSize: batchSize)
+        do {
+            // Its own fd: the Spool may reopen its directories while a scan is running.
+            self.directoryFD = try Posix.dupCloexec(directoryFD)
+        } catch {
+            throw SpoolError(error, while: "opening \(path) for a scan")
+        }
+        self.path = path
     }
 
-    /// The next batch of entries; `nil` at the end. Every `name` is claimable.
+    deinit { Posix.close(directoryFD) }
+
+    /// The next batch of entries; `nil` at the end. Every `name` is usable as is.
     package func next() throws(SpoolError) -> [DirectoryScanner.Entry]? {
         guard var batch = try scanner.next() else { return nil }
         var index = 0
         while index < batch.count {
             if let raw = batch[index].rawName {
-                if let repaired = try spool.repairIncomingName(raw: raw) {
+                if let repaired = try Spool.repairName(directoryFD: directoryFD, path: path, raw: raw) {
                     batch[index] = DirectoryScanner.Entry(name: repaired, rawName: nil, type: batch[index].type)
                 } else {
                     batch.remove(at: index)

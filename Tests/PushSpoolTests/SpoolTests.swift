@@ -27,6 +27,29 @@ import PushSystem
         #expect(throws: SpoolError.self) { try spool.layout.create() }
     }
 
+    @Test func aRemovedOrReplacedDirectoryIsNoticed() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        #expect(spool.layoutIsIntact())
+        #expect(rename(t.layout.incoming, t.root + "/moved") == 0)
+        #expect(!spool.layoutIsIntact())
+        try t.layout.create()
+        #expect(!spool.layoutIsIntact(), "a new incoming/ is not the one the spool holds open")
+        #expect(try Spool(layout: t.layout, maxFileBytes: 10).layoutIsIntact())
+    }
+
+    @Test func reopenIfReplacedFollowsANewIncomingDirectory() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        #expect(try !spool.reopenIfReplaced())
+        #expect(rmdir(t.layout.incoming) == 0)
+        #expect(try spool.reopenIfReplaced())
+        #expect(spool.layoutIsIntact())
+        try t.write(t.layout.incoming, "a.json", "{}")
+        #expect(try spool.claim("a.json"))
+        #expect(try !spool.reopenIfReplaced())
+    }
+
     @Test func trailingSlashesAreTrimmed() {
         #expect(SpoolLayout(root: "/var/spool/pushspool//").incoming == "/var/spool/pushspool/incoming")
     }
