@@ -88,7 +88,8 @@ package final class SystemdNotifier: Sendable {
     }
 
     /// `EXTEND_TIMEOUT_USEC=`: asks for more start-up (or stop) time while a long scan or
-    /// recovery runs. Send again before the extension runs out.
+    /// recovery runs. Send again before the extension runs out. systemd applies it to the
+    /// watchdog timer as well, so keep extensions short (see `extendTimeoutIfDue(by:)`).
     package func extendTimeout(microseconds: UInt64) {
         send(["EXTEND_TIMEOUT_USEC=\(microseconds)"])
     }
