@@ -126,21 +126,19 @@ package final class Metrics: Sendable {
         path: String, every interval: Duration, queue: BlockingQueue,
         onError: @escaping @Sendable (SystemError) -> Void
     ) async {
-        while true {
+        func write() async {
             do {
                 try await queue.run { () throws(SystemError) in try self.writeTextfile(path: path) }
             } catch {
                 onError(error)
             }
-            if Task.isCancelled { return }
-            do {
-                try await Task.sleep(for: interval)
-            } catch {
-                // Cancelled while sleeping: one last write, then stop.
-                try? await queue.run { () throws(SystemError) in try self.writeTextfile(path: path) }
-                return
-            }
         }
+        while !Task.isCancelled {
+            await write()
+            do { try await Task.sleep(for: interval) } catch { break }
+        }
+        // Cancelled: one last write so the final counts are on disk.
+        await write()
     }
 
     /// Every sample as `pushspoolctl stats` shows it.
