@@ -18,10 +18,13 @@ package final class MediaFetcher: Sendable {
         guard CurlGlobal.initialized else {
             throw MediaFailure(.io, "curl_global_init failed; libcurl cannot be used")
         }
+        if let problem = options.problem {
+            throw MediaFailure(.config, problem)
+        }
         var allowed: [IPNetwork] = []
         for text in options.allowNetworks {
             guard let network = IPNetwork(text) else {
-                throw MediaFailure(.invalidURL, "AllowNetworks= entry \"\(text)\" is not a CIDR such as 127.0.0.1/32 or fd00::/8")
+                throw MediaFailure(.config, "AllowNetworks= entry \"\(text)\" is not a CIDR such as 127.0.0.1/32 or fd00::/8")
             }
             allowed.append(network)
         }
