@@ -43,7 +43,8 @@ final class NetworkLoop: @unchecked Sendable {
             publishCounts()
             _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeoutMillis()), nil)
         }
-        curl_multi_cleanup(multi)
+        // The multi handle itself lives until FetcherCore's deinit: late shutdown() calls may
+        // still wake it.
     }
 
     /// Until the next retry is due, capped at one second; curl shortens it for its own timers.
