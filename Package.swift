@@ -18,6 +18,16 @@ let package = Package(
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // libvips (libvips-dev) through fixed-argument wrappers. Not a pkgConfig system library:
+        // vips.pc's cflags carry -pthread, which SwiftPM rejects with a warning on every build.
+        .target(
+            name: "CVipsShim",
+            cSettings: [.unsafeFlags([
+                "-I/usr/include/glib-2.0",
+                "-I/usr/lib/x86_64-linux-gnu/glib-2.0/include", "-I/usr/lib/aarch64-linux-gnu/glib-2.0/include",
+            ])],
+            linkerSettings: [.linkedLibrary("vips"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]
+        ),
         .target(name: "CPosix"),
         .target(name: "CBenchBaseline"),
 
@@ -26,7 +36,7 @@ let package = Package(
         .target(name: "PushPayload"),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
-        .target(name: "PushMedia", dependencies: ["PushSystem", "CCurl"]),
+        .target(name: "PushMedia", dependencies: ["PushSystem", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
         .target(name: "PushspoolDaemon", dependencies: [

@@ -18,10 +18,13 @@ package final class MediaFetcher: Sendable {
         guard CurlGlobal.initialized else {
             throw MediaFailure(.io, "curl_global_init failed; libcurl cannot be used")
         }
+        if let problem = options.problem {
+            throw MediaFailure(.config, problem)
+        }
         var allowed: [IPNetwork] = []
         for text in options.allowNetworks {
             guard let network = IPNetwork(text) else {
-                throw MediaFailure(.invalidURL, "AllowNetworks= entry \"\(text)\" is not a CIDR such as 127.0.0.1/32 or fd00::/8")
+                throw MediaFailure(.config, "AllowNetworks= entry \"\(text)\" is not a CIDR such as 127.0.0.1/32 or fd00::/8")
             }
             allowed.append(network)
         }
@@ -97,7 +100,12 @@ final class FetcherCore: Sendable {
     let policy: AddressPolicy
     let multi: MultiHandle
     let state = Mutex(SharedState())
-    let finishers: [BlockingQueue]
+    let finishers: [DispatchQueue]
+    /// Marks the finishing queues, so `shutdown` called from a completion does not wait for
+    /// the queue it runs on.
+    static let finisherKey = DispatchSpecificKey<Int>()
+    /// `pthread_self()` of the network thread, for the same reason.
+    let networkThread = Atomic<UInt>(0)
     let nextFinisher = Atomic<Int>(0)
     let tempCounter = Atomic<Int>(0)
     let stopped = DispatchSemaphore(value: 0)
@@ -109,14 +117,23 @@ final class FetcherCore: Sendable {
         self.options = options
         self.policy = policy
         self.multi = MultiHandle(pointer: multi)
-        finishers = (0..<max(1, options.finishThreads)).map { BlockingQueue(label: "pushspool.media.finish.\($0)") }
+        finishers = (0..<max(1, options.finishThreads)).map { index in
+            let queue = DispatchQueue(label: "pushspool.media.finish.\(index)", qos: .userInitiated)
+            queue.setSpecific(key: FetcherCore.finisherKey, value: index)
+            return queue
+        }
         thumbnailer = options.thumbnailMaxEdge > 0 ? Thumbnailer(maxEdge: options.thumbnailMaxEdge, maxPixels: options.thumbnailMaxPixels) : nil
+    }
+
+    deinit {
+        curl_multi_cleanup(multi.pointer)
     }
 
     func start() {
         started.store(true, ordering: .releasing)
         let loop = NetworkLoop(core: self)
         startThread(name: "media-net") {
+            self.networkThread.store(UInt(pthread_self()), ordering: .releasing)
             loop.run()
             self.stopped.signal()
         }
@@ -193,18 +210,19 @@ final class FetcherCore: Sendable {
     }
 
     func shutdown() {
-        let first = state.withLock { state -> Bool in
-            defer { state.closed = true }
-            return !state.closed
-        }
-        guard first, started.load(ordering: .acquiring) else { return }
+        state.withLock { $0.closed = true }
+        guard started.load(ordering: .acquiring) else { return }
         curl_multi_wakeup(multi.pointer)
+        // Called from a completion (on the network thread or a finishing queue): waiting for
+        // that thread would deadlock; the loop sees `closed` as soon as the callback returns.
+        if networkThread.load(ordering: .acquiring) == UInt(pthread_self()) { return }
+        let current = DispatchQueue.getSpecific(key: FetcherCore.finisherKey)
+        // Every caller waits; each passes the single signal on to the next.
         stopped.wait()
+        stopped.signal()
         // Finishing work already handed over completes; wait for it so no callback runs late.
-        for queue in finishers {
-            let done = DispatchSemaphore(value: 0)
-            queue.submit { done.signal() }
-            done.wait()
+        for (index, queue) in finishers.enumerated() where index != current {
+            queue.sync {}
         }
     }
 
@@ -220,7 +238,7 @@ final class FetcherCore: Sendable {
     /// Verifies, stores and thumbnails a complete body, on a finishing thread.
     func finish(_ body: FinishedBody) {
         let index = nextFinisher.add(1, ordering: .relaxed).newValue % finishers.count
-        finishers[index].submit {
+        finishers[index].async {
             self.complete(self.store(body))
         }
     }

@@ -48,4 +48,21 @@ package struct MediaOptions: Sendable {
     package init(storeDirectory: String) {
         self.storeDirectory = storeDirectory
     }
+
+    /// What makes these options unusable, or `nil`.
+    package var problem: String? {
+        if storeDirectory.isEmpty { return "the media store directory is empty" }
+        if !(connectTimeout > 0) || !(transferDeadline > 0) || !(payloadDeadline > 0) {
+            return "ConnectTimeout=, TransferDeadline= and PayloadDeadline= must be positive"
+        }
+        if maxBytes <= 0 { return "MaxBytes= must be positive" }
+        if maxConcurrent < 1 { return "MaxConcurrent= must be at least 1" }
+        if attempts < 1 { return "Attempts= must be at least 1" }
+        if maxRedirects < 0 { return "MaxRedirects= must not be negative" }
+        if retryBaseDelay < 0 || maxRetryAfter < 0 || dedupWindow < 0 || lowSpeedTime < 0 || lowSpeedLimitBytesPerSecond < 0 {
+            return "delays, windows and low-speed limits must not be negative"
+        }
+        if thumbnailMaxEdge < 0 || thumbnailMaxPixels < 1 { return "ThumbnailMaxEdge= must not be negative and ThumbnailMaxPixels= must be positive" }
+        return nil
+    }
 }

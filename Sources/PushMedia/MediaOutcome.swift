@@ -13,6 +13,8 @@ package struct MediaFailure: Error, Sendable, Equatable, CustomStringConvertible
         case unsupportedType = "unsupported_type", connectFailed = "connect_failed", dnsFailed = "dns_failed"
         case tooManyRedirects = "too_many_redirects", insecureScheme = "insecure_scheme", invalidURL = "invalid_url"
         case cancelled, io, tls, network
+        /// A `MediaOptions` value is unusable (e.g. a malformed `AllowNetworks=` entry).
+        case config
     }
 
     package var code: Code
@@ -212,4 +214,15 @@ package struct MediaStats: Sendable, Equatable {
     package var undecodable = 0
 
     package var failed: Int { failedByCode.values.reduce(0, +) }
+
+    /// One compact JSON object (`failedByCode` keys sorted), for `--json` output and STATUS.
+    package func encodeJSON() -> String {
+        MediaJSON.object([
+            ("inFlight", .int(Int64(inFlight))), ("queued", .int(Int64(queued))), ("stored", .int(Int64(stored))),
+            ("failed", .int(Int64(failed))),
+            ("failedByCode", .object(failedByCode.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
+            ("skipped", .int(Int64(skipped))), ("reused", .int(Int64(reused))), ("retries", .int(Int64(retries))),
+            ("bytesStored", .int(bytesStored)), ("thumbnails", .int(Int64(thumbnails))), ("undecodable", .int(Int64(undecodable))),
+        ]).encoded()
+    }
 }

@@ -19,6 +19,14 @@ package enum MediaStore {
         package var thumbnailBytes: Int64 = 0
         /// Leftovers of interrupted downloads in `.tmp/`.
         package var tempFiles = 0
+
+        /// One compact JSON object, for `pushspoolctl media stats --json`.
+        package func encodeJSON() -> String {
+            MediaJSON.object([
+                ("files", .int(Int64(files))), ("bytes", .int(bytes)), ("thumbnails", .int(Int64(thumbnails))),
+                ("thumbnailBytes", .int(thumbnailBytes)), ("tempFiles", .int(Int64(tempFiles))),
+            ]).encoded()
+        }
     }
 
     /// Creates the store and its temp directory and removes stale temp files. Call before

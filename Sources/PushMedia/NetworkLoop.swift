@@ -43,7 +43,8 @@ final class NetworkLoop: @unchecked Sendable {
             publishCounts()
             _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeoutMillis()), nil)
         }
-        curl_multi_cleanup(multi)
+        // The multi handle itself lives until FetcherCore's deinit: late shutdown() calls may
+        // still wake it.
     }
 
     /// Until the next retry is due, capped at one second; curl shortens it for its own timers.
@@ -100,20 +101,27 @@ final class NetworkLoop: @unchecked Sendable {
             finishFailed(job, MediaFailure(.io, "cannot create \(tempPath): \(error)", transient: true))
             return
         }
+        let transfer: Transfer
         do throws(MediaFailure) {
-            let transfer = try Transfer(job: job, options: options, policy: core.policy, tempPath: tempPath, fd: fd)
+            transfer = try Transfer(job: job, options: options, policy: core.policy, tempPath: tempPath, fd: fd)
+        } catch {
+            // Transfer.init failed before taking the fd; it is still ours to close.
+            Posix.close(fd)
+            try? Posix.unlinkat(AT_FDCWD, tempPath)
+            finishFailed(job, error)
+            return
+        }
+        do throws(MediaFailure) {
             let remainingMillis = Int((job.deadlineNanos - now) / 1_000_000)
             try transfer.configure(timeoutMillis: min(Int(options.transferDeadline * 1000), remainingMillis))
             let added = curl_multi_add_handle(core.multi.pointer, transfer.easy)
             guard added == CURLM_OK else {
-                transfer.release()
-                discard(transfer)
                 throw MediaFailure(.io, "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))")
             }
             active[transfer.easy] = transfer
         } catch {
-            Posix.close(fd)
-            try? Posix.unlinkat(AT_FDCWD, tempPath)
+            transfer.release()
+            discard(transfer)
             finishFailed(job, error)
         }
     }

@@ -385,10 +385,35 @@ import PushSystem
         #expect(filesUnder(dir.store).isEmpty)
     }
 
-    @Test func invalidAllowNetworkIsRejected() {
+    @Test func unusableOptionsAreRejected() {
         let dir = TempDir()
+        let mutations: [(inout MediaOptions) -> Void] = [
+            { $0.allowNetworks = ["127.0.0.1/40"] }, { $0.maxConcurrent = 0 }, { $0.attempts = 0 },
+            { $0.maxBytes = 0 }, { $0.transferDeadline = 0 }, { $0.thumbnailMaxPixels = 0 },
+        ]
+        for index in mutations.indices {
+            var options = testOptions(dir)
+            mutations[index](&options)
+            #expect(performing: { try MediaFetcher(options: options) }, throws: { ($0 as? MediaFailure)?.code == .config })
+        }
+    }
+
+    @Test func trickleEndsWithinPayloadDeadlineAcrossRetries() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
         var options = testOptions(dir)
-        options.allowNetworks = ["127.0.0.1/40"]
-        #expect(throws: MediaFailure.self) { try MediaFetcher(options: options) }
+        options.transferDeadline = 2
+        options.payloadDeadline = 3
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let start = Posix.monotonicNanos()
+        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        let elapsed = elapsedSeconds(since: start)
+        #expect(outcome.error?.code == .timeout)
+        #expect(outcome.attempts == 2)
+        #expect(elapsed < options.payloadDeadline + 1, "took \(elapsed) s")
+        #expect(server.hits("/slow") == 2)
     }
 }

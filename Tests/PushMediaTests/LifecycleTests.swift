@@ -113,3 +113,30 @@ func waitUntil(_ condition: () -> Bool) async throws {
 }
 
 struct WaitTimeout: Error {}
+
+@Suite struct ShutdownFromCallbackTests {
+    @Test(.timeLimit(.minutes(1)), arguments: ["/missing", "/ok.png"])
+    func shutdownInsideCompletionDoesNotDeadlock(path: String) async throws {
+        // "/missing" completes on the network thread, "/ok.png" on a finishing thread.
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/ok.png", .ok(Fixtures.png))
+        server.route("/silent", .silent)
+        var options = testOptions(dir)
+        options.transferDeadline = 30
+        options.payloadDeadline = 30
+        let fetcher = try MediaFetcher(options: options)
+        let silent = Mutex<MediaOutcome?>(nil)
+        fetcher.fetch(url: server.url("/silent")) { outcome in silent.withLock { $0 = outcome } }
+        let outcome = await withCheckedContinuation { continuation in
+            fetcher.fetch(url: server.url(path)) { outcome in
+                fetcher.shutdown()
+                continuation.resume(returning: outcome)
+            }
+        }
+        #expect(outcome.status == (path == "/ok.png" ? .stored : .failed))
+        // A second shutdown from outside waits for the loop and returns.
+        fetcher.shutdown()
+        #expect(silent.withLock { $0?.wasCancelled } == true)
+    }
+}

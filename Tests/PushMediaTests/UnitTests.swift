@@ -79,6 +79,18 @@ import Testing
         #expect(outcome.encodeJSON() == #"{"url":"u","status":"stored","path":"/m/ab/cd.png","sha256":"abcd","contentType":"image/png","bytes":10,"attempts":1,"durationMs":3,"thumbnail":{"path":"/m/ab/cd.thumb320.jpg","width":32,"height":24,"bytes":99},"decodable":true}"#)
     }
 
+    @Test func statsJSON() {
+        var stats = MediaStats()
+        stats.stored = 2
+        stats.failedByCode = ["timeout": 1, "http_status": 3]
+        stats.bytesStored = 99
+        #expect(stats.failed == 4)
+        #expect(stats.encodeJSON() == #"{"inFlight":0,"queued":0,"stored":2,"failed":4,"failedByCode":{"http_status":3,"timeout":1},"skipped":0,"reused":0,"retries":0,"bytesStored":99,"thumbnails":0,"undecodable":0}"#)
+        let store = MediaStore.Stats(files: 1, bytes: 10, thumbnails: 1, thumbnailBytes: 5, tempFiles: 0)
+        #expect(store.encodeJSON() == #"{"files":1,"bytes":10,"thumbnails":1,"thumbnailBytes":5,"tempFiles":0}"#)
+        #expect(MediaOutcome.skipped(url: "u", reason: "media disabled").encodeJSON() == #"{"url":"u","status":"skipped","attempts":0,"durationMs":0,"reason":"media disabled"}"#)
+    }
+
     @Test func fallbackRules() {
         let failed = MediaOutcome(url: "u", status: .failed, error: MediaFailure(.timeout, "t"))
         let cancelled = MediaOutcome(url: "u", status: .failed, error: MediaFailure(.cancelled, "c", transient: true))
