@@ -1,3 +1,5 @@
+import PushSystem
+
 /// Turns spool file bytes into a ``PushNotification`` or a ``PayloadRefusal`` (vendors.md §5–§6).
 ///
 /// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
@@ -111,7 +113,7 @@ struct Session {
     /// R5: a stable id from the canonical (compact, sorted) payload.
     mutating func derivedId() -> String {
         warn(.derivedId)
-        return SHA256.hex(JSONValue.object(payload).serialized())
+        return SHA256.hex(of: JSONValue.object(payload).serialized())
     }
 
     // MARK: lenient readers (R11)

@@ -254,7 +254,7 @@ import PushSystem
         #expect(object["daemonVersion"] as? String == "1.2.3")
         #expect(object["file"] as? String == "bad.json")
         #expect((object["size"] as? NSNumber)?.intValue == payload.count)
-        #expect(object["sha256"] as? String == SHA256.hex(payload))
+        #expect(object["sha256"] as? String == SHA256.hex(of: payload))
         #expect((object["detail"] as? [String: String]) == ["offset": "14"])
         let at = try #require(object["at"] as? String)
         #expect(at.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "at = \(at)")
