@@ -18,7 +18,7 @@ import PushConfig
 /// ingest thread (documented per property).
 package final class Daemon: @unchecked Sendable {
     package let arguments: DaemonArguments
-    private let settings: Mutex<Configuration>
+    private let store: ConfigurationStore
     private let normalizerOptions: Mutex<NormalizerOptions>
     private let layout: SpoolLayout
     private let stateDirectory: String
@@ -74,12 +74,13 @@ package final class Daemon: @unchecked Sendable {
 
     /// Opens everything in the order that makes start-up safe: configuration, journal
     /// recovery (the data of record), spool layout, media store. Nothing is claimed yet.
-    package init(arguments: DaemonArguments, configuration: Configuration, events: EventLog, notifier: SystemdNotifier,
+    package init(arguments: DaemonArguments, store: ConfigurationStore, events: EventLog, notifier: SystemdNotifier,
                  metrics: Metrics) throws(DaemonError) {
+        let configuration = store.current
         self.arguments = arguments
         self.events = events
         self.notifier = notifier
-        self.settings = Mutex(configuration)
+        self.store = store
         self.normalizerOptions = Mutex(Self.normalizerOptions(for: configuration))
         self.metrics = metrics
         self.layout = SpoolLayout(root: configuration.spool.directory)
@@ -184,7 +185,7 @@ package final class Daemon: @unchecked Sendable {
             if reloadRequested.exchange(false, ordering: .relaxed) { reload() }
 
             let now = Posix.monotonicNanos()
-            let configuration = settings.withLock { $0 }
+            let configuration = store.current
             if now - lastStatus >= 1_000_000_000 {
                 notifier.status(counters.statusLine(paused: journal.stats.paused))
                 lastStatus = now
@@ -252,7 +253,7 @@ package final class Daemon: @unchecked Sendable {
         } catch {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
-        publishMetrics(settings.withLock { $0 })
+        publishMetrics(store.current)
         let left = counters.inFlight.load(ordering: .acquiring)
         if left > 0 {
             events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
@@ -299,23 +300,21 @@ package final class Daemon: @unchecked Sendable {
     /// Re-reads the configuration; the new one replaces the old only if it loads whole.
     private func reload() {
         notifier.reloading()
-        do {
-            let (configuration, _) = try ConfigurationLoader.load(
-                mainFile: arguments.configFile, overrides: arguments.configOverrides)
-            let old = settings.withLock { $0 }
-            var needsRestart: [String] = []
-            if configuration.spool.directory != old.spool.directory { needsRestart.append("[Spool] Directory") }
-            if configuration.journal != old.journal { needsRestart.append("[Journal]") }
-            if configuration.media != old.media { needsRestart.append("[Media]") }
-            settings.withLock { $0 = configuration }
+        switch store.reload() {
+        case .applied(let changed, let restartRequired):
+            let configuration = store.current
             normalizerOptions.withLock { $0 = Self.normalizerOptions(for: configuration) }
-            var fields: [(String, String)] = [("CONFIG_FILE", arguments.configFile)]
-            if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: ", "))) }
+            stableAge = StableAgeFilter(stableAgeNanos: Int64(configuration.spool.stableAgeMillis) * 1_000_000)
+            // The media fetcher and journal keep the options they were opened with.
+            let needsRestart = restartRequired + changed.filter { $0.hasPrefix("Media.") || $0.hasPrefix("Journal.") }
+                .filter { !restartRequired.contains($0) }
+            var fields: [(String, String)] = [("CONFIG_FILE", arguments.configFile), ("CHANGED", changed.joined(separator: " "))]
+            if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: " "))) }
             events.log(.reload, needsRestart.isEmpty
-                ? "configuration reloaded"
-                : "configuration reloaded; changes to \(needsRestart.joined(separator: ", ")) take effect at the next restart",
+                ? "configuration reloaded (\(changed.count) changed)"
+                : "configuration reloaded; \(needsRestart.joined(separator: ", ")) take effect at the next restart",
                 fields: fields)
-        } catch {
+        case .rejected(let error):
             counters.recordError("reload failed: \(error)")
             events.log(.reloadFailed, "configuration reload failed, keeping the previous one: \(error)",
                        fields: [("CONFIG_FILE", arguments.configFile)])
@@ -488,7 +487,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     private func fetchMediaThenJournal(_ notification: PushNotification, source: SourceFile) {
-        let decision = MediaDecision(notification: notification, allowHTTP: settings.withLock { $0.media.allowHTTP },
+        let decision = MediaDecision(notification: notification, allowHTTP: store.current.media.allowHTTP,
                                      enabled: media != nil)
         guard case .fetch(let url) = decision, let media else {
             if case .skip(let reason) = decision, notification.mediaUrl != nil {

@@ -28,19 +28,20 @@ package enum PushspoolDaemonMain {
         let metrics = Metrics()
         let events = EventLog(identifier: "pushspoold", metrics: metrics)
         let notifier = SystemdNotifier()
-        let configuration: Configuration
+        let store: ConfigurationStore
         do {
-            (configuration, _) = try ConfigurationLoader.load(mainFile: arguments.configFile, overrides: arguments.configOverrides)
+            store = try ConfigurationStore(mainFile: arguments.configFile, overrides: arguments.configOverrides)
         } catch {
             events.log(.fatal, "configuration error: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])
             notifier.failing(errno: EINVAL, status: "configuration error: \(error)")
             return 78  // EX_CONFIG
         }
+        let configuration = store.current
         events.log(.started, "pushspoold \(pushspoolVersion) starting",
                    fields: [("SPOOL_DIR", configuration.spool.directory), ("STATE_DIR", configuration.journal.stateDirectory)])
         let daemon: Daemon
         do {
-            daemon = try Daemon(arguments: arguments, configuration: configuration, events: events, notifier: notifier,
+            daemon = try Daemon(arguments: arguments, store: store, events: events, notifier: notifier,
                                 metrics: metrics)
         } catch {
             events.log(.fatal, "cannot start: \(error)", fields: [("ERRNO", String(error.errno))])

@@ -183,14 +183,11 @@ private final class BenchSpool: @unchecked Sendable {
     }
 
     func makeDaemon() -> Daemon {
-        var configuration = Configuration()
-        configuration.spool.directory = root + "/spool"
-        configuration.spool.stableAgeMillis = 0
-        configuration.journal.stateDirectory = root + "/state"
-        configuration.media.enabled = false
-        configuration.metrics.intervalSeconds = 3600
+        let config = root + "/pushspool.conf"
+        try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let store = try! ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let events = EventLog(identifier: "pushspool-bench", destination: .lines(fd: open("/dev/null", O_WRONLY)))
-        return try! Daemon(arguments: DaemonArguments(), configuration: configuration, events: events,
+        return try! Daemon(arguments: DaemonArguments(), store: store, events: events,
                            notifier: SystemdNotifier(), metrics: Metrics())
     }
 
