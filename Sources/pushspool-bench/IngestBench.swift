@@ -21,6 +21,7 @@ func runIngestBench(arguments: [String]) {
     var rate = 1_000
     var seconds = 5
     var memoryFiles = 0
+    var rounds = 3
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? Int(arguments[index + 1]) : nil
@@ -29,8 +30,9 @@ func runIngestBench(arguments: [String]) {
         case ("--rate", let v?): rate = v
         case ("--seconds", let v?): seconds = v
         case ("--memory", let v?): memoryFiles = v
+        case ("--rounds", let v?) where v > 0: rounds = v
         default:
-            print("usage: pushspool-bench ingest [--files N] [--rate R] [--seconds S] [--memory N]")
+            print("usage: pushspool-bench ingest [--files N] [--rounds K] [--rate R] [--seconds S] [--memory N]")
             exit(64)
         }
         index += 2
@@ -46,42 +48,47 @@ func runIngestBench(arguments: [String]) {
         return
     }
 
-    print("== burst: drain \(files) files already in incoming/")
-    let burst = BenchSpool()
-    burst.fill(count: files, payload: payload)
-    if let pause = ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_PAUSE"].flatMap(UInt32.init) {
-        // Time to attach a profiler to the drain alone: `perf record -p <pid>`.
-        print("filled; pid \(getpid()); draining in \(pause) s")
-        sleep(pause)
+    print("== burst: drain \(files) files already in incoming/ (daemon and C baseline alternate, \(rounds) rounds)")
+    var daemonRates: [Double] = []
+    var baselineRates: [Double] = []
+    for round in 1...rounds {
+        let burst = BenchSpool()
+        burst.fill(count: files, payload: payload)
+        if let pause = ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_PAUSE"].flatMap(UInt32.init) {
+            // Time to attach a profiler to the drain alone: `perf record -p <pid>`.
+            print("filled; pid \(getpid()); draining in \(pause) s")
+            sleep(pause)
+        }
+        let daemon = burst.makeDaemon()
+        let done = Atomic<Int>(0)
+        daemon.onCommitted = { _, _ in done.add(1, ordering: .relaxed) }
+        let start = Posix.monotonicNanos()
+        let thread = Thread { _ = daemon.run() }
+        thread.start()
+        while done.load(ordering: .relaxed) < files { usleep(1_000) }
+        let daemonSeconds = Double(Posix.monotonicNanos() - start) / 1e9
+        let stats = daemon.journalStats
+        daemon.requestStop()
+        while !daemon.hasReturned { usleep(5_000) }
+        burst.remove()
+        // The baseline syncs as often as the daemon did, so both pay for the same fdatasyncs.
+        let perSync = max(1, Int(stats.records / max(1, stats.fsyncs)))
+        let baseline = BenchSpool()
+        baseline.fill(count: files, payload: payload)
+        let baselineStart = Posix.monotonicNanos()
+        let moved = baseline_ingest(baseline.incoming, baseline.processing, baseline.root + "/baseline.log", Int32(perSync))
+        let baselineSeconds = Double(Posix.monotonicNanos() - baselineStart) / 1e9
+        precondition(moved == files, "baseline moved \(moved) of \(files) files")
+        baseline.remove()
+        daemonRates.append(Double(files) / daemonSeconds)
+        baselineRates.append(Double(files) / baselineSeconds)
+        print(String(format: "  round %d: pushspoold %7.0f files/s (%llu fsyncs, %d per sync), C baseline %7.0f files/s, ratio %.2f",
+                     round, daemonRates.last!, stats.fsyncs, perSync, baselineRates.last!, daemonRates.last! / baselineRates.last!))
     }
-    let daemon = burst.makeDaemon()
-    let done = Atomic<Int>(0)
-    daemon.onCommitted = { _, _ in done.add(1, ordering: .relaxed) }
-    let start = Posix.monotonicNanos()
-    let thread = Thread { _ = daemon.run() }
-    thread.start()
-    while done.load(ordering: .relaxed) < files { usleep(1_000) }
-    let daemonSeconds = Double(Posix.monotonicNanos() - start) / 1e9
-    let stats = daemon.journalStats
-    daemon.requestStop()
-    while !burst.stopped(daemon) { usleep(5_000) }
-    let perSync = max(1, Int(stats.records / max(1, stats.fsyncs)))
-    let daemonRate = Double(files) / daemonSeconds
-
-    let baseline = BenchSpool()
-    baseline.fill(count: files, payload: payload)
-    let baselineStart = Posix.monotonicNanos()
-    let moved = baseline_ingest(baseline.incoming, baseline.processing, baseline.root + "/baseline.log", Int32(perSync))
-    let baselineSeconds = Double(Posix.monotonicNanos() - baselineStart) / 1e9
-    precondition(moved == files, "baseline moved \(moved) of \(files) files")
-    let baselineRate = Double(files) / baselineSeconds
-    print(String(format: "pushspoold:  %8.0f files/s  (%.2f s, %llu fsyncs, %d records per sync on average)",
-                 daemonRate, daemonSeconds, stats.fsyncs, perSync))
-    print(String(format: "C baseline:  %8.0f files/s  (%.2f s, rename+read+append+fdatasync every %d files)",
-                 baselineRate, baselineSeconds, perSync))
-    print(String(format: "ratio pushspoold / C baseline: %.2f (target ≥ 0.80)", daemonRate / baselineRate))
-    burst.remove()
-    baseline.remove()
+    let daemonMedian = daemonRates.sorted()[rounds / 2]
+    let baselineMedian = baselineRates.sorted()[rounds / 2]
+    print(String(format: "median: pushspoold %.0f files/s, C baseline %.0f files/s, ratio %.2f (target ≥ 0.80)",
+                 daemonMedian, baselineMedian, daemonMedian / baselineMedian))
 
     print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency")
     let steady = BenchSpool()
@@ -109,7 +116,7 @@ func runIngestBench(arguments: [String]) {
     }
     while latencies.withLock({ $0.count }) < total { usleep(2_000) }
     steadyDaemon.requestStop()
-    while !steady.stopped(steadyDaemon) { usleep(5_000) }
+    while !steadyDaemon.hasReturned { usleep(5_000) }
     let sorted = latencies.withLock { $0 }.sorted()
     func percentile(_ p: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6 }
     print(String(format: "latency p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d files (target p99 < 20 ms)",
@@ -140,7 +147,7 @@ private func memoryBench(total: Int, payload: (Int) -> [UInt8]) {
     }
     let rssEnd = residentKiB()
     daemon.requestStop()
-    while !spool.stopped(daemon) { usleep(5_000) }
+    while !daemon.hasReturned { usleep(5_000) }
     print(String(format: "RSS after 10,000 files: %d KiB; after %d files: %d KiB; ratio %.2f (target ≤ 1.5)",
                  rssAt10k, total, rssEnd, Double(rssEnd) / Double(max(1, rssAt10k))))
     spool.remove()
@@ -190,8 +197,6 @@ private final class BenchSpool: @unchecked Sendable {
         return try! Daemon(arguments: DaemonArguments(), store: store, events: events,
                            notifier: SystemdNotifier(), metrics: Metrics())
     }
-
-    func stopped(_ daemon: Daemon) -> Bool { daemon.hasReturned }
 
     func remove() { try? FileManager.default.removeItem(atPath: root) }
 }
