@@ -22,6 +22,19 @@ import PushSystem
         #expect(records[0].segment == JournalFiles.segmentName(firstSeq: 1) && records[0].offset == 64)
     }
 
+    @Test func asyncAppendWaitsForTheSync() async throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        let results = await withTaskGroup(of: AppendResult.self) { group in
+            for i in 0..<50 { group.addTask { await writer.append(key: "a\(i % 40)", body: [], ingestMillis: 0) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.compactMap(seq).sorted() == Array(1...40))
+        #expect(results.filter { if case .duplicate = $0 { true } else { false } }.count == 10)
+        #expect(writer.stats.fsyncs >= 1 && writer.stats.records == 40)
+        try writer.close()
+    }
+
     @Test func duplicatesAreRefusedWhilePendingAndAfterCommit() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(50) })
