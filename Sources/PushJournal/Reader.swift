@@ -44,6 +44,28 @@ package final class JournalReader {
         }
     }
 
+    /// The seq of the newest whole record, reading only the newest segment's frame headers
+    /// (for `journal tail`: start at `lastSeq - n + 1`). `nil` for an empty journal.
+    package static func lastSeq(directory: String) throws(JournalError) -> UInt64? {
+        for segment in try listSegments(directory).reversed() {
+            let file: SegmentFile
+            let decoded: Result<SegmentHeader, FrameDefect>
+            do {
+                file = try SegmentFile(directory: directory, name: segment.name)
+                decoded = try file.readHeader()
+            } catch { throw JournalError(.io(error), directory: directory) }
+            guard case .success(let header) = decoded else {
+                throw JournalError(.corrupt(segment: segment.name, offset: 0, detail: "bad segment header"), directory: directory)
+            }
+            let scan: SegmentScan
+            do {
+                scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .headers) { _, _, _, _ in }
+            } catch { throw JournalError(.io(error), directory: directory) }
+            if let last = scan.lastSeq { return last }
+        }
+        return nil
+    }
+
     /// Moves to the first record with seq ≥ `seq`.
     package func seek(toSeq seq: UInt64) {
         fromSeq = seq

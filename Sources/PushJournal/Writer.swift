@@ -102,7 +102,9 @@ package final class JournalWriter: Sendable {
     /// rebuilds the dedup keys, and starts the writer thread.
     ///
     /// Throws `.locked` if another writer holds the journal, `.corrupt` for mid-file damage
-    /// under `.refuse`, `.foreignSegment`, or I/O errors.
+    /// under `.refuse`, `.foreignSegment`, or I/O errors. Blocking (recovery reads the newest
+    /// segments and syncs): call it from a `BlockingQueue`, not the cooperative pool. The same
+    /// holds for `close`.
     package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
         let io = JournalIO(scope: options.faultScope, directory: directory)
         do {
@@ -169,6 +171,8 @@ package final class JournalWriter: Sendable {
     /// `completion` runs on the writer thread after the covering `fdatasync` with
     /// `.committed(seq:)`; at once on the caller's thread with `.duplicate` when `key` is already
     /// committed or pending, or with `.failed` when the writer is closed or has failed.
+    /// `.duplicate` for a *pending* key means another submission of it is in flight: that one's
+    /// completion decides whether the id becomes durable, so its input must be kept until then.
     package func submit(key: String, body: [UInt8], ingestMillis: Int64, completion: @escaping @Sendable (AppendResult) -> Void) {
         let keyLength = key.utf8.count
         guard keyLength >= 1, keyLength <= 255 else {
@@ -197,6 +201,14 @@ package final class JournalWriter: Sendable {
             return nil
         }
         if let refusal { completion(refusal) } else { wake.signal() }
+    }
+
+    /// `submit` for async callers: suspends until the record is durable (or refused). The wait
+    /// costs no thread; the blocking work stays on the writer thread.
+    package func append(key: String, body: [UInt8], ingestMillis: Int64) async -> AppendResult {
+        await withCheckedContinuation { continuation in
+            submit(key: key, body: body, ingestMillis: ingestMillis) { continuation.resume(returning: $0) }
+        }
     }
 
     /// Whether `key` is committed or pending.

@@ -101,6 +101,53 @@ import PushSystem
         #expect(verify.exitCode == 0 && verify.records == 1)
     }
 
+    /// SQLite's ioerr loop: fail the n-th call of each kind, n = 0, 1, 2, ... until the workload
+    /// no longer reaches it. Every time: nothing unacknowledged is claimed, every acknowledged
+    /// record survives recovery, and the recovered journal verifies clean.
+    @Test(arguments: [("write", EIO), ("write", ENOSPC), ("fdatasync", EIO), ("fsync", EIO), ("openat", EIO),
+                      ("renameat", EIO)])
+    func ioErrorLoop(call: String, code: Int32) throws {
+        var faultsSeen = 0
+        for n in 0..<40 {
+            let temp = TempDir("ioerr")
+            let options = testOptions {
+                $0.segmentBytes = 700
+                $0.checkpointEvery = 3
+                $0.noSpaceRetryInterval = .milliseconds(1)
+                $0.lockWait = .zero
+            }
+            FaultInjector.shared.arm(call: options.faultScope + "." + call, errno: code, skip: n, times: 1)
+            var acked: [String] = []
+            var clean = false
+            if let (writer, _) = try? JournalWriter.open(directory: temp.journal, options: options) {
+                var failed = false
+                for i in 1...8 where !failed {
+                    switch append(writer, "k\(i)", body(for: i, size: 100)) {
+                    case .committed: acked.append("k\(i)")
+                    case .duplicate: Issue.record("no duplicates were submitted")
+                    case .failed: failed = true
+                    }
+                }
+                clean = (try? writer.close()) != nil && !failed
+            }
+            FaultInjector.shared.disarm()
+            if !clean { faultsSeen += 1 }
+
+            let (reopened, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+            for key in acked { #expect(reopened.contains(key: key), "\(call) \(code) n=\(n): lost acknowledged \(key)") }
+            try reopened.close()
+            let records = try readAll(temp.journal)
+            #expect(records.map(\.seq) == (0..<records.count).map { UInt64($0) + 1 }, "\(call) n=\(n)")
+            #expect(Set(records.map(\.key)).count == records.count)
+            #expect(records.count <= 8)
+            let verify = JournalVerifier.verify(directory: temp.journal)
+            #expect(verify.exitCode == 0, "\(call) \(code) n=\(n): \(verify.lines)")
+        }
+        if code != ENOSPC || call != "write" {
+            #expect(faultsSeen > 0, "the injected \(call) fault never surfaced")
+        }
+    }
+
     @Test func enospcWhileCuttingASegmentPausesToo() throws {
         let temp = TempDir()
         let options = testOptions {

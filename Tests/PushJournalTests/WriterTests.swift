@@ -22,6 +22,19 @@ import PushSystem
         #expect(records[0].segment == JournalFiles.segmentName(firstSeq: 1) && records[0].offset == 64)
     }
 
+    @Test func asyncAppendWaitsForTheSync() async throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        let results = await withTaskGroup(of: AppendResult.self) { group in
+            for i in 0..<50 { group.addTask { await writer.append(key: "a\(i % 40)", body: [], ingestMillis: 0) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.compactMap(seq).sorted() == Array(1...40))
+        #expect(results.filter { if case .duplicate = $0 { true } else { false } }.count == 10)
+        #expect(writer.stats.fsyncs >= 1 && writer.stats.records == 40)
+        try writer.close()
+    }
+
     @Test func duplicatesAreRefusedWhilePendingAndAfterCommit() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(50) })
@@ -170,7 +183,7 @@ import PushSystem
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
         do {
-            _ = try JournalWriter.open(directory: temp.journal, options: testOptions())
+            _ = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.lockWait = .milliseconds(50) })
             Issue.record("a second writer must be refused")
         } catch {
             if case .locked = error.kind {} else { Issue.record("expected .locked, got \(error)") }
@@ -227,6 +240,27 @@ import PushSystem
         let reader = try JournalReader(directory: temp.journal, committedOnly: false)
         #expect(Array(reader.records(fromSeq: 4)).map(\.key) == ["k4", "k5"])
         #expect(reader.lastError == nil)
+    }
+
+    @Test func statsLastSeqAndWaitingReadTimeout() throws {
+        let temp = TempDir()
+        #expect(try journalStats(directory: temp.path).records == 0)
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.segmentBytes = 512 })
+        for i in 1...12 { append(writer, "s\(i)", body(for: i), ingest: 1000 + Int64(i)) }
+        #expect(try JournalReader.lastSeq(directory: temp.journal) == 12)
+        let stats = try journalStats(directory: temp.journal)
+        #expect(stats.records == 12 && stats.firstSeq == 1 && stats.lastSeq == 12 && stats.committedSeq == 12)
+        #expect(stats.firstIngestMillis == 1001 && stats.lastIngestMillis == 1012 && stats.segments > 1 && stats.trailingBytes == 0)
+
+        let reader = try JournalReader(directory: temp.journal, fromSeq: 11)
+        #expect(try reader.next()?.key == "s11")
+        #expect(try reader.next()?.key == "s12")
+        let started = Posix.monotonicNanos()
+        #expect(try reader.next(waitingUpTo: .milliseconds(150), pollInterval: .milliseconds(20)) == nil)
+        #expect(Posix.monotonicNanos() - started >= 140_000_000)
+        append(writer, "s13")
+        #expect(try reader.next(waitingUpTo: .seconds(5))?.seq == 13)
+        try writer.close()
     }
 
     @Test func verifyReportsProgressDuplicatesAndSummary() throws {
