@@ -93,12 +93,19 @@ package final class Daemon: @unchecked Sendable {
         let started = Posix.monotonicNanos()
         do {
             try Posix.mkdirs(stateDirectory)
-            let (journal, report) = try JournalWriter.open(
-                directory: stateDirectory + "/journal",
-                options: Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments))
+            var options = Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments)
+            options.eventHandler = Self.journalEventHandler(events: events, journalDirectory: stateDirectory + "/journal")
+            let (journal, report) = try JournalWriter.open(directory: stateDirectory + "/journal", options: options)
             self.journal = journal
             Self.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)
         } catch let error as JournalError {
+            if case .corrupt(let segment, let offset, _) = error.kind {
+                events.log(.corruption, "refusing to start on a damaged journal: \(error)",
+                           fields: [("JOURNAL_SEGMENT", segment), ("JOURNAL_OFFSET", String(offset))])
+                throw DaemonError(stage: "journal", message: "\(error) (start with `pushspoold --quarantine-corrupt-segment` "
+                                  + "or set [Journal] CorruptionPolicy=quarantine-segment to move the segment to journal/quarantine/)",
+                                  errno: error.errno)
+            }
             throw DaemonError(stage: "journal", message: "\(error)", errno: error.errno)
         } catch let error as SystemError {
             throw DaemonError(stage: "state directory", message: "\(error)", errno: error.errno)
@@ -244,7 +251,9 @@ package final class Daemon: @unchecked Sendable {
         events.log(.stopping, "pushspoold stopping", fields: [])
         media?.shutdown()
         let deadline = Posix.monotonicNanos() + 30_000_000_000
-        while counters.inFlight.load(ordering: .acquiring) > 0, Posix.monotonicNanos() < deadline {
+        // A journal paused on a full disk will not drain by waiting: `close` retries once and
+        // hands the files back, and they stay in processing/ for the next start.
+        while counters.inFlight.load(ordering: .acquiring) > 0, Posix.monotonicNanos() < deadline, !journal.stats.paused {
             if let failure = fatalFailure() { return failure }
             usleep(5_000)
         }
@@ -401,7 +410,8 @@ package final class Daemon: @unchecked Sendable {
         }
         counters.backlog.store(queue.count, ordering: .relaxed)
         var handled = 0
-        while handled < limit, let item = queue.pop() {
+        // After a fatal journal error nothing more is claimed: the loop only has to reach its exit.
+        while handled < limit, !isFatal, let item = queue.pop() {
             handled += 1
             switch item {
             case .incoming(let name):
@@ -629,6 +639,25 @@ package final class Daemon: @unchecked Sendable {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)
             if let textfile {
                 try? metrics.writeTextfile(path: textfile)
+            }
+        }
+    }
+
+    /// Routes the writer's events to the event log. Runs on the journal's writer thread;
+    /// `EventLog.log` does not block on anything the writer holds.
+    private static func journalEventHandler(events: EventLog, journalDirectory: String) -> @Sendable (JournalEvent) -> Void {
+        { event in
+            switch event {
+            case .pausedNoSpace(let error):
+                events.log(.noSpace, "journal disk full: intake paused; nothing unwritten is acknowledged and payloads wait "
+                           + "in incoming/ and processing/; free space on the file system of \(journalDirectory) and intake "
+                           + "resumes by itself (\(error))",
+                           fields: [("ERRNO", String(error.errno)), ("JOURNAL_DIR", journalDirectory), ("JOURNAL_STATE", "paused")])
+            case .resumed:
+                events.log(.noSpace, "journal has space again: queued records written, intake resumed", priority: 5,
+                           fields: [("JOURNAL_DIR", journalDirectory), ("JOURNAL_STATE", "resumed")])
+            case .slowSync, .checkpointFailed:
+                break
             }
         }
     }

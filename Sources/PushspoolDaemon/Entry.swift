@@ -36,6 +36,22 @@ package enum PushspoolDaemonMain {
             notifier.failing(errno: EINVAL, status: "configuration error: \(error)")
             return 78  // EX_CONFIG
         }
+        switch FaultHook.decide(environment: { getenv($0).map { String(cString: $0) } }) {
+        case .none:
+            break
+        case .ignored(let spec):
+            events.log(.started, "ignoring \(FaultHook.specVariable)=\(spec): fault injection is a test hook and needs "
+                       + "\(FaultHook.allowVariable)=1 too", priority: 4)
+        case .invalid(let problem):
+            events.log(.fatal, "\(FaultHook.specVariable): \(problem)")
+            notifier.failing(errno: EINVAL, status: "\(FaultHook.specVariable): \(problem)")
+            return 64
+        case .arm(let rules):
+            FaultHook.arm(rules)
+            events.log(.started, "TEST FAULT INJECTION ARMED (\(FaultHook.specVariable)): "
+                       + rules.map { "\($0.call) fails with errno \($0.errno) after \($0.skip) calls" }.joined(separator: "; "),
+                       priority: 4)
+        }
         let configuration = store.current
         events.log(.started, "pushspoold \(pushspoolVersion) starting",
                    fields: [("SPOOL_DIR", configuration.spool.directory), ("STATE_DIR", configuration.journal.stateDirectory)])
