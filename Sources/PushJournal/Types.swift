@@ -42,6 +42,9 @@ package struct JournalOptions: Sendable {
     package var lockWait: Duration = .seconds(1)
     /// Receives `JournalEvent`s on the writer thread. Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
+    /// Called on the writer thread with the duration of every successful `fdatasync`, for the
+    /// sync-latency histogram; must be cheap.
+    package var syncObserver: (@Sendable (_ nanos: UInt64) -> Void)?
     /// Prefix of the call names the journal's syscalls present to `FaultInjector`
     /// (`"<scope>.write"`, `".fdatasync"`, `".fsync"`, `".ftruncate"`, `".openat"`, `".renameat"`).
     /// A distinct scope keeps an injected fault from hitting an unrelated journal or module.

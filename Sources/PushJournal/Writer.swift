@@ -418,6 +418,7 @@ package final class JournalWriter: Sendable {
         }
         let took = Posix.monotonicNanos() - started
         shared.withLock { $0.stats.recordSync(nanos: took) }
+        options.syncObserver?(took)
         if took > options.slowSyncNanos { options.eventHandler?(.slowSync(nanos: took)) }
         core.activeEnd += Int64(buffer.count)
         core.nextSeq = seq

@@ -95,6 +95,7 @@ package final class Daemon: @unchecked Sendable {
             try Posix.mkdirs(stateDirectory)
             var options = Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments)
             options.eventHandler = Self.journalEventHandler(events: events, journalDirectory: stateDirectory + "/journal")
+            options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             let (journal, report) = try JournalWriter.open(directory: stateDirectory + "/journal", options: options)
             self.journal = journal
             Self.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)

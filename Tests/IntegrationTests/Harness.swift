@@ -57,7 +57,12 @@ final class DaemonHarness: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         self.process = process
-        try waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: self.spool + "/failed") }
+        try waitUntil(timeout: 60, "pushspoold to create its spool") {
+            if !process.isRunning {
+                throw TimeoutError(description: "pushspoold exited with \(process.terminationStatus) at start: \(self.daemonStderr)")
+            }
+            return FileManager.default.fileExists(atPath: self.spool + "/failed")
+        }
     }
 
     /// SIGTERM and wait; returns the exit status.
