@@ -216,7 +216,7 @@ package final class Spool {
 
         let bytes: [UInt8]
         do {
-            bytes = try Posix.readAll(fd, limit: maxFileBytes, subject: name)
+            bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), subject: name)
         } catch where error.errno == EFBIG {
             return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise MaxFileBytes=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {

@@ -71,3 +71,24 @@ import Testing
         #expect(Timestamp.iso8601(millis: millis) == expected)
     }
 }
+
+@Suite struct ReadAllTests {
+    @Test(arguments: [0, 1, 4095, 4096, 4097, 200_000])
+    func readsWholeFilesWhateverTheHint(size: Int) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("readall-\(UUID())").path
+        try Posix.mkdirs(dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try Posix.writeFileAtomically(directory: dir, name: "f", bytes: bytes)
+        for hint in [0, size, max(0, size - 10), size + 10] {
+            let fd = try Posix.open(dir + "/f", O_RDONLY)
+            defer { Posix.close(fd) }
+            #expect(try Posix.readAll(fd, limit: 1 << 20, sizeHint: hint) == bytes)
+        }
+        let fd = try Posix.open(dir + "/f", O_RDONLY)
+        defer { Posix.close(fd) }
+        if size > 0 {
+            #expect(throws: SystemError(call: "read", errno: EFBIG)) { try Posix.readAll(fd, limit: size - 1, sizeHint: size) }
+        }
+    }
+}
