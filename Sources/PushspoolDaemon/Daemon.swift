@@ -25,6 +25,8 @@ package final class Daemon: @unchecked Sendable {
     private let spool: Spool
     private let journal: JournalWriter
     private let media: MediaFetcher?
+    /// `[Media] AllowHTTP` as the fetcher was opened with (a change needs a restart).
+    private let mediaAllowsHTTP: Bool
     private let notifier: SystemdNotifier
     private let events: EventLog
     private let metrics: Metrics
@@ -121,6 +123,7 @@ package final class Daemon: @unchecked Sendable {
             throw DaemonError(stage: "spool", message: "\(error)", errno: error.system?.errno ?? EINVAL)
         }
 
+        mediaAllowsHTTP = configuration.media.allowHTTP
         if configuration.media.enabled {
             do {
                 media = try MediaFetcher(options: Self.mediaOptions(for: configuration))
@@ -498,7 +501,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     private func fetchMediaThenJournal(_ notification: PushNotification, source: SourceFile) {
-        let decision = MediaDecision(notification: notification, allowHTTP: store.current.media.allowHTTP,
+        let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP,
                                      enabled: media != nil)
         guard case .fetch(let url) = decision, let media else {
             if case .skip(let reason) = decision, notification.mediaUrl != nil {
