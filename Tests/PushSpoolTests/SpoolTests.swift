@@ -2,6 +2,7 @@
 import Foundation
 import Testing
 import PushSystem
+import Synchronization
 @testable import PushSpool
 
 @Suite struct LayoutTests {
@@ -93,24 +94,48 @@ import PushSystem
         let t = try TempSpool()
         let count = 400
         for i in 0..<count { try t.write(t.layout.incoming, "f\(i).json", "\(i)") }
+        // Two Spools, as two daemons (or a daemon and a restarted one) would have.
         let spools = [try Spool(layout: t.layout, maxFileBytes: 1 << 20), try Spool(layout: t.layout, maxFileBytes: 1 << 20)]
-        let wins = UnsafeMutableBufferPointer<Int>.allocate(capacity: 2 * count)
-        wins.initialize(repeating: 0)
-        defer { wins.deallocate() }
-        nonisolated(unsafe) let spoolsRef = spools
-        nonisolated(unsafe) let winsRef = wins
+        let wins = Mutex([Int](repeating: 0, count: count))
         DispatchQueue.concurrentPerform(iterations: 2) { claimer in
             for i in 0..<count {
                 // Each claimer walks the names in its own order so the races are real.
                 let index = claimer == 0 ? i : count - 1 - i
-                if (try? spoolsRef[claimer].claim("f\(index).json")) == true { winsRef[claimer * count + index] = 1 }
+                if (try? spools[claimer].claim("f\(index).json")) == true { wins.withLock { $0[index] += 1 } }
             }
         }
+        let claimed = wins.withLock { $0 }
         for i in 0..<count {
-            #expect(wins[i] + wins[count + i] == 1, "f\(i).json claimed \(wins[i] + wins[count + i]) times")
+            #expect(claimed[i] == 1, "f\(i).json claimed \(claimed[i]) times")
         }
         #expect(try t.names(t.layout.incoming).isEmpty)
         #expect(try t.names(t.layout.processing).count == count)
+    }
+
+    @Test func oneSpoolIsSharedByWorkerThreadsWhileItReopens() throws {
+        let t = try TempSpool()
+        let count = 800
+        for i in 0..<count { try t.write(t.layout.incoming, "s\(i).json", "{}") }
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        // A replaced failed/ makes the spool reopen while the workers run.
+        #expect(rename(t.layout.failed, t.root + "/failed.old") == 0)
+        let done = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 5) { worker in
+            if worker == 4 {
+                #expect((try? spool.reopenIfReplaced()) == true)
+                return
+            }
+            for i in stride(from: worker, to: count, by: 4) {
+                guard (try? spool.claim("s\(i).json")) == true, case .contents? = try? spool.read(processing: "s\(i).json"),
+                      (try? spool.complete(processing: "s\(i).json")) == true else { continue }
+                done.withLock { $0 += 1 }
+            }
+        }
+        #expect(done.withLock { $0 } == count / 4 * 4)
+        #expect(spool.layoutIsIntact())
+        try t.write(t.layout.processing, "bad.json", "x")
+        try spool.quarantine(processing: "bad.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "bad.json"))
+        #expect(exists(t.layout.failed + "/bad.json"))
     }
 
     @Test func processingIsListedForStartupRecovery() throws {
