@@ -376,6 +376,31 @@ package final class Spool: Sendable {
         }
     }
 
+    /// Removes regular files in `tmp/` last modified more than `olderThanNanos` ago (Maildir's
+    /// rule: 36 hours), left by writers that crashed mid-drop. A writer still staging touches
+    /// its file far more often than that. Returns how many were removed.
+    @discardableResult
+    package func cleanTmp(olderThanNanos: Int64 = 36 * 3600 * 1_000_000_000) throws(SpoolError) -> Int {
+        let d = directories
+        let cutoff = Posix.wallClockMillis() * 1_000_000 - olderThanNanos
+        let scanner = try DirectoryScanner(directoryFD: d.tmp, path: layout.tmp, filter: .all)
+        var removed = 0
+        while let batch = try scanner.next() {
+            for entry in batch {
+                guard let st = try? Posix.lstatat(d.tmp, entry.name), st.st_mode & S_IFMT == S_IFREG,
+                      Self.nanos(st.st_mtim) < cutoff else { continue }
+                do {
+                    try Posix.unlinkat(d.tmp, entry.name)
+                    removed += 1
+                } catch where error.errno == ENOENT {
+                } catch {
+                    throw SpoolError(error, while: "removing stale tmp/\(entry.name)")
+                }
+            }
+        }
+        return removed
+    }
+
     // MARK: Scans
 
     /// A streaming scan of `incoming/` (dotfiles and `*.tmp` skipped). Entries whose names are

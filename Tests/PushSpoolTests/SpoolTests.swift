@@ -10,11 +10,14 @@ import Synchronization
         let spool = try TempSpool(create: false)
         #expect(!exists(spool.layout.root))
         try spool.layout.create()
-        for path in [spool.layout.tmp, spool.layout.incoming, spool.layout.processing, spool.layout.failed] {
+        let expected: [(String, mode_t)] = [(spool.layout.tmp, 0o770), (spool.layout.incoming, 0o770),
+                                            (spool.layout.processing, 0o750), (spool.layout.failed, 0o750)]
+        for (path, mode) in expected {
             var st = stat()
             #expect(lstat(path, &st) == 0)
             #expect(st.st_mode & S_IFMT == S_IFDIR)
-            #expect(st.st_mode & 0o007 == 0, "no world access on \(path)")
+            // Exact even under the usual 022 umask, which would clear the group write bit.
+            #expect(st.st_mode & 0o7777 == mode, "\(path) has mode \(String(st.st_mode & 0o7777, radix: 8))")
         }
         try spool.write(spool.layout.incoming, "keep.json", "{}")
         try spool.layout.create()
@@ -343,6 +346,19 @@ import Synchronization
         }
         #expect(try t.names(t.layout.failed).isEmpty)
         #expect(try t.names(t.layout.tmp).isEmpty)
+    }
+}
+
+@Suite struct TmpCleanupTests {
+    @Test func staleStagingFilesAreRemovedAndFreshOnesKept() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        try t.write(t.layout.tmp, "stale.tmp", "x")
+        try t.write(t.layout.tmp, "fresh.tmp", "x")
+        let old = timeval(tv_sec: time(nil) - 40 * 3600, tv_usec: 0)
+        #expect(utimes(t.layout.tmp + "/stale.tmp", [old, old]) == 0)
+        #expect(try spool.cleanTmp() == 1)
+        #expect(try t.names(t.layout.tmp) == ["fresh.tmp"])
     }
 }
 
