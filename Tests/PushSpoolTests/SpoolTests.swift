@@ -338,6 +338,27 @@ import Synchronization
         #expect(exists(t.layout.failed + "/" + name + ".reason.json"))
     }
 
+    @Test func aQuarantineThatCannotWriteItsReasonLeavesThePayloadInProcessing() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        try t.write(t.layout.processing, "keep.json", "{bad")
+        // The spool holds tmp/ open; once removed, nothing can be created in it (ENOENT).
+        #expect(rmdir(t.layout.tmp) == 0)
+        do {
+            try spool.quarantine(processing: "keep.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "keep.json"))
+            Issue.record("quarantined without a reason file")
+        } catch {
+            #expect(error.errno == ENOENT)
+            #expect(error.description.contains("keep.json"))
+        }
+        #expect(try t.read(t.layout.processing + "/keep.json") == Array("{bad".utf8))
+        #expect(try t.names(t.layout.failed).isEmpty)
+        // Once the layout is back, the same call succeeds.
+        #expect(try spool.reopenIfReplaced())
+        try spool.quarantine(processing: "keep.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "keep.json"))
+        #expect(try t.names(t.layout.failed) == ["keep.json", "keep.json.reason.json"])
+    }
+
     @Test func quarantiningAVanishedFileLeavesNoOrphanReason() throws {
         let t = try TempSpool()
         let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
