@@ -229,7 +229,7 @@ package final class Spool: Sendable {
         do {
             bytes = try Posix.readAll(fd, limit: maxFileBytes, subject: name)
         } catch where error.errno == EFBIG {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise MaxFileBytes=")
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
             return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
         } catch {
@@ -248,7 +248,7 @@ package final class Spool: Sendable {
             return .refused(code: RefusalCode.notRegularFile, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
         }
         if st.st_size > maxFileBytes {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise MaxFileBytes=")
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
         }
         return nil
     }
@@ -287,8 +287,10 @@ package final class Spool: Sendable {
             reason.size = Int64(st.st_size)
         }
         let reserve = SpoolName.reasonSuffix.utf8.count
+        // A dotfile in failed/ would be hidden from `failed list` (dotfiles there are staging).
+        let base = name.hasPrefix(".") ? "_" + name : name
         for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(name, attempt: attempt, reserve: reserve)
+            let target = SpoolName.candidate(base, attempt: attempt, reserve: reserve)
             // A payload named like a reason file would be mistaken for one by `failed list`.
             if target.hasSuffix(SpoolName.reasonSuffix) { continue }
             if exists(d.failed, target) || exists(d.failed, target + SpoolName.reasonSuffix) { continue }
