@@ -71,6 +71,19 @@ import PushSystem
         #expect(throws: SpoolError.self) { try FailedQueue.retry(layout: t.layout, .name("a.json")) }
     }
 
+    @Test func retryNeverPutsBackANameTheDaemonWouldIgnore() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        for name in [".hidden", "w.tmp"] {
+            try t.write(t.layout.processing, name, "x")
+            try spool.quarantine(processing: name, reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: name))
+        }
+        #expect(try FailedQueue.list(layout: t.layout).map(\.name) == ["_.hidden", "w.tmp"])
+        let moved = try FailedQueue.retry(layout: t.layout, .all).map(\.incomingName).sorted()
+        #expect(moved == ["_.hidden", "w.tmp.json"])
+        #expect(moved.allSatisfy { !SpoolName.isIgnored($0) })
+    }
+
     @Test func retryAllAndPurgeAll() throws {
         let t = try TempSpool()
         try quarantine(t, (0..<50).map { "r\($0).json" })
