@@ -167,17 +167,18 @@ package final class Daemon: @unchecked Sendable {
         }
 
         // The first full scan completes before READY=1, extending systemd's start timeout
-        // while a large backlog drains.
+        // while a large backlog drains. In small steps: systemd 252 postpones the watchdog by
+        // the same extension, and a long one would hide a wedged scan from it.
         startRescan(reason: nil)
-        var lastExtend = Posix.monotonicNanos()
+        var lastScanStatus = Posix.monotonicNanos()
         while scan != nil || !queue.isEmpty {
             if stopRequested.load(ordering: .relaxed) || isFatal { break }
             drainQueueOnce(limit: 512)
+            notifier.extendTimeoutIfDue(by: .seconds(10))
             let now = Posix.monotonicNanos()
-            if now - lastExtend > 5_000_000_000 {
-                notifier.extendTimeout(microseconds: 30_000_000)
+            if now - lastScanStatus > 5_000_000_000 {
                 notifier.status("start-up scan: " + counters.statusLine(paused: false))
-                lastExtend = now
+                lastScanStatus = now
             }
             notifier.watchdogPing()
         }

@@ -33,7 +33,7 @@ done
 # Keys kept from the system unit; everything else (sandboxing, users, directories,
 # [Install]) is dropped.
 unit_keys='Description|Documentation|StartLimitIntervalSec|StartLimitBurst'
-service_keys='Type|NotifyAccess|ExecStart|ExecReload|ExecStop|Restart|RestartSec|TimeoutStartSec|TimeoutStopSec|WatchdogSec|WatchdogSignal|UMask|KillMode|KillSignal'
+service_keys='Type|NotifyAccess|ExecStart|ExecReload|ExecStop|Restart|RestartSec|TimeoutStartSec|TimeoutStopSec|TimeoutAbortSec|WatchdogSec|WatchdogSignal|UMask|KillMode|KillSignal'
 
 set_keys=$(printf '%s\n' "${sets[@]+"${sets[@]}"}" | sed -n 's/=.*//p' | paste -sd'|' -)
 
