@@ -5,6 +5,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("payload", runPayloadBench),
     ("journal", runJournalBench),
     ("media", runMediaBench),
+    ("spool", runSpoolBench),
     ("ingest", runIngestBench),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
