@@ -9,7 +9,7 @@ struct RecoveredJournal {
     /// The segment to keep appending to, and its valid end; `nil` = cut a new segment first.
     var active: (firstSeq: UInt64, end: Int64)?
     var segmentCount: Int
-    var keys: Set<String>
+    var keys: KeyFingerprints
     var report: RecoveryReport
 }
 
@@ -29,7 +29,7 @@ struct Recovery {
 
     private struct Pass {
         var journalID: [UInt8]?
-        var keys = Set<String>()
+        var keys = KeyFingerprints()
         var lastSeq: UInt64 = 0
         var maxSeq: UInt64 = 0
         var retained: [(firstSeq: UInt64, end: Int64)] = []
@@ -128,7 +128,7 @@ struct Recovery {
             }
             startIndex = index
             pass.journalID = checkpoint.journalID
-            pass.keys = Set(checkpoint.keys)
+            pass.keys = KeyFingerprints(fingerprints: checkpoint.keys)
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true

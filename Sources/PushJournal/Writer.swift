@@ -53,7 +53,7 @@ package final class JournalWriter: Sendable {
     private struct Shared: ~Copyable {
         var queue: [Pending] = []
         var pendingKeys = Set<String>()
-        var committedKeys: Set<String>
+        var committedKeys: KeyFingerprints
         var stats = JournalWriterStats()
         var phase = Phase.running
         var joined = false
@@ -88,7 +88,7 @@ package final class JournalWriter: Sendable {
         }
     }
 
-    private init(directory: String, options: JournalOptions, core: Core, keys: Set<String>, segments: Int, lastSeq: UInt64) {
+    private init(directory: String, options: JournalOptions, core: Core, keys: KeyFingerprints, segments: Int, lastSeq: UInt64) {
         self.directory = directory
         self.options = options
         self.core = core
@@ -459,7 +459,7 @@ package final class JournalWriter: Sendable {
     private func writeCheckpoint() {
         // Copying under the lock is O(keys); at the default cadence that is a small share of the
         // writer's time, and it keeps the snapshot exactly equal to the synced prefix.
-        let keys = shared.withLock { Array($0.committedKeys) }
+        let keys = shared.withLock { $0.committedKeys.fingerprints }
         let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: core.nextSeq - 1,
                                          segmentFirstSeq: core.activeFirstSeq, offset: core.activeEnd, keys: keys)
         do {

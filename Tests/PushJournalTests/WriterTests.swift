@@ -130,7 +130,7 @@ import PushSystem
         try makeJournal(temp.journal, count: 5)
         var checkpoint = try #require(DedupCheckpoint.decode(readBytes(temp.journal + "/dedup.ckpt")))
         checkpoint.offset -= 8
-        checkpoint.keys = ["ghost"]
+        checkpoint.keys = [KeyFingerprints.fingerprint("ghost")]
         writeBytes(temp.journal + "/dedup.ckpt", checkpoint.encoded())
         let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions())
         #expect(!report.checkpointUsed)
