@@ -148,6 +148,9 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
     /// Set when `COMMITTED` named a higher seq than survived: acknowledged records were lost
     /// (the device ignored a flush, or sectors were damaged).
     package var lostAcknowledgedRecords: UInt64 = 0
+    /// Seq ranges missing between segments, not explained by a quarantined segment (only
+    /// under `.quarantineSegment`; `.refuse` refuses to start instead).
+    package var missingSeqRanges: [String] = []
     package var durationNanos: UInt64 = 0
 
     package init() {}
@@ -160,6 +163,9 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
             parts.append("torn tail of \(tornBytesTruncated) bytes cut from \(tornSegment) (\(tornDetail ?? "incomplete record"))")
         }
         if !quarantined.isEmpty { parts.append("quarantined damaged segments: \(quarantined.joined(separator: ", "))") }
+        if !missingSeqRanges.isEmpty {
+            parts.append("CRITICAL: records missing between segments: \(missingSeqRanges.joined(separator: ", "))")
+        }
         if lostAcknowledgedRecords > 0 {
             parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing (COMMITTED was ahead of the journal)")
         }
