@@ -9,6 +9,12 @@ func listSegments(_ directory: String) throws(JournalError) -> [(name: String, f
         .sorted { $0.firstSeq < $1.firstSeq }
 }
 
+/// First seqs of the segments in `quarantine/` (names start with the segment's name).
+func quarantinedFirstSeqs(_ directory: String) -> [UInt64] {
+    ((try? Posix.journalListDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
+        .compactMap { name in name.count >= 24 ? JournalFiles.firstSeq(ofSegment: String(name.prefix(24))) : nil }
+}
+
 func readCommittedMark(_ directory: String) -> CommittedMark? {
     (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
 }

@@ -25,7 +25,8 @@ package enum JournalEvent: Sendable {
 package struct JournalOptions: Sendable {
     /// A segment is closed and a new one started once it reaches this size.
     package var segmentBytes: Int64 = 64 << 20
-    /// How long the first record of a batch may wait for others before its sync starts.
+    /// How long the first record of a batch may wait for others before its sync starts. Applied
+    /// only while batches have had more than one record, so a sequential producer is not slowed.
     package var maxBatchDelay: Duration = .milliseconds(2)
     package var maxBatchRecords = 1024
     package var maxBatchBytes = 1 << 20
@@ -151,6 +152,9 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
     /// Set when `COMMITTED` named a higher seq than survived: acknowledged records were lost
     /// (the device ignored a flush, or sectors were damaged).
     package var lostAcknowledgedRecords: UInt64 = 0
+    /// Seq ranges missing between segments, not explained by a quarantined segment (only
+    /// under `.quarantineSegment`; `.refuse` refuses to start instead).
+    package var missingSeqRanges: [String] = []
     package var durationNanos: UInt64 = 0
 
     package init() {}
@@ -163,6 +167,9 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
             parts.append("torn tail of \(tornBytesTruncated) bytes cut from \(tornSegment) (\(tornDetail ?? "incomplete record"))")
         }
         if !quarantined.isEmpty { parts.append("quarantined damaged segments: \(quarantined.joined(separator: ", "))") }
+        if !missingSeqRanges.isEmpty {
+            parts.append("CRITICAL: records missing between segments: \(missingSeqRanges.joined(separator: ", "))")
+        }
         if lostAcknowledgedRecords > 0 {
             parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing (COMMITTED was ahead of the journal)")
         }

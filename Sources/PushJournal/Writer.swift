@@ -77,6 +77,7 @@ package final class JournalWriter: Sendable {
         var nextSeq: UInt64
         var sinceCheckpoint = 0
         var pausedSince: UInt64?
+        var lastBatchCount = 0
 
         init(io: JournalIO, dirfd: Int32, lockfd: Int32, committedfd: Int32, journalID: [UInt8], nextSeq: UInt64) {
             self.io = io
@@ -283,7 +284,9 @@ package final class JournalWriter: Sendable {
                     continue
                 }
             }
-            let delay = Self.nanos(options.maxBatchDelay)
+            // Like PostgreSQL's commit_siblings: wait for company only when the last batch had
+            // some, so a lone sequential producer never pays the delay.
+            let delay = core.lastBatchCount > 1 ? Self.nanos(options.maxBatchDelay) : 0
             if delay > 0, !look.closing, !look.paused, look.count < options.maxBatchRecords, look.bytes < options.maxBatchBytes,
                now < look.oldest + delay {
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(look.oldest + delay - now)))
@@ -323,6 +326,7 @@ package final class JournalWriter: Sendable {
                     return was
                 }
                 core.pausedSince = nil
+                core.lastBatchCount = batch.count
                 if wasPaused { options.eventHandler?(.resumed) }
                 Self.writeCommittedMark(core, seq: core.nextSeq - 1)
                 for (index, item) in batch.enumerated() { item.completion(.committed(seq: firstSeq + UInt64(index))) }

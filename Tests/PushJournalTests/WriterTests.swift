@@ -164,6 +164,15 @@ import PushSystem
         #expect(JournalVerifier.verify(directory: temp.journal).records == count)
     }
 
+    @Test func batchDelayDoesNotSlowALoneSequentialProducer() throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(300) })
+        let started = Posix.monotonicNanos()
+        for i in 1...5 { #expect(seq(append(writer, "s\(i)")) == UInt64(i)) }
+        #expect(Posix.monotonicNanos() - started < 1_000_000_000, "five sequential appends must not wait 5 × 300 ms")
+        try writer.close()
+    }
+
     @Test func completionRunsOnlyAfterTheSync() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
