@@ -66,6 +66,8 @@ poll() {  # poll SECONDS COMMAND...
 }
 elapsed() { echo "$(( ($(date +%s%N) - $1) / 1000000 )) ms"; }
 
+# A command outside check() that fails ends the run (set -e); say which.
+trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 si_setup
 work=$(mktemp -d /tmp/pushspool-live.XXXXXX)
 si_on_exit "rm -rf '$work'"
@@ -105,25 +107,22 @@ drop() {  # drop ID... — prints nothing, fails if pushspoolctl does
   ctl drop --platform ios "${files[@]}" >/dev/null
 }
 
-# How many journal records carry id ID (jq reads `journal cat --json`).
-journal_json() { ctl journal cat --json; }
-count_in_journal() {  # count_in_journal ID [JSON]
-  local json=${2-$(journal_json)}
-  jq -r --arg id "$1" 'select(.id == $id) | .id' <<<"$json" | grep -c . || true
+# Journal record counts per id, "COUNT ID" lines, from one pass over `journal cat --json`.
+id_counts() { ctl journal cat --json | jq -r '.id' | sort | uniq -c; }
+count_in_journal() {  # count_in_journal ID
+  id_counts | awk -v id="$1" '$2 == id { n = $1 } END { print n + 0 }'
 }
 all_journaled() {  # all_journaled ID...
-  local json id
-  json=$(journal_json) || return 1
-  for id in "$@"; do [[ "$(count_in_journal "$id" "$json")" -ge 1 ]] || return 1; done
+  local counts
+  counts=$(id_counts) || return 1
+  printf '%s\n' "$@" | awk 'NR == FNR { seen[$2] = $1; next } !($1 in seen) { missing++ } END { exit missing > 0 }' \
+    <(echo "$counts") -
 }
-exactly_once() {  # exactly_once ID... — prints offenders
-  local json id n bad=0
-  json=$(journal_json) || { echo "  journal cat failed"; return 1; }
-  for id in "$@"; do
-    n=$(count_in_journal "$id" "$json")
-    if [[ "$n" != 1 ]]; then echo "  $id journaled $n times"; bad=1; fi
-  done
-  return $bad
+exactly_once() {  # exactly_once ID... — prints the offenders
+  local counts
+  counts=$(id_counts) || { echo "  journal cat failed"; return 1; }
+  printf '%s\n' "$@" | awk 'NR == FNR { seen[$2] = $1; next }
+    seen[$1] + 0 != 1 { printf "  %s journaled %d times\n", $1, seen[$1]; bad++ } END { exit bad > 0 }' <(echo "$counts") -
 }
 spool_empty() {
   [[ -d "$spool/incoming" && -d "$spool/processing" ]] &&
@@ -273,14 +272,21 @@ done
 check "no watchdog timeout while the daemon runs normally (6 s at WatchdogSec=2s)" \
   bash -c "(( $healthy == 1 )) && [[ \$(systemctl --user show -p NRestarts --value $unit) == $restarts_before ]]"
 
-before_ids=(); for i in $(seq 1 20); do before_ids+=("wd-before-$i"); done
+before_ids=(); for i in $(seq 1 200); do before_ids+=("wd-before-$i"); done
 frozen_ids=(); for i in $(seq 1 10); do frozen_ids+=("wd-frozen-$i"); done
 after_ids=(); for i in $(seq 1 10); do after_ids+=("wd-after-$i"); done
-# Freeze right after a burst, so some of it is likely in flight (claimed, not yet journaled).
-drop "${before_ids[@]}"
-frozen_at=$(date +%s%N)
+# Freeze in the middle of a burst (half of it dropped), so part of it may be claimed but not yet
+# journaled, or journaled but not yet unlinked, and the rest arrives while the daemon is frozen.
+before_files=(); for id in "${before_ids[@]}"; do before_files+=("$(make_payload "$id")"); done
+dropped_ids+=("${before_ids[@]}")
+# drop prints a line per file as it renames it into incoming/.
+ctl drop --platform ios "${before_files[@]}" >"$work/burst.out" &
+drop_pid=$!
+until (( $(wc -l <"$work/burst.out") >= ${#before_ids[@]} / 2 )) || ! kill -0 "$drop_pid" 2>/dev/null; do sleep 0.01; done
 kill -STOP "$pid_before"
+frozen_at=$(date +%s%N)
 echo "     (SIGSTOP sent to $pid_before; files then in $(spool_listing))"
+check "the burst of ${#before_ids[@]} was dropped (pushspoolctl drop exit 0)" wait "$drop_pid"
 # Dropped while the daemon is frozen: only the restarted daemon can take these.
 drop "${frozen_ids[@]}"
 check "the manager restarts the frozen daemon (NRestarts $restarts_before -> $((restarts_before + 1)))" \
@@ -307,6 +313,18 @@ check "stop after the restart" systemctl --user stop "$unit"
 last_exit=$(tail -1 "$work/exits" 2>/dev/null || true)
 check "the restarted daemon exited with status 0 (ExecStopPost saw '$last_exit')" test "$last_exit" = "success exited 0"
 check "no files left in incoming/ or processing/ ($(spool_listing))" spool_empty
+
+# Cleanup, checked: the same function the EXIT trap runs (it is idempotent).
+note "cleanup"
+manager_pid=$si_manager_pid runtime_dir=$si_runtime_dir
+si_cleanup
+check "after cleanup: /run/systemd/system and $runtime_dir are gone" \
+  bash -c "[[ ! -e /run/systemd/system || \$(cat /proc/1/comm) == systemd ]] && [[ ! -e '$runtime_dir' ]]"
+check "after cleanup: the user manager ($manager_pid) is gone" bash -c "! kill -0 $manager_pid 2>/dev/null"
+for pid in "$first_pid" "$pid_before" "$pid_after"; do
+  check "after cleanup: daemon process $pid is gone" bash -c "! kill -0 $pid 2>/dev/null"
+done
+check "after cleanup: $work is gone" test ! -e "$work"
 
 if ((failures)); then
   echo "daemon-live: $failures check(s) failed"
