@@ -66,6 +66,11 @@ poll() {  # poll SECONDS COMMAND...
 }
 elapsed() { echo "$(( ($(date +%s%N) - $1) / 1000000 )) ms"; }
 
+# journald keeps earlier runs' entries (/run/log/journal): event queries look only at this run's
+# time, and every id and file name carries this run's token.
+since=$(date +%s)
+# A command outside check() that fails ends the run (set -e); say which.
+trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 si_setup
 work=$(mktemp -d /tmp/pushspool-live.XXXXXX)
 si_on_exit "rm -rf '$work'"
@@ -73,6 +78,7 @@ si_on_exit "rm -rf '$work'"
 si_on_exit 'if ((failures)); then echo "---- unit journal (last 60 lines):"; si_journal '"$unit"' -o short-monotonic -n 60 2>/dev/null; fi'
 spool=$work/spool state=$work/state conf=$work/pushspool.conf payloads=$work/payloads
 mkdir -p "$payloads"
+run=${work##*.}
 
 write_config() {  # write_config [EXTRA LINES...]
   {
@@ -105,25 +111,22 @@ drop() {  # drop ID... — prints nothing, fails if pushspoolctl does
   ctl drop --platform ios "${files[@]}" >/dev/null
 }
 
-# How many journal records carry id ID (jq reads `journal cat --json`).
-journal_json() { ctl journal cat --json; }
-count_in_journal() {  # count_in_journal ID [JSON]
-  local json=${2-$(journal_json)}
-  jq -r --arg id "$1" 'select(.id == $id) | .id' <<<"$json" | grep -c . || true
+# Journal record counts per id, "COUNT ID" lines, from one pass over `journal cat --json`.
+id_counts() { ctl journal cat --json | jq -r '.id' | sort | uniq -c; }
+count_in_journal() {  # count_in_journal ID
+  id_counts | awk -v id="$1" '$2 == id { n = $1 } END { print n + 0 }'
 }
 all_journaled() {  # all_journaled ID...
-  local json id
-  json=$(journal_json) || return 1
-  for id in "$@"; do [[ "$(count_in_journal "$id" "$json")" -ge 1 ]] || return 1; done
+  local counts
+  counts=$(id_counts) || return 1
+  printf '%s\n' "$@" | awk 'NR == FNR { seen[$2] = $1; next } !($1 in seen) { missing++ } END { exit missing > 0 }' \
+    <(echo "$counts") -
 }
-exactly_once() {  # exactly_once ID... — prints offenders
-  local json id n bad=0
-  json=$(journal_json) || { echo "  journal cat failed"; return 1; }
-  for id in "$@"; do
-    n=$(count_in_journal "$id" "$json")
-    if [[ "$n" != 1 ]]; then echo "  $id journaled $n times"; bad=1; fi
-  done
-  return $bad
+exactly_once() {  # exactly_once ID... — prints the offenders
+  local counts
+  counts=$(id_counts) || { echo "  journal cat failed"; return 1; }
+  printf '%s\n' "$@" | awk 'NR == FNR { seen[$2] = $1; next }
+    seen[$1] + 0 != 1 { printf "  %s journaled %d times\n", $1, seen[$1]; bad++ } END { exit bad > 0 }' <(echo "$counts") -
 }
 spool_empty() {
   [[ -d "$spool/incoming" && -d "$spool/processing" ]] &&
@@ -132,7 +135,7 @@ spool_empty() {
 spool_listing() { echo "incoming: $(ls -A "$spool/incoming" | wc -l), processing: $(ls -A "$spool/processing" | wc -l)"; }
 
 # journald: entries of the unit with FIELD=VALUE matches, as JSON lines.
-events() { si_journal "$unit" -o json "$@" 2>/dev/null || true; }
+events() { si_journal "$unit" --since "@$since" -o json "$@" 2>/dev/null || true; }
 event_count() { events "$@" | grep -c . || true; }
 has_event() { [[ "$(event_count "$@")" -ge 1 ]]; }
 event_count_at_least() { local n=$1; shift; [[ "$(event_count "$@")" -ge "$n" ]]; }
@@ -171,18 +174,20 @@ first_pid=$(si_prop "$unit" MainPID)
 
 # ---------------------------------------------------------------- 2. payloads
 note "2. payloads"
-live_ids=(live-1 live-2 live-3 live-4 live-5)
+live_ids=(); for i in 1 2 3 4 5; do live_ids+=("live-$run-$i"); done
+first_id=${live_ids[0]}
 drop "${live_ids[@]}"
-printf '{"aps": {"alert": "unterminated' >"$payloads/broken.json"
+broken=$payloads/broken-$run.json
+printf '{"aps": {"alert": "unterminated' >"$broken"
 # drop prints "SOURCE<TAB>NAME IN incoming/".
-broken_name=$(ctl drop --raw "$payloads/broken.json" | cut -f2)
+broken_name=$(ctl drop --raw "$broken" | cut -f2)
 check "ingested: all ${#live_ids[@]} payloads reach the journal" poll "$WAIT" all_journaled "${live_ids[@]}"
 check "ingested: each id journaled exactly once (pushspoolctl journal cat --json)" exactly_once "${live_ids[@]}"
 for id in "${live_ids[@]}"; do
   check "journald: journalctl PUSH_ID=$id finds the ingested event (MESSAGE_ID=$msg_ingested)" \
     poll 20 has_event PUSH_ID="$id" MESSAGE_ID="$msg_ingested"
 done
-ingested_event=$(events PUSH_ID=live-1 MESSAGE_ID="$msg_ingested" | head -1)
+ingested_event=$(events PUSH_ID="$first_id" MESSAGE_ID="$msg_ingested" | head -1)
 check "journald: the event carries PUSH_VENDOR, JOURNAL_SEQ and _SYSTEMD_UNIT=$unit" \
   bash -c 'jq -e ".PUSH_VENDOR != null and .JOURNAL_SEQ != null and ._SYSTEMD_UNIT == \"'"$unit"'\"" >/dev/null <<<"$1"' _ "$ingested_event"
 check "refused: $broken_name lands in failed/ with its reason file" \
@@ -196,10 +201,10 @@ check "STATUS= counts them: 'ingested ${#live_ids[@]}, refused 1'" \
   poll 10 status_shows "ingested ${#live_ids[@]}, refused 1,"
 check "dropping the same payload again is not journaled twice" bash -c '
   "$1" --spool "$2" --state-dir "$3" --config "$4" drop --platform ios "$5" >/dev/null' _ \
-  "$ctl_bin" "$spool" "$state" "$conf" "$payloads/live-1.json"
+  "$ctl_bin" "$spool" "$state" "$conf" "$payloads/$first_id.json"
 check "the duplicate is counted in STATUS= ('duplicates 1')" poll "$WAIT" status_shows "duplicates 1,"
-check "journald: a duplicate event for PUSH_ID=live-1" poll 20 has_event PUSH_ID=live-1 MESSAGE_ID="$msg_duplicate"
-check "the journal still has live-1 exactly once" exactly_once live-1
+check "journald: a duplicate event for PUSH_ID=$first_id" poll 20 has_event PUSH_ID="$first_id" MESSAGE_ID="$msg_duplicate"
+check "the journal still has $first_id exactly once" exactly_once "$first_id"
 
 # ---------------------------------------------------------------- 3. reload
 note "3. reload"
@@ -214,8 +219,8 @@ check "unit stays active after reload" si_wait_prop "$unit" ActiveState active 1
 check "same main pid after reload" test "$(si_prop "$unit" MainPID)" = "$first_pid"
 # Made after the reload event, so the new configuration is in force.
 refused_before=$(event_count MESSAGE_ID="$msg_refused" REASON_CODE=too_deep)
-make_payload deep-1 ",$deep" >/dev/null
-ctl drop --platform ios "$payloads/deep-1.json" >/dev/null
+make_payload deep-$run-1 ",$deep" >/dev/null
+ctl drop --platform ios "$payloads/deep-$run-1.json" >/dev/null
 check "new config applies: a 12-deep payload is refused (too_deep) under MaxDepth=8" \
   poll "$WAIT" event_count_at_least $((refused_before + 1)) MESSAGE_ID="$msg_refused" REASON_CODE=too_deep
 failed_before=$(event_count MESSAGE_ID="$msg_reload_failed")
@@ -227,10 +232,10 @@ check "a reloadFailed event appears in journald" \
 check "unit stays active after the failed reload" si_wait_prop "$unit" ActiveState active 10
 check "same main pid after the failed reload" test "$(si_prop "$unit" MainPID)" = "$first_pid"
 refused_before=$(event_count MESSAGE_ID="$msg_refused" REASON_CODE=too_deep)
-make_payload deep-2 ",$deep" >/dev/null
+make_payload deep-$run-2 ",$deep" >/dev/null
 # pushspoolctl reads the configuration too; give it the last good one.
 cp "$work/good.conf" "$conf.ctl"
-"$ctl_bin" --spool "$spool" --state-dir "$state" --config "$conf.ctl" drop --platform ios "$payloads/deep-2.json" >/dev/null
+"$ctl_bin" --spool "$spool" --state-dir "$state" --config "$conf.ctl" drop --platform ios "$payloads/deep-$run-2.json" >/dev/null
 check "old config still applies: the 12-deep payload is still refused (MaxDepth=8 kept)" \
   poll "$WAIT" event_count_at_least $((refused_before + 1)) MESSAGE_ID="$msg_refused" REASON_CODE=too_deep
 cp "$work/good.conf" "$conf"
@@ -273,14 +278,21 @@ done
 check "no watchdog timeout while the daemon runs normally (6 s at WatchdogSec=2s)" \
   bash -c "(( $healthy == 1 )) && [[ \$(systemctl --user show -p NRestarts --value $unit) == $restarts_before ]]"
 
-before_ids=(); for i in $(seq 1 20); do before_ids+=("wd-before-$i"); done
-frozen_ids=(); for i in $(seq 1 10); do frozen_ids+=("wd-frozen-$i"); done
-after_ids=(); for i in $(seq 1 10); do after_ids+=("wd-after-$i"); done
-# Freeze right after a burst, so some of it is likely in flight (claimed, not yet journaled).
-drop "${before_ids[@]}"
-frozen_at=$(date +%s%N)
+before_ids=(); for i in $(seq 1 200); do before_ids+=("wd-$run-before-$i"); done
+frozen_ids=(); for i in $(seq 1 10); do frozen_ids+=("wd-$run-frozen-$i"); done
+after_ids=(); for i in $(seq 1 10); do after_ids+=("wd-$run-after-$i"); done
+# Freeze in the middle of a burst (half of it dropped), so part of it may be claimed but not yet
+# journaled, or journaled but not yet unlinked, and the rest arrives while the daemon is frozen.
+before_files=(); for id in "${before_ids[@]}"; do before_files+=("$(make_payload "$id")"); done
+dropped_ids+=("${before_ids[@]}")
+# drop prints a line per file as it renames it into incoming/.
+ctl drop --platform ios "${before_files[@]}" >"$work/burst.out" &
+drop_pid=$!
+until (( $(wc -l <"$work/burst.out") >= ${#before_ids[@]} / 2 )) || ! kill -0 "$drop_pid" 2>/dev/null; do sleep 0.01; done
 kill -STOP "$pid_before"
+frozen_at=$(date +%s%N)
 echo "     (SIGSTOP sent to $pid_before; files then in $(spool_listing))"
+check "the burst of ${#before_ids[@]} was dropped (pushspoolctl drop exit 0)" wait "$drop_pid"
 # Dropped while the daemon is frozen: only the restarted daemon can take these.
 drop "${frozen_ids[@]}"
 check "the manager restarts the frozen daemon (NRestarts $restarts_before -> $((restarts_before + 1)))" \
@@ -307,6 +319,18 @@ check "stop after the restart" systemctl --user stop "$unit"
 last_exit=$(tail -1 "$work/exits" 2>/dev/null || true)
 check "the restarted daemon exited with status 0 (ExecStopPost saw '$last_exit')" test "$last_exit" = "success exited 0"
 check "no files left in incoming/ or processing/ ($(spool_listing))" spool_empty
+
+# Cleanup, checked: the same function the EXIT trap runs (it is idempotent).
+note "cleanup"
+manager_pid=$si_manager_pid runtime_dir=$si_runtime_dir
+si_cleanup
+check "after cleanup: /run/systemd/system and $runtime_dir are gone" \
+  bash -c "[[ ! -e /run/systemd/system || \$(cat /proc/1/comm) == systemd ]] && [[ ! -e '$runtime_dir' ]]"
+check "after cleanup: the user manager ($manager_pid) is gone" bash -c "! kill -0 $manager_pid 2>/dev/null"
+for pid in "$first_pid" "$pid_before" "$pid_after"; do
+  check "after cleanup: daemon process $pid is gone" bash -c "! kill -0 $pid 2>/dev/null"
+done
+check "after cleanup: $work is gone" test ! -e "$work"
 
 if ((failures)); then
   echo "daemon-live: $failures check(s) failed"
