@@ -146,35 +146,52 @@ import Dispatch
 
     // MARK: - fsync failure
 
-    /// `fdatasync` fails (EIO) in the real daemon: it exits non-zero at once, acknowledges
-    /// (unlinks) nothing that was not synced, appends nothing after the failure; restarted
-    /// without the fault it journals every payload exactly once.
-    @Test func fdatasyncFailureStopsTheDaemonAndLosesNothing() throws {
-        // One record per batch, so "nothing written after the failure" is exactly countable.
-        let harness = try DaemonHarness(name: "fsync", config: "[Media]\nEnabled=no\n[Journal]\nMaxBatchRecords=1\n")
-        try harness.start(extraEnvironment: [
-            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1",
-            "PUSHSPOOL_FAULT_INJECT": "fdatasync:EIO:after=6",
-        ])
-        let total = 40
-        for index in 0..<total { try harness.drop(generatedPayload(index: index, tag: "fsync"), name: "fs-\(index).json") }
+    /// A sync fails in the real daemon (`fdatasync` of a batch with EIO or ENOSPC — ENOSPC from
+    /// a sync is as fatal as EIO, not a pause — or the directory `fsync` of a segment cut): it
+    /// exits with status 1 at once, acknowledges (unlinks) nothing that was not synced, appends
+    /// nothing after the failure; restarted without the fault it journals every payload
+    /// exactly once.
+    @Test(arguments: SyncFault.allCases)
+    func syncFailureStopsTheDaemonAndLosesNothing(_ fault: SyncFault) throws {
+        // One record per batch, so "nothing written after the failure" is exactly countable;
+        // 64 KiB segments, so the directory-fsync case reaches a segment cut.
+        let harness = try DaemonHarness(name: "fsync",
+                                        config: "[Media]\nEnabled=no\n[Journal]\nMaxBatchRecords=1\nSegmentSize=64K\n")
+        let environment = ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FAULT_INJECT": fault.rule]
+        let total = fault.dropBeforeStart ? 2000 : 200
+        let names = (0..<total).map { "fs-\($0).json" }
+        if fault.dropBeforeStart {
+            // The backlog is found by the start-up scan: the failure hits before READY.
+            for directory in ["tmp", "incoming"] {
+                try FileManager.default.createDirectory(atPath: harness.spool + "/" + directory, withIntermediateDirectories: true)
+            }
+            for (index, name) in names.enumerated() { try harness.drop(generatedPayload(index: index, tag: "fsync"), name: name) }
+            try harness.start(extraEnvironment: environment)
+        } else {
+            try harness.start(extraEnvironment: environment)
+            for (index, name) in names.enumerated() { try harness.drop(generatedPayload(index: index, tag: "fsync"), name: name) }
+        }
         let process = try #require(harness.process)
-        try waitUntil(timeout: 15, "the daemon to exit after the fdatasync failure") { !process.isRunning }
-        #expect(process.terminationStatus != 0)
+        try waitUntil(timeout: 15, "the daemon to exit after the sync failure") { !process.isRunning }
+        #expect(process.terminationReason == .exit && process.terminationStatus == 1,
+                "fail-stop is a clean exit 1, not a crash: \(process.terminationReason) \(process.terminationStatus)")
         let stderr = harness.daemonStderr
         #expect(stderr.contains("TEST FAULT INJECTION ARMED"))
         #expect(stderr.contains("EVENT=fatal") && stderr.contains("fsync failed"), "fatal event: \(stderr.suffix(600))")
+        #expect(!stderr.contains("EVENT=noSpace"), "a failed sync is not a pause")
+        if fault.dropBeforeStart { #expect(!stderr.contains("EVENT=ready"), "the failure was meant to hit the start-up scan") }
 
         let journal = harness.state + "/journal"
         let durable = try JournalReader(directory: journal).records(fromSeq: 1).map(\.key)
         let onDisk = try JournalReader(directory: journal, committedOnly: false).records(fromSeq: 1).map(\.key)
         let waiting = Set(harness.files(in: "incoming") + harness.files(in: "processing"))
-        let gone = (0..<total).filter { !waiting.contains("fs-\($0).json") }.map { "mindbox:fsync-\($0)" }
-        #expect(!durable.isEmpty, "some batches were synced before the fault")
+        let gone = (0..<total).filter { !waiting.contains(names[$0]) }.map { "mindbox:fsync-\($0)" }
+        #expect(durable.count >= fault.minimumSynced, "batches synced before the fault: \(durable.count)")
         #expect(Set(gone) == Set(durable), "exactly the synced records' files left the spool")
-        // The failed batch (one record) was written before its sync failed; nothing after it.
-        #expect(onDisk.count == durable.count + 1, "records on disk: \(onDisk.count), synced: \(durable.count)")
-        if let unsynced = onDisk.last, let index = unsynced.split(separator: "-").last {
+        // A failed fdatasync follows the batch's write; a failed cut comes before it. Either
+        // way nothing is appended after the failure although payloads were still waiting.
+        #expect(onDisk.count == durable.count + fault.unsyncedRecordsOnDisk, "on disk: \(onDisk.count), synced: \(durable.count)")
+        if fault.unsyncedRecordsOnDisk == 1, let unsynced = onDisk.last, let index = unsynced.split(separator: "-").last {
             #expect(waiting.contains("fs-\(index).json"), "the unsynced record's file must stay in the spool")
         }
         #expect(harness.files(in: "failed").isEmpty)
@@ -191,6 +208,39 @@ import Dispatch
         #expect(harness.files(in: "failed").isEmpty)
         let (status, output, _) = try harness.ctl(["journal", "verify"])
         #expect(status == 0, "journal verify: \(output)")
+    }
+
+    enum SyncFault: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case batchFdatasyncEIO
+        case batchFdatasyncENOSPC
+        case batchFdatasyncBeforeReady
+        case segmentCutDirectoryFsync
+
+        var testDescription: String { rawValue }
+
+        /// The first `fdatasync` of a new journal is the first segment's header, so `after=6`
+        /// lets five one-record batches through; the first directory `fsync` is that segment's
+        /// cut, so `after=1` fails the cut of the second segment.
+        var rule: String {
+            switch self {
+            case .batchFdatasyncEIO: "fdatasync:EIO:after=6"
+            // The first batch fails while the scan of 2,000 files is still claiming.
+            case .batchFdatasyncBeforeReady: "fdatasync:EIO:after=1"
+            case .batchFdatasyncENOSPC: "fdatasync:ENOSPC:after=6"
+            case .segmentCutDirectoryFsync: "fsync:EIO:after=1"
+            }
+        }
+
+        var dropBeforeStart: Bool { self == .batchFdatasyncBeforeReady }
+        var unsyncedRecordsOnDisk: Int { self == .segmentCutDirectoryFsync ? 0 : 1 }
+        /// 64 KiB hold about 120 of these records.
+        var minimumSynced: Int {
+            switch self {
+            case .segmentCutDirectoryFsync: 100
+            case .batchFdatasyncBeforeReady: 0
+            case .batchFdatasyncEIO, .batchFdatasyncENOSPC: 5
+            }
+        }
     }
 
     /// The hook is inert unless explicitly allowed, and a malformed rule stops start-up rather
