@@ -33,6 +33,9 @@ package final class MediaFetcher: Sendable {
         } catch {
             throw MediaFailure(.io, "cannot prepare media store: \(error)")
         }
+        if options.thumbnailMaxEdge > 0 && !Thumbnailer.available {
+            throw MediaFailure(.io, "libvips could not be initialised; install libvips or set ThumbnailMaxEdge=0 to run without thumbnails")
+        }
         core = try FetcherCore(options: options, policy: AddressPolicy(allowed: allowed))
         core.start()
     }
@@ -42,7 +45,9 @@ package final class MediaFetcher: Sendable {
     }
 
     /// Fetches `url` (or reuses a download of it in flight or within the dedup window) and
-    /// returns the outcome. Suspends without blocking a thread.
+    /// returns the outcome. Suspends without blocking a thread. Task cancellation is not
+    /// observed: the outcome arrives when the download ends, within `payloadDeadline`, or at
+    /// `shutdown()`.
     package func fetch(url: String) async -> MediaOutcome {
         await withCheckedContinuation { continuation in
             core.submit(url: url) { continuation.resume(returning: $0) }
@@ -58,6 +63,7 @@ package final class MediaFetcher: Sendable {
     /// Cancels queued and running downloads; their outcomes are `failed` with code
     /// `cancelled` (keep those payloads for the next start). Returns once the network thread
     /// has stopped, normally well within a second. Later fetches are cancelled at once.
+    /// Safe to call more than once and from inside a completion (it then does not wait).
     package func shutdown() {
         core.shutdown()
     }
