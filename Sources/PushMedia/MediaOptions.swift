@@ -41,6 +41,9 @@ package struct MediaOptions: Sendable {
     package var thumbnailMaxPixels: Int = 40_000_000
     /// Threads that verify, store and thumbnail finished downloads.
     package var finishThreads: Int = 2
+    /// PEM bundle of CAs trusted for https instead of the system store (CURLOPT_CAINFO), for
+    /// intranets with a private CA; `nil` uses the system's.
+    package var caFile: String?
     /// `User-Agent` sent with requests.
     package var userAgent: String = "pushspool-media/1"
 
