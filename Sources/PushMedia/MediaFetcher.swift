@@ -86,6 +86,8 @@ struct SharedState: ~Copyable {
     var submissions: [String] = []
     var waiters: [String: [Completion]] = [:]
     var recent: [String: (outcome: MediaOutcome, expiresNanos: UInt64)] = [:]
+    /// Size of `recent` at which expired entries are swept (doubles, so sweeps stay amortised O(1)).
+    var sweepAt = 1024
     var stats = MediaStats()
 }
 
@@ -203,7 +205,7 @@ final class FetcherCore: Sendable {
             }
             // Cancelled and transient outcomes are not remembered: the next payload may succeed.
             if options.dedupWindow > 0, outcome.status == .stored || outcome.error?.isTransient == false {
-                if state.recent.count > 10_000 { state.recent = state.recent.filter { $0.value.expiresNanos > now } }
+                if state.recent.count >= state.sweepAt { FetcherCore.sweep(&state, now: now, limit: options.dedupMaxEntries) }
                 state.recent[outcome.url] = (outcome, now + UInt64(options.dedupWindow * 1e9))
             }
             return waiters
@@ -213,6 +215,17 @@ final class FetcherCore: Sendable {
             if index > 0 { copy.reused = true }
             waiter(copy)
         }
+    }
+
+    /// Drops expired dedup entries and, past `limit`, the older half, so a busy daemon with a
+    /// long window cannot grow the map without bound.
+    static func sweep(_ state: inout SharedState, now: UInt64, limit: Int) {
+        state.recent = state.recent.filter { $0.value.expiresNanos > now }
+        if state.recent.count > limit {
+            let keep = state.recent.sorted { $0.value.expiresNanos > $1.value.expiresNanos }.prefix(limit / 2)
+            state.recent = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+        }
+        state.sweepAt = max(1024, state.recent.count * 2)
     }
 
     func shutdown() {
