@@ -33,6 +33,9 @@ package final class MediaFetcher: Sendable {
         } catch {
             throw MediaFailure(.io, "cannot prepare media store: \(error)")
         }
+        if options.thumbnailMaxEdge > 0 && !Thumbnailer.available {
+            throw MediaFailure(.io, "libvips could not be initialised; install libvips or set ThumbnailMaxEdge=0 to run without thumbnails")
+        }
         core = try FetcherCore(options: options, policy: AddressPolicy(allowed: allowed))
         core.start()
     }
@@ -42,7 +45,9 @@ package final class MediaFetcher: Sendable {
     }
 
     /// Fetches `url` (or reuses a download of it in flight or within the dedup window) and
-    /// returns the outcome. Suspends without blocking a thread.
+    /// returns the outcome. Suspends without blocking a thread. Task cancellation is not
+    /// observed: the outcome arrives when the download ends, within `payloadDeadline`, or at
+    /// `shutdown()`.
     package func fetch(url: String) async -> MediaOutcome {
         await withCheckedContinuation { continuation in
             core.submit(url: url) { continuation.resume(returning: $0) }
@@ -58,6 +63,7 @@ package final class MediaFetcher: Sendable {
     /// Cancels queued and running downloads; their outcomes are `failed` with code
     /// `cancelled` (keep those payloads for the next start). Returns once the network thread
     /// has stopped, normally well within a second. Later fetches are cancelled at once.
+    /// Safe to call more than once and from inside a completion (it then does not wait).
     package func shutdown() {
         core.shutdown()
     }
@@ -80,6 +86,8 @@ struct SharedState: ~Copyable {
     var submissions: [String] = []
     var waiters: [String: [Completion]] = [:]
     var recent: [String: (outcome: MediaOutcome, expiresNanos: UInt64)] = [:]
+    /// Size of `recent` at which expired entries are swept (doubles, so sweeps stay amortised O(1)).
+    var sweepAt = 1024
     var stats = MediaStats()
 }
 
@@ -197,7 +205,7 @@ final class FetcherCore: Sendable {
             }
             // Cancelled and transient outcomes are not remembered: the next payload may succeed.
             if options.dedupWindow > 0, outcome.status == .stored || outcome.error?.isTransient == false {
-                if state.recent.count > 10_000 { state.recent = state.recent.filter { $0.value.expiresNanos > now } }
+                if state.recent.count >= state.sweepAt { FetcherCore.sweep(&state, now: now, limit: options.dedupMaxEntries) }
                 state.recent[outcome.url] = (outcome, now + UInt64(options.dedupWindow * 1e9))
             }
             return waiters
@@ -207,6 +215,17 @@ final class FetcherCore: Sendable {
             if index > 0 { copy.reused = true }
             waiter(copy)
         }
+    }
+
+    /// Drops expired dedup entries and, past `limit`, the older half, so a busy daemon with a
+    /// long window cannot grow the map without bound.
+    static func sweep(_ state: inout SharedState, now: UInt64, limit: Int) {
+        state.recent = state.recent.filter { $0.value.expiresNanos > now }
+        if state.recent.count > limit {
+            let keep = state.recent.sorted { $0.value.expiresNanos > $1.value.expiresNanos }.prefix(limit / 2)
+            state.recent = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+        }
+        state.sweepAt = max(1024, state.recent.count * 2)
     }
 
     func shutdown() {

@@ -32,6 +32,8 @@ package struct MediaOptions: Sendable {
     package var maxRetryAfter: Double = 30
     /// A URL fetched within this many seconds is not fetched again; its outcome is reused.
     package var dedupWindow: Double = 600
+    /// Most URLs remembered for the dedup window; past it the oldest half is forgotten.
+    package var dedupMaxEntries: Int = 100_000
     /// Types accepted after sniffing; everything else is `unsupported_type`.
     package var allowedTypes: Set<MediaType> = Set(MediaType.allCases)
     /// Thumbnails: longest edge in pixels; 0 turns thumbnails off.
@@ -41,6 +43,9 @@ package struct MediaOptions: Sendable {
     package var thumbnailMaxPixels: Int = 40_000_000
     /// Threads that verify, store and thumbnail finished downloads.
     package var finishThreads: Int = 2
+    /// PEM bundle of CAs trusted for https instead of the system store (CURLOPT_CAINFO), for
+    /// intranets with a private CA; `nil` uses the system's.
+    package var caFile: String?
     /// `User-Agent` sent with requests.
     package var userAgent: String = "pushspool-media/1"
 
@@ -57,6 +62,7 @@ package struct MediaOptions: Sendable {
         }
         if maxBytes <= 0 { return "MaxBytes= must be positive" }
         if maxConcurrent < 1 { return "MaxConcurrent= must be at least 1" }
+        if dedupMaxEntries < 2 { return "the dedup table needs room for at least 2 entries" }
         if attempts < 1 { return "Attempts= must be at least 1" }
         if maxRedirects < 0 { return "MaxRedirects= must not be negative" }
         if retryBaseDelay < 0 || maxRetryAfter < 0 || dedupWindow < 0 || lowSpeedTime < 0 || lowSpeedLimitBytesPerSecond < 0 {

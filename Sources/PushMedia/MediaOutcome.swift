@@ -83,16 +83,15 @@ package struct MediaOutcome: Sendable {
         self.error = error
     }
 
-    /// An outcome for media the daemon decided not to fetch (media disabled, no URL).
+    /// Why the daemon did not fetch (`skipped` outcomes only), e.g. `media_disabled`.
+    package var skipReason: String?
+
+    /// An outcome for media the daemon decided not to fetch (media disabled, http not allowed).
     package static func skipped(url: String, reason: String) -> MediaOutcome {
         var outcome = MediaOutcome(url: url, status: .skipped)
-        outcome.thumbnailError = nil
-        outcome.error = nil
         outcome.skipReason = reason
         return outcome
     }
-
-    package var skipReason: String?
 
     /// Cancelled by shutdown: the payload should be kept and processed again at next start.
     package var wasCancelled: Bool { error?.code == .cancelled }

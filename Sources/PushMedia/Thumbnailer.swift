@@ -20,6 +20,9 @@ final class Thumbnailer: Sendable {
     let maxEdge: Int
     let maxPixels: Int
 
+    /// Initialises libvips once (cache off, one worker thread, untrusted loaders blocked).
+    static let available: Bool = cvips_init() == 0
+
     init(maxEdge: Int, maxPixels: Int) {
         self.maxEdge = maxEdge
         self.maxPixels = maxPixels
@@ -34,7 +37,7 @@ final class Thumbnailer: Sendable {
     }
 
     static func header(_ path: String) -> Swift.Result<Header, ThumbnailError> {
-        guard cvips_init() == 0 else { return .failure(ThumbnailError(message: "libvips could not be initialised")) }
+        guard available else { return .failure(ThumbnailError(message: "libvips could not be initialised")) }
         var width: Int32 = 0, height: Int32 = 0, pages: Int32 = 0, alpha: Int32 = 0
         var error = [CChar](repeating: 0, count: 512)
         guard cvips_header(path, &width, &height, &pages, &alpha, &error, error.count) == 0 else {

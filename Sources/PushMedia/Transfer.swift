@@ -89,6 +89,7 @@ final class Transfer {
         set(ccurl_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent))
         // Environment proxies would make the SSRF check judge the proxy, not the target.
         set(ccurl_setopt_string(easy, CURLOPT_PROXY, ""))
+        if let caFile = options.caFile { set(ccurl_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
         set(ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
         set(ccurl_setopt_write_callback(easy, transferWrite))
         set(ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, pointer))

@@ -154,6 +154,22 @@ import PushSystem
         #expect(inner.connections == 0)
     }
 
+    @Test func redirectToOtherSchemeIsRefused() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/to-file", .redirect(location: "file:///etc/passwd"))
+        server.route("/to-ftp", .redirect(location: "ftp://127.0.0.1:\(server.port)/a.png"))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        for path in ["/to-file", "/to-ftp"] {
+            let outcome = await fetcher.fetch(url: server.url(path))
+            #expect(outcome.error?.code == .insecureScheme, "\(path): \(outcome.encodeJSON())")
+            #expect(outcome.attempts == 1)
+        }
+        #expect(server.connections == 2)
+    }
+
     @Test func loopbackRefusedWithoutAllowList() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()

@@ -140,3 +140,19 @@ struct WaitTimeout: Error {}
         #expect(silent.withLock { $0?.wasCancelled } == true)
     }
 }
+
+@Suite struct DedupTableTests {
+    @Test func sweepDropsExpiredThenOldestHalf() {
+        var state = SharedState()
+        for index in 0..<100 {
+            state.recent["u\(index)"] = (MediaOutcome(url: "u\(index)", status: .stored), UInt64(index))
+        }
+        FetcherCore.sweep(&state, now: 49, limit: 1000)
+        #expect(state.recent.count == 50)
+        #expect(state.recent["u49"] == nil && state.recent["u50"] != nil)
+        FetcherCore.sweep(&state, now: 0, limit: 20)
+        #expect(state.recent.count == 10)
+        #expect(state.recent.keys.sorted() == (90..<100).map { "u\($0)" }.sorted())
+        #expect(state.sweepAt == 1024)
+    }
+}
