@@ -39,13 +39,8 @@ package final class Daemon: @unchecked Sendable {
     /// Bounds the files claimed but not yet finished (journaled, quarantined or rolled back).
     private let capacity: DispatchSemaphore
     private let capacityLimit: Int
-    /// Names waiting to be handled; touched by the ingest thread only.
-    private var queue = WorkQueue()
-    /// The streaming rescan in progress, if any; ingest thread only.
-    private var scan: SpoolScan?
-    /// Files a rescan found still being written (a plain copy into `incoming/`); ingest thread only.
-    private var stableAge: StableAgeFilter
-    private var lastDeferredCheck: UInt64 = 0
+    /// Names whose claim met a same-named file still in `processing/`; ingest thread only.
+    private var busyNames: [String] = []
     /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
     private let waker = Mutex<Waker?>(nil)
     /// Files a journal `noSpace` failure handed back; retried when space returns.
@@ -89,7 +84,6 @@ package final class Daemon: @unchecked Sendable {
         self.stateDirectory = configuration.journal.stateDirectory
         self.capacityLimit = 4096
         self.capacity = DispatchSemaphore(value: capacityLimit)
-        self.stableAge = StableAgeFilter(stableAgeNanos: Int64(configuration.spool.stableAgeMillis) * 1_000_000)
 
         notifier.status("recovering journal")
         let started = Posix.monotonicNanos()
@@ -142,14 +136,14 @@ package final class Daemon: @unchecked Sendable {
     package func run() -> Int32 {
         defer { returnedFlag.store(true, ordering: .releasing) }
         installSignalHandlers()
-        var watcher: IncomingWatcher
+        var feed: IncomingFeed
         do {
-            watcher = try IncomingWatcher(layout: layout)
-            let newWaker = try watcher.makeWaker()
-            waker.withLock { $0 = newWaker }
+            feed = try makeFeed()
         } catch {
             return fail(errno: error.system?.errno ?? EIO, "cannot watch \(layout.incoming): \(error)")
         }
+        // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
+        _ = try? spool.cleanTmp()
 
         // Leftovers from a previous run first: they were claimed, maybe journaled already;
         // the journal's id index makes re-processing them idempotent.
@@ -158,9 +152,10 @@ package final class Daemon: @unchecked Sendable {
             let leftovers = try spool.scanProcessing()
             while let batch = try leftovers.next() {
                 for entry in batch {
-                    _ = queue.push(.processing(entry.name), force: true)
+                    acquireCapacity()
+                    process(entry.name)
                 }
-                drainQueueOnce(limit: Int.max)
+                notifier.watchdogPing()
             }
         } catch {
             return fail(errno: error.system?.errno ?? EIO, "cannot read \(layout.processing): \(error)")
@@ -169,11 +164,17 @@ package final class Daemon: @unchecked Sendable {
         // The first full scan completes before READY=1, extending systemd's start timeout
         // while a large backlog drains. In small steps: systemd 252 postpones the watchdog by
         // the same extension, and a long one would hide a wedged scan from it.
-        startRescan(reason: nil)
         var lastScanStatus = Posix.monotonicNanos()
-        while scan != nil || !queue.isEmpty {
+        var startupScanDone = false
+        while !startupScanDone {
             if stopRequested.load(ordering: .relaxed) || isFatal { break }
-            drainQueueOnce(limit: 512)
+            switch nextBatch(&feed, timeoutMillis: 0) {
+            case .some(let batch):
+                claimAndProcess(batch.names, feed: feed)
+                startupScanDone = batch.scanCompleted
+            case .none:
+                startupScanDone = true
+            }
             notifier.extendTimeoutIfDue(by: .seconds(10))
             let now = Posix.monotonicNanos()
             if now - lastScanStatus > 5_000_000_000 {
@@ -189,12 +190,16 @@ package final class Daemon: @unchecked Sendable {
         events.log(.ready, "pushspoold ready", fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
 
         var lastStatus = Posix.monotonicNanos()
-        var lastRescan = Posix.monotonicNanos()
         var lastMetrics = Posix.monotonicNanos()
+        var lastBusyRetry = Posix.monotonicNanos()
         while !stopRequested.load(ordering: .relaxed) {
             if let failure = fatalFailure() { return failure }
             notifier.watchdogPing()
-            if reloadRequested.exchange(false, ordering: .relaxed) { reload() }
+            if reloadRequested.exchange(false, ordering: .relaxed) {
+                reload()
+                // New rescan interval or stable age: a feed made with them, and a rescan.
+                if let rebuilt = try? makeFeed() { feed = rebuilt }
+            }
 
             let now = Posix.monotonicNanos()
             let configuration = store.current
@@ -206,47 +211,103 @@ package final class Daemon: @unchecked Sendable {
                 publishMetrics(configuration)
                 lastMetrics = now
             }
-            if scan == nil, now - lastRescan >= UInt64(configuration.spool.rescanIntervalSeconds * 1e9) || stableAge.overflowed {
-                stableAge.acknowledgeOverflow()
-                startRescan(reason: nil)
-                lastRescan = now
-            }
-            if now - lastDeferredCheck >= 100_000_000 {
-                revisitDeferred()
-                lastDeferredCheck = now
-            }
             if journal.stats.paused {
                 // Disk full: claim nothing new; the journal retries its queued batch itself.
                 usleep(100_000)
                 continue
             }
             retryHandedBackFiles()
-
-            let busy = !queue.isEmpty || scan != nil
-            if busy { drainQueueOnce(limit: 256) }
-            // Pick up fresh events without sleeping while busy, so inotify's queue does not overflow.
-            let watchEvents: [WatchEvent]
-            do {
-                watchEvents = try watcher.wait(timeoutMillis: busy ? 0 : 100)
-            } catch {
-                counters.recordError("inotify: \(error)")
-                watchEvents = [.watchLost]
+            if now - lastBusyRetry >= 1_000_000_000 {
+                retryBusyNames()
+                lastBusyRetry = now
             }
-            if absorb(watchEvents) {
-                // incoming/ itself went away or the watch broke: rebuild both and rescan.
-                do {
-                    try layout.create()
-                    watcher = try IncomingWatcher(layout: layout)
-                    let newWaker = try watcher.makeWaker()
-                    waker.withLock { $0 = newWaker }
-                } catch {
-                    counters.recordError("re-watching incoming/: \(error)")
-                    usleep(1_000_000)
-                }
-                startRescan(reason: "the watch on incoming/ was lost")
-            }
+            guard let batch = nextBatch(&feed, timeoutMillis: 100) else { continue }
+            claimAndProcess(batch.names, feed: feed)
         }
         return shutdown()
+    }
+
+    /// A feed over a fresh watcher: inotify events, start-up/overflow/periodic rescans and the
+    /// stable-age rule for files a rescan finds, with the configuration in force.
+    private func makeFeed() throws(SpoolError) -> IncomingFeed {
+        let configuration = store.current
+        let watcher = try IncomingWatcher(layout: layout)
+        let newWaker = try watcher.makeWaker()
+        waker.withLock { $0 = newWaker }
+        return IncomingFeed(spool: spool, watcher: watcher,
+                            rescanIntervalNanos: Int64(configuration.spool.rescanIntervalSeconds * 1e9),
+                            stableAgeNanos: Int64(configuration.spool.stableAgeMillis) * 1_000_000)
+    }
+
+    /// The feed's next batch; rebuilds layout and watcher when `incoming/` was removed or
+    /// replaced. `nil` when the feed failed and had to be rebuilt (the caller goes round again).
+    private func nextBatch(_ feed: inout IncomingFeed, timeoutMillis: Int32) -> IncomingFeed.Batch? {
+        var lost = false
+        var result: IncomingFeed.Batch?
+        do {
+            let batch = try feed.next(timeoutMillis: timeoutMillis)
+            counters.backlog.store(batch.names.count + (feed.scanning ? 1 : 0), ordering: .relaxed)
+            lost = batch.watchLost || (batch.scanCompleted && ((try? spool.reopenIfReplaced()) ?? false))
+            result = batch
+        } catch {
+            counters.recordError("incoming/: \(error)")
+            lost = true
+        }
+        if lost {
+            events.log(.inotifyOverflow, "incoming/ was removed or replaced; recreating it and rescanning",
+                       fields: [("SPOOL_DIR", layout.incoming)])
+            do {
+                try layout.create()
+                _ = try? spool.reopenIfReplaced()
+                feed = try makeFeed()
+            } catch {
+                counters.recordError("re-watching incoming/: \(error)")
+                usleep(1_000_000)
+            }
+        }
+        return result
+    }
+
+    /// Claims and processes each name; a name whose twin is still in `processing/` waits.
+    private func claimAndProcess(_ names: [String], feed: IncomingFeed) {
+        for name in names {
+            if stopRequested.load(ordering: .relaxed) || isFatal { return }
+            acquireCapacity()
+            let outcome: ClaimOutcome
+            do {
+                outcome = try spool.claimOutcome(name)
+            } catch {
+                releaseCapacity()
+                counters.recordError("claim \(name): \(error)")
+                events.log(.refused, "cannot claim file, leaving it in incoming/: \(error)", fields: [("SPOOL_FILE", name)])
+                continue
+            }
+            switch outcome {
+            case .claimed:
+                process(name)
+            case .busy:
+                releaseCapacity()
+                if busyNames.count < 4096 { busyNames.append(name) } else { feed.requestRescan() }
+            case .vanished, .ignored:
+                releaseCapacity()
+            }
+        }
+    }
+
+    /// Names that met a same-named file still in flight get another try.
+    private func retryBusyNames() {
+        guard !busyNames.isEmpty else { return }
+        let names = busyNames
+        busyNames.removeAll()
+        // Through the same path as new names; still busy ones come back here.
+        for name in names where !stopRequested.load(ordering: .relaxed) {
+            acquireCapacity()
+            if (try? spool.claimOutcome(name)) == .claimed {
+                process(name)
+            } else {
+                releaseCapacity()
+            }
+        }
     }
 
     /// Stops intake, cancels downloads (their files go back to `incoming/`), waits for every
@@ -318,7 +379,6 @@ package final class Daemon: @unchecked Sendable {
         case .applied(let changed, let restartRequired):
             let configuration = store.current
             normalizerOptions.withLock { $0 = Self.normalizerOptions(for: configuration) }
-            stableAge = StableAgeFilter(stableAgeNanos: Int64(configuration.spool.stableAgeMillis) * 1_000_000)
             // The media fetcher and journal keep the options they were opened with.
             let needsRestart = restartRequired + changed.filter { $0.hasPrefix("Media.") || $0.hasPrefix("Journal.") }
                 .filter { !restartRequired.contains($0) }
@@ -337,108 +397,6 @@ package final class Daemon: @unchecked Sendable {
     }
 
     // MARK: - Intake
-
-    /// Queues the names of `watchEvents`; true when the watch itself was lost.
-    private func absorb(_ watchEvents: [WatchEvent]) -> Bool {
-        var lost = false
-        for event in watchEvents {
-            switch event {
-            case .file(let name):
-                stableAge.forget(name)
-                if !queue.push(.incoming(name)) { startRescan(reason: nil) }
-            case .overflow:
-                startRescan(reason: "inotify queue overflowed")
-            case .watchLost:
-                lost = true
-            case .woken:
-                break
-            }
-        }
-        return lost
-    }
-
-    private func startRescan(reason: String?) {
-        if let reason {
-            events.log(.inotifyOverflow, "rescanning incoming/: \(reason)", fields: [("SPOOL_DIR", layout.incoming)])
-        }
-        guard scan == nil else { return }
-        do {
-            scan = try spool.scanIncoming()
-        } catch {
-            counters.recordError("rescan: \(error)")
-            events.log(.inotifyOverflow, "cannot scan incoming/: \(error)", fields: [("SPOOL_DIR", layout.incoming)])
-        }
-    }
-
-    /// Queues the rescan-found files whose stable age has now passed.
-    private func revisitDeferred() {
-        guard stableAge.count > 0 else { return }
-        let now = Int64(Posix.wallClockMillis()) * 1_000_000
-        for name in stableAge.due(nowNanos: now) {
-            consider(name, nowNanos: now)
-        }
-    }
-
-    /// Applies the stable-age rule to a name a scan found, queueing it when it is ready.
-    private func consider(_ name: String, nowNanos: Int64) {
-        let status: EntryStatus?
-        do {
-            status = try spool.status(incoming: name)
-        } catch {
-            stableAge.forget(name)
-            return
-        }
-        guard let status else {
-            stableAge.forget(name)
-            return
-        }
-        if case .take = stableAge.decide(name, status: status, nowNanos: nowNanos) {
-            _ = queue.push(.incoming(name), force: true)
-        }
-    }
-
-    /// Refills the queue from the streaming scan when it runs low, then handles up to `limit` names.
-    private func drainQueueOnce(limit: Int) {
-        if queue.count < 1024, let current = scan {
-            do {
-                if let batch = try current.next() {
-                    let now = Int64(Posix.wallClockMillis()) * 1_000_000
-                    for entry in batch { consider(entry.name, nowNanos: now) }
-                } else {
-                    scan = nil
-                }
-            } catch {
-                counters.recordError("rescan: \(error)")
-                events.log(.inotifyOverflow, "rescan of incoming/ failed: \(error)", fields: [])
-                scan = nil
-            }
-        }
-        counters.backlog.store(queue.count, ordering: .relaxed)
-        var handled = 0
-        // After a fatal journal error nothing more is claimed: the loop only has to reach its exit.
-        while handled < limit, !isFatal, let item = queue.pop() {
-            handled += 1
-            switch item {
-            case .incoming(let name):
-                acquireCapacity()
-                let claimed: Bool
-                do {
-                    // `busy`: a file of that name is still in flight; a later rescan takes it.
-                    claimed = try spool.claim(name)
-                } catch {
-                    releaseCapacity()
-                    counters.recordError("claim \(name): \(error)")
-                    events.log(.refused, "cannot claim file, leaving it in incoming/: \(error)",
-                               fields: [("SPOOL_FILE", name)])
-                    continue
-                }
-                if claimed { process(name) } else { releaseCapacity() }
-            case .processing(let name):
-                acquireCapacity()
-                process(name)
-            }
-        }
-    }
 
     /// Blocks until fewer than `capacityLimit` files are in flight, petting the watchdog
     /// while it waits on a healthy journal (a full batch is not a wedged loop).
@@ -460,7 +418,10 @@ package final class Daemon: @unchecked Sendable {
             defer { names.removeAll() }
             return names
         }
-        for name in names { _ = queue.push(.processing(name), force: true) }
+        for name in names {
+            acquireCapacity()
+            process(name)
+        }
     }
 
     // MARK: - One file

@@ -25,24 +25,6 @@ import PushMedia
     }
 }
 
-@Suite struct WorkQueueTests {
-    @Test func fifoAndBounded() {
-        var queue = WorkQueue()
-        var accepted = 0
-        for i in 0..<WorkQueue.limit where queue.push(.incoming("f\(i)")) { accepted += 1 }
-        #expect(accepted == WorkQueue.limit)
-        let overflowAccepted = queue.push(.incoming("overflow"))
-        #expect(!overflowAccepted, "a full queue refuses; the caller rescans instead")
-        let forced = queue.push(.processing("handed-back"), force: true)
-        #expect(forced)
-        #expect(queue.pop() == .incoming("f0"))
-        var last: WorkItem?
-        while let item = queue.pop() { last = item }
-        #expect(last == .processing("handed-back"))
-        #expect(queue.isEmpty)
-    }
-}
-
 @Suite struct MediaDecisionTests {
     func notification(media: String?) -> PushNotification {
         var n = PushNotification(vendor: .sfmc, platform: .ios, format: "sfmc-ios", id: "m1")
