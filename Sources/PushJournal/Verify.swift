@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import PushSystem
 
 /// The result of `JournalVerifier.verify`. `Sendable` value.
@@ -61,14 +62,24 @@ package struct VerifyReport: Sendable {
     }
 }
 
-/// `journal verify`: checks every record of every segment, read-only (JOURNAL.md b.8).
+/// Whether a writer holds `LOCK` (probed with a non-blocking `flock`, released at once).
+func isWriterRunning(_ directory: String) -> Bool {
+    guard let fd = try? Posix.open(directory + "/" + JournalFiles.lock, O_RDONLY) else { return false }
+    defer { Posix.close(fd) }
+    return (try? Posix.journalTryLock(fd, subject: JournalFiles.lock)) == false
+}
+
+/// `journal verify`: checks every record of every segment, read-only (JOURNAL.md b.8). Safe
+/// alongside a running writer: bytes past its synced end are reported as in flight, not torn.
 package enum JournalVerifier {
     /// Verifies the journal in `directory`. `progress` receives (bytes done, bytes total) every
     /// few MiB, for a progress display on large journals.
     package static func verify(directory: String, progress: ((bytesDone: Int64, bytesTotal: Int64)) -> Void = { _ in }) -> VerifyReport {
         var report = VerifyReport()
         // Read before scanning: records synced while we scan can only make the journal longer.
-        report.committedSeq = readCommittedMark(directory)?.seq
+        let mark = readCommittedMark(directory)
+        report.committedSeq = mark?.seq
+        let writerRunning = isWriterRunning(directory)
         let segments: [(name: String, firstSeq: UInt64)]
         do { segments = try listSegments(directory) } catch {
             report.problems.append("cannot list \(directory): \(error)")
@@ -166,7 +177,11 @@ package enum JournalVerifier {
             if let last = scan.lastSeq { report.lastSeq = last }
             previousLast = scan.lastSeq ?? (header.firstSeq - 1)
             if let offset = scan.failureOffset {
-                if isLast && scan.failureIsTornTail {
+                if isLast && scan.failureIsTornTail && writerRunning, let mark,
+                   mark.segmentFirstSeq == header.firstSeq, offset >= mark.endOffset {
+                    // Past the synced end of the running writer's segment: a batch in flight.
+                    report.notes.append("\(scan.size - offset) bytes after \(file.path):\(offset) are being written by the running writer")
+                } else if isLast && scan.failureIsTornTail {
                     verdict.status = .tornTail
                     report.tornBytes = scan.size - offset
                     verdict.problem = "torn tail at \(file.path):\(offset): \(scan.size - offset) bytes (\(scan.failureDetail ?? ""))"

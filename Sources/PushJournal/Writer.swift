@@ -180,8 +180,10 @@ package final class JournalWriter: Sendable {
             completion(.failed(JournalError(.invalidKey, directory: directory)))
             return
         }
-        guard keyLength + body.count <= options.maxRecordBytes else {
-            completion(.failed(JournalError(.recordTooLarge(bytes: keyLength + body.count, limit: options.maxRecordBytes), directory: directory)))
+        // Readers refuse bodies over the format's bound, so a larger option must not let one in.
+        let limit = min(options.maxRecordBytes, RecordHeader.maxBodyBytes)
+        guard keyLength + body.count <= limit else {
+            completion(.failed(JournalError(.recordTooLarge(bytes: keyLength + body.count, limit: limit), directory: directory)))
             return
         }
         let pending = Pending(key: key, body: body, ingestMillis: ingestMillis, completion: completion,

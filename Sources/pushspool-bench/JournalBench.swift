@@ -80,7 +80,8 @@ func runJournalBench(arguments: [String]) {
         let p50 = Double(sorted[sorted.count / 2]) / 1e6
         let p99 = Double(sorted[sorted.count * 99 / 100]) / 1e6
         if quiet { return dir }
-        print(row("journal, \(inFlight) in flight, batch delay \(delay)", rate, baseRate,
+        let delayMillis = Double(delay.components.seconds) * 1000 + Double(delay.components.attoseconds) / 1e15
+        print(row("journal, \(inFlight) in flight, delay \(String(format: "%g", delayMillis)) ms", rate, baseRate,
                   extra: "\(stats.fsyncs) syncs, \(String(format: "%.1f", Double(count) / Double(max(1, stats.fsyncs)))) rec/sync, "
                       + "ack p50 \(String(format: "%.2f", p50)) ms p99 \(String(format: "%.2f", p99)) ms"))
         return dir

@@ -272,6 +272,25 @@ import PushSystem
         try writer.close()
     }
 
+    @Test func verifyAlongsideARunningWriterIgnoresTheBatchInFlight() throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        for i in 1...3 { append(writer, "r\(i)") }
+        let segment = temp.journal + "/" + segmentNames(temp.journal)[0]
+        var partial: [UInt8] = []
+        RecordFrame.encode(seq: 4, ingestMillis: 0, key: Array("r4".utf8), body: [UInt8](repeating: 1, count: 300), into: &partial)
+        let fd = open(segment, O_WRONLY | O_APPEND)
+        _ = partial.withUnsafeBytes { write(fd, $0.baseAddress, 100) }
+        close(fd)
+        let running = JournalVerifier.verify(directory: temp.journal)
+        #expect(running.exitCode == 0 && running.records == 3, "\(running.lines)")
+        #expect(running.notes.contains { $0.contains("being written by the running writer") })
+        // Killed instead of closed: the same bytes are now a torn tail.
+        try FileManager.default.copyItem(atPath: temp.journal, toPath: temp.path + "/copy")
+        #expect(JournalVerifier.verify(directory: temp.path + "/copy").exitCode == 2)
+        try? writer.close()
+    }
+
     @Test func verifyReportsProgressDuplicatesAndSummary() throws {
         let temp = TempDir()
         try makeJournal(temp.journal, count: 30, options: testOptions { $0.segmentBytes = 1024 })
