@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <string.h>
 #include "CPosix.h"
 
@@ -10,4 +11,8 @@ const char *cposix_strerrorname(int errnum) {
 const char *cposix_strerrordesc(int errnum) {
     const char *desc = strerrordesc_np(errnum);
     return desc ? desc : "unknown error";
+}
+
+int cposix_set_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }

@@ -25,6 +25,7 @@ package enum PushspoolDaemonMain {
             return 0
         }
 
+        MemoryPolicy.apply()
         let metrics = Metrics()
         let events = EventLog(identifier: "pushspoold", metrics: metrics)
         let notifier = SystemdNotifier()

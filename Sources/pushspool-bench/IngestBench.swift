@@ -4,6 +4,7 @@ import Synchronization
 import CBenchBaseline
 import PushConfig
 import PushSystem
+import PushSystem
 import PushSystemd
 import PushspoolDaemon
 
@@ -43,6 +44,7 @@ func runIngestBench(arguments: [String]) {
             """.utf8)
     }
 
+    MemoryPolicy.apply()  // as pushspoold's main does
     if memoryFiles > 0 {
         memoryBench(total: memoryFiles, payload: payload)
         return
