@@ -624,7 +624,8 @@ package final class Daemon: @unchecked Sendable {
         metrics.set(MetricFamily.journalBytes, to: Double(stats.bytes))
         let statusDirectory = stateDirectory
         let textfile = configuration.metrics.textfilePath
-        let statusJSON = StatusFile.render(counters: counters.snapshot(), journal: stats, lastError: counters.lastError)
+        let statusJSON = StatusFile.render(counters: counters.snapshot(), journal: stats, media: media?.stats,
+                                           lastError: counters.lastError)
         let metrics = metrics
         background.submit {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)
