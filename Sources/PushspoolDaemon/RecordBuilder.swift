@@ -27,7 +27,9 @@ enum RecordBuilder {
         case .fetched(let outcome)?:
             record["media"] = mediaJSON(outcome)
         case .skipped(let url, let reason)?:
-            record["media"] = .object(["url": .string(url), "status": .string("skipped"), "error": .string(reason)])
+            // The same shape as a fetched outcome, so `media.error` is always an object and
+            // the skip reason is in `media.reason`.
+            record["media"] = mediaJSON(MediaOutcome.skipped(url: url, reason: reason))
         case nil:
             break
         }

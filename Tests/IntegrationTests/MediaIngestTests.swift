@@ -127,6 +127,27 @@ import PushMedia
         #expect((stats["store"] as? [String: Any])?["files"] as? Int == 0)
     }
 
+    /// Media the daemon refuses to fetch (plain http with AllowHTTP=no) is recorded as
+    /// skipped with its reason, and `_mediaAlt` replaces the body as for a failed download.
+    @Test func skippedMediaIsRecordedAndAltStillApplies() throws {
+        // Nothing listens there and nothing may connect: the scheme is refused before any I/O.
+        let url = "http://127.0.0.1:9/never.jpg"
+        let harness = try DaemonHarness(name: "media-skipped", config: Self.config(["AllowHTTP=no"]))
+        try harness.start()
+        try harness.drop(Self.sfmc(id: "sfmc-skip-1", mediaURL: url, alt: "alt text", body: "body text"), name: "skip.json")
+        try waitUntil(timeout: 20, "the record") { Self.recordCount(harness) == 1 }
+        #expect(harness.stop() == 0)
+        let record = try Self.object(try #require(try harness.records().first))
+        let media = try #require(record["media"] as? [String: Any])
+        #expect(media["status"] as? String == "skipped", "\(media)")
+        #expect(media["reason"] as? String == "insecure_scheme")
+        #expect(media["url"] as? String == url)
+        #expect(record["body"] as? String == "alt text")
+        #expect(record["originalBody"] as? String == "body text")
+        let daemon = try #require(try Self.mediaStats(harness)["daemon"] as? [String: Any])
+        #expect(daemon["skipped"] as? Int == 1)
+    }
+
     /// 100 downloads hang (16 at a time, the rest queued) while 1,000 payloads without media
     /// go straight through to the journal.
     @Test func payloadsWithoutMediaDoNotWaitForHangingDownloads() throws {
@@ -180,7 +201,8 @@ import PushMedia
         let stopped = Date()
         #expect(harness.stop() == 0)
         let stopSeconds = Date().timeIntervalSince(stopped)
-        #expect(stopSeconds < 5, "stopping took \(stopSeconds) s")
+        // Measured at well under 0.1 s; the bound leaves room for a loaded machine.
+        #expect(stopSeconds < 2, "stopping took \(stopSeconds) s")
         #expect(harness.files(in: "incoming") == names.sorted())
         #expect(harness.files(in: "processing").isEmpty)
         #expect(harness.files(in: "failed").isEmpty)
