@@ -13,8 +13,8 @@ package struct MediaCommand: CtlSubcommand {
 
         Prints the files and bytes in the media store (STATE_DIR/media: stored files,
         thumbnails, leftovers of interrupted downloads) and, when pushspoold has written
-        STATE_DIR/status.json, its media counters: downloads in flight, stored, failed (by
-        reason code), skipped, reused. With --json, one JSON object: {"store":{...},
+        STATE_DIR/status.json, its media counters: payloads waiting for media (inFlight),
+        open transfers, queued URLs, stored, failed (by reason code), skipped, reused. With --json, one JSON object: {"store":{...},
         "daemon":{...}}; "daemon" is absent when the daemon has not run.
 
         Exit status: 0 success, 1 the store or status file cannot be read, 64 usage error.
@@ -97,6 +97,8 @@ package struct MediaCommand: CtlSubcommand {
             for key in ["failedByCode", "queued", "reused", "retries", "bytesStored", "thumbnails", "undecodable"] {
                 counters[key] = fetcher[key]
             }
+            // `inFlight` above counts payloads waiting for media; this counts open transfers.
+            counters["transfers"] = fetcher["inFlight"]
         }
         for key in ["updatedAt", "pid"] { counters[key] = status[key] }
         return counters

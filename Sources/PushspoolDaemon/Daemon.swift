@@ -253,6 +253,11 @@ package final class Daemon: @unchecked Sendable {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
         publishMetrics(settings.withLock { $0 })
+        // The final status.json and metrics are written on `background`; without waiting, the
+        // process could exit first and leave the counts of the previous interval behind.
+        let flushed = DispatchSemaphore(value: 0)
+        background.submit { flushed.signal() }
+        _ = flushed.wait(timeout: .now() + 5)
         let left = counters.inFlight.load(ordering: .acquiring)
         if left > 0 {
             events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",

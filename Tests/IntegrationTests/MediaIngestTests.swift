@@ -12,11 +12,12 @@ import PushMedia
     static let png: [UInt8] = Array(Data(base64Encoded:
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")!)
 
-    /// Media on, loopback allowed, failures fast; `extra` lines go into `[Media]`.
+    /// Media on, loopback allowed, failures fast; `extra` lines go into `[Media]`. No periodic
+    /// status.json: the counts the tests read are the ones written at shutdown.
     static func config(_ extra: [String] = []) -> String {
         ([
             "[Spool]", "StableAgeSec=0",
-            "[Metrics]", "IntervalSec=1",
+            "[Metrics]", "IntervalSec=3600",
             "[Media]", "Enabled=yes", "AllowHTTP=yes", "AllowNetworks=127.0.0.0/8",
             "ConnectTimeoutSec=1", "TransferTimeoutSec=3", "PayloadDeadlineSec=5", "Attempts=1",
         ] + extra).joined(separator: "\n") + "\n"
@@ -173,7 +174,8 @@ import PushMedia
         let records = try harness.records()
         #expect(records.count == 1000)
         #expect(records.allSatisfy { $0.key.hasPrefix("mindbox:iso-") })
-        #expect(harness.files(in: "processing").count == 100)
+        // (Plain payloads may still be in processing/ for a moment: unlinked after the commit.)
+        #expect(harness.files(in: "processing").filter { $0.hasPrefix("m-") }.count == 100)
         #expect(server.hits("/hang") == 16)
         #expect(elapsed < 60)
 
