@@ -222,6 +222,39 @@ import PushMedia
         #expect(harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty)
     }
 
+    /// kill -9 mid-download leaves the payloads in processing/; the next start fetches and
+    /// journals them (once each), with no partial download left in the store.
+    @Test func sigkillDuringDownloadsLosesNoPayload() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/img", .trickle(headers: [("Content-Type", "image/png")], body: Self.png, interval: 0.5))
+        let harness = try DaemonHarness(name: "media-kill", config: Self.config([
+            "TransferTimeoutSec=60", "PayloadDeadlineSec=60", "LowSpeedTimeSec=60",
+        ]))
+        try harness.start()
+        for index in 0..<5 {
+            try harness.drop(Self.mindbox(id: "kill-\(index)", imageURL: server.url("/img?n=\(index)")), name: "k-\(index).json")
+        }
+        try waitUntil(timeout: 15, "downloads under way") { server.hits("/img") == 5 }
+        usleep(700_000)
+        harness.stop(signal: SIGKILL)
+        #expect(harness.files(in: "processing").count == 5)
+        #expect(Self.recordCount(harness) == 0)
+
+        server.route("/img", .ok(Self.png, contentType: "image/png"))
+        try harness.start()
+        try waitUntil(timeout: 20, "the 5 records after the crash") { Self.recordCount(harness) == 5 }
+        #expect(harness.stop() == 0)
+        let records = try harness.records()
+        #expect(Set(records.map(\.key)) == Set((0..<5).map { "mindbox:kill-\($0)" }))
+        for record in records {
+            #expect(try Self.media(record)["status"] as? String == "stored")
+        }
+        #expect(harness.files(in: "processing").isEmpty && harness.files(in: "incoming").isEmpty)
+        let store = try #require(try Self.mediaStats(harness)["store"] as? [String: Any])
+        #expect(store["files"] as? Int == 1, "one image, stored once by content")
+        #expect(store["tempFiles"] as? Int == 0, "the crashed run's partial downloads are cleared at start")
+    }
+
     @Test func mediaStatsWithoutADaemonRunReportsTheStoreOnly() throws {
         let harness = try DaemonHarness(name: "media-stats", config: Self.config())
         try FileManager.default.createDirectory(atPath: harness.state + "/media/ab", withIntermediateDirectories: true)
