@@ -62,7 +62,7 @@ let package = Package(
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia"]),
     ]
 )
 

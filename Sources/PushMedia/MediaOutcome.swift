@@ -183,14 +183,23 @@ package enum MediaJSON: Sendable {
     }
 }
 
-/// The SFMC rich-notification fallback (vendors.md R8): when the media could not be attached
-/// and the payload carries a non-empty `_mediaAlt`, the body becomes that text and the
-/// original body is kept.
+/// The SFMC rich-notification fallback (vendors.md R8), the one place the rule lives: when
+/// the payload names media that ended up not attached (failed or skipped — never cancelled,
+/// whose payload is kept and fetched again) and carries a non-empty `_mediaAlt`, the body
+/// becomes that text and the original body is kept.
 package enum MediaFallback {
     /// The new body and the body it replaces, or `nil` when the body stays as it is.
-    package static func apply(outcome: MediaOutcome, body: String?, mediaAlt: String?) -> (body: String, originalBody: String?)? {
-        guard outcome.status == .failed, !outcome.wasCancelled, let alt = mediaAlt, !alt.isEmpty else { return nil }
+    /// `mediaURL` is the payload's media URL; `nil` or empty means it named none.
+    package static func apply(attached: Bool, cancelled: Bool, mediaURL: String?, body: String?,
+                              mediaAlt: String?) -> (body: String, originalBody: String?)? {
+        guard !attached, !cancelled, let mediaURL, !mediaURL.isEmpty, let alt = mediaAlt, !alt.isEmpty else { return nil }
         return (alt, body)
+    }
+
+    /// The rule for a fetch outcome (its URL is the payload's media URL).
+    package static func apply(outcome: MediaOutcome, body: String?, mediaAlt: String?) -> (body: String, originalBody: String?)? {
+        apply(attached: outcome.status == .stored, cancelled: outcome.wasCancelled, mediaURL: outcome.url, body: body,
+              mediaAlt: mediaAlt)
     }
 }
 

@@ -20,6 +20,15 @@ package enum MediaStore {
         /// Leftovers of interrupted downloads in `.tmp/`.
         package var tempFiles = 0
 
+        /// Empty by default.
+        package init(files: Int = 0, bytes: Int64 = 0, thumbnails: Int = 0, thumbnailBytes: Int64 = 0, tempFiles: Int = 0) {
+            self.files = files
+            self.bytes = bytes
+            self.thumbnails = thumbnails
+            self.thumbnailBytes = thumbnailBytes
+            self.tempFiles = tempFiles
+        }
+
         /// One compact JSON object, for `pushspoolctl media stats --json`.
         package func encodeJSON() -> String {
             MediaJSON.object([

@@ -86,6 +86,7 @@ package enum PushspoolCtl {
         JournalCommand.self,
         FailedCommand.self,
         StatsCommand.self,
+        MediaCommand.self,
         ConfigCommand.self,
     ] }
 

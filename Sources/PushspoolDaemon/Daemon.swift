@@ -321,6 +321,7 @@ package final class Daemon: @unchecked Sendable {
         // hands the files back, and they stay in processing/ for the next start.
         while counters.inFlight.load(ordering: .acquiring) > 0, Posix.monotonicNanos() < deadline, !journal.stats.paused {
             if let failure = fatalFailure() { return failure }
+            notifier.watchdogPing()
             usleep(5_000)
         }
         do {
@@ -329,6 +330,11 @@ package final class Daemon: @unchecked Sendable {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
         publishMetrics(store.current)
+        // The final status.json and metrics are written on `background`; without waiting, the
+        // process could exit first and leave the counts of the previous interval behind.
+        let flushed = DispatchSemaphore(value: 0)
+        background.submit { flushed.signal() }
+        _ = flushed.wait(timeout: .now() + 5)
         let left = counters.inFlight.load(ordering: .acquiring)
         if left > 0 {
             events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
@@ -599,7 +605,8 @@ package final class Daemon: @unchecked Sendable {
         metrics.set(MetricFamily.journalBytes, to: Double(stats.bytes))
         let statusDirectory = stateDirectory
         let textfile = configuration.metrics.textfilePath
-        let statusJSON = StatusFile.render(counters: counters.snapshot(), journal: stats, lastError: counters.lastError)
+        let statusJSON = StatusFile.render(counters: counters.snapshot(), journal: stats, media: media?.stats,
+                                           lastError: counters.lastError)
         let metrics = metrics
         background.submit {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)

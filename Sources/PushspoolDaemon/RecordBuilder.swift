@@ -9,11 +9,12 @@ import PushJournal
 enum RecordBuilder {
     static func body(notification: PushNotification, source: SourceFile, media: RecordMedia?, ingestMillis: Int64) -> [UInt8] {
         var notification = notification
-        if let media, !media.stored, notification.mediaUrl != nil,
-           let alt = notification.mediaAlt, !alt.isEmpty {
-            // The SFMC extension's fallback: no attachment, so the alt text becomes the body.
-            notification.originalBody = notification.body
-            notification.body = alt
+        // Cancelled downloads never get here (their payload is rolled back), so `media` is
+        // either attached, failed, skipped, or absent because the payload named no media.
+        if let media, let fallback = MediaFallback.apply(attached: media.stored, cancelled: false, mediaURL: notification.mediaUrl,
+                                                         body: notification.body, mediaAlt: notification.mediaAlt) {
+            notification.originalBody = fallback.originalBody
+            notification.body = fallback.body
         }
         guard case .object(var record) = notification.jsonValue() else {
             preconditionFailure("a notification always encodes as a JSON object")
@@ -26,7 +27,9 @@ enum RecordBuilder {
         case .fetched(let outcome)?:
             record["media"] = mediaJSON(outcome)
         case .skipped(let url, let reason)?:
-            record["media"] = .object(["url": .string(url), "status": .string("skipped"), "error": .string(reason)])
+            // The same shape as a fetched outcome, so `media.error` is always an object and
+            // the skip reason is in `media.reason`.
+            record["media"] = mediaJSON(MediaOutcome.skipped(url: url, reason: reason))
         case nil:
             break
         }
@@ -41,9 +44,13 @@ enum RecordBuilder {
 
 /// `<state>/status.json`: the daemon's live counts for `pushspoolctl stats`.
 enum StatusFile {
-    static func render(counters: [(String, Int)], journal: JournalWriterStats, lastError: String?) -> [UInt8] {
+    /// `media`: the fetcher's counters (per-code failures, reuse, bytes), under `"media"`.
+    static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?) -> [UInt8] {
         var object: [String: JSONValue] = [:]
         for (key, value) in counters { object[key] = .number(String(value)) }
+        if let media, let value = try? JSONParser(maxDepth: 4).parse(Array(media.encodeJSON().utf8)) {
+            object["media"] = value
+        }
         object["journalLastSeq"] = .number(String(journal.lastSeq))
         object["journalBytes"] = .number(String(journal.bytes))
         object["journalPaused"] = .bool(journal.paused)

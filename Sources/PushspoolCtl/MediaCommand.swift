@@ -1,0 +1,116 @@
+@preconcurrency import Glibc
+import PushPayload
+import PushSystem
+import PushMedia
+
+/// `pushspoolctl media stats [--json]`: what the media store holds (walked on disk, so it
+/// works without a daemon) and the daemon's media counters from `<state>/status.json`.
+package struct MediaCommand: CtlSubcommand {
+    package static let name = "media"
+    package static let summary = "show the media store and the daemon's download counters"
+    package static let help = """
+        usage: pushspoolctl media stats [--json]
+
+        Prints the files and bytes in the media store (STATE_DIR/media: stored files,
+        thumbnails, leftovers of interrupted downloads) and, when pushspoold has written
+        STATE_DIR/status.json, its media counters: payloads waiting for media (inFlight),
+        open transfers, queued URLs, stored, failed (by reason code), skipped, reused. With --json, one JSON object: {"store":{...},
+        "daemon":{...}}; "daemon" is absent when the daemon has not run.
+
+        Exit status: 0 success, 1 the store or status file cannot be read, 64 usage error.
+        """
+
+    var json = false
+
+    package init(arguments: [String]) throws(UsageError) {
+        guard let action = arguments.first else { throw UsageError("missing action: media stats") }
+        guard action == "stats" else { throw UsageError("unknown action: media \(action)") }
+        for argument in arguments.dropFirst() {
+            guard argument == "--json" else { throw UsageError("unknown option: \(argument)") }
+            json = true
+        }
+    }
+
+    package func run(_ context: CtlContext) -> Int32 {
+        guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        let storeDirectory = configuration.journal.stateDirectory + "/media"
+        let store: MediaStore.Stats
+        do {
+            store = try MediaStore.stats(directory: storeDirectory)
+        } catch where error.errno == ENOENT {
+            // Media never ran with this state directory: an empty store, not an error.
+            store = MediaStore.Stats()
+        } catch {
+            context.err("pushspoolctl: cannot read the media store \(storeDirectory): \(error)\n")
+            return ExitStatus.failure
+        }
+
+        let statusPath = configuration.journal.stateDirectory + "/status.json"
+        var daemon: [String: JSONValue]?
+        do {
+            let bytes = try Posix.readFile(statusPath, limit: 1 << 20)
+            guard case .object(let status)? = try? JSONParser().parse(bytes) else {
+                context.err("pushspoolctl: \(statusPath) is not a JSON object\n")
+                return ExitStatus.failure
+            }
+            daemon = Self.daemonCounters(status)
+        } catch where error.errno == ENOENT {
+            daemon = nil
+        } catch {
+            context.err("pushspoolctl: cannot read \(statusPath): \(error)\n")
+            return ExitStatus.failure
+        }
+
+        if json {
+            var object: [String: JSONValue] = [:]
+            if let parsed = try? JSONParser().parse(Array(store.encodeJSON().utf8)) { object["store"] = parsed }
+            if let daemon { object["daemon"] = .object(daemon) }
+            context.out(String(decoding: JSONValue.object(object).serialized(), as: UTF8.self) + "\n")
+            return ExitStatus.ok
+        }
+        var lines = [
+            "store: \(storeDirectory)",
+            "  files: \(store.files)",
+            "  bytes: \(store.bytes)",
+            "  thumbnails: \(store.thumbnails) (\(store.thumbnailBytes) bytes)",
+            "  interrupted downloads: \(store.tempFiles)",
+        ]
+        if let daemon {
+            lines.append("daemon: \(statusPath)")
+            for key in daemon.keys.sorted() {
+                lines.append("  \(key): \(Self.text(daemon[key]!))")
+            }
+        } else {
+            lines.append("daemon: no \(statusPath); pushspoold has not run with this state directory")
+        }
+        context.out(lines.joined(separator: "\n") + "\n")
+        return ExitStatus.ok
+    }
+
+    /// The media part of the status file under short names: the daemon's own counts
+    /// (`mediaStored` → `stored`, …) plus the fetcher's (`failedByCode`, `reused`, …).
+    static func daemonCounters(_ status: [String: JSONValue]) -> [String: JSONValue] {
+        var counters: [String: JSONValue] = [:]
+        let renames = ["mediaInFlight": "inFlight", "mediaStored": "stored", "mediaFailed": "failed", "mediaSkipped": "skipped"]
+        for (from, to) in renames { counters[to] = status[from] }
+        if case .object(let fetcher)? = status["media"] {
+            for key in ["failedByCode", "queued", "reused", "retries", "bytesStored", "thumbnails", "undecodable"] {
+                counters[key] = fetcher[key]
+            }
+            // `inFlight` above counts payloads waiting for media; this counts open transfers.
+            counters["transfers"] = fetcher["inFlight"]
+        }
+        for key in ["updatedAt", "pid"] { counters[key] = status[key] }
+        return counters
+    }
+
+    static func text(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let s), .number(let s): s
+        case .bool(let b): b ? "yes" : "no"
+        case .object(let object):
+            object.isEmpty ? "none" : object.keys.sorted().map { "\($0) \(text(object[$0]!))" }.joined(separator: ", ")
+        default: String(decoding: value.serialized(), as: UTF8.self)
+        }
+    }
+}
