@@ -33,7 +33,7 @@ let package = Package(
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
-        .target(name: "PushPayload"),
+        .target(name: "PushPayload", dependencies: ["PushSystem"]),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
         .target(name: "PushMedia", dependencies: ["PushSystem", "CCurl", "CVipsShim"]),
@@ -55,7 +55,7 @@ let package = Package(
 
         // Tests: one target per library plus an integration target that drives the built binaries.
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
-        .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload"]),
+        .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushSystem"]),

@@ -6,3 +6,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 swift build -Xswiftc -warnings-as-errors --build-tests
 swift test --skip-build --parallel
+# The unit files as CI requires them (systemd-analyze verify/security, sysusers, tmpfiles, catalog).
+./scripts/check-units.sh
+# The real daemon under a real journald and systemd user manager (needs root; cleans up after itself).
+./scripts/systemd-integration/daemon-live.sh

@@ -12,23 +12,21 @@ struct DedupCheckpoint: Equatable {
     /// The segment and offset where the record `throughSeq + 1` starts (or will start).
     var segmentFirstSeq: UInt64
     var offset: Int64
-    var keys: [String]
+    /// Fingerprints of the keys (`KeyFingerprints`), 8 bytes each.
+    var keys: [UInt64]
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out += Self.magic
-        out.appendLE(UInt32(1))
+        out.appendLE(UInt32(2))
         out.appendLE(UInt32(0))
         out += journalID
         out.appendLE(throughSeq)
         out.appendLE(segmentFirstSeq)
         out.appendLE(offset)
         out.appendLE(UInt64(keys.count))
-        for key in keys {
-            let bytes = Array(key.utf8)
-            out.append(UInt8(bytes.count))
-            out += bytes
-        }
+        out.reserveCapacity(out.count + keys.count * 8 + 4)
+        for key in keys { out.appendLE(key) }
         out.appendLE(CRC32C.mask(CRC32C.checksum(out)))
         return out
     }
@@ -38,22 +36,13 @@ struct DedupCheckpoint: Equatable {
         return bytes.withUnsafeBytes { raw -> DedupCheckpoint? in
             let body = UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 4)])
             guard raw.loadLE(raw.count - 4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(body)) else { return nil }
-            guard raw.loadLE(8, as: UInt32.self) == 1 else { return nil }
+            // Version 1 held the keys themselves; it is simply not trusted, so the keys are rebuilt.
+            guard raw.loadLE(8, as: UInt32.self) == 2 else { return nil }
             let count = raw.loadLE(56, as: UInt64.self)
-            var keys: [String] = []
-            keys.reserveCapacity(Int(min(count, 1 << 24)))
-            var at = headerSize
-            for _ in 0..<count {
-                guard at < body.count else { return nil }
-                let length = Int(raw[at])
-                at += 1
-                guard length > 0, at + length <= body.count,
-                      let key = String(validating: UnsafeRawBufferPointer(rebasing: raw[at..<(at + length)]), as: UTF8.self)
-                else { return nil }
-                keys.append(key)
-                at += length
-            }
-            guard at == body.count else { return nil }
+            guard count <= UInt64((body.count - headerSize) / 8), headerSize + Int(count) * 8 == body.count else { return nil }
+            var keys: [UInt64] = []
+            keys.reserveCapacity(Int(count))
+            for index in 0..<Int(count) { keys.append(raw.loadLE(headerSize + index * 8, as: UInt64.self)) }
             return DedupCheckpoint(
                 journalID: Array(raw[16..<32]), throughSeq: raw.loadLE(32, as: UInt64.self),
                 segmentFirstSeq: raw.loadLE(40, as: UInt64.self), offset: raw.loadLE(48, as: Int64.self), keys: keys)

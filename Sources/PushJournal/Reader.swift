@@ -9,6 +9,12 @@ func listSegments(_ directory: String) throws(JournalError) -> [(name: String, f
         .sorted { $0.firstSeq < $1.firstSeq }
 }
 
+/// First seqs of the segments in `quarantine/` (names start with the segment's name).
+func quarantinedFirstSeqs(_ directory: String) -> [UInt64] {
+    ((try? Posix.journalListDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
+        .compactMap { name in name.count >= 24 ? JournalFiles.firstSeq(ofSegment: String(name.prefix(24))) : nil }
+}
+
 func readCommittedMark(_ directory: String) -> CommittedMark? {
     (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
 }
@@ -29,6 +35,7 @@ package final class JournalReader {
     private var current: SegmentFile?
     private var currentFirstSeq: UInt64 = 0
     private var offset: Int64 = 0
+    private var committedBound: UInt64 = 0
     /// The error that ended a `records(fromSeq:)` iteration, if any.
     package private(set) var lastError: JournalError?
 
@@ -41,6 +48,28 @@ package final class JournalReader {
         guard stat(directory, &st) == 0 else {
             throw JournalError(.io(SystemError(call: "stat", errno: errno, subject: directory)), directory: directory)
         }
+    }
+
+    /// The seq of the newest whole record, reading only the newest segment's frame headers
+    /// (for `journal tail`: start at `lastSeq - n + 1`). `nil` for an empty journal.
+    package static func lastSeq(directory: String) throws(JournalError) -> UInt64? {
+        for segment in try listSegments(directory).reversed() {
+            let file: SegmentFile
+            let decoded: Result<SegmentHeader, FrameDefect>
+            do {
+                file = try SegmentFile(directory: directory, name: segment.name)
+                decoded = try file.readHeader()
+            } catch { throw JournalError(.io(error), directory: directory) }
+            guard case .success(let header) = decoded else {
+                throw JournalError(.corrupt(segment: segment.name, offset: 0, detail: "bad segment header"), directory: directory)
+            }
+            let scan: SegmentScan
+            do {
+                scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .headers) { _, _, _, _ in }
+            } catch { throw JournalError(.io(error), directory: directory) }
+            if let last = scan.lastSeq { return last }
+        }
+        return nil
     }
 
     /// Moves to the first record with seq ≥ `seq`.
@@ -67,7 +96,15 @@ package final class JournalReader {
             }
             switch probe {
             case .record(let header, let key, let json):
-                if committedOnly, let mark = readCommittedMark(directory), header.seq > mark.seq { return nil }
+                if committedOnly, header.seq > committedBound {
+                    // Re-read the watermark only when a record passes the cached one.
+                    guard let mark = readCommittedMark(directory) else {
+                        committedBound = .max  // no valid COMMITTED: fall back to whole records only
+                        continue
+                    }
+                    committedBound = mark.seq
+                    if header.seq > mark.seq { return nil }
+                }
                 let at = offset
                 offset += Int64(header.frameLength)
                 if header.seq < fromSeq { continue }

@@ -9,7 +9,7 @@ struct RecoveredJournal {
     /// The segment to keep appending to, and its valid end; `nil` = cut a new segment first.
     var active: (firstSeq: UInt64, end: Int64)?
     var segmentCount: Int
-    var keys: Set<String>
+    var keys: KeyFingerprints
     var report: RecoveryReport
 }
 
@@ -29,13 +29,14 @@ struct Recovery {
 
     private struct Pass {
         var journalID: [UInt8]?
-        var keys = Set<String>()
+        var keys = KeyFingerprints()
         var lastSeq: UInt64 = 0
         var maxSeq: UInt64 = 0
         var retained: [(firstSeq: UInt64, end: Int64)] = []
         var actions: [Action] = []
         var records = 0
         var checkpointUsed = false
+        var missing: [String] = []
     }
 
     func sysErr(_ e: SystemError) -> JournalError { io.err(e) }
@@ -71,6 +72,7 @@ struct Recovery {
         var report = RecoveryReport()
         report.records = pass.records
         report.checkpointUsed = pass.checkpointUsed
+        report.missingSeqRanges = pass.missing
         for action in pass.actions {
             switch action {
             case .truncate(let segment, let at, let size, let detail):
@@ -128,7 +130,7 @@ struct Recovery {
             }
             startIndex = index
             pass.journalID = checkpoint.journalID
-            pass.keys = Set(checkpoint.keys)
+            pass.keys = KeyFingerprints(fingerprints: checkpoint.keys)
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true
@@ -161,6 +163,19 @@ struct Recovery {
                 if !resuming && header.firstSeq <= pass.maxSeq {
                     try damaged(segment.name, offset: 16, detail: "first seq \(header.firstSeq) overlaps the previous segment", into: &pass)
                     continue
+                }
+                if index > 0 && !resuming && header.firstSeq > pass.lastSeq + 1 {
+                    let explained = pass.actions.contains { if case .quarantine = $0 { true } else { false } }
+                        || quarantinedFirstSeqs(directory).contains { $0 > pass.lastSeq && $0 < header.firstSeq }
+                    if !explained {
+                        let missing = "seq \(pass.lastSeq + 1)...\(header.firstSeq - 1)"
+                        if case .refuse = options.corruptionPolicy {
+                            throw JournalError(.corrupt(segment: segment.name, offset: 16,
+                                                        detail: "records \(missing) are missing: a segment before this one is gone"),
+                                               directory: directory)
+                        }
+                        pass.missing.append(missing)
+                    }
                 }
                 // The checkpoint's own segment is still read from its start: it is usually the
                 // active one, and damage there must stop start-up, not hide behind the checkpoint.

@@ -25,7 +25,8 @@ package enum JournalEvent: Sendable {
 package struct JournalOptions: Sendable {
     /// A segment is closed and a new one started once it reaches this size.
     package var segmentBytes: Int64 = 64 << 20
-    /// How long the first record of a batch may wait for others before its sync starts.
+    /// How long the first record of a batch may wait for others before its sync starts. Applied
+    /// only while batches have had more than one record, so a sequential producer is not slowed.
     package var maxBatchDelay: Duration = .milliseconds(2)
     package var maxBatchRecords = 1024
     package var maxBatchBytes = 1 << 20
@@ -38,8 +39,13 @@ package struct JournalOptions: Sendable {
     package var noSpaceRetryInterval: Duration = .seconds(1)
     /// A sync slower than this is reported as `JournalEvent.slowSync` (etcd's "slow fdatasync").
     package var slowSyncNanos: UInt64 = 1_000_000_000
+    /// How long `open` waits for another holder of `LOCK` before failing with `.locked`.
+    package var lockWait: Duration = .seconds(1)
     /// Receives `JournalEvent`s on the writer thread. Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
+    /// Called on the writer thread with the duration of every successful `fdatasync`, for the
+    /// sync-latency histogram; must be cheap.
+    package var syncObserver: (@Sendable (_ nanos: UInt64) -> Void)?
     /// Prefix of the call names the journal's syscalls present to `FaultInjector`
     /// (`"<scope>.write"`, `".fdatasync"`, `".fsync"`, `".ftruncate"`, `".openat"`, `".renameat"`).
     /// A distinct scope keeps an injected fault from hitting an unrelated journal or module.
@@ -129,7 +135,7 @@ package struct JournalError: Error, Sendable, CustomStringConvertible {
 }
 
 /// What recovery found and did at open. `Sendable` value; the daemon logs it.
-package struct RecoveryReport: Sendable {
+package struct RecoveryReport: Sendable, CustomStringConvertible {
     package var segments = 0
     /// Records scanned during recovery (segments covered by the checkpoint are not rescanned).
     package var records = 0
@@ -146,9 +152,29 @@ package struct RecoveryReport: Sendable {
     /// Set when `COMMITTED` named a higher seq than survived: acknowledged records were lost
     /// (the device ignored a flush, or sectors were damaged).
     package var lostAcknowledgedRecords: UInt64 = 0
+    /// Seq ranges missing between segments, not explained by a quarantined segment (only
+    /// under `.quarantineSegment`; `.refuse` refuses to start instead).
+    package var missingSeqRanges: [String] = []
     package var durationNanos: UInt64 = 0
 
     package init() {}
+
+    /// One line for the log; mentions a cut torn tail, quarantined segments and lost records.
+    package var description: String {
+        var parts = ["journal recovered: \(segments) segments, last seq \(lastSeq), \(records) records scanned, "
+            + "\(dedupKeys) dedup keys (checkpoint \(checkpointUsed ? "used" : "not used")), \(durationNanos / 1_000_000) ms"]
+        if let tornSegment {
+            parts.append("torn tail of \(tornBytesTruncated) bytes cut from \(tornSegment) (\(tornDetail ?? "incomplete record"))")
+        }
+        if !quarantined.isEmpty { parts.append("quarantined damaged segments: \(quarantined.joined(separator: ", "))") }
+        if !missingSeqRanges.isEmpty {
+            parts.append("CRITICAL: records missing between segments: \(missingSeqRanges.joined(separator: ", "))")
+        }
+        if lostAcknowledgedRecords > 0 {
+            parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing (COMMITTED was ahead of the journal)")
+        }
+        return parts.joined(separator: "; ")
+    }
 }
 
 /// The outcome of `JournalWriter.submit`.
@@ -199,6 +225,7 @@ package struct JournalWriterStats: Sendable {
     /// Counts per `syncBucketBoundsMicros` bucket, plus one overflow bucket.
     package var fsyncLatencyBuckets = [UInt64](repeating: 0, count: syncBucketBoundsMicros.count + 1)
     package var fsyncNanosTotal: UInt64 = 0
+    /// Records submitted and not yet completed (queued or being written).
     package var queued = 0
     /// Out of space: intake should stop until this clears.
     package var paused = false

@@ -74,8 +74,7 @@ package enum JournalVerifier {
             report.problems.append("cannot list \(directory): \(error)")
             return report
         }
-        let quarantinedFirstSeqs: [UInt64] = ((try? Posix.journalListDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
-            .compactMap { name in name.count >= 24 ? JournalFiles.firstSeq(ofSegment: String(name.prefix(24))) : nil }
+        let quarantined = quarantinedFirstSeqs(directory)
 
         var files: [SegmentFile] = []
         for segment in segments {
@@ -135,7 +134,7 @@ package enum JournalVerifier {
                     continue
                 }
                 if header.firstSeq != previousLast + 1 {
-                    let explained = quarantinedFirstSeqs.contains { $0 > previousLast && $0 < header.firstSeq }
+                    let explained = quarantined.contains { $0 > previousLast && $0 < header.firstSeq }
                     let text = "seq gap: \(previousLast + 1)...\(header.firstSeq - 1) missing before \(file.name)"
                     if explained {
                         report.notes.append(text + " (a quarantined segment covers it)")

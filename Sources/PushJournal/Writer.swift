@@ -21,6 +21,9 @@ import Synchronization
 ///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
 ///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
 ///
+/// Completions and `JournalOptions.eventHandler` run on the writer thread: they must not block
+/// and must not call `close` (which waits for that thread).
+///
 /// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
 package final class JournalWriter: Sendable {
@@ -50,10 +53,14 @@ package final class JournalWriter: Sendable {
     private struct Shared: ~Copyable {
         var queue: [Pending] = []
         var pendingKeys = Set<String>()
-        var committedKeys: Set<String>
+        var committedKeys: KeyFingerprints
         var stats = JournalWriterStats()
         var phase = Phase.running
         var joined = false
+        /// Records taken off the queue by the batch being written.
+        var inFlight = 0
+        /// Frame bytes of `queue`, kept so the writer's wake-ups stay O(1) under the lock.
+        var queuedBytes = 0
     }
 
     /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
@@ -70,6 +77,7 @@ package final class JournalWriter: Sendable {
         var nextSeq: UInt64
         var sinceCheckpoint = 0
         var pausedSince: UInt64?
+        var lastBatchCount = 0
 
         init(io: JournalIO, dirfd: Int32, lockfd: Int32, committedfd: Int32, journalID: [UInt8], nextSeq: UInt64) {
             self.io = io
@@ -81,7 +89,7 @@ package final class JournalWriter: Sendable {
         }
     }
 
-    private init(directory: String, options: JournalOptions, core: Core, keys: Set<String>, segments: Int, lastSeq: UInt64) {
+    private init(directory: String, options: JournalOptions, core: Core, keys: KeyFingerprints, segments: Int, lastSeq: UInt64) {
         self.directory = directory
         self.options = options
         self.core = core
@@ -95,10 +103,22 @@ package final class JournalWriter: Sendable {
     /// rebuilds the dedup keys, and starts the writer thread.
     ///
     /// Throws `.locked` if another writer holds the journal, `.corrupt` for mid-file damage
-    /// under `.refuse`, `.foreignSegment`, or I/O errors.
+    /// under `.refuse`, `.foreignSegment`, or I/O errors. Blocking (recovery reads the newest
+    /// segments and syncs): call it from a `BlockingQueue`, not the cooperative pool. The same
+    /// holds for `close`.
     package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
         let io = JournalIO(scope: options.faultScope, directory: directory)
-        do { try Posix.mkdirs(directory) } catch { throw io.err(error) }
+        do {
+            var isNew = false
+            if access(directory, F_OK) != 0 {
+                isNew = true
+                try Posix.mkdirs(directory)
+            }
+            // A new journal directory's own entry must survive power loss too.
+            if isNew { try Posix.syncDirectory((directory as NSString).deletingLastPathComponent) }
+        } catch {
+            throw io.err(error)
+        }
         let dirfd: Int32
         do { dirfd = try Posix.openDirectory(directory) } catch { throw io.err(error) }
         var lockfd: Int32 = -1
@@ -106,9 +126,16 @@ package final class JournalWriter: Sendable {
         var core: Core?
         do throws(JournalError) {
             lockfd = try io.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT)
-            let locked: Bool
-            do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
-            guard locked else { throw JournalError(.locked, directory: directory) }
+            // A short wait covers a previous writer that is just exiting, and a child process
+            // briefly holding an inherited descriptor between fork and exec.
+            let lockDeadline = Posix.monotonicNanos() + nanos(options.lockWait)
+            while true {
+                let locked: Bool
+                do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
+                if locked { break }
+                guard Posix.monotonicNanos() < lockDeadline else { throw JournalError(.locked, directory: directory) }
+                usleep(5_000)
+            }
 
             let recovered = try Recovery(directory: directory, dirfd: dirfd, io: io, options: options).run()
             committedfd = try io.openat(dirfd, JournalFiles.committed, O_RDWR | O_CREAT)
@@ -145,6 +172,8 @@ package final class JournalWriter: Sendable {
     /// `completion` runs on the writer thread after the covering `fdatasync` with
     /// `.committed(seq:)`; at once on the caller's thread with `.duplicate` when `key` is already
     /// committed or pending, or with `.failed` when the writer is closed or has failed.
+    /// `.duplicate` for a *pending* key means another submission of it is in flight: that one's
+    /// completion decides whether the id becomes durable, so its input must be kept until then.
     package func submit(key: String, body: [UInt8], ingestMillis: Int64, completion: @escaping @Sendable (AppendResult) -> Void) {
         let keyLength = key.utf8.count
         guard keyLength >= 1, keyLength <= 255 else {
@@ -169,9 +198,18 @@ package final class JournalWriter: Sendable {
             }
             state.pendingKeys.insert(key)
             state.queue.append(pending)
+            state.queuedBytes += pending.frameBytes
             return nil
         }
         if let refusal { completion(refusal) } else { wake.signal() }
+    }
+
+    /// `submit` for async callers: suspends until the record is durable (or refused). The wait
+    /// costs no thread; the blocking work stays on the writer thread.
+    package func append(key: String, body: [UInt8], ingestMillis: Int64) async -> AppendResult {
+        await withCheckedContinuation { continuation in
+            submit(key: key, body: body, ingestMillis: ingestMillis) { continuation.resume(returning: $0) }
+        }
     }
 
     /// Whether `key` is committed or pending.
@@ -182,7 +220,7 @@ package final class JournalWriter: Sendable {
     package var stats: JournalWriterStats {
         shared.withLock { state in
             var stats = state.stats
-            stats.queued = state.queue.count
+            stats.queued = state.queue.count + state.inFlight
             return stats
         }
     }
@@ -232,8 +270,7 @@ package final class JournalWriter: Sendable {
             let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
                 var closing = false
                 if case .closing = state.phase { closing = true }
-                let bytes = state.queue.prefix(options.maxBatchRecords).reduce(0) { $0 + $1.frameBytes }
-                return (state.queue.count, bytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
+                return (state.queue.count, state.queuedBytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
             }
             if look.count == 0 {
                 if look.closing { return }
@@ -247,7 +284,9 @@ package final class JournalWriter: Sendable {
                     continue
                 }
             }
-            let delay = Self.nanos(options.maxBatchDelay)
+            // Like PostgreSQL's commit_siblings: wait for company only when the last batch had
+            // some, so a lone sequential producer never pays the delay.
+            let delay = core.lastBatchCount > 1 ? Self.nanos(options.maxBatchDelay) : 0
             if delay > 0, !look.closing, !look.paused, look.count < options.maxBatchRecords, look.bytes < options.maxBatchBytes,
                now < look.oldest + delay {
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(look.oldest + delay - now)))
@@ -264,12 +303,15 @@ package final class JournalWriter: Sendable {
                 }
                 let batch = Array(state.queue.prefix(taken))
                 state.queue.removeFirst(taken)
+                state.queuedBytes -= bytes
+                state.inFlight = taken
                 return batch
             }
             let firstSeq = core.nextSeq
             switch writeBatch(batch) {
             case .committed(let bytes):
                 let wasPaused = shared.withLock { state -> Bool in
+                    state.inFlight = 0
                     for item in batch {
                         state.pendingKeys.remove(item.key)
                         state.committedKeys.insert(item.key)
@@ -284,26 +326,30 @@ package final class JournalWriter: Sendable {
                     return was
                 }
                 core.pausedSince = nil
+                core.lastBatchCount = batch.count
                 if wasPaused { options.eventHandler?(.resumed) }
                 Self.writeCommittedMark(core, seq: core.nextSeq - 1)
                 for (index, item) in batch.enumerated() { item.completion(.committed(seq: firstSeq + UInt64(index))) }
                 core.sinceCheckpoint += batch.count
                 if options.checkpointEvery > 0 && core.sinceCheckpoint >= options.checkpointEvery { writeCheckpoint() }
             case .noSpace(let error):
-                let closing: Bool = shared.withLock { state in
+                let (closing, first): (Bool, Bool) = shared.withLock { state in
                     state.queue.insert(contentsOf: batch, at: 0)
+                    state.queuedBytes += batch.reduce(0) { $0 + $1.frameBytes }
+                    state.inFlight = 0
                     let first = !state.stats.paused
                     state.stats.paused = true
-                    if case .closing = state.phase { return true }
-                    if first, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
-                    return false
+                    if case .closing = state.phase { return (true, first) }
+                    return (false, first)
                 }
+                if first, !closing, case .noSpace(let e) = error.kind { options.eventHandler?(.pausedNoSpace(e)) }
                 if core.pausedSince == nil || closing { core.pausedSince = Posix.monotonicNanos() }
                 if closing {
                     // Closing while the disk is still full: nothing more can be done; say so to every caller.
                     let drained: [Pending] = shared.withLock { state in
                         let all = state.queue
                         state.queue.removeAll()
+                        state.queuedBytes = 0
                         state.pendingKeys.removeAll()
                         return all
                     }
@@ -313,9 +359,11 @@ package final class JournalWriter: Sendable {
             case .fatal(let error):
                 let drained: [Pending] = shared.withLock { state in
                     state.phase = .failed(error)
+                    state.inFlight = 0
                     state.stats.failed = true
                     let all = state.queue
                     state.queue.removeAll()
+                    state.queuedBytes = 0
                     state.pendingKeys.removeAll()
                     return all
                 }
@@ -355,8 +403,11 @@ package final class JournalWriter: Sendable {
         } catch {
             // Whatever part landed must go: it was never acknowledged and would sit before the retry.
             do {
-                try io.ftruncate(core.activefd, core.activeEnd, subject: name)
-                try io.fdatasync(core.activefd, subject: name)
+                let size = Int64((try? Posix.fstat(core.activefd, subject: name).st_size) ?? -1)
+                if size != core.activeEnd {
+                    try io.ftruncate(core.activefd, core.activeEnd, subject: name)
+                    try io.fdatasync(core.activefd, subject: name)
+                }
             } catch let cleanup {
                 return .fatal(cleanup)
             }
@@ -371,6 +422,7 @@ package final class JournalWriter: Sendable {
         }
         let took = Posix.monotonicNanos() - started
         shared.withLock { $0.stats.recordSync(nanos: took) }
+        options.syncObserver?(took)
         if took > options.slowSyncNanos { options.eventHandler?(.slowSync(nanos: took)) }
         core.activeEnd += Int64(buffer.count)
         core.nextSeq = seq
@@ -409,7 +461,9 @@ package final class JournalWriter: Sendable {
 
     /// Snapshot of the committed keys; covers exactly the synced records up to `nextSeq - 1`.
     private func writeCheckpoint() {
-        let keys = shared.withLock { Array($0.committedKeys) }.sorted()
+        // Copying under the lock is O(keys); at the default cadence that is a small share of the
+        // writer's time, and it keeps the snapshot exactly equal to the synced prefix.
+        let keys = shared.withLock { $0.committedKeys.fingerprints }
         let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: core.nextSeq - 1,
                                          segmentFirstSeq: core.activeFirstSeq, offset: core.activeEnd, keys: keys)
         do {

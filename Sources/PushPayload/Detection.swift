@@ -19,7 +19,7 @@ struct Detection {
     static func detect(_ payload: [String: JSONValue]) throws(PayloadRefusal) -> Detection {
         var map = payload
         var wrapper: [String: JSONValue]?
-        if case .object(let data)? = payload["data"], !vendorTopKeys.contains(where: { payload[$0] != nil }) {
+        if case .object(let data)? = payload["data"], !vendorTopKeys.contains(where: { present(payload[$0]) }) {
             map = data
             wrapper = payload
         }
@@ -80,7 +80,7 @@ struct Detection {
             }
             return nil
         }
-        guard map["aps"] == nil, map["uniqueKey"] != nil else { return nil }
+        guard !present(map["aps"]), map["uniqueKey"] != nil else { return nil }
         if ["pushActions", "pushLink", "description"].contains(where: { present(map[$0]) }) { return .mindboxAndroidConverted }
         if ["message", "title", "clickUrl", "buttons", "imageUrl", "payload"].contains(where: { present(map[$0]) }) { return .mindboxAndroid }
         return nil

@@ -121,33 +121,4 @@ extension Session {
         try requireBody(n)
         return n
     }
-
-    /// The APNs `aps` dictionary, shared by Infobip iOS, SFMC iOS and generic APNs.
-    mutating func readAps(_ aps: [String: JSONValue], alertAsString: Bool, soundAsDict: Bool, into n: inout PushNotification) {
-        switch aps["alert"] {
-        case nil, .null?: break
-        case .string(let s)?:
-            if alertAsString { n.body = s } else { warn(.wrongType, "aps.alert") }
-        case .object(let alert)?:
-            n.title = string(alert["title"], "aps.alert.title")
-            n.subtitle = string(alert["subtitle"], "aps.alert.subtitle")
-            n.body = string(alert["body"], "aps.alert.body")
-            n.locKey = string(alert["loc-key"], "aps.alert.loc-key")
-            n.locArgs = strings(alert["loc-args"], "aps.alert.loc-args")
-            n.titleLocKey = string(alert["title-loc-key"], "aps.alert.title-loc-key")
-            n.titleLocArgs = strings(alert["title-loc-args"], "aps.alert.title-loc-args")
-        case _?: warn(.wrongType, "aps.alert")
-        }
-        switch aps["sound"] {
-        case .object(let sound)? where soundAsDict: n.sound = string(sound["name"], "aps.sound.name")
-        default: n.sound = string(aps["sound"], "aps.sound")
-        }
-        n.badge = int(aps["badge"], "aps.badge")
-    }
-
-    /// R10: `content-available: 1` with nothing to display.
-    mutating func apsIsSilent(_ aps: [String: JSONValue], _ n: PushNotification) -> Bool {
-        guard int(aps["content-available"], "aps.content-available") == 1 else { return false }
-        return n.title == nil && n.body == nil && n.locKey == nil && n.subtitle == nil
-    }
 }

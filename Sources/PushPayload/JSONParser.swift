@@ -6,10 +6,14 @@
 /// lone surrogate escapes, control characters in strings and trailing content are `invalid_json`.
 package struct JSONParser: Sendable {
     /// Deepest allowed nesting of arrays/objects; the top-level container is depth 1.
+    /// The parser recurses once per level, so values above ``depthCeiling`` are lowered to it.
     package var maxDepth: Int
 
+    /// The hard ceiling on ``maxDepth``, keeping recursion far from the thread's stack limit.
+    package static let depthCeiling = 1024
+
     package init(maxDepth: Int = 32) {
-        self.maxDepth = maxDepth
+        self.maxDepth = min(maxDepth, JSONParser.depthCeiling)
     }
 
     package func parse(_ bytes: [UInt8]) throws(PayloadRefusal) -> JSONValue {
@@ -97,13 +101,14 @@ private struct Cursor {
     mutating func parseObject() throws(PayloadRefusal) -> JSONValue {
         try enter()
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
             depth -= 1
-            return .object(members)
+            return .object([:])
         }
+        // Members are collected first so the dictionary is allocated once at its final size.
+        var pairs: [(key: String, value: JSONValue, offset: Int)] = []
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw invalid("expected a member name") }
@@ -113,15 +118,16 @@ private struct Cursor {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw invalid("expected ':'") }
             index += 1
             skipWhitespace()
-            let value = try parseValue()
-            if members.updateValue(value, forKey: key) != nil {
-                throw PayloadRefusal(.duplicateKeys, "member \"\(key)\" appears twice in one object (second at byte \(keyOffset))", path: key)
-            }
+            pairs.append((key, try parseValue(), keyOffset))
             skipWhitespace()
             guard index < bytes.count else { throw invalid("unterminated object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw invalid("expected ',' or '}'")
+        }
+        var members = [String: JSONValue](minimumCapacity: pairs.count)
+        for pair in pairs where members.updateValue(pair.value, forKey: pair.key) != nil {
+            throw PayloadRefusal(.duplicateKeys, "member \"\(pair.key)\" appears twice in one object (second at byte \(pair.offset))", path: pair.key)
         }
         depth -= 1
         return .object(members)
@@ -180,14 +186,17 @@ private struct Cursor {
     mutating func parseString() throws(PayloadRefusal) -> String {
         index += 1
         let start = index
-        // Fast path: no escapes, so the bytes between the quotes are the string.
+        // Fast path: no escapes, so the bytes between the quotes are the string; pure ASCII
+        // needs no UTF-8 validation.
+        var ascii = true
         while index < bytes.count {
             let b = bytes[index]
             if b == UInt8(ascii: "\"") {
                 let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return try makeString(raw)
+                return ascii ? String(decoding: raw, as: UTF8.self) : try makeString(raw)
             }
+            if b >= 0x80 { ascii = false }
             if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { throw invalid("control character in string") }
             index += 1

@@ -117,6 +117,13 @@ package struct CategoryTable: Sendable, Equatable {
         copy.categories[category.id] = category
         return copy
     }
+
+    /// This table plus every category in `appCategories`, checked as ``adding(_:)`` does.
+    package func adding(contentsOf appCategories: [NotificationCategory]) throws(CategoryTableError) -> CategoryTable {
+        var table = self
+        for category in appCategories { table = try table.adding(category) }
+        return table
+    }
 }
 
 /// Bounds and tables for ``Normalizer``.

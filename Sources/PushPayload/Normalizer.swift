@@ -1,9 +1,11 @@
+import PushSystem
+
 /// Turns spool file bytes into a ``PushNotification`` or a ``PayloadRefusal`` (vendors.md §5–§6).
 ///
 /// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
 /// (derived ids included) and the daemon may re-run it after a crash.
 package enum Normalizer {
-    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions) -> NormalizeOutcome {
+    package static func normalize(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) -> NormalizeOutcome {
         do throws(PayloadRefusal) {
             return .accepted(try normalizeOrThrow(bytes, options: options))
         } catch {
@@ -12,7 +14,7 @@ package enum Normalizer {
     }
 
     /// ``normalize(_:options:)`` with the refusal thrown, for callers that prefer `try`.
-    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
+    package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) throws(PayloadRefusal) -> PushNotification {
         if bytes.count > options.maxInputBytes {
             throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
         }
@@ -21,8 +23,9 @@ package enum Normalizer {
             throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
         }
         let envelope = try Envelope(top)
-        let size = JSONValue.object(envelope.payload).serializedCount
-        if size > options.maxPayloadBytes {
+        // Compact re-serialisation never exceeds the raw bytes (escapes only shrink and
+        // whitespace goes), so small inputs skip the size walk.
+        if bytes.count > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
             throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
         }
         let detection = try Detection.detect(envelope.payload)
@@ -110,7 +113,7 @@ struct Session {
     /// R5: a stable id from the canonical (compact, sorted) payload.
     mutating func derivedId() -> String {
         warn(.derivedId)
-        return SHA256.hex(JSONValue.object(payload).serialized())
+        return SHA256.hex(of: JSONValue.object(payload).serialized())
     }
 
     // MARK: lenient readers (R11)
@@ -201,7 +204,8 @@ struct Session {
         case _?: warn(.wrongType, path); return nil
         }
         if lexeme.isEmpty { return nil }
-        guard let ms = Double(lexeme), ms.isFinite, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
+        // Range-check before Int64(_:), which traps on huge doubles like 1e30.
+        guard let ms = Double(lexeme), ms >= 0, ms < 253_402_300_800_000, let iso = EpochTime.iso8601(milliseconds: Int64(ms)) else {
             warn(.invalidValue, path)
             return nil
         }

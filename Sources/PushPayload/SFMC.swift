@@ -1,4 +1,4 @@
-/// Salesforce Marketing Cloud (vendors.md §1.3) and the generic APNs / FCM fall-through.
+/// Salesforce Marketing Cloud (vendors.md §1.3).
 extension Session {
     /// Keys SFMC itself uses; everything else at the top level is the marketer's custom data.
     static let sfmcReserved: Set<String> = ["_sid", "_m", "_r", "_h", "_mt", "_od", "_x", "_pb", "_mediaUrl", "_mediaAlt", "aps",
@@ -40,46 +40,5 @@ extension Session {
             n.mediaAlt = alt
             if rawURL?.isEmpty ?? true { warn(.mediaAltWithoutURL) }
         }
-    }
-
-    /// Plain APNs: no id in the payload (`apns-id` is an HTTP header), so it is derived.
-    mutating func apns() throws(PayloadRefusal) -> PushNotification {
-        var n = PushNotification(vendor: .apns, platform: .ios, format: "apns", id: "")
-        let aps = object(map["aps"], "aps") ?? [:]
-        readAps(aps, alertAsString: true, soundAsDict: true, into: &n)
-        n.silent = apsIsSilent(aps, n)
-        resolveCategory(string(aps["category"], "aps.category"), platform: .ios, into: &n)
-        // Many NSE samples copy SFMC's media keys, so plain APNs honours them too.
-        readMediaKeys(into: &n)
-        let custom = map.filter { $0.key != "aps" && $0.key != "_mediaUrl" && $0.key != "_mediaAlt" }
-        if !custom.isEmpty { n.customPayload = .object(custom) }
-        try requireBody(n)
-        n.id = derivedId()
-        return n
-    }
-
-    /// Plain FCM: a `data` map and/or a `notification` block. Without a `notification`
-    /// block and without a body it is a data message for the app, i.e. silent.
-    mutating func fcm(wrapper: [String: JSONValue]?) throws(PayloadRefusal) -> PushNotification {
-        var n = PushNotification(vendor: .fcm, platform: .android, format: "fcm", id: "")
-        let top = wrapper ?? [:]
-        let notification = object(top["notification"], "notification")
-        if let notification {
-            n.title = text(notification["title"], "notification.title")
-            n.body = text(notification["body"], "notification.body")
-            n.sound = text(notification["sound"], "notification.sound")
-            n.locKey = text(notification["body_loc_key"], "notification.body_loc_key")
-            n.titleLocKey = text(notification["title_loc_key"], "notification.title_loc_key")
-            n.mediaUrl = mediaURL(text(notification["image"], "notification.image"), "notification.image")
-        } else {
-            n.title = text(map["title"], "data.title")
-            n.body = text(map["body"], "data.body") ?? text(map["message"], "data.message")
-            n.silent = n.body == nil
-        }
-        if !map.isEmpty { n.customPayload = .object(map) }
-        try requireBody(n)
-        let sentId = text(top["messageId"], "messageId") ?? text(top["message_id"], "message_id") ?? text(map["google.message_id"], "data.google.message_id")
-        if let sentId, !sentId.isEmpty { n.id = sentId } else { n.id = derivedId() }
-        return n
     }
 }

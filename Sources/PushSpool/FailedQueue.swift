@@ -185,7 +185,10 @@ package enum FailedQueue {
            (try? SpoolName.validateForIncoming(reason.file)) != nil {
             original = reason.file
         }
-        if SpoolName.isIgnored(original) { original = "retry-" + original }
+        // Back in incoming/ it must be a name the daemon takes.
+        while original.hasPrefix(".") { original.removeFirst() }
+        if original.hasSuffix(".tmp") { original += ".json" }
+        if original.isEmpty { original = UniqueName.next(suffix: ".json") }
         for attempt in 0..<10_000 {
             let target = SpoolName.candidate(original, attempt: attempt)
             do {

@@ -99,7 +99,6 @@ package final class IncomingWatcher {
     private let inotifyFD: Int32
     private let wakeFD: Int32
     private let wakeWriteFD: Int32
-    private let incomingFD: Int32
     private let path: String
     private let buffer: UnsafeMutableRawBufferPointer
 
@@ -137,19 +136,9 @@ package final class IncomingWatcher {
         }
         let wakeFD = pipeFDs[0]
         let wakeWriteFD = pipeFDs[1]
-        let incomingFD: Int32
-        do {
-            incomingFD = try Posix.openDirectory(incoming)
-        } catch {
-            Posix.close(inotifyFD)
-            Posix.close(wakeFD)
-            Posix.close(wakeWriteFD)
-            throw SpoolError(error, while: "opening \(incoming)")
-        }
         self.inotifyFD = inotifyFD
         self.wakeFD = wakeFD
         self.wakeWriteFD = wakeWriteFD
-        self.incomingFD = incomingFD
         // Room for thousands of events per read(2); the kernel never splits an event.
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
     }
@@ -159,7 +148,6 @@ package final class IncomingWatcher {
         Posix.close(inotifyFD)
         Posix.close(wakeFD)
         Posix.close(wakeWriteFD)
-        Posix.close(incomingFD)
     }
 
     /// The inotify fd, for callers that poll it together with other fds.
@@ -211,7 +199,7 @@ package final class IncomingWatcher {
                 case .rawName(let raw):
                     // The rename below fires IN_MOVED_TO for the escaped name as well; dedup
                     // within this call and a vanished claim absorb the repeat.
-                    if let name = try Spool.repairName(directoryFD: incomingFD, path: path, raw: raw), seen.insert(name).inserted {
+                    if let name = try repair(raw), seen.insert(name).inserted {
                         events.append(.file(name))
                     }
                 case .overflow:
@@ -224,5 +212,19 @@ package final class IncomingWatcher {
             }
         }
         return events
+    }
+
+    /// Renames a non-UTF-8 entry to its escaped form. The directory is opened only for this
+    /// (rare) case: an fd held open would keep a removed `incoming/` alive and suppress the
+    /// `IN_DELETE_SELF` that reports it.
+    private func repair(_ raw: [UInt8]) throws(SpoolError) -> String? {
+        let fd: Int32
+        do {
+            fd = try Posix.openDirectory(path)
+        } catch {
+            throw SpoolError(error, while: "opening \(path)")
+        }
+        defer { Posix.close(fd) }
+        return try Spool.repairName(directoryFD: fd, path: path, raw: raw)
     }
 }

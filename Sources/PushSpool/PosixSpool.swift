@@ -29,6 +29,12 @@ extension Posix {
                 // The file system does not support the flag; fall through to link + unlink.
             }
         }
+        try renameNoReplaceByLink(fromDir, from, toDir, to)
+    }
+
+    /// The fallback of `renameNoReplace`: `linkat(2)` (fails with `EEXIST`, links a symlink
+    /// itself, not its target) then `unlinkat(2)` of the old name. Not for directories.
+    static func renameNoReplaceByLink(_ fromDir: Int32, _ from: String, _ toDir: Int32, _ to: String) throws(SystemError) {
         _ = try call("linkat", "\(from) -> \(to)") { Glibc.linkat(fromDir, from, toDir, to, 0) }
         try unlinkat(fromDir, from)
     }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
+import PushSystem
 
 /// Why a file was moved to `failed/`: the content of `failed/NAME.reason.json`.
 ///
@@ -51,7 +52,7 @@ package struct QuarantineReason: Sendable, Codable, Equatable {
         contents: [UInt8], detail: [String: String]? = nil
     ) {
         self.init(code: code, message: message, stage: stage, daemonVersion: daemonVersion, file: file,
-                  size: Int64(contents.count), sha256: SHA256.hex(contents), detail: detail)
+                  size: Int64(contents.count), sha256: SHA256.hex(of: contents), detail: detail)
     }
 
     /// The JSON written to the reason file (one line, trailing newline).

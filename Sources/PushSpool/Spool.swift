@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushSystem
+import Synchronization
 
 /// A file read whole from `processing/`.
 package struct SpoolFile: Sendable {
@@ -52,39 +53,83 @@ package struct EntryStatus: Sendable, Equatable {
 /// The daemon's handle on the spool: owns one fd per directory and does every move through
 /// `*at` calls on them, so a path component replaced behind its back is never followed.
 ///
-/// Not `Sendable`: use it from the one ingest thread (its operations block on the file system).
-/// Two `Spool`s (daemon and `pushspoolctl`) on one root are safe: every move is a
-/// `rename(2)` that never replaces an existing entry.
-package final class Spool {
+/// `Sendable`: the fds sit behind a `Mutex` and every operation is a single `*at` system call
+/// sequence on them, so the ingest thread, the journal's completion thread and media threads
+/// may share one `Spool`. Its operations block on the file system: keep them off the
+/// cooperative pool. Two `Spool`s (daemon and `pushspoolctl`) on one root are safe too: every
+/// move is a `rename(2)` that never replaces an existing entry.
+package final class Spool: Sendable {
     package let layout: SpoolLayout
     package let maxFileBytes: Int
-    private let tmpFD: Int32
-    private let incomingFD: Int32
-    private let processingFD: Int32
-    private let failedFD: Int32
+    /// The open directories; swapped whole by `reopenIfReplaced`. Every operation takes a
+    /// reference first, so a swap never closes an fd another thread is using.
+    private let current: Mutex<Directories>
+
+    /// One fd per spool directory, closed when the last operation using them lets go.
+    private final class Directories: Sendable {
+        let tmp: Int32
+        let incoming: Int32
+        let processing: Int32
+        let failed: Int32
+
+        init(_ layout: SpoolLayout) throws(SpoolError) {
+            var fds: [Int32] = []
+            for path in [layout.tmp, layout.incoming, layout.processing, layout.failed] {
+                do {
+                    fds.append(try Posix.openDirectory(path))
+                } catch {
+                    for fd in fds { Posix.close(fd) }
+                    throw SpoolError(error, while: "opening spool directory \(path)")
+                }
+            }
+            tmp = fds[0]
+            incoming = fds[1]
+            processing = fds[2]
+            failed = fds[3]
+        }
+
+        deinit {
+            for fd in [tmp, incoming, processing, failed] { Posix.close(fd) }
+        }
+    }
+
+    private var directories: Directories { current.withLock { $0 } }
 
     /// Opens the four directories. Call `layout.create()` first.
     package init(layout: SpoolLayout, maxFileBytes: Int) throws(SpoolError) {
         precondition(maxFileBytes > 0)
         self.layout = layout
         self.maxFileBytes = maxFileBytes
-        var fds: [Int32] = []
-        for path in [layout.tmp, layout.incoming, layout.processing, layout.failed] {
-            do {
-                fds.append(try Posix.openDirectory(path))
-            } catch {
-                for fd in fds { Posix.close(fd) }
-                throw SpoolError(error, while: "opening spool directory \(path)")
-            }
-        }
-        tmpFD = fds[0]
-        incomingFD = fds[1]
-        processingFD = fds[2]
-        failedFD = fds[3]
+        current = Mutex(try Directories(layout))
     }
 
-    deinit {
-        for fd in [tmpFD, incomingFD, processingFD, failedFD] { Posix.close(fd) }
+    /// When `layoutIsIntact()` is false, recreates the layout and reopens the directories;
+    /// returns `true` then, and the caller must also make a new `IncomingWatcher` (its watch is
+    /// on the old directory) and rescan. Call it with the periodic rescan: a removed
+    /// `incoming/` is otherwise never noticed, because the fd held here keeps inotify's
+    /// `IN_DELETE_SELF` from firing.
+    package func reopenIfReplaced() throws(SpoolError) -> Bool {
+        if layoutIsIntact() { return false }
+        try layout.create()
+        let fresh = try Directories(layout)
+        current.withLock { $0 = fresh }
+        return true
+    }
+
+    /// Whether each spool path still names the directory this `Spool` holds open. `false`
+    /// when someone removed, moved or replaced one (the held fd also keeps inotify's
+    /// `IN_DELETE_SELF` from firing): the caller should recreate the layout, reopen the
+    /// spool and its watcher, and rescan. Cheap: four `lstat`s and four `fstat`s.
+    package func layoutIsIntact() -> Bool {
+        let d = directories
+        let pairs = [(layout.tmp, d.tmp), (layout.incoming, d.incoming), (layout.processing, d.processing), (layout.failed, d.failed)]
+        for (path, fd) in pairs {
+            var byPath = stat()
+            var byFD = stat()
+            guard lstat(path, &byPath) == 0, Glibc.fstat(fd, &byFD) == 0 else { return false }
+            if byPath.st_ino != byFD.st_ino || byPath.st_dev != byFD.st_dev || byFD.st_nlink == 0 { return false }
+        }
+        return true
     }
 
     // MARK: Claim
@@ -98,10 +143,11 @@ package final class Spool {
 
     /// `claim` with the reason it did not happen. Never replaces a file in `processing/`.
     package func claimOutcome(_ name: String) throws(SpoolError) -> ClaimOutcome {
+        let d = directories
         try SpoolName.validate(name)
         if SpoolName.isIgnored(name) { return .ignored }
         do {
-            try Posix.renameNoReplace(incomingFD, name, processingFD, name)
+            try Posix.renameNoReplace(d.incoming, name, d.processing, name)
             return .claimed
         } catch where error.errno == ENOENT {
             return .vanished
@@ -114,9 +160,10 @@ package final class Spool {
 
     /// `lstat` of `incoming/NAME` (never follows a link); `nil` when it is gone.
     package func status(incoming name: String) throws(SpoolError) -> EntryStatus? {
+        let d = directories
         try SpoolName.validate(name)
         do {
-            let st = try Posix.lstatat(incomingFD, name)
+            let st = try Posix.lstatat(d.incoming, name)
             return EntryStatus(size: Int64(st.st_size), modifiedNanos: Self.nanos(st.st_mtim),
                                isRegular: st.st_mode & S_IFMT == S_IFREG)
         } catch where error.errno == ENOENT {
@@ -137,10 +184,11 @@ package final class Spool {
     /// Throws `.notFound` when the file is gone and `.system` for resource errors (`EMFILE`,
     /// `ENOMEM`) that say nothing about the file: retry those later, do not quarantine.
     package func read(processing name: String) throws(SpoolError) -> SpoolReadResult {
+        let d = directories
         try SpoolName.validate(name)
         let before: stat
         do {
-            before = try Posix.lstatat(processingFD, name)
+            before = try Posix.lstatat(d.processing, name)
         } catch where error.errno == ENOENT {
             throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
         } catch {
@@ -150,7 +198,7 @@ package final class Spool {
 
         let fd: Int32
         do {
-            fd = try Posix.openat(processingFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            fd = try Posix.openat(d.processing, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
         } catch {
             switch error.errno {
             case ENOENT:
@@ -179,9 +227,9 @@ package final class Spool {
 
         let bytes: [UInt8]
         do {
-            bytes = try Posix.readAll(fd, limit: maxFileBytes, subject: name)
+            bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), subject: name)
         } catch where error.errno == EFBIG {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise MaxFileBytes=")
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
             return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
         } catch {
@@ -200,7 +248,7 @@ package final class Spool {
             return .refused(code: RefusalCode.notRegularFile, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
         }
         if st.st_size > maxFileBytes {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise MaxFileBytes=")
+            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
         }
         return nil
     }
@@ -231,30 +279,33 @@ package final class Spool {
     /// the caller did not. Returns `T`.
     @discardableResult
     package func quarantine(processing name: String, reason: QuarantineReason) throws(SpoolError) -> String {
+        let d = directories
         try SpoolName.validate(name)
         var reason = reason
         reason.file = name
-        if reason.size == nil, let st = try? Posix.lstatat(processingFD, name), st.st_mode & S_IFMT == S_IFREG {
+        if reason.size == nil, let st = try? Posix.lstatat(d.processing, name), st.st_mode & S_IFMT == S_IFREG {
             reason.size = Int64(st.st_size)
         }
         let reserve = SpoolName.reasonSuffix.utf8.count
+        // A dotfile in failed/ would be hidden from `failed list` (dotfiles there are staging).
+        let base = name.hasPrefix(".") ? "_" + name : name
         for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(name, attempt: attempt, reserve: reserve)
+            let target = SpoolName.candidate(base, attempt: attempt, reserve: reserve)
             // A payload named like a reason file would be mistaken for one by `failed list`.
             if target.hasSuffix(SpoolName.reasonSuffix) { continue }
-            if exists(failedFD, target) || exists(failedFD, target + SpoolName.reasonSuffix) { continue }
+            if exists(d.failed, target) || exists(d.failed, target + SpoolName.reasonSuffix) { continue }
             var written = reason
             if target != name { written.detail = (reason.detail ?? [:]).merging(["failedName": target]) { $1 } }
             do {
-                guard try stage(written.encoded(), into: failedFD, as: target + SpoolName.reasonSuffix) else { continue }
-                try Posix.fsync(failedFD, subject: layout.failed)
+                guard try Self.stage(written.encoded(), tmpFD: d.tmp, into: d.failed, as: target + SpoolName.reasonSuffix) else { continue }
+                try Posix.fsync(d.failed, subject: layout.failed)
             } catch {
                 throw SpoolError(error, while: "writing failed/\(target)\(SpoolName.reasonSuffix)")
             }
             do {
-                try Posix.renameNoReplace(processingFD, name, failedFD, target)
+                try Posix.renameNoReplace(d.processing, name, d.failed, target)
             } catch {
-                try? Posix.unlinkat(failedFD, target + SpoolName.reasonSuffix)
+                try? Posix.unlinkat(d.failed, target + SpoolName.reasonSuffix)
                 if error.errno == EEXIST { continue }
                 if error.errno == ENOENT {
                     throw SpoolError(.notFound, "processing/\(name) vanished before it could be quarantined", system: error)
@@ -262,8 +313,8 @@ package final class Spool {
                 throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)")
             }
             do {
-                try Posix.fsync(failedFD, subject: layout.failed)
-                try Posix.fsync(processingFD, subject: layout.processing)
+                try Posix.fsync(d.failed, subject: layout.failed)
+                try Posix.fsync(d.processing, subject: layout.processing)
             } catch {
                 throw SpoolError(error, while: "syncing failed/ after quarantining \(name)")
             }
@@ -277,9 +328,10 @@ package final class Spool {
     /// index makes harmless. `false` when it was already gone.
     @discardableResult
     package func complete(processing name: String) throws(SpoolError) -> Bool {
+        let d = directories
         try SpoolName.validate(name)
         do {
-            try Posix.unlinkat(processingFD, name)
+            try Posix.unlinkat(d.processing, name)
             return true
         } catch where error.errno == ENOENT {
             return false
@@ -293,11 +345,12 @@ package final class Spool {
     /// Returns the name in `incoming/`.
     @discardableResult
     package func rollback(processing name: String) throws(SpoolError) -> String {
+        let d = directories
         try SpoolName.validate(name)
         for attempt in 0..<10_000 {
             let target = SpoolName.candidate(name, attempt: attempt)
             do {
-                try Posix.renameNoReplace(processingFD, name, incomingFD, target)
+                try Posix.renameNoReplace(d.processing, name, d.incoming, target)
             } catch where error.errno == EEXIST {
                 continue
             } catch where error.errno == ENOENT {
@@ -306,7 +359,7 @@ package final class Spool {
                 throw SpoolError(error, while: "moving processing/\(name) back to incoming/")
             }
             do {
-                try Posix.fsync(incomingFD, subject: layout.incoming)
+                try Posix.fsync(d.incoming, subject: layout.incoming)
             } catch {
                 throw SpoolError(error, while: "syncing incoming/")
             }
@@ -317,11 +370,37 @@ package final class Spool {
 
     /// fsyncs `processing/`, making earlier `complete` calls durable in one go.
     package func syncProcessing() throws(SpoolError) {
+        let d = directories
         do {
-            try Posix.fsync(processingFD, subject: layout.processing)
+            try Posix.fsync(d.processing, subject: layout.processing)
         } catch {
             throw SpoolError(error, while: "syncing processing/")
         }
+    }
+
+    /// Removes regular files in `tmp/` last modified more than `olderThanNanos` ago (Maildir's
+    /// rule: 36 hours), left by writers that crashed mid-drop. A writer still staging touches
+    /// its file far more often than that. Returns how many were removed.
+    @discardableResult
+    package func cleanTmp(olderThanNanos: Int64 = 36 * 3600 * 1_000_000_000) throws(SpoolError) -> Int {
+        let d = directories
+        let cutoff = Posix.wallClockMillis() * 1_000_000 - olderThanNanos
+        let scanner = try DirectoryScanner(directoryFD: d.tmp, path: layout.tmp, filter: .all)
+        var removed = 0
+        while let batch = try scanner.next() {
+            for entry in batch {
+                guard let st = try? Posix.lstatat(d.tmp, entry.name), st.st_mode & S_IFMT == S_IFREG,
+                      Self.nanos(st.st_mtim) < cutoff else { continue }
+                do {
+                    try Posix.unlinkat(d.tmp, entry.name)
+                    removed += 1
+                } catch where error.errno == ENOENT {
+                } catch {
+                    throw SpoolError(error, while: "removing stale tmp/\(entry.name)")
+                }
+            }
+        }
+        return removed
     }
 
     // MARK: Scans
@@ -330,29 +409,32 @@ package final class Spool {
     /// not valid UTF-8 are renamed to their `%XX`-escaped form before they are handed out, so
     /// every name the scan yields can be claimed.
     package func scanIncoming(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
-        SpoolScan(scanner: try DirectoryScanner(directoryFD: incomingFD, path: layout.incoming, filter: .spool, batchSize: batchSize),
-                  spool: self)
+        let d = directories
+        return try SpoolScan(directoryFD: d.incoming, path: layout.incoming, filter: .spool, batchSize: batchSize)
     }
 
     /// A streaming scan of `processing/` for start-up recovery: every entry, whatever its
-    /// name, since anything there was claimed by a daemon and must be finished.
-    package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> DirectoryScanner {
-        try DirectoryScanner(directoryFD: processingFD, path: layout.processing, filter: .all, batchSize: batchSize)
+    /// name, since anything there was claimed by a daemon and must be finished. Non-UTF-8
+    /// names are repaired as in `scanIncoming`.
+    package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
+        let d = directories
+        return try SpoolScan(directoryFD: d.processing, path: layout.processing, filter: .all, batchSize: batchSize)
     }
 
     /// The names in `processing/`, all at once. It holds at most the in-flight files plus what
     /// a crash left, so it is small; use `scanProcessing` when in doubt.
     package func processingNames() throws(SpoolError) -> [String] {
-        let scanner = try scanProcessing()
+        let scan = try scanProcessing()
         var names: [String] = []
-        try scanner.forEachBatch { (batch) throws(SpoolError) in names += batch.map(\.name) }
+        while let batch = try scan.next() { names += batch.map(\.name) }
         return names
     }
 
     /// Renames an `incoming/` entry whose name is not valid UTF-8 to its escaped form (or a
     /// `~N` variant). Returns the new name, `nil` if the entry vanished.
     package func repairIncomingName(raw: [UInt8]) throws(SpoolError) -> String? {
-        try Self.repairName(directoryFD: incomingFD, path: layout.incoming, raw: raw)
+        let d = directories
+        return try Self.repairName(directoryFD: d.incoming, path: layout.incoming, raw: raw)
     }
 
     static func repairName(directoryFD: Int32, path: String, raw: [UInt8]) throws(SpoolError) -> String? {
@@ -382,10 +464,6 @@ package final class Spool {
 
     /// Writes `bytes` to `tmp/<unique>.tmp`, fsyncs, renames to `dirfd/name` without replacing.
     /// `false` (and nothing left behind) when `name` is taken.
-    private func stage(_ bytes: [UInt8], into dirfd: Int32, as name: String) throws(SystemError) -> Bool {
-        try Self.stage(bytes, tmpFD: tmpFD, into: dirfd, as: name)
-    }
-
     static func stage(_ bytes: [UInt8], tmpFD: Int32, into dirfd: Int32, as name: String) throws(SystemError) -> Bool {
         let temp = UniqueName.next(suffix: ".tmp")
         let fd = try Posix.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
@@ -409,25 +487,35 @@ package final class Spool {
     }
 }
 
-/// A streaming scan of `incoming/` that repairs non-UTF-8 names as it goes.
+/// A streaming scan of a spool directory that repairs non-UTF-8 names as it goes, so every
+/// name it hands out can be claimed or read.
 ///
-/// Not `Sendable`: wraps a `DirectoryScanner` and the `Spool` it came from.
+/// Not `Sendable`: wraps a `DirectoryScanner` and a directory fd of its own.
 package final class SpoolScan {
     package let scanner: DirectoryScanner
-    private let spool: Spool
+    private let directoryFD: Int32
+    private let path: String
 
-    init(scanner: DirectoryScanner, spool: Spool) {
-        self.scanner = scanner
-        self.spool = spool
+    init(directoryFD: Int32, path: String, filter: DirectoryScanner.Filter, batchSize: Int) throws(SpoolError) {
+        scanner = try DirectoryScanner(directoryFD: directoryFD, path: path, filter: filter, batchSize: batchSize)
+        do {
+            // Its own fd: the Spool may reopen its directories while a scan is running.
+            self.directoryFD = try Posix.dupCloexec(directoryFD)
+        } catch {
+            throw SpoolError(error, while: "opening \(path) for a scan")
+        }
+        self.path = path
     }
 
-    /// The next batch of entries; `nil` at the end. Every `name` is claimable.
+    deinit { Posix.close(directoryFD) }
+
+    /// The next batch of entries; `nil` at the end. Every `name` is usable as is.
     package func next() throws(SpoolError) -> [DirectoryScanner.Entry]? {
         guard var batch = try scanner.next() else { return nil }
         var index = 0
         while index < batch.count {
             if let raw = batch[index].rawName {
-                if let repaired = try spool.repairIncomingName(raw: raw) {
+                if let repaired = try Spool.repairName(directoryFD: directoryFD, path: path, raw: raw) {
                     batch[index] = DirectoryScanner.Entry(name: repaired, rawName: nil, type: batch[index].type)
                 } else {
                     batch.remove(at: index)

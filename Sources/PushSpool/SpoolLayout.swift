@@ -26,10 +26,14 @@ package struct SpoolLayout: Sendable, Equatable {
     /// The sub-directory names, in creation order.
     package static let directoryNames = ["tmp", "incoming", "processing", "failed"]
 
-    /// Creates the root (`mkdir -p`, mode 0750) and the four directories (mode 0770, so a
-    /// producer group can drop; no world access), then fsyncs each parent so the layout
-    /// survives a crash. Existing directories are kept as they are; an existing non-directory
-    /// is an error.
+    /// Modes of new directories: producers (the owning group) stage in `tmp/` and drop into
+    /// `incoming/`; only the daemon's user writes `processing/` and `failed/`; no world access.
+    package static let directoryModes: [String: mode_t] = ["tmp": 0o770, "incoming": 0o770, "processing": 0o750, "failed": 0o750]
+
+    /// Creates the root (`mkdir -p`, mode 0750) and the four directories (`directoryModes`,
+    /// set with `fchmodat` so the umask does not narrow them), then fsyncs each parent so the
+    /// layout survives a crash. Existing directories keep their modes (the operator's
+    /// choice); an existing non-directory is an error.
     package func create() throws(SpoolError) {
         do {
             try Posix.mkdirs(root, mode: 0o750)
@@ -47,7 +51,11 @@ package struct SpoolLayout: Sendable, Equatable {
         for name in Self.directoryNames {
             let st: stat
             do {
-                if try Posix.mkdiratIfMissing(rootfd, name, mode: 0o770) { created = true }
+                let mode = Self.directoryModes[name] ?? 0o750
+                if try Posix.mkdiratIfMissing(rootfd, name, mode: mode) {
+                    created = true
+                    _ = try Posix.call("fchmodat", name) { fchmodat(rootfd, name, mode, 0) }
+                }
                 st = try Posix.lstatat(rootfd, name)
             } catch {
                 throw SpoolError(error, while: "creating spool directory \(root)/\(name)")

@@ -153,15 +153,31 @@ package enum Posix {
     }
 
     /// Reads from `fd` to end of file; refuses more than `limit` bytes with `EFBIG`.
-    package static func readAll(_ fd: Int32, limit: Int, subject: String = "") throws(SystemError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { chunk.deallocate() }
+    ///
+    /// `sizeHint` (from `fstat`) sizes the buffer so a file that did not change is read with
+    /// one `read(2)` straight into the result plus one that sees end of file.
+    package static func readAll(_ fd: Int32, limit: Int, sizeHint: Int = 0, subject: String = "") throws(SystemError) -> [UInt8] {
+        var capacity = min(max(sizeHint + 1, 4096), limit + 1)
+        var bytes = [UInt8]()
         while true {
-            let n = try read(fd, chunk, subject: subject)
+            let start = bytes.count
+            bytes.reserveCapacity(capacity)
+            let spare = capacity - start
+            var failure: SystemError?
+            bytes.append(contentsOf: repeatElement(0, count: spare))
+            let n = bytes.withUnsafeMutableBytes { buffer -> Int in
+                do throws(SystemError) {
+                    return try read(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), subject: subject)
+                } catch {
+                    failure = error
+                    return 0
+                }
+            }
+            bytes.removeLast(spare - n)
+            if let failure { throw failure }
             if n == 0 { return bytes }
-            if bytes.count + n > limit { throw SystemError(call: "read", errno: EFBIG, subject: subject) }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            if bytes.count > limit { throw SystemError(call: "read", errno: EFBIG, subject: subject) }
+            if bytes.count == capacity { capacity = min(capacity * 2, limit + 1) }
         }
     }
 

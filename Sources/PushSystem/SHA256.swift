@@ -24,13 +24,23 @@ package final class SHA256 {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    /// Finishes and returns the lowercase hex digest; the hasher then starts over.
-    package func finalizeHex() -> String {
+    /// Finishes and returns the 32-byte digest; the hasher then starts over.
+    package func finalize() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)
         EVP_DigestInit_ex(context, EVP_sha256(), nil)
-        return hexString(digest)
+        return digest
+    }
+
+    /// Finishes and returns the lowercase hex digest; the hasher then starts over.
+    package func finalizeHex() -> String { hexString(finalize()) }
+
+    /// The 32-byte SHA-256 of `bytes`.
+    package static func digest(of bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        let hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalize()
     }
 
     /// SHA-256 of `bytes` as lowercase hex.

@@ -24,6 +24,7 @@ package final class SystemdNotifier: Sendable {
         var lastStatus: String?
         var pendingStatus: String?
         var lastWatchdogNanos: UInt64?
+        var lastExtendNanos: UInt64?
     }
 
     /// Reads the watchdog settings now (`sd_watchdog_enabled`). `statusInterval` is the least
@@ -87,9 +88,25 @@ package final class SystemdNotifier: Sendable {
     }
 
     /// `EXTEND_TIMEOUT_USEC=`: asks for more start-up (or stop) time while a long scan or
-    /// recovery runs. Send again before the extension runs out.
+    /// recovery runs. Send again before the extension runs out. systemd applies it to the
+    /// watchdog timer as well, so keep extensions short (see `extendTimeoutIfDue(by:)`).
     package func extendTimeout(microseconds: UInt64) {
         send(["EXTEND_TIMEOUT_USEC=\(microseconds)"])
+    }
+
+    /// `EXTEND_TIMEOUT_USEC=` for `span`, sent at most every third of it: cheap enough
+    /// to call per file during a long start-up scan. While the scan makes progress, systemd
+    /// keeps waiting; when it stalls, the extension runs out and TimeoutStartSec= applies.
+    package func extendTimeoutIfDue(by span: Duration) {
+        let nanos = UInt64(max(0, span.components.seconds)) * 1_000_000_000 + UInt64(max(0, span.components.attoseconds) / 1_000_000_000)
+        guard nanos > 0 else { return }
+        let now = Posix.monotonicNanos()
+        let due = state.withLock { state -> Bool in
+            if let last = state.lastExtendNanos, now &- last < nanos / 3 { return false }
+            state.lastExtendNanos = now
+            return true
+        }
+        if due { extendTimeout(microseconds: nanos / 1000) }
     }
 
     /// `WATCHDOG=1`, sent at most once per `watchdogInterval`. Cheap enough to call on every

@@ -82,6 +82,11 @@ package enum PushspoolCtl {
     /// Every subcommand, in help order. One line per subcommand.
     package static var subcommands: [any CtlSubcommand.Type] { [
         ValidateCommand.self,
+        DropCommand.self,
+        JournalCommand.self,
+        FailedCommand.self,
+        StatsCommand.self,
+        ConfigCommand.self,
     ] }
 
     package static let usage = """

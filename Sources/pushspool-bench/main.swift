@@ -1,7 +1,17 @@
-// One benchmark per file, each exposing `run<Name>Bench(arguments:)`; add one line per bench here.
-let arguments = Array(CommandLine.arguments.dropFirst())
-switch arguments.first {
-case "media": runMediaBench(arguments: Array(arguments.dropFirst()))
-default:
-    print("usage: pushspool-bench <bench> [options]; benches: media")
+import Foundation
+
+// Benchmarks, not tests: one per file, each exposing `run<Name>Bench(arguments:)`, one line here.
+let benchmarks: [(String, ([String]) -> Void)] = [
+    ("payload", runPayloadBench),
+    ("journal", runJournalBench),
+    ("media", runMediaBench),
+    ("spool", runSpoolBench),
+    ("ingest", runIngestBench),
+]
+let benchArguments = Array(CommandLine.arguments.dropFirst())
+if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {
+    bench.1(Array(benchArguments.dropFirst()))
+} else {
+    FileHandle.standardError.write(Data("usage: pushspool-bench <\(benchmarks.map(\.0).joined(separator: "|"))> [options]\n".utf8))
+    exit(64)
 }

@@ -1,1 +1,4 @@
-print("placeholder")
+import PushspoolDaemon
+import Glibc
+
+exit(PushspoolDaemonMain.main(CommandLine.arguments))

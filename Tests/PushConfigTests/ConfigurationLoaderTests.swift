@@ -111,6 +111,15 @@ final class ConfigDirectory {
         #expect(try dir.load().0.limits.maxDepth == 8)
     }
 
+    @Test func unreadableFileIsAnErrorNamingIt() throws {
+        let dir = try ConfigDirectory()
+        try FileManager.default.createDirectory(atPath: dir.main, withIntermediateDirectories: false)
+        let error = try #require(dir.error())
+        #expect(error.file == dir.main)
+        #expect(error.message.contains("cannot read"))
+        #expect(error.message.contains("EISDIR"))
+    }
+
     @Test func laterAssignmentInTheSameFileWins() throws {
         let dir = try ConfigDirectory()
         try dir.write("pushspool.conf", "[Limits]\nMaxDepth=8\n[Media]\nAttempts=2\n[Limits]\nMaxDepth=9\n")

@@ -70,6 +70,7 @@ import PushSystem
 
         let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions())
         #expect(report.tornBytesTruncated == Int64(junk.count))
+        #expect(report.description.contains("torn tail of \(junk.count) bytes cut from"))
         #expect(readBytes(segment) == clean)
         #expect(seq(append(writer, "k4")) == 4)
         try writer.close()
@@ -158,6 +159,38 @@ import PushSystem
         #expect(verify.exitCode == 0 && verify.records == 150 && verify.seqGaps == 0)
         let stats = try journalStats(directory: temp.journal)
         #expect(stats.records == 150 && stats.firstSeq == 1 && stats.lastSeq == 150 && stats.segments == names.count)
+    }
+
+    @Test func missingMiddleSegmentIsRefusedUnlessQuarantined() throws {
+        let temp = TempDir()
+        try makeJournal(temp.journal, count: 30, options: testOptions { $0.segmentBytes = 1024 })
+        let names = segmentNames(temp.journal)
+        #expect(names.count >= 3)
+        let middle = names[1]
+        try FileManager.default.moveItem(atPath: temp.journal + "/" + middle, toPath: temp.path + "/" + middle)
+        try FileManager.default.removeItem(atPath: temp.journal + "/dedup.ckpt")
+
+        let verify = JournalVerifier.verify(directory: temp.journal)
+        #expect(verify.exitCode == 1 && verify.seqGaps == 1)
+        do {
+            _ = try JournalWriter.open(directory: temp.journal, options: testOptions())
+            Issue.record("a missing segment must stop start-up")
+        } catch {
+            #expect(error.corruptAt?.segment == names[2])
+        }
+        let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.corruptionPolicy = .quarantineSegment })
+        #expect(report.missingSeqRanges.count == 1)
+        #expect(report.description.contains("CRITICAL: records missing"))
+        try writer.close()
+
+        // Once the segment sits in quarantine/, the gap is explained.
+        try FileManager.default.createDirectory(atPath: temp.journal + "/quarantine", withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: temp.path + "/" + middle, toPath: temp.journal + "/quarantine/" + middle + ".1")
+        let explained = JournalVerifier.verify(directory: temp.journal)
+        #expect(explained.exitCode == 0 && explained.seqGaps == 0 && !explained.notes.isEmpty)
+        let (again, clean) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        #expect(clean.missingSeqRanges.isEmpty)
+        try again.close()
     }
 
     @Test func lostAcknowledgedRecordsAreReported() throws {

@@ -107,6 +107,11 @@ import Testing
         #expect(refusal(#"{"data": {"uniqueKey": "u", "title": "only title"}}"#)?.code == .missingBody)
     }
 
+    @Test func nullApsDoesNotHideAndroidData() throws {
+        let n = try accept(#"{"aps": null, "uniqueKey": "A4", "message": "M"}"#)
+        #expect(n.format == "mindbox-android")
+    }
+
     @Test func uniqueKeyAloneIsNotMindbox() {
         #expect(refusal(#"{"uniqueKey": "u"}"#)?.code == .unrecognized)
     }
@@ -155,6 +160,13 @@ import Testing
         #expect(n.warnings == [PayloadWarning(.wrongType, "internalData.sendDateTime")])
     }
 
+    @Test(arguments: ["1e30", "-5", "253402300800000"])
+    func implausibleEpochIsInvalidValue(_ lexeme: String) throws {
+        let n = try accept(#"{"messageId": "I5b", "aps": {"alert": {"body": "B"}}, "internalData": {"sendDateTime": "# + lexeme + "}}")
+        #expect(n.sentAt == nil)
+        #expect(n.warnings == [PayloadWarning(.invalidValue, "internalData.sendDateTime")])
+    }
+
     @Test func iosSilentMergesTheSilentDictionary() throws {
         let n = try accept(#"{"messageId": "I6", "aps": {"content-available": 1}, "internalData": {"silent": {"title": "T", "body": "S", "sound": "x", "category": "mm_accept_decline"}}}"#)
         #expect(n.silent && n.title == "T" && n.body == "S" && n.sound == "x" && n.category == "mm_accept_decline")
@@ -191,6 +203,18 @@ import Testing
         #expect(throws: CategoryTableError.self) {
             try CategoryTable.builtIn.adding(NotificationCategory(id: "c", actions: [])).adding(NotificationCategory(id: "c", actions: []))
         }
+    }
+
+    @Test func appCategoriesResolveAfterAdding() throws {
+        let table = try CategoryTable.builtIn.adding(contentsOf: [
+            NotificationCategory(id: "MEETING", actions: [CategoryAction(id: "join", title: "Join", options: [.foreground])]),
+        ])
+        var options = NormalizerOptions()
+        options.categories = table
+        let json = #"{"messageId": "I10", "aps": {"alert": {"body": "B"}, "category": "MEETING"}}"#
+        #expect(try accept(json, options: options).buttons == [NotificationButton(id: "join", text: "Join", url: nil, options: [.foreground])])
+        #expect(try accept(json).warnings == [PayloadWarning(.categoryUnknown, "MEETING")])
+        #expect(table["mm_accept_decline"] != nil)
     }
 
     @Test func androidOrgIbD() throws {

@@ -2,6 +2,7 @@
 import Foundation
 import Testing
 import PushSystem
+import Synchronization
 @testable import PushSpool
 
 @Suite struct LayoutTests {
@@ -9,11 +10,14 @@ import PushSystem
         let spool = try TempSpool(create: false)
         #expect(!exists(spool.layout.root))
         try spool.layout.create()
-        for path in [spool.layout.tmp, spool.layout.incoming, spool.layout.processing, spool.layout.failed] {
+        let expected: [(String, mode_t)] = [(spool.layout.tmp, 0o770), (spool.layout.incoming, 0o770),
+                                            (spool.layout.processing, 0o750), (spool.layout.failed, 0o750)]
+        for (path, mode) in expected {
             var st = stat()
             #expect(lstat(path, &st) == 0)
             #expect(st.st_mode & S_IFMT == S_IFDIR)
-            #expect(st.st_mode & 0o007 == 0, "no world access on \(path)")
+            // Exact even under the usual 022 umask, which would clear the group write bit.
+            #expect(st.st_mode & 0o7777 == mode, "\(path) has mode \(String(st.st_mode & 0o7777, radix: 8))")
         }
         try spool.write(spool.layout.incoming, "keep.json", "{}")
         try spool.layout.create()
@@ -25,6 +29,29 @@ import PushSystem
         try Posix.mkdirs(spool.layout.root)
         try spool.write(spool.layout.root, "failed", "not a dir")
         #expect(throws: SpoolError.self) { try spool.layout.create() }
+    }
+
+    @Test func aRemovedOrReplacedDirectoryIsNoticed() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        #expect(spool.layoutIsIntact())
+        #expect(rename(t.layout.incoming, t.root + "/moved") == 0)
+        #expect(!spool.layoutIsIntact())
+        try t.layout.create()
+        #expect(!spool.layoutIsIntact(), "a new incoming/ is not the one the spool holds open")
+        #expect(try Spool(layout: t.layout, maxFileBytes: 10).layoutIsIntact())
+    }
+
+    @Test func reopenIfReplacedFollowsANewIncomingDirectory() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        #expect(try !spool.reopenIfReplaced())
+        #expect(rmdir(t.layout.incoming) == 0)
+        #expect(try spool.reopenIfReplaced())
+        #expect(spool.layoutIsIntact())
+        try t.write(t.layout.incoming, "a.json", "{}")
+        #expect(try spool.claim("a.json"))
+        #expect(try !spool.reopenIfReplaced())
     }
 
     @Test func trailingSlashesAreTrimmed() {
@@ -70,24 +97,48 @@ import PushSystem
         let t = try TempSpool()
         let count = 400
         for i in 0..<count { try t.write(t.layout.incoming, "f\(i).json", "\(i)") }
+        // Two Spools, as two daemons (or a daemon and a restarted one) would have.
         let spools = [try Spool(layout: t.layout, maxFileBytes: 1 << 20), try Spool(layout: t.layout, maxFileBytes: 1 << 20)]
-        let wins = UnsafeMutableBufferPointer<Int>.allocate(capacity: 2 * count)
-        wins.initialize(repeating: 0)
-        defer { wins.deallocate() }
-        nonisolated(unsafe) let spoolsRef = spools
-        nonisolated(unsafe) let winsRef = wins
+        let wins = Mutex([Int](repeating: 0, count: count))
         DispatchQueue.concurrentPerform(iterations: 2) { claimer in
             for i in 0..<count {
                 // Each claimer walks the names in its own order so the races are real.
                 let index = claimer == 0 ? i : count - 1 - i
-                if (try? spoolsRef[claimer].claim("f\(index).json")) == true { winsRef[claimer * count + index] = 1 }
+                if (try? spools[claimer].claim("f\(index).json")) == true { wins.withLock { $0[index] += 1 } }
             }
         }
+        let claimed = wins.withLock { $0 }
         for i in 0..<count {
-            #expect(wins[i] + wins[count + i] == 1, "f\(i).json claimed \(wins[i] + wins[count + i]) times")
+            #expect(claimed[i] == 1, "f\(i).json claimed \(claimed[i]) times")
         }
         #expect(try t.names(t.layout.incoming).isEmpty)
         #expect(try t.names(t.layout.processing).count == count)
+    }
+
+    @Test func oneSpoolIsSharedByWorkerThreadsWhileItReopens() throws {
+        let t = try TempSpool()
+        let count = 800
+        for i in 0..<count { try t.write(t.layout.incoming, "s\(i).json", "{}") }
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        // A replaced failed/ makes the spool reopen while the workers run.
+        #expect(rename(t.layout.failed, t.root + "/failed.old") == 0)
+        let done = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 5) { worker in
+            if worker == 4 {
+                #expect((try? spool.reopenIfReplaced()) == true)
+                return
+            }
+            for i in stride(from: worker, to: count, by: 4) {
+                guard (try? spool.claim("s\(i).json")) == true, case .contents? = try? spool.read(processing: "s\(i).json"),
+                      (try? spool.complete(processing: "s\(i).json")) == true else { continue }
+                done.withLock { $0 += 1 }
+            }
+        }
+        #expect(done.withLock { $0 } == count / 4 * 4)
+        #expect(spool.layoutIsIntact())
+        try t.write(t.layout.processing, "bad.json", "x")
+        try spool.quarantine(processing: "bad.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "bad.json"))
+        #expect(exists(t.layout.failed + "/bad.json"))
     }
 
     @Test func processingIsListedForStartupRecovery() throws {
@@ -231,7 +282,7 @@ import PushSystem
         #expect(object["daemonVersion"] as? String == "1.2.3")
         #expect(object["file"] as? String == "bad.json")
         #expect((object["size"] as? NSNumber)?.intValue == payload.count)
-        #expect(object["sha256"] as? String == SHA256.hex(payload))
+        #expect(object["sha256"] as? String == SHA256.hex(of: payload))
         #expect((object["detail"] as? [String: String]) == ["offset": "14"])
         let at = try #require(object["at"] as? String)
         #expect(at.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "at = \(at)")
@@ -287,6 +338,27 @@ import PushSystem
         #expect(exists(t.layout.failed + "/" + name + ".reason.json"))
     }
 
+    @Test func aQuarantineThatCannotWriteItsReasonLeavesThePayloadInProcessing() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        try t.write(t.layout.processing, "keep.json", "{bad")
+        // The spool holds tmp/ open; once removed, nothing can be created in it (ENOENT).
+        #expect(rmdir(t.layout.tmp) == 0)
+        do {
+            try spool.quarantine(processing: "keep.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "keep.json"))
+            Issue.record("quarantined without a reason file")
+        } catch {
+            #expect(error.errno == ENOENT)
+            #expect(error.description.contains("keep.json"))
+        }
+        #expect(try t.read(t.layout.processing + "/keep.json") == Array("{bad".utf8))
+        #expect(try t.names(t.layout.failed).isEmpty)
+        // Once the layout is back, the same call succeeds.
+        #expect(try spool.reopenIfReplaced())
+        try spool.quarantine(processing: "keep.json", reason: QuarantineReason(code: "c", message: "m", stage: .parse, daemonVersion: "v", file: "keep.json"))
+        #expect(try t.names(t.layout.failed) == ["keep.json", "keep.json.reason.json"])
+    }
+
     @Test func quarantiningAVanishedFileLeavesNoOrphanReason() throws {
         let t = try TempSpool()
         let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
@@ -295,6 +367,19 @@ import PushSystem
         }
         #expect(try t.names(t.layout.failed).isEmpty)
         #expect(try t.names(t.layout.tmp).isEmpty)
+    }
+}
+
+@Suite struct TmpCleanupTests {
+    @Test func staleStagingFilesAreRemovedAndFreshOnesKept() throws {
+        let t = try TempSpool()
+        let spool = try Spool(layout: t.layout, maxFileBytes: 10)
+        try t.write(t.layout.tmp, "stale.tmp", "x")
+        try t.write(t.layout.tmp, "fresh.tmp", "x")
+        let old = timeval(tv_sec: time(nil) - 40 * 3600, tv_usec: 0)
+        #expect(utimes(t.layout.tmp + "/stale.tmp", [old, old]) == 0)
+        #expect(try spool.cleanTmp() == 1)
+        #expect(try t.names(t.layout.tmp) == ["fresh.tmp"])
     }
 }
 

@@ -8,8 +8,14 @@ final class TempSpool {
     let root: String
     let layout: SpoolLayout
 
-    init(create: Bool = true) throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("pushspool-spool-\(UUID().uuidString)").path
+    /// `inMemory` puts it on /dev/shm when there is one: for tests that create hundreds of
+    /// thousands of entries, where a busy ext4 journal makes creation take minutes and the
+    /// property under test does not depend on the file system.
+    init(create: Bool = true, inMemory: Bool = false) throws {
+        var isDirectory: ObjCBool = false
+        let base = inMemory && FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory) && isDirectory.boolValue
+            ? URL(fileURLWithPath: "/dev/shm") : FileManager.default.temporaryDirectory
+        root = base.appendingPathComponent("pushspool-spool-\(UUID().uuidString)").path
         layout = SpoolLayout(root: root + "/spool")
         if create { try layout.create() }
     }

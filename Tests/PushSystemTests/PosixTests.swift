@@ -42,9 +42,14 @@ import Testing
     @Test(arguments: [
         ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
     ])
     func knownVectors(input: String, expected: String) {
         #expect(SHA256.hex(of: Array(input.utf8)) == expected)
+    }
+
+    @Test func millionAs() {
+        #expect(SHA256.hex(of: [UInt8](repeating: 0x61, count: 1_000_000)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     @Test func incrementalEqualsOneShot() {
@@ -64,5 +69,26 @@ import Testing
     ])
     func formatsUTCWithMillis(millis: Int64, expected: String) {
         #expect(Timestamp.iso8601(millis: millis) == expected)
+    }
+}
+
+@Suite struct ReadAllTests {
+    @Test(arguments: [0, 1, 4095, 4096, 4097, 200_000])
+    func readsWholeFilesWhateverTheHint(size: Int) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("readall-\(UUID())").path
+        try Posix.mkdirs(dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try Posix.writeFileAtomically(directory: dir, name: "f", bytes: bytes)
+        for hint in [0, size, max(0, size - 10), size + 10] {
+            let fd = try Posix.open(dir + "/f", O_RDONLY)
+            defer { Posix.close(fd) }
+            #expect(try Posix.readAll(fd, limit: 1 << 20, sizeHint: hint) == bytes)
+        }
+        let fd = try Posix.open(dir + "/f", O_RDONLY)
+        defer { Posix.close(fd) }
+        if size > 0 {
+            #expect(throws: SystemError(call: "read", errno: EFBIG)) { try Posix.readAll(fd, limit: size - 1, sizeHint: size) }
+        }
     }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
+import Synchronization
 @testable import PushSystemd
 import PushSystem
 
@@ -114,4 +115,43 @@ import PushSystem
         #expect(metrics.value(MetricFamily.ingested) == 8000)
         #expect(metrics.snapshot().value("pushspool_journal_fsync_seconds_count") == 8000)
     }
+
+    @Test func textfileIsRewrittenPeriodicallyUntilCancelled() async throws {
+        let dir = try temporaryDirectory("metrics-periodic")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/pushspool.prom"
+        let metrics = Metrics()
+        let errors = ErrorList()
+        let queue = BlockingQueue(label: "metrics-test")
+        let writer = Task {
+            await metrics.writeTextfilePeriodically(path: path, every: .milliseconds(20), queue: queue) { error in errors.append(error) }
+        }
+        metrics.increment(MetricFamily.ingested, by: 5)
+        var seen = false
+        for _ in 0..<200 where !seen {
+            try await Task.sleep(for: .milliseconds(10))
+            seen = (try? String(contentsOfFile: path, encoding: .utf8))?.contains("pushspool_ingested_total 5\n") ?? false
+        }
+        #expect(seen)
+        metrics.increment(MetricFamily.ingested, by: 1)
+        writer.cancel()
+        await writer.value
+        // The final write on cancellation carries the last increment.
+        #expect(try String(contentsOfFile: path, encoding: .utf8).contains("pushspool_ingested_total 6\n"))
+        #expect(errors.all.isEmpty)
+
+        let failing = Task {
+            await metrics.writeTextfilePeriodically(path: dir + "/missing/x.prom", every: .milliseconds(10), queue: queue) { error in errors.append(error) }
+        }
+        try await Task.sleep(for: .milliseconds(60))
+        failing.cancel()
+        await failing.value
+        #expect(errors.all.first?.errno == ENOENT)
+    }
+}
+
+final class ErrorList: Sendable {
+    private let errors = Mutex<[SystemError]>([])
+    func append(_ error: SystemError) { errors.withLock { $0.append(error) } }
+    var all: [SystemError] { errors.withLock { $0 } }
 }

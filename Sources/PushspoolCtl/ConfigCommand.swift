@@ -1,0 +1,52 @@
+import PushConfig
+
+/// `pushspoolctl config show|check`.
+package struct ConfigCommand: CtlSubcommand {
+    package static let name = "config"
+    package static let summary = "show the effective configuration, or check a file"
+    package static let help = """
+        usage: pushspoolctl config show
+               pushspoolctl config check [FILE]
+
+        show   the configuration pushspoold would run with (defaults, the main file, drop-ins in
+               name order, then --spool/--state-dir), each value preceded by where it came from
+        check  load FILE (default: the main file and its drop-ins) and report the first error
+               with file and line; exit 0 when it is valid
+
+        Exit status: 0 success, 1 invalid configuration, 64 usage error.
+        """
+
+    var check: Bool
+    var file: String?
+
+    package init(arguments: [String]) throws(UsageError) {
+        switch arguments.first {
+        case "show":
+            guard arguments.count == 1 else { throw UsageError("config show takes no arguments") }
+            check = false
+        case "check":
+            guard arguments.count <= 2 else { throw UsageError("config check takes at most one FILE") }
+            check = true
+            file = arguments.count == 2 ? arguments[1] : nil
+        case nil: throw UsageError("missing config action (show, check)")
+        case let other?: throw UsageError("unknown config action '\(other)' (show, check)")
+        }
+    }
+
+    package func run(_ context: CtlContext) -> Int32 {
+        var context = context
+        if let file { context.globals.config = file }
+        do {
+            let (configuration, provenance) = try context.loadConfiguration()
+            if check {
+                context.out("configuration is valid\n")
+            } else {
+                context.out(renderEffectiveConfiguration(configuration, provenance: provenance))
+            }
+            return ExitStatus.ok
+        } catch {
+            context.err("pushspoolctl: \(error)\n")
+            return ExitStatus.failure
+        }
+    }
+}

@@ -1,0 +1,194 @@
+@preconcurrency import Glibc
+import PushJournal
+import PushPayload
+import PushSystem
+
+/// `pushspoolctl journal cat|tail|verify|stats`: read-only views of the journal, safe while
+/// the daemon writes (readers see committed records only).
+package struct JournalCommand: CtlSubcommand {
+    package static let name = "journal"
+    package static let summary = "print, follow, verify or summarise the journal"
+    package static let help = """
+        usage: pushspoolctl journal cat [--json] [--from-seq N]
+               pushspoolctl journal tail [-n N] [-f] [--json]
+               pushspoolctl journal verify
+               pushspoolctl journal stats [--json]
+
+        cat     every committed record from sequence number N (default 1)
+        tail    the last N records (default 10); with -f keep printing new ones as they are
+                committed, until interrupted
+        verify  check every record of every segment (frame, checksums, sequence, duplicate
+                ids); prints a summary; shows progress on stderr for large journals
+        stats   segments, records, bytes, sequence and time range
+
+        Records print as one line each: seq, ingest time, vendor:id and title/body. With --json
+        each is one JSON object per line: the stored record plus "seq".
+
+        Exit status: 0 success; verify: 0 clean, 1 corruption, 2 only a torn tail (the daemon
+        cuts it at its next start); 1 runtime failure, 64 usage error.
+        """
+
+    enum Action: Equatable {
+        case cat(fromSeq: UInt64)
+        case tail(count: Int, follow: Bool)
+        case verify
+        case stats
+    }
+
+    var action: Action
+    var json = false
+
+    package init(arguments: [String]) throws(UsageError) {
+        guard let verb = arguments.first else { throw UsageError("missing journal action (cat, tail, verify, stats)") }
+        var fromSeq: UInt64 = 1
+        var count = 10
+        var follow = false
+        var i = 1
+        while i < arguments.count {
+            let (option, inline) = PushspoolCtl.splitOption(arguments[i])
+            func value() throws(UsageError) -> String {
+                if let inline { return inline }
+                i += 1
+                guard i < arguments.count else { throw UsageError("option \(option) needs a value") }
+                return arguments[i]
+            }
+            switch option {
+            case "--json" where verb != "verify": json = true
+            case "--from-seq" where verb == "cat":
+                let text = try value()
+                guard let n = UInt64(text), n > 0 else { throw UsageError("--from-seq needs a sequence number ≥ 1, not '\(text)'") }
+                fromSeq = n
+            case "-n", "--lines":
+                let text = try value()
+                guard verb == "tail", let n = Int(text), n >= 0 else { throw UsageError("-n needs a count ≥ 0 (tail only)") }
+                count = n
+            case "-f", "--follow":
+                guard verb == "tail" else { throw UsageError("-f is for 'journal tail'") }
+                follow = true
+            default: throw UsageError("unknown option for journal \(verb): \(arguments[i])")
+            }
+            i += 1
+        }
+        switch verb {
+        case "cat": action = .cat(fromSeq: fromSeq)
+        case "tail": action = .tail(count: count, follow: follow)
+        case "verify": action = .verify
+        case "stats": action = .stats
+        default: throw UsageError("unknown journal action '\(verb)' (cat, tail, verify, stats)")
+        }
+    }
+
+    package func run(_ context: CtlContext) -> Int32 {
+        guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        let directory = context.journalDirectory(configuration)
+        do throws(JournalError) {
+            switch action {
+            case .cat(let fromSeq):
+                let reader = try JournalReader(directory: directory, fromSeq: fromSeq)
+                while let record = try reader.next() { context.out(line(for: record)) }
+                return ExitStatus.ok
+            case .tail(let count, let follow):
+                return try tail(directory: directory, count: count, follow: follow, context: context)
+            case .verify:
+                return verify(directory: directory, context: context)
+            case .stats:
+                return try stats(directory: directory, context: context)
+            }
+        } catch {
+            context.err("pushspoolctl: \(error)\n")
+            return ExitStatus.failure
+        }
+    }
+
+    private func tail(directory: String, count: Int, follow: Bool, context: CtlContext) throws(JournalError) -> Int32 {
+        // One pass to find where the last `count` records start; a ring keeps memory at `count`.
+        let reader = try JournalReader(directory: directory)
+        var ring: [JournalRecord] = []
+        ring.reserveCapacity(count)
+        while let record = try reader.next() {
+            guard count > 0 else { continue }
+            if ring.count == count { ring.removeFirst() }
+            ring.append(record)
+        }
+        for record in ring { context.out(line(for: record)) }
+        guard follow else { return ExitStatus.ok }
+        while true {
+            if let record = try reader.next(waitingUpTo: .seconds(3600)) {
+                context.out(line(for: record))
+            }
+        }
+    }
+
+    private func verify(directory: String, context: CtlContext) -> Int32 {
+        let showProgress = isatty(2) != 0
+        var lastShown: Int64 = -1
+        let report = JournalVerifier.verify(directory: directory) { progress in
+            guard showProgress, progress.bytesTotal > 16 << 20 else { return }
+            let percent = progress.bytesTotal == 0 ? 100 : progress.bytesDone * 100 / progress.bytesTotal
+            if percent != lastShown {
+                lastShown = percent
+                context.err("\rverifying: \(percent)%")
+            }
+        }
+        if lastShown >= 0 { context.err("\r\u{1B}[K") }
+        context.out(report.lines.joined(separator: "\n") + "\n")
+        return report.exitCode
+    }
+
+    private func stats(directory: String, context: CtlContext) throws(JournalError) -> Int32 {
+        let report = JournalVerifier.verify(directory: directory)
+        let reader = try JournalReader(directory: directory)
+        var first: JournalRecord?
+        var last: JournalRecord?
+        while let record = try reader.next() {
+            if first == nil { first = record }
+            last = record
+        }
+        var fields: [(String, JSONValue)] = [
+            ("segments", .number(String(report.segments.count))),
+            ("records", .number(String(report.records))),
+            ("bytes", .number(String(report.bytes))),
+            ("duplicateIds", .number(String(report.duplicateKeys))),
+            ("healthy", .bool(report.exitCode == 0)),
+        ]
+        if let first, let last {
+            fields += [
+                ("firstSeq", .number(String(first.seq))), ("lastSeq", .number(String(last.seq))),
+                ("firstIngestedAt", .string(Timestamp.iso8601(millis: first.ingestMillis))),
+                ("lastIngestedAt", .string(Timestamp.iso8601(millis: last.ingestMillis))),
+            ]
+        }
+        if json {
+            context.out(String(decoding: JSONValue.object(Dictionary(uniqueKeysWithValues: fields)).serialized(), as: UTF8.self) + "\n")
+        } else {
+            for (key, value) in fields {
+                let text: String = switch value {
+                case .string(let s), .number(let s): s
+                case .bool(let b): b ? "yes" : "no"
+                default: ""
+                }
+                context.out("\(key): \(text)\n")
+            }
+        }
+        return ExitStatus.ok
+    }
+
+    private func line(for record: JournalRecord) -> String {
+        if json {
+            // The stored body is a compact JSON object; splice the sequence number in front.
+            let body = record.body
+            if body.count >= 2, body.first == UInt8(ascii: "{") {
+                let rest = body.count == 2 ? "}" : "," + String(decoding: body.dropFirst(), as: UTF8.self)
+                return "{\"seq\":\(record.seq)\(rest)\n"
+            }
+            return "{\"seq\":\(record.seq),\"body\":\(String(decoding: body, as: UTF8.self))}\n"
+        }
+        var summary = ""
+        if case .object(let object)? = try? JSONParser().parse(record.body) {
+            let title = object["title"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+            let body = object["body"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+            summary = [title, body].compactMap { $0 }.joined(separator: " — ")
+        }
+        return "\(record.seq)\t\(Timestamp.iso8601(millis: record.ingestMillis))\t\(record.key)\t\(summary)\n"
+    }
+}

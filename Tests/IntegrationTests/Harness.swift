@@ -1,0 +1,141 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import PushSystem
+import PushJournal
+
+/// Runs the built `pushspoold`/`pushspoolctl` binaries against a spool and state directory
+/// that belong to one test.
+final class DaemonHarness: @unchecked Sendable {
+    static let binDirectory: String = {
+        if let dir = ProcessInfo.processInfo.environment["PUSHSPOOL_BIN_DIR"] { return dir }
+        // The test bundle sits next to the executables it was built with.
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var dir = bundle.deletingLastPathComponent()
+        while dir.path != "/" {
+            if FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("pushspoold").path) { return dir.path }
+            dir = dir.deletingLastPathComponent()
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug").path
+    }()
+
+    static let packageRoot: String = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    let root: String
+    var spool: String { root + "/spool" }
+    var state: String { root + "/state" }
+    var config: String { root + "/pushspool.conf" }
+    private(set) var process: Process?
+    private var stderrFile: String { root + "/daemon.stderr" }
+
+    init(name: String, config configText: String = "[Media]\nEnabled=no\n") throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("pushspool-it-\(name)-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try configText.write(toFile: config, atomically: true, encoding: .utf8)
+    }
+
+    deinit {
+        if let process, process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// Starts the daemon and waits until its spool layout exists and the first scan is done
+    /// (the status file appears after READY).
+    func start(extraEnvironment: [String: String] = [:]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/pushspoold")
+        process.arguments = ["--spool", spool, "--state-dir", state, "--config", config]
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "NOTIFY_SOCKET")
+        environment.removeValue(forKey: "JOURNAL_STREAM")
+        for (key, value) in extraEnvironment { environment[key] = value }
+        process.environment = environment
+        _ = FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: stderrFile)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        try waitUntil(timeout: 60, "pushspoold to create its spool") {
+            if !process.isRunning {
+                throw TimeoutError(description: "pushspoold exited with \(process.terminationStatus) at start: \(self.daemonStderr)")
+            }
+            return FileManager.default.fileExists(atPath: self.spool + "/failed")
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM) -> Int32 {
+        guard let process else { return -1 }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        self.process = nil
+        return process.terminationStatus
+    }
+
+    var daemonStderr: String { (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "" }
+
+    /// Writes `bytes` the way a producer should: a temp name in `tmp/`, then `rename(2)` into `incoming/`.
+    func drop(_ bytes: [UInt8], name: String) throws {
+        let temp = spool + "/tmp/" + name + ".tmp"
+        try Data(bytes).write(to: URL(fileURLWithPath: temp))
+        guard rename(temp, spool + "/incoming/" + name) == 0 else { throw SystemError(call: "rename", errno: errno, subject: name) }
+    }
+
+    func files(in subdirectory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: spool + "/" + subdirectory)) ?? []).sorted()
+    }
+
+    /// All journal records, read with the library the CLI uses.
+    func records() throws -> [JournalRecord] {
+        let reader = try JournalReader(directory: state + "/journal")
+        return Array(reader.records(fromSeq: 1))
+    }
+
+    /// Runs `pushspoolctl` with this harness's directories; returns (status, stdout, stderr).
+    func ctl(_ arguments: [String], stdin: [UInt8]? = nil) throws -> (Int32, String, String) {
+        try Self.run(Self.binDirectory + "/pushspoolctl",
+                     ["--spool", spool, "--state-dir", state, "--config", config] + arguments, stdin: stdin)
+    }
+
+    static func run(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> (Int32, String, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin)) }
+        try input.fileHandleForWriting.close()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+}
+
+struct TimeoutError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` seconds pass.
+func waitUntil(timeout: Double, _ what: String = "condition", _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return }
+        usleep(20_000)
+    }
+    throw TimeoutError(description: "timed out after \(timeout) s waiting for \(what)")
+}
+
+/// A generated Mindbox iOS payload with a unique id, inside an envelope.
+func generatedPayload(index: Int, tag: String) -> [UInt8] {
+    let json = """
+        {"pushspool":1,"user":"user-\(index % 97)","platform":"ios","payload":{"aps":{"alert":{"title":"Sale \(index)","body":"Body \(index) \(tag)"},"mutable-content":1,"content-available":1},"clickUrl":"https://shop.example/p/\(index)","uniqueKey":"\(tag)-\(index)","payload":"{\\"pushName\\":\\"n\\",\\"pushDate\\":\\"2026-11-29T10:00:00Z\\"}"}}
+        """
+    return Array(json.utf8)
+}

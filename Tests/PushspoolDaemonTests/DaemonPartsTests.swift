@@ -1,0 +1,95 @@
+import Testing
+import PushPayload
+import PushMedia
+@testable import PushspoolDaemon
+
+@Suite struct DaemonArgumentsTests {
+    @Test func flagsAndInlineValues() throws {
+        let parsed = try DaemonArguments.parse(["--spool", "/s", "--state-dir=/st", "--config", "/c.conf", "--quarantine-corrupt-segment"])
+        #expect(parsed.spoolDirectory == "/s")
+        #expect(parsed.stateDirectory == "/st")
+        #expect(parsed.configFile == "/c.conf")
+        #expect(parsed.quarantineCorruptSegments)
+        #expect(parsed.configOverrides.map(\.key) == ["Directory", "StateDirectory"])
+    }
+
+    @Test(arguments: [["--spool"], ["--bogus"], ["--spool", "--state-dir", "/x"], ["extra"]])
+    func badCommandLinesAreUsageErrors(_ arguments: [String]) {
+        #expect(throws: UsageError.self) { try DaemonArguments.parse(arguments) }
+    }
+
+    @Test func defaultsPointAtTheSystemPaths() throws {
+        let parsed = try DaemonArguments.parse([])
+        #expect(parsed.configFile == "/etc/pushspool/pushspool.conf")
+        #expect(parsed.configOverrides.isEmpty)
+    }
+}
+
+@Suite struct WorkQueueTests {
+    @Test func fifoAndBounded() {
+        var queue = WorkQueue()
+        var accepted = 0
+        for i in 0..<WorkQueue.limit where queue.push(.incoming("f\(i)")) { accepted += 1 }
+        #expect(accepted == WorkQueue.limit)
+        let overflowAccepted = queue.push(.incoming("overflow"))
+        #expect(!overflowAccepted, "a full queue refuses; the caller rescans instead")
+        let forced = queue.push(.processing("handed-back"), force: true)
+        #expect(forced)
+        #expect(queue.pop() == .incoming("f0"))
+        var last: WorkItem?
+        while let item = queue.pop() { last = item }
+        #expect(last == .processing("handed-back"))
+        #expect(queue.isEmpty)
+    }
+}
+
+@Suite struct MediaDecisionTests {
+    func notification(media: String?) -> PushNotification {
+        var n = PushNotification(vendor: .sfmc, platform: .ios, format: "sfmc-ios", id: "m1")
+        n.mediaUrl = media
+        n.body = "original"
+        n.mediaAlt = "alt text"
+        return n
+    }
+
+    @Test func decidesBeforeAnyIO() {
+        #expect(MediaDecision(notification: notification(media: nil), allowHTTP: false, enabled: true) == .none)
+        #expect(MediaDecision(notification: notification(media: "https://a.example/i.png"), allowHTTP: false, enabled: true) == .fetch("https://a.example/i.png"))
+        #expect(MediaDecision(notification: notification(media: "http://a.example/i.png"), allowHTTP: false, enabled: true) == .skip("insecure_scheme"))
+        #expect(MediaDecision(notification: notification(media: "http://a.example/i.png"), allowHTTP: true, enabled: true) == .fetch("http://a.example/i.png"))
+        #expect(MediaDecision(notification: notification(media: "https://a.example/i.png"), allowHTTP: false, enabled: false) == .skip("media_disabled"))
+        #expect(MediaDecision(notification: notification(media: "ftp://a.example/i.png"), allowHTTP: true, enabled: true) == .skip("invalid_url"))
+    }
+
+    @Test func skippedMediaAppliesTheAltTextAndKeepsTheOriginalBody() throws {
+        let source = SourceFile(name: "f.json", size: 10, sha256: String(repeating: "0", count: 64))
+        let body = RecordBuilder.body(notification: notification(media: "http://a.example/i.png"), source: source,
+                                      media: .skipped(url: "http://a.example/i.png", reason: "insecure_scheme"), ingestMillis: 0)
+        guard case .object(let record) = try JSONParser().parse(body) else { Issue.record("not an object"); return }
+        #expect(record["body"] == .string("alt text"))
+        #expect(record["originalBody"] == .string("original"))
+        #expect(record["sourceFile"] == .string("f.json"))
+        #expect(record["ingestedAt"] == .string("1970-01-01T00:00:00.000Z"))
+        guard case .object(let media)? = record["media"] else { Issue.record("no media object"); return }
+        #expect(media["status"] == .string("skipped"))
+    }
+
+    @Test func withoutMediaTheBodyIsUntouched() throws {
+        let source = SourceFile(name: "f.json", size: 10, sha256: "ab")
+        let body = RecordBuilder.body(notification: notification(media: nil), source: source, media: nil, ingestMillis: 0)
+        guard case .object(let record) = try JSONParser().parse(body) else { Issue.record("not an object"); return }
+        #expect(record["body"] == .string("original"))
+        #expect(record["originalBody"] == nil)
+        #expect(record["media"] == nil)
+    }
+
+    @Test(arguments: [
+        ("https://cdn.example.com/a/b.png?token=secret", "cdn.example.com"),
+        ("https://user:pw@host.example:8443/x", "host.example"),
+        ("http://[::1]:8080/x", "[::1]"),
+        ("not a url", ""),
+    ])
+    func hostOnlyNeverPathOrQuery(url: String, host: String) {
+        #expect(urlHost(url) == host)
+    }
+}
