@@ -223,6 +223,15 @@ package struct MediaStats: Sendable, Equatable {
 
     package var failed: Int { failedByCode.values.reduce(0, +) }
 
+    /// Aligned `key: value` lines, failures broken down by code.
+    package func renderText() -> String {
+        var text = "in flight:    \(inFlight)\nqueued:       \(queued)\nstored:       \(stored)\nfailed:       \(failed)\n"
+        for (code, count) in failedByCode.sorted(by: { $0.key < $1.key }) { text += "  \(code): \(count)\n" }
+        text += "skipped:      \(skipped)\nreused:       \(reused)\nretries:      \(retries)\nbytes stored: \(bytesStored)\n"
+        text += "thumbnails:   \(thumbnails)\nundecodable:  \(undecodable)\n"
+        return text
+    }
+
     /// One compact JSON object (`failedByCode` keys sorted), for `--json` output and STATUS.
     package func encodeJSON() -> String {
         MediaJSON.object([

@@ -29,6 +29,16 @@ package enum MediaStore {
             self.tempFiles = tempFiles
         }
 
+        /// Aligned `key: value` lines for `pushspoolctl media stats`.
+        package func renderText() -> String {
+            var text = "files:           \(files)\n"
+            text += "bytes:           \(bytes)\n"
+            text += "thumbnails:      \(thumbnails)\n"
+            text += "thumbnail bytes: \(thumbnailBytes)\n"
+            text += "temp files:      \(tempFiles)\n"
+            return text
+        }
+
         /// One compact JSON object, for `pushspoolctl media stats --json`.
         package func encodeJSON() -> String {
             MediaJSON.object([

@@ -28,7 +28,8 @@ func runMediaBench(arguments: [String]) {
     }
 
     let child = Process()
-    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    // /proc/self/exe: argv[0] may be a bare name found through PATH.
+    child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
     child.arguments = ["media", "--serve", String(images)]
     let output = Pipe()
     let input = Pipe()

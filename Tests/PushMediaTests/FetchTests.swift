@@ -336,7 +336,7 @@ import PushSystem
     @Test func sameURLIsDownloadedOnce() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slowish.png", .trickle(headers: [], body: Fixtures.png.prefix(0) + Fixtures.webp, interval: 0.002))
+        server.route("/slowish.png", .trickle(headers: [], body: Fixtures.webp, interval: 0.002))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 

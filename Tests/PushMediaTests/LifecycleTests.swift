@@ -156,3 +156,52 @@ struct WaitTimeout: Error {}
         #expect(state.sweepAt == 1024)
     }
 }
+
+@Suite struct TaskCancellationTests {
+    @Test func cancelledTaskReturnsAtOnceWhileOthersKeepWaiting() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/slow.png", .trickle(headers: [], body: Fixtures.webp, interval: 0.002))
+        server.route("/silent", .silent)
+        var options = testOptions(dir)
+        options.transferDeadline = 30
+        options.payloadDeadline = 30
+        let fetcher = try MediaFetcher(options: options)
+        defer { fetcher.shutdown() }
+
+        let other = Mutex<MediaOutcome?>(nil)
+        let task = Task { await fetcher.fetch(url: server.url("/slow.png")) }
+        try await waitUntil { server.hits("/slow.png") == 1 }
+        fetcher.fetch(url: server.url("/slow.png")) { outcome in other.withLock { $0 = outcome } }
+        task.cancel()
+        let cancelled = await task.value
+        #expect(cancelled.wasCancelled)
+        try await waitUntil { other.withLock { $0 } != nil }
+        #expect(other.withLock { $0?.status } == .stored)
+        #expect(server.hits("/slow.png") == 1)
+
+        // The silent server would hold the fetch for its 30 s deadline.
+        let silent = Task { await fetcher.fetch(url: server.url("/silent")) }
+        try await waitUntil { server.hits("/silent") == 1 }
+        let start = Posix.monotonicNanos()
+        silent.cancel()
+        #expect(await silent.value.wasCancelled)
+        #expect(elapsedSeconds(since: start) < 2)
+    }
+
+    @Test func alreadyCancelledTaskDoesNotFetch() async throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        server.route("/a.png", .ok(Fixtures.png))
+        let fetcher = try MediaFetcher(options: testOptions(dir))
+        defer { fetcher.shutdown() }
+
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await fetcher.fetch(url: server.url("/a.png"))
+        }
+        #expect(await task.value.wasCancelled)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(server.hits("/a.png") == 0)
+    }
+}

@@ -88,6 +88,8 @@ import Testing
         #expect(stats.encodeJSON() == #"{"inFlight":0,"queued":0,"stored":2,"failed":4,"failedByCode":{"http_status":3,"timeout":1},"skipped":0,"reused":0,"retries":0,"bytesStored":99,"thumbnails":0,"undecodable":0}"#)
         let store = MediaStore.Stats(files: 1, bytes: 10, thumbnails: 1, thumbnailBytes: 5, tempFiles: 0)
         #expect(store.encodeJSON() == #"{"files":1,"bytes":10,"thumbnails":1,"thumbnailBytes":5,"tempFiles":0}"#)
+        #expect(store.renderText().hasPrefix("files:           1\nbytes:           10\n"))
+        #expect(stats.renderText().contains("failed:       4\n  http_status: 3\n  timeout: 1\n"))
         #expect(MediaOutcome.skipped(url: "u", reason: "media disabled").encodeJSON() == #"{"url":"u","status":"skipped","attempts":0,"durationMs":0,"reason":"media disabled"}"#)
     }
 
