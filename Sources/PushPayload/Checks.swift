@@ -1,3 +1,5 @@
+import PushSystem
+
 /// URL and time helpers for the contract's R6 and R12; pure, no Foundation.
 package enum URLCheck {
     package enum Verdict: Equatable, Sendable {
@@ -41,24 +43,6 @@ package enum EpochTime {
     /// `nil` outside years 1970...9999, which no real send or expiry time is.
     package static func iso8601(milliseconds ms: Int64) -> String? {
         guard ms >= 0, ms < 253_402_300_800_000 else { return nil }
-        let seconds = ms / 1000
-        let millis = Int(ms % 1000)
-        let days = seconds / 86400
-        let secOfDay = Int(seconds % 86400)
-        // Howard Hinnant's civil_from_days.
-        let z = days + 719_468
-        let era = z / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = Int(doy - (153 * mp + 2) / 5 + 1)
-        let month = Int(mp < 10 ? mp + 3 : mp - 9)
-        let year = Int(yoe + era * 400) + (month <= 2 ? 1 : 0)
-        func pad(_ v: Int, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secOfDay / 3600, 2)):\(pad(secOfDay / 60 % 60, 2)):\(pad(secOfDay % 60, 2)).\(pad(millis, 3))Z"
+        return Timestamp.iso8601(millis: ms)
     }
 }

@@ -33,7 +33,7 @@ package struct QuarantineReason: Sendable, Codable, Equatable {
 
     package init(
         code: String, message: String, stage: Stage, daemonVersion: String, file: String,
-        size: Int64? = nil, sha256: String? = nil, detail: [String: String]? = nil, at: String = QuarantineReason.now()
+        size: Int64? = nil, sha256: String? = nil, detail: [String: String]? = nil, at: String = Timestamp.now()
     ) {
         self.code = code
         self.message = message
@@ -71,24 +71,5 @@ package struct QuarantineReason: Sendable, Codable, Equatable {
         } catch {
             throw SpoolError(.reasonFile, "reason file is not valid: \(error); inspect it with `pushspoolctl failed show`")
         }
-    }
-
-    /// The current time as ISO-8601 UTC with milliseconds, e.g. `2026-11-29T16:54:27.123Z`.
-    package static func now() -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return iso8601(seconds: Int(ts.tv_sec), millis: Int(ts.tv_nsec / 1_000_000))
-    }
-
-    static func iso8601(seconds: Int, millis: Int) -> String {
-        var time = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
     }
 }

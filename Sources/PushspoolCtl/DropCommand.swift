@@ -34,28 +34,18 @@ package struct DropCommand: CtlSubcommand {
     var files: [String] = []
 
     package init(arguments: [String]) throws(UsageError) {
-        var i = 0
-        while i < arguments.count {
-            let (option, inline) = PushspoolCtl.splitOption(arguments[i])
-            func value() throws(UsageError) -> String {
-                if let inline { return inline }
-                i += 1
-                guard i < arguments.count else { throw UsageError("option \(option) needs a value") }
-                return arguments[i]
-            }
-            switch option {
-            case "--user": user = try value()
-            case "--platform":
-                let p = try value()
+        var cursor = ArgumentCursor(arguments)
+        while let item = cursor.next() {
+            switch item {
+            case .operand(let file): files.append(file)
+            case .option("--user", let inline): user = try cursor.value(of: "--user", inline: inline)
+            case .option("--platform", let inline):
+                let p = try cursor.value(of: "--platform", inline: inline)
                 guard p == "ios" || p == "android" else { throw UsageError("--platform must be ios or android, not '\(p)'") }
                 platform = p
-            case "--raw": raw = true
-            case "--": files += arguments[(i + 1)...]; i = arguments.count; continue
-            default:
-                if option.hasPrefix("-"), option != "-" { throw UsageError("unknown option: \(option)") }
-                files.append(arguments[i])
+            case .option("--raw", nil): raw = true
+            case .option(let name, _): throw UsageError("unknown option: \(name)")
             }
-            i += 1
         }
         if files.isEmpty { throw UsageError("no FILE given (use '-' for stdin)") }
         if raw, user != nil || platform != nil { throw UsageError("--raw copies bytes unchanged; it cannot add --user or --platform") }

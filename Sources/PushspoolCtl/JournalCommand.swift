@@ -44,31 +44,19 @@ package struct JournalCommand: CtlSubcommand {
         var fromSeq: UInt64 = 1
         var count = 10
         var follow = false
-        var i = 1
-        while i < arguments.count {
-            let (option, inline) = PushspoolCtl.splitOption(arguments[i])
-            func value() throws(UsageError) -> String {
-                if let inline { return inline }
-                i += 1
-                guard i < arguments.count else { throw UsageError("option \(option) needs a value") }
-                return arguments[i]
-            }
-            switch option {
-            case "--json" where verb != "verify": json = true
-            case "--from-seq" where verb == "cat":
-                let text = try value()
-                guard let n = UInt64(text), n > 0 else { throw UsageError("--from-seq needs a sequence number ≥ 1, not '\(text)'") }
-                fromSeq = n
-            case "-n", "--lines":
-                let text = try value()
-                guard verb == "tail", let n = Int(text), n >= 0 else { throw UsageError("-n needs a count ≥ 0 (tail only)") }
-                count = n
-            case "-f", "--follow":
-                guard verb == "tail" else { throw UsageError("-f is for 'journal tail'") }
+        var cursor = ArgumentCursor(Array(arguments.dropFirst()))
+        while let item = cursor.next() {
+            switch item {
+            case .option("--json", nil) where verb != "verify": json = true
+            case .option("--from-seq", let inline) where verb == "cat":
+                fromSeq = UInt64(try cursor.positiveInteger(of: "--from-seq", inline: inline))
+            case .option("-n", let inline) where verb == "tail", .option("--lines", let inline) where verb == "tail":
+                count = try cursor.positiveInteger(of: "-n", inline: inline, allowZero: true)
+            case .option("-f", nil) where verb == "tail", .option("--follow", nil) where verb == "tail":
                 follow = true
-            default: throw UsageError("unknown option for journal \(verb): \(arguments[i])")
+            case .option(let name, _): throw UsageError("unknown option for journal \(verb): \(name)")
+            case .operand(let operand): throw UsageError("journal \(verb) takes no operand '\(operand)'")
             }
-            i += 1
         }
         switch verb {
         case "cat": action = .cat(fromSeq: fromSeq)

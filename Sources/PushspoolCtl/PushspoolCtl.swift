@@ -189,3 +189,52 @@ package enum PushspoolCtl {
         return lines.joined(separator: "\n")
     }
 }
+
+/// Walks a subcommand's arguments: options (`--name value` or `--name=value`), operands
+/// (`-` is an operand: stdin), and `--`, after which everything is an operand.
+package struct ArgumentCursor {
+    package enum Item: Equatable {
+        case option(String, inline: String?)
+        case operand(String)
+    }
+
+    private let arguments: [String]
+    private var index = 0
+    private var optionsDone = false
+
+    package init(_ arguments: [String]) {
+        self.arguments = arguments
+    }
+
+    package mutating func next() -> Item? {
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsDone || argument == "-" || !argument.hasPrefix("-") { return .operand(argument) }
+            if argument == "--" {
+                optionsDone = true
+                continue
+            }
+            let (name, inline) = PushspoolCtl.splitOption(argument)
+            return .option(name, inline: inline)
+        }
+        return nil
+    }
+
+    /// The value of `option`: its `=value`, else the next argument.
+    package mutating func value(of option: String, inline: String?) throws(UsageError) -> String {
+        if let inline { return inline }
+        guard index < arguments.count else { throw UsageError("option \(option) needs a value") }
+        defer { index += 1 }
+        return arguments[index]
+    }
+
+    /// A positive integer value of `option`.
+    package mutating func positiveInteger(of option: String, inline: String?, allowZero: Bool = false) throws(UsageError) -> Int {
+        let text = try value(of: option, inline: inline)
+        guard let number = Int(text), number > 0 || (allowZero && number == 0) else {
+            throw UsageError("option \(option) needs a \(allowZero ? "non-negative" : "positive") integer, not '\(text)'")
+        }
+        return number
+    }
+}

@@ -28,32 +28,17 @@ package struct ValidateCommand: CtlSubcommand {
     package var options = NormalizerOptions()
 
     package init(arguments: [String]) throws(UsageError) {
-        var i = 0
-        var optionsDone = false
-        func number(_ option: String, _ inline: String?) throws(UsageError) -> Int {
-            var text = inline
-            if text == nil {
-                i += 1
-                text = i < arguments.count ? arguments[i] : nil
+        var cursor = ArgumentCursor(arguments)
+        while let item = cursor.next() {
+            switch item {
+            case .operand(let file): files.append(file)
+            case .option("--json", nil): json = true
+            case .option("--max-payload-bytes", let inline):
+                options.maxPayloadBytes = try cursor.positiveInteger(of: "--max-payload-bytes", inline: inline)
+            case .option("--max-depth", let inline):
+                options.maxDepth = try cursor.positiveInteger(of: "--max-depth", inline: inline)
+            case .option(let name, _): throw UsageError("unknown option: \(name)")
             }
-            guard let text, let n = Int(text), n > 0 else { throw UsageError("option \(option) needs a positive integer") }
-            return n
-        }
-        while i < arguments.count {
-            let arg = arguments[i]
-            if optionsDone || arg == "-" || !arg.hasPrefix("-") {
-                files.append(arg)
-            } else {
-                let (name, inline) = PushspoolCtl.splitOption(arg)
-                switch name {
-                case "--": optionsDone = true
-                case "--json": json = true
-                case "--max-payload-bytes": options.maxPayloadBytes = try number(name, inline)
-                case "--max-depth": options.maxDepth = try number(name, inline)
-                default: throw UsageError("unknown option: \(arg)")
-                }
-            }
-            i += 1
         }
         if files.isEmpty { throw UsageError("no FILE given (use '-' for stdin)") }
         if files.filter({ $0 == "-" }).count > 1 { throw UsageError("'-' (stdin) may be given only once") }
