@@ -36,6 +36,8 @@ package final class JournalWriter: Sendable {
 
     private struct Pending {
         var key: String
+        /// Computed once, outside the lock, for the dedup index.
+        var fingerprint: UInt64
         var body: [UInt8]
         var ingestMillis: Int64
         var completion: @Sendable (AppendResult) -> Void
@@ -186,15 +188,16 @@ package final class JournalWriter: Sendable {
             completion(.failed(JournalError(.recordTooLarge(bytes: keyLength + body.count, limit: limit), directory: directory)))
             return
         }
-        let pending = Pending(key: key, body: body, ingestMillis: ingestMillis, completion: completion,
-                              enqueuedNanos: Posix.monotonicNanos())
+        let fingerprint = KeyFingerprints.fingerprint(key)
+        let pending = Pending(key: key, fingerprint: fingerprint, body: body, ingestMillis: ingestMillis,
+                              completion: completion, enqueuedNanos: Posix.monotonicNanos())
         let refusal: AppendResult? = shared.withLock { state in
             switch state.phase {
             case .running: break
             case .failed(let error): return .failed(error)
             case .closing, .closed: return .failed(JournalError(.closed, directory: directory))
             }
-            if state.committedKeys.contains(key) || state.pendingKeys.contains(key) {
+            if state.committedKeys.contains(fingerprint: fingerprint) || state.pendingKeys.contains(key) {
                 state.stats.duplicates += 1
                 return .duplicate
             }
@@ -216,7 +219,8 @@ package final class JournalWriter: Sendable {
 
     /// Whether `key` is committed or pending.
     package func contains(key: String) -> Bool {
-        shared.withLock { $0.committedKeys.contains(key) || $0.pendingKeys.contains(key) }
+        let fingerprint = KeyFingerprints.fingerprint(key)
+        return shared.withLock { $0.committedKeys.contains(fingerprint: fingerprint) || $0.pendingKeys.contains(key) }
     }
 
     package var stats: JournalWriterStats {
@@ -316,7 +320,7 @@ package final class JournalWriter: Sendable {
                     state.inFlight = 0
                     for item in batch {
                         state.pendingKeys.remove(item.key)
-                        state.committedKeys.insert(item.key)
+                        state.committedKeys.insert(fingerprint: item.fingerprint)
                     }
                     state.stats.records += UInt64(batch.count)
                     state.stats.bytes += UInt64(bytes)

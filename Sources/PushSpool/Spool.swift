@@ -227,7 +227,7 @@ package final class Spool: Sendable {
 
         let bytes: [UInt8]
         do {
-            bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), subject: name)
+            bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), regularFile: true, subject: name)
         } catch where error.errno == EFBIG {
             return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {

@@ -156,7 +156,10 @@ package enum Posix {
     ///
     /// `sizeHint` (from `fstat`) sizes the buffer so a file that did not change is read with
     /// one `read(2)` straight into the result plus one that sees end of file.
-    package static func readAll(_ fd: Int32, limit: Int, sizeHint: Int = 0, subject: String = "") throws(SystemError) -> [UInt8] {
+    /// For a regular file (`regularFile`), a read that returns less than asked is end of file,
+    /// which saves the `read(2)` that would only return 0.
+    package static func readAll(_ fd: Int32, limit: Int, sizeHint: Int = 0, regularFile: Bool = false,
+                                subject: String = "") throws(SystemError) -> [UInt8] {
         var capacity = min(max(sizeHint + 1, 4096), limit + 1)
         var bytes = [UInt8]()
         while true {
@@ -177,6 +180,7 @@ package enum Posix {
             if let failure { throw failure }
             if n == 0 { return bytes }
             if bytes.count > limit { throw SystemError(call: "read", errno: EFBIG, subject: subject) }
+            if regularFile && n < spare { return bytes }
             if bytes.count == capacity { capacity = min(capacity * 2, limit + 1) }
         }
     }

@@ -32,6 +32,8 @@ package final class Daemon: @unchecked Sendable {
     private let metrics: Metrics
     package let counters = Counters()
     private let background = BlockingQueue(label: "pushspool.background")
+    /// Where claimed files are read, normalised and handed to the journal.
+    private let processing = BlockingQueue(label: "pushspool.process")
 
     private let stopRequested = Atomic<Bool>(false)
     private let reloadRequested = Atomic<Bool>(false)
@@ -284,7 +286,9 @@ package final class Daemon: @unchecked Sendable {
             }
             switch outcome {
             case .claimed:
-                process(name)
+                // Reading, hashing and normalising run on their own thread, so claiming the
+                // next file (a rename) overlaps with them: the pipeline uses both cores.
+                processing.submit { [self] in process(name) }
             case .busy:
                 releaseCapacity()
                 if busyNames.count < 4096 { busyNames.append(name) } else { feed.requestRescan() }
@@ -303,7 +307,7 @@ package final class Daemon: @unchecked Sendable {
         for name in names where !stopRequested.load(ordering: .relaxed) {
             acquireCapacity()
             if (try? spool.claimOutcome(name)) == .claimed {
-                process(name)
+                processing.submit { [self] in process(name) }
             } else {
                 releaseCapacity()
             }
@@ -426,7 +430,7 @@ package final class Daemon: @unchecked Sendable {
         }
         for name in names {
             acquireCapacity()
-            process(name)
+            processing.submit { [self] in process(name) }
         }
     }
 
@@ -459,11 +463,7 @@ package final class Daemon: @unchecked Sendable {
                            size: bytes.count, sha256: digest)
             case .accepted(let notification):
                 let source = SourceFile(name: name, size: bytes.count, sha256: digest)
-                if journal.contains(key: notification.dedupKey) {
-                    finishDuplicate(name, notification: notification)
-                } else {
-                    fetchMediaThenJournal(notification, source: source)
-                }
+                fetchMediaThenJournal(notification, source: source)
             }
         }
     }
@@ -472,12 +472,18 @@ package final class Daemon: @unchecked Sendable {
         let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP,
                                      enabled: media != nil)
         guard case .fetch(let url) = decision, let media else {
+            // The journal's own dedup check in `submit` covers payloads without a download.
             if case .skip(let reason) = decision, notification.mediaUrl != nil {
                 counters.mediaSkipped.add(1, ordering: .relaxed)
                 append(notification, source: source, media: .skipped(url: notification.mediaUrl ?? "", reason: reason))
             } else {
                 append(notification, source: source, media: nil)
             }
+            return
+        }
+        if journal.contains(key: notification.dedupKey) {
+            // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
+            finishDuplicate(source.name, notification: notification)
             return
         }
         counters.mediaInFlight.add(1, ordering: .relaxed)

@@ -59,6 +59,7 @@ func runIngestBench(arguments: [String]) {
         if let pause = ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_PAUSE"].flatMap(UInt32.init) {
             // Time to attach a profiler to the drain alone: `perf record -p <pid>`.
             print("filled; pid \(getpid()); draining in \(pause) s")
+            fflush(stdout)
             sleep(pause)
         }
         let daemon = burst.makeDaemon()
@@ -111,7 +112,11 @@ func runIngestBench(arguments: [String]) {
     let begin = Posix.monotonicNanos()
     for i in 0..<total {
         let due = begin + UInt64(i) * interval
-        while Posix.monotonicNanos() < due { usleep(UInt32(max(50, (due - Posix.monotonicNanos()) / 1000))) }
+        while true {
+            let now = Posix.monotonicNanos()
+            if now >= due { break }
+            usleep(UInt32(max(50, (due - now) / 1000)))
+        }
         let name = "s\(i).json"
         dropTimes.withLock { $0[name] = Posix.monotonicNanos() }
         steady.drop(name: name, bytes: payload(1_000_000 + i))

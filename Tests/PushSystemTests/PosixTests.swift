@@ -81,9 +81,11 @@ import Testing
         let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         try Posix.writeFileAtomically(directory: dir, name: "f", bytes: bytes)
         for hint in [0, size, max(0, size - 10), size + 10] {
-            let fd = try Posix.open(dir + "/f", O_RDONLY)
-            defer { Posix.close(fd) }
-            #expect(try Posix.readAll(fd, limit: 1 << 20, sizeHint: hint) == bytes)
+            for regularFile in [false, true] {
+                let fd = try Posix.open(dir + "/f", O_RDONLY)
+                defer { Posix.close(fd) }
+                #expect(try Posix.readAll(fd, limit: 1 << 20, sizeHint: hint, regularFile: regularFile) == bytes)
+            }
         }
         let fd = try Posix.open(dir + "/f", O_RDONLY)
         defer { Posix.close(fd) }
