@@ -185,31 +185,21 @@ package final class EventLog: Sendable {
 
     static func quotedIfNeeded(_ value: String) -> String {
         guard value.isEmpty || value.contains(where: { $0.isNewline || " \t\"=\\".contains($0) }) else { return value }
-        var out = "\""
-        for character in value {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\r\n": out += "\\r\\n"
-            default: out.append(character)
-            }
-        }
-        return out + "\""
+        return "\"" + value.escaping(["\\": "\\\\", "\"": "\\\"", "\n": "\\n", "\r": "\\r", "\r\n": "\\r\\n"]) + "\""
     }
 }
 
 extension String {
     fileprivate func replacingNewlines() -> String {
+        escaping(["\n": "\\n", "\r": "\\r", "\r\n": "\\r\\n"])
+    }
+
+    /// The string with each character found in `replacements` replaced by its value.
+    func escaping(_ replacements: [Character: String]) -> String {
         var out = ""
+        out.reserveCapacity(utf8.count)
         for character in self {
-            switch character {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\r\n": out += "\\r\\n"
-            default: out.append(character)
-            }
+            if let replacement = replacements[character] { out += replacement } else { out.append(character) }
         }
         return out
     }

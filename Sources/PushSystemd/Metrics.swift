@@ -234,29 +234,12 @@ struct Labels: Hashable, Comparable {
 enum PrometheusText {
     /// Label values escape backslash, double quote and newline.
     static func escapeLabelValue(_ value: String) -> String {
-        var out = ""
-        for character in value {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.append(character)
-            }
-        }
-        return out
+        value.escaping(["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
     }
 
     /// HELP text escapes backslash and newline only.
     static func escapeHelp(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default: out.append(character)
-            }
-        }
-        return out
+        text.escaping(["\\": "\\\\", "\n": "\\n"])
     }
 
     /// Integers without a fraction, other values in Swift's shortest round-trip form.
