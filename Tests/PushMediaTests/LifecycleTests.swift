@@ -35,7 +35,10 @@ import PushSystem
         let start = Posix.monotonicNanos()
         let outcome = await second.fetch(url: server.url("/ok.png"))
         #expect(outcome.status == .stored)
-        #expect(elapsedSeconds(since: start) < 1)
+        // The fetcher's clock: the test's also counts the wait to be resumed, which a loaded
+        // parallel run stretches; the loose bound still catches a fetch queued behind stalls.
+        #expect(outcome.durationMillis < 1000, "took \(outcome.durationMillis) ms")
+        #expect(elapsedSeconds(since: start) < 10)
 
         second.shutdown()
         fetcher.shutdown()
@@ -103,11 +106,12 @@ import PushSystem
     }
 }
 
-/// Polls `condition` every 10 ms for up to 5 s.
+/// Polls `condition` every 10 ms for up to 30 s: a budget for a loaded CI machine running
+/// other suites in parallel, not a performance bound.
 func waitUntil(_ condition: () -> Bool) async throws {
     let start = Posix.monotonicNanos()
     while !condition() {
-        if elapsedSeconds(since: start) > 5 { throw WaitTimeout() }
+        if elapsedSeconds(since: start) > 30 { throw WaitTimeout() }
         try await Task.sleep(for: .milliseconds(10))
     }
 }
@@ -186,7 +190,8 @@ struct WaitTimeout: Error {}
         let start = Posix.monotonicNanos()
         silent.cancel()
         #expect(await silent.value.wasCancelled)
-        #expect(elapsedSeconds(since: start) < 2)
+        // Far below the 30 s deadline it would otherwise wait; loose for a loaded CI machine.
+        #expect(elapsedSeconds(since: start) < 10)
     }
 
     @Test func alreadyCancelledTaskDoesNotFetch() async throws {
