@@ -12,8 +12,9 @@ import PushConfig
 /// The running daemon: recovery, the ingest loop, and the way out.
 ///
 /// Data flows one way: `incoming/` → claim → read → normalise → (media) → journal → unlink.
-/// The ingest loop runs on the thread that calls `run()` (the main thread in `pushspoold`);
-/// the journal's writer thread and the media threads finish each file through completions.
+/// The ingest loop (feed and claim) runs on the thread that calls `run()`, the main thread
+/// in `pushspoold`; a serial processing queue reads, normalises and submits each claimed
+/// file; the journal's writer thread and the media threads finish it through completions.
 /// `@unchecked Sendable`: the mutable parts are atomics, `Mutex`es, or touched only by the
 /// ingest thread (documented per property).
 package final class Daemon: @unchecked Sendable {
