@@ -75,6 +75,11 @@ package struct MediaSettings: Sendable, Equatable {
     package var allowNetworks: [String] = []
     /// `MaxConcurrent=`
     package var maxConcurrent = 16
+    /// Payloads that may wait for their media at once; past it, records land with the media
+    /// skipped (`media_backlog_full`) so a dead image server cannot hold up intake.
+    package var maxWaiting = 1024
+    /// A CA bundle for intranet image servers with a private CA (PEM); `nil` = the system's.
+    package var caFile: String? = nil
     /// `Attempts=`: tries per URL, the first included.
     package var attempts = 3
     /// `PayloadDeadlineSec=`: all media of one payload must be done by then.

@@ -138,6 +138,13 @@ enum Schema {
             return nil
         }, render: { [$0.media.allowNetworks.joined(separator: " ")] }),
         .integer("Media", "MaxConcurrent", \.media.maxConcurrent, range: 1...1024),
+        .integer("Media", "MaxWaiting", \.media.maxWaiting, range: 1...65536),
+        KeySpec(section: "Media", key: "CAFile", apply: { config, text in
+            if text.isEmpty { config.media.caFile = nil; return nil }
+            if let error = KeySpec.validateAbsolutePath(text) { return error }
+            config.media.caFile = text
+            return nil
+        }, render: { [$0.media.caFile ?? ""] }),
         .integer("Media", "Attempts", \.media.attempts, range: 1...20),
         .duration("Media", "PayloadDeadlineSec", \.media.payloadDeadlineSeconds, minimum: 0.001),
         .duration("Media", "DedupWindowSec", \.media.dedupWindowSeconds),

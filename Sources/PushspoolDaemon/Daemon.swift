@@ -26,8 +26,9 @@ package final class Daemon: @unchecked Sendable {
     private let spool: Spool
     private let journal: JournalWriter
     private let media: MediaFetcher?
-    /// `[Media] AllowHTTP` as the fetcher was opened with (a change needs a restart).
+    /// `[Media] AllowHTTP` and `MaxWaiting` as the fetcher was opened with (a change needs a restart).
     private let mediaAllowsHTTP: Bool
+    private let mediaMaxWaiting: Int
     private let notifier: SystemdNotifier
     private let events: EventLog
     private let metrics: Metrics
@@ -121,6 +122,7 @@ package final class Daemon: @unchecked Sendable {
         }
 
         mediaAllowsHTTP = configuration.media.allowHTTP
+        mediaMaxWaiting = min(configuration.media.maxWaiting, capacityLimit / 2)
         if configuration.media.enabled {
             do {
                 media = try MediaFetcher(options: Self.mediaOptions(for: configuration))
@@ -485,6 +487,13 @@ package final class Daemon: @unchecked Sendable {
         if journal.contains(key: notification.dedupKey) {
             // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
             finishDuplicate(source.name, notification: notification)
+            return
+        }
+        if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
+            // Every payload waiting for media also holds a slot of the in-flight bound; past
+            // this many, the record lands now without its media instead of blocking intake.
+            counters.mediaSkipped.add(1, ordering: .relaxed)
+            append(notification, source: source, media: .skipped(url: url, reason: "media_backlog_full"))
             return
         }
         counters.mediaInFlight.add(1, ordering: .relaxed)

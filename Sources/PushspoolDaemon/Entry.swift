@@ -125,6 +125,7 @@ extension Daemon {
         options.dedupWindow = settings.dedupWindowSeconds
         options.thumbnailMaxEdge = settings.thumbnailMaxEdge
         options.thumbnailMaxPixels = settings.thumbnailMaxPixels
+        options.caFile = settings.caFile
         return options
     }
 }

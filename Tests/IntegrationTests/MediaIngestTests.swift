@@ -185,6 +185,31 @@ import PushMedia
         #expect(harness.files(in: "incoming").count == 100)
     }
 
+    /// Past `MaxWaiting` payloads waiting for media, records land at once with the media
+    /// skipped, so a dead image server cannot fill the daemon's in-flight bound.
+    @Test func mediaBacklogPastMaxWaitingLandsWithoutMedia() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/hang", .silent)
+        let harness = try DaemonHarness(name: "media-backlog", config: Self.config([
+            "TransferTimeoutSec=60", "PayloadDeadlineSec=60", "LowSpeedTimeSec=60", "MaxConcurrent=4", "MaxWaiting=8",
+        ]))
+        try harness.start()
+        for index in 0..<20 {
+            try harness.drop(Self.mindbox(id: "backlog-\(index)", imageURL: server.url("/hang?n=\(index)")), name: "b-\(index).json")
+        }
+        try waitUntil(timeout: 30, "12 records without media") { Self.recordCount(harness) == 12 }
+        let records = try harness.records()
+        for record in records {
+            let media = try Self.media(record)
+            #expect(media["status"] as? String == "skipped")
+            #expect(media["reason"] as? String == "media_backlog_full", "\(media)")
+        }
+        #expect(harness.files(in: "processing").count == 8, "MaxWaiting payloads still wait for their media")
+        #expect(server.hits("/hang") == 4)
+        #expect(harness.stop() == 0)
+        #expect(harness.files(in: "incoming").count == 8)
+    }
+
     /// SIGTERM cancels hanging downloads at once; their payloads go back to incoming/ (not
     /// failed/, not journaled) and are taken again at the next start.
     @Test func shutdownCancelsDownloadsAndARestartFinishesThem() throws {
