@@ -54,15 +54,16 @@ let package = Package(
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
-        .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem"]),
+        .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushSystem"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]
 )
 

@@ -1,24 +1,14 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
+import TestSupport
 import PushSystem
 import PushJournal
 
 /// Runs the built `pushspoold`/`pushspoolctl` binaries against a spool and state directory
 /// that belong to one test.
 final class DaemonHarness: @unchecked Sendable {
-    static let binDirectory: String = {
-        if let dir = ProcessInfo.processInfo.environment["PUSHSPOOL_BIN_DIR"] { return dir }
-        // The test bundle sits next to the executables it was built with.
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var dir = bundle.deletingLastPathComponent()
-        while dir.path != "/" {
-            if FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("pushspoold").path) { return dir.path }
-            dir = dir.deletingLastPathComponent()
-        }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug").path
-    }()
+    static let binDirectory = ProcessRunner.binDirectory
 
     static let packageRoot: String = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
@@ -101,20 +91,8 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     static func run(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> (Int32, String, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin)) }
-        try input.fileHandleForWriting.close()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+        let result = try ProcessRunner.run(executable, arguments, stdin: stdin)
+        return (result.status, result.stdout, result.stderr)
     }
 }
 

@@ -1,39 +1,15 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import PushPayload
 
-/// Runs the built `pushspoolctl` next to the test bundle (swift build builds every product).
-struct CtlRun {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-}
+typealias CtlRun = ProcessResult
 
-let ctlPath: String = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
-    // The test runner is `<bin>/pushspoolPackageTests.xctest`, possibly a bundle directory.
-    if dir.lastPathComponent.hasSuffix(".xctest") { dir.deleteLastPathComponent() }
-    return dir.appendingPathComponent("pushspoolctl").path
-}()
+let ctlPath = ProcessRunner.executable("pushspoolctl")
 
 func runCtl(_ arguments: [String], stdin: [UInt8]? = nil) throws -> CtlRun {
     try #require(FileManager.default.isExecutableFile(atPath: ctlPath), "build pushspoolctl first: \(ctlPath)")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: ctlPath)
-    process.arguments = arguments
-    process.currentDirectoryURL = URL(fileURLWithPath: repositoryRoot)
-    let out = Pipe(), err = Pipe(), input = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = input
-    try process.run()
-    if let stdin { input.fileHandleForWriting.write(Data(stdin)) }
-    try input.fileHandleForWriting.close()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return CtlRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    return try ProcessRunner.run(ctlPath, arguments, stdin: stdin, currentDirectory: repositoryRoot)
 }
 
 func jsonLines(_ text: String) throws -> [JSONValue] {
