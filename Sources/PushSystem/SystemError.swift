@@ -33,7 +33,9 @@ package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible 
 
     package var description: String {
         let target = subject.isEmpty ? "" : " \(subject)"
-        return "\(call)\(target): \(errnoDescription) (\(errnoName)); see man 2 \(call)"
+        // Calls may carry a fault-injection scope ("journal.fdatasync"); the man page is the call's.
+        let page = call.split(separator: ".").last.map(String.init) ?? call
+        return "\(call)\(target): \(errnoDescription) (\(errnoName)); see man 2 \(page)"
     }
 
     package var isNoSpace: Bool { errno == ENOSPC || errno == EDQUOT }

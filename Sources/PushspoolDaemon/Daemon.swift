@@ -442,6 +442,11 @@ package final class Daemon: @unchecked Sendable {
     /// Takes a claimed file (now in `processing/`) to its end: quarantined, a duplicate, or
     /// handed to media and the journal. Always ends in exactly one `finish*` call.
     private func process(_ name: String) {
+        if isFatal {
+            // The journal stopped for good: touch nothing more; the file stays in processing/.
+            releaseCapacity()
+            return
+        }
         let read: SpoolReadResult
         do {
             read = try spool.read(processing: name)

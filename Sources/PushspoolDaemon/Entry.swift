@@ -65,7 +65,14 @@ package enum PushspoolDaemonMain {
             notifier.failing(errno: error.errno, status: "cannot start: \(error)")
             return 1
         }
-        return daemon.run()
+        let status = daemon.run()
+        // Leave without running atexit handlers: on a fatal path worker threads (the
+        // processing queue, media threads) may still be inside libcrypto or libcurl, and
+        // OpenSSL's exit-time cleanup tearing down their locks crashed the process with
+        // SIGSEGV instead of the exit status systemd must see. Everything that had to be
+        // durable is, and events went out unbuffered.
+        fflush(nil)
+        _exit(status)
     }
 
     private static func writeStderr(_ text: String) {
