@@ -188,6 +188,15 @@ package final class Daemon: @unchecked Sendable {
             }
             notifier.watchdogPing()
         }
+        // The scan has claimed the backlog; READY waits until the processing queue has taken
+        // it too, so "started" means the backlog is in the journal's hands (or refused).
+        let drained = DispatchSemaphore(value: 0)
+        processing.submit { drained.signal() }
+        while drained.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+            if isFatal { break }
+            notifier.extendTimeoutIfDue(by: .seconds(10))
+            notifier.watchdogPing()
+        }
         if let failure = fatalFailure() { return failure }
 
         notifier.ready(status: counters.statusLine(paused: false))
