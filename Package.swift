@@ -43,7 +43,7 @@ let package = Package(
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig", "PushspoolDaemon",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig",
         ]),
 
         // Thin executables.
