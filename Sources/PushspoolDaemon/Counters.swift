@@ -1,4 +1,5 @@
 import Synchronization
+import PushSystemd
 
 /// Live counts for `STATUS=`, the status file and metrics. Updated from the ingest thread, the
 /// journal's writer thread and media threads, so every field is atomic.
@@ -20,14 +21,13 @@ package final class Counters: Sendable {
 
     package func recordError(_ text: String) { lastErrorText.withLock { $0 = text } }
 
-    /// One line for `systemctl status`: short, counts first.
+    /// One line for `systemctl status`: PushSystemd's `LiveCounts` format, plus a note while
+    /// intake is paused on a full journal disk.
     package func statusLine(paused: Bool) -> String {
-        var line = "ingested \(ingested.load(ordering: .relaxed)), refused \(refused.load(ordering: .relaxed)), "
-            + "duplicates \(duplicates.load(ordering: .relaxed)), backlog \(backlog.load(ordering: .relaxed)), "
-            + "media in flight \(mediaInFlight.load(ordering: .relaxed))"
-        if paused { line += "; PAUSED: journal disk full, intake stopped until space is freed" }
-        if let lastError { line += "; last error: \(lastError)" }
-        return line
+        let line = LiveCounts(ingested: ingested.load(ordering: .relaxed), refused: refused.load(ordering: .relaxed),
+                              duplicates: duplicates.load(ordering: .relaxed), backlog: backlog.load(ordering: .relaxed),
+                              mediaInFlight: mediaInFlight.load(ordering: .relaxed), lastError: lastError).statusLine
+        return paused ? line + "; PAUSED: journal disk full, intake stopped until space is freed" : line
     }
 
     /// The counts as a flat JSON object for `<state>/status.json` and `pushspoolctl stats --json`.
