@@ -188,14 +188,14 @@ package final class Daemon: @unchecked Sendable {
             }
             notifier.watchdogPing()
         }
-        // The scan has claimed the backlog; READY waits until the processing queue has taken
-        // it too, so "started" means the backlog is in the journal's hands (or refused).
-        let drained = DispatchSemaphore(value: 0)
-        processing.submit { drained.signal() }
-        while drained.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
-            if isFatal { break }
+        // The scan has claimed the backlog; READY waits until it is durable in the journal or
+        // quarantined (files waiting for media excepted: a slow image server must not hold up
+        // start-up), so "started" means the backlog found at start is safe.
+        while counters.inFlight.load(ordering: .acquiring) > counters.mediaInFlight.load(ordering: .acquiring) {
+            if isFatal || stopRequested.load(ordering: .relaxed) || journal.stats.paused { break }
             notifier.extendTimeoutIfDue(by: .seconds(10))
             notifier.watchdogPing()
+            usleep(2_000)
         }
         if let failure = fatalFailure() { return failure }
 

@@ -160,8 +160,11 @@ import Dispatch
     func syncFailureStopsTheDaemonAndLosesNothing(_ fault: SyncFault) throws {
         // One record per batch, so "nothing written after the failure" is exactly countable;
         // 64 KiB segments, so the directory-fsync case reaches a segment cut.
+        // StableAgeSec=0: the backlog was dropped a moment before the start; with the default
+        // 1 s stable age the start-up scan would defer those fresh files and READY would come
+        // before they are processed, so the fault would not hit the start-up scan at all.
         let harness = try DaemonHarness(name: "fsync",
-                                        config: "[Media]\nEnabled=no\n[Journal]\nMaxBatchRecords=1\nSegmentSize=64K\n")
+                                        config: "[Media]\nEnabled=no\n[Spool]\nStableAgeSec=0\n[Journal]\nMaxBatchRecords=1\nSegmentSize=64K\n")
         let environment = ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FAULT_INJECT": fault.rule]
         let total = fault.dropBeforeStart ? 2000 : 200
         let names = (0..<total).map { "fs-\($0).json" }
