@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 #include "CPosix.h"
 
 const char *cposix_strerrorname(int errnum) {
@@ -15,4 +17,43 @@ const char *cposix_strerrordesc(int errnum) {
 
 int cposix_set_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
+}
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
+#define CRASH_SIGNAL_COUNT (sizeof(crash_signals) / sizeof(crash_signals[0]))
+static struct sigaction previous_actions[CRASH_SIGNAL_COUNT];
+static volatile sig_atomic_t crash_fd = -1;
+static long crash_offset;
+static char crash_mark;
+
+static void crash_mark_handler(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (crash_fd >= 0) {
+        ssize_t ignored = pwrite(crash_fd, &crash_mark, 1, crash_offset);
+        (void)ignored;
+    }
+    for (unsigned i = 0; i < CRASH_SIGNAL_COUNT; i++) {
+        if (crash_signals[i] == sig) {
+            sigaction(sig, &previous_actions[i], NULL);
+            break;
+        }
+    }
+    // A fault (si_code > 0) repeats when the instruction runs again, now reaching the previous
+    // handler with its original context; a signal sent by kill/abort must be raised again.
+    if (info == NULL || info->si_code <= 0) raise(sig);
+}
+
+int cposix_install_crash_mark(int fd, long offset, char mark) {
+    crash_offset = offset;
+    crash_mark = mark;
+    crash_fd = fd;
+    for (unsigned i = 0; i < CRASH_SIGNAL_COUNT; i++) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = crash_mark_handler;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&action.sa_mask);
+        if (sigaction(crash_signals[i], &action, &previous_actions[i]) != 0) return -1;
+    }
+    return 0;
 }

@@ -60,7 +60,12 @@ package struct EntryStatus: Sendable, Equatable {
 /// move is a `rename(2)` that never replaces an existing entry.
 package final class Spool: Sendable {
     package let layout: SpoolLayout
-    package let maxFileBytes: Int
+    private let maxFileBytesLimit: Atomic<Int>
+    /// `[Spool] MaxFileSize`; a reload changes it for files read from then on.
+    package var maxFileBytes: Int {
+        get { maxFileBytesLimit.load(ordering: .relaxed) }
+        set { maxFileBytesLimit.store(max(1, newValue), ordering: .relaxed) }
+    }
     /// The open directories; swapped whole by `reopenIfReplaced`. Every operation takes a
     /// reference first, so a swap never closes an fd another thread is using.
     private let current: Mutex<Directories>
@@ -99,7 +104,7 @@ package final class Spool: Sendable {
     package init(layout: SpoolLayout, maxFileBytes: Int) throws(SpoolError) {
         precondition(maxFileBytes > 0)
         self.layout = layout
-        self.maxFileBytes = maxFileBytes
+        self.maxFileBytesLimit = Atomic(maxFileBytes)
         current = Mutex(try Directories(layout))
     }
 

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+internal import CPosix
 
 /// Thin wrappers over the POSIX calls the daemon uses. Each retries `EINTR` and reads errno
 /// immediately, throwing `SystemError`; every call goes through `Posix.call` so the fault
@@ -202,6 +203,13 @@ package enum Posix {
         }
         try renameat(dirfd, temp, dirfd, name)
         try fsync(dirfd, subject: directory)
+    }
+
+    /// Arms handlers for the crash signals (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT)
+    /// that write `mark` at `offset` of `fd` and then let the previous handler run; wraps
+    /// `cposix_install_crash_mark` (sigaction(2) from C: the handler must not touch Swift).
+    package static func installCrashMark(fd: Int32, offset: Int, mark: UInt8) throws(SystemError) {
+        _ = try call("sigaction", "crash signals") { cposix_install_crash_mark(fd, offset, CChar(bitPattern: mark)) }
     }
 
     /// Monotonic clock in nanoseconds.

@@ -65,6 +65,17 @@ enum FaultHook {
         return rules.isEmpty ? .invalid("'\(spec)': no rule") : .arm(rules)
     }
 
+    /// The test crash trigger: with the allow variable set, `PUSHSPOOL_TEST_CRASH_ON=<text>`
+    /// makes the pipeline trap (as a Swift runtime error does) on any claimed file whose bytes
+    /// contain `<text>`, so the tests can prove that a payload which crashes the daemon is
+    /// quarantined after the crash guard's isolation instead of crashing it at every start.
+    static let crashVariable = "PUSHSPOOL_TEST_CRASH_ON"
+
+    static func crashMarker(environment: (String) -> String?) -> [UInt8]? {
+        guard environment(allowVariable) == "1", let marker = environment(crashVariable), !marker.isEmpty else { return nil }
+        return Array(marker.utf8)
+    }
+
     static func errnoValue(_ text: String) -> Int32? {
         if let number = Int32(text), number > 0 { return number }
         let names: [String: Int32] = ["EIO": EIO, "ENOSPC": ENOSPC, "EDQUOT": EDQUOT, "EROFS": EROFS, "EINTR": EINTR,

@@ -62,9 +62,8 @@ func runIngestBench(arguments: [String]) {
             fflush(stdout)
             sleep(pause)
         }
-        let daemon = burst.makeDaemon()
         let done = Atomic<Int>(0)
-        daemon.onCommitted = { _, _ in done.add(1, ordering: .relaxed) }
+        let daemon = burst.makeDaemon { _, _ in done.add(1, ordering: .relaxed) }
         let start = Posix.monotonicNanos()
         let thread = Thread { _ = daemon.run() }
         thread.start()
@@ -95,10 +94,9 @@ func runIngestBench(arguments: [String]) {
 
     print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency")
     let steady = BenchSpool()
-    let steadyDaemon = steady.makeDaemon()
     let dropTimes = Mutex<[String: UInt64]>([:])
     let latencies = Mutex<[UInt64]>([])
-    steadyDaemon.onCommitted = { name, _ in
+    let steadyDaemon = steady.makeDaemon { name, _ in
         let now = Posix.monotonicNanos()
         if let dropped = dropTimes.withLock({ $0.removeValue(forKey: name) }) {
             latencies.withLock { $0.append(now - dropped) }
@@ -135,9 +133,8 @@ func runIngestBench(arguments: [String]) {
 /// holds more than a wave: what grows is the daemon, not the backlog.
 private func memoryBench(total: Int, payload: (Int) -> [UInt8]) {
     let spool = BenchSpool()
-    let daemon = spool.makeDaemon()
     let done = Atomic<Int>(0)
-    daemon.onCommitted = { _, _ in done.add(1, ordering: .relaxed) }
+    let daemon = spool.makeDaemon { _, _ in done.add(1, ordering: .relaxed) }
     let thread = Thread { _ = daemon.run() }
     thread.start()
     while !daemon.isReady { usleep(1_000) }
@@ -196,13 +193,13 @@ private final class BenchSpool: @unchecked Sendable {
         precondition(rename(temp, incoming + "/" + name) == 0)
     }
 
-    func makeDaemon() -> Daemon {
+    func makeDaemon(onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
         let config = root + "/pushspool.conf"
         try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n".write(toFile: config, atomically: true, encoding: .utf8)
         let store = try! ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let events = EventLog(identifier: "pushspool-bench", destination: .lines(fd: open("/dev/null", O_WRONLY)))
         return try! Daemon(arguments: DaemonArguments(), store: store, events: events,
-                           notifier: SystemdNotifier(), metrics: Metrics())
+                           notifier: SystemdNotifier(), metrics: Metrics(), onCommitted: onCommitted)
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: root) }

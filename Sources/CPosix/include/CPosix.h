@@ -5,4 +5,9 @@ const char *cposix_strerrorname(int errnum);
 const char *cposix_strerrordesc(int errnum);
 /// mallopt(M_MMAP_THRESHOLD, bytes); returns 1 on success.
 int cposix_set_mmap_threshold(int bytes);
+/// Installs handlers for the signals a crash raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
+/// SIGABRT) that write `mark` at `offset` of `fd` with pwrite(2) — async-signal-safe, no
+/// allocation — then hand the signal to the handler that was installed before (the Swift
+/// runtime's backtracer, or the default action). Returns 0, or -1 with errno set.
+int cposix_install_crash_mark(int fd, long offset, char mark);
 #endif

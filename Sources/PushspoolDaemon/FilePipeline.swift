@@ -1,0 +1,230 @@
+import Synchronization
+import PushSystem
+import PushPayload
+import PushJournal
+import PushSpool
+import PushMedia
+
+/// How one claimed file left the pipeline. Every `process` call ends in exactly one.
+enum FileEnd: Sendable, Equatable {
+    /// Journaled, found to be a duplicate, quarantined, or rolled back to `incoming/`.
+    case done
+    /// Still in `processing/` for a reason that passes (a full journal disk, a quarantine
+    /// that failed); to be taken again later.
+    case handBack
+    /// Still in `processing/` and not to be retried by this process (it could not be read);
+    /// the next start takes it.
+    case leftForNextStart
+    /// The journal can no longer be trusted; nothing more is written.
+    case journalFailed(errno: Int32, message: String)
+}
+
+/// One claimed file's way through the daemon: read → normalise → media → journal → finish
+/// (unlink, quarantine or roll back). It decides nothing about capacity or lifecycle: it
+/// reports each file's end through `onEnd`, and `Daemon` turns that into state.
+///
+/// `Sendable`: `process` runs on the processing queue; media completions on media threads;
+/// journal completions on the writer thread. Mutable state is behind `Mutex`es.
+final class FilePipeline: Sendable {
+    private let spool: Spool
+    private let journal: JournalWriter
+    private let media: MediaFetcher?
+    private let reporter: Reporter
+    private let normalizerOptions: Mutex<NormalizerOptions>
+    /// `[Media] AllowHTTP` and `MaxWaiting` as the fetcher was opened with (a change needs a restart).
+    private let mediaAllowsHTTP: Bool
+    private let mediaMaxWaiting: Int
+    private let onEnd: @Sendable (String, FileEnd) -> Void
+    /// Called on the journal's writer thread with the spool file name and sequence number of
+    /// every record once it is durable. For benchmarks and tests.
+    private let onCommitted: (@Sendable (String, UInt64) -> Void)?
+    /// `FaultHook.crashMarker`: tests only, nil in production.
+    private let crashMarker: [UInt8]?
+
+    init(spool: Spool, journal: JournalWriter, media: MediaFetcher?, reporter: Reporter, options: NormalizerOptions,
+         mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
+         onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil, onEnd: @escaping @Sendable (String, FileEnd) -> Void) {
+        self.spool = spool
+        self.journal = journal
+        self.media = media
+        self.reporter = reporter
+        self.normalizerOptions = Mutex(options)
+        self.mediaAllowsHTTP = mediaAllowsHTTP
+        self.mediaMaxWaiting = mediaMaxWaiting
+        self.onCommitted = onCommitted
+        self.crashMarker = crashMarker
+        self.onEnd = onEnd
+    }
+
+    /// New normaliser options (a reload); files already past normalisation keep the old ones.
+    func update(options: NormalizerOptions) {
+        normalizerOptions.withLock { $0 = options }
+    }
+
+    private var counters: Counters { reporter.counters }
+
+    /// Takes a claimed file (now in `processing/`) to its end.
+    func process(_ name: String) {
+        let read: SpoolReadResult
+        do {
+            read = try spool.read(processing: name)
+        } catch {
+            // Gone, or unreadable for a transient reason (EIO, EMFILE): leave it for the next start.
+            reporter.leftInPlace(name, "cannot read claimed file, leaving it in processing/: \(error)")
+            onEnd(name, .leftForNextStart)
+            return
+        }
+        switch read {
+        case .refused(let code, let message):
+            quarantine(name, code: code, message: message, stage: .read, size: nil, sha256: nil)
+        case .contents(let file):
+            let bytes = file.bytes
+            if let crashMarker, Self.contains(bytes, crashMarker) {
+                preconditionFailure("PUSHSPOOL_TEST_CRASH_ON matched \(name)")
+            }
+            let options = normalizerOptions.withLock { $0 }
+            let digest = SHA256.hex(of: bytes)
+            switch Normalizer.normalize(bytes, options: options) {
+            case .refused(let refusal):
+                quarantine(name, code: refusal.code.rawValue, message: refusal.message, stage: .normalize,
+                           size: bytes.count, sha256: digest)
+            case .accepted(let notification):
+                let source = SourceFile(name: name, size: bytes.count, sha256: digest)
+                fetchMediaThenJournal(notification, source: source)
+            }
+        }
+    }
+
+    private static func contains(_ bytes: [UInt8], _ marker: [UInt8]) -> Bool {
+        guard !marker.isEmpty, bytes.count >= marker.count else { return false }
+        for start in 0...(bytes.count - marker.count) where bytes[start] == marker[0] {
+            if bytes[start..<(start + marker.count)].elementsEqual(marker) { return true }
+        }
+        return false
+    }
+
+    /// Quarantines a file for a reason found outside the pipeline (a file that crashed the
+    /// daemon); ends it like any other refusal.
+    func quarantine(_ name: String, code: String, message: String) {
+        quarantine(name, code: code, message: message, stage: .read, size: nil, sha256: nil)
+    }
+
+    private func fetchMediaThenJournal(_ notification: PushNotification, source: SourceFile) {
+        let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP, enabled: media != nil)
+        guard case .fetch(let url) = decision, let media else {
+            // The journal's own dedup check in `submit` covers payloads without a download.
+            if case .skip(let reason) = decision, notification.mediaUrl != nil {
+                counters.mediaSkipped.add(1, ordering: .relaxed)
+                append(notification, source: source, media: .skipped(url: notification.mediaUrl ?? "", reason: reason))
+            } else {
+                append(notification, source: source, media: nil)
+            }
+            return
+        }
+        if journal.contains(key: notification.dedupKey) {
+            // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
+            finishDuplicate(source.name, notification: notification)
+            return
+        }
+        if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
+            // Every payload waiting for media also holds a slot of the in-flight bound; past
+            // this many, the record lands now without its media instead of blocking intake.
+            counters.mediaSkipped.add(1, ordering: .relaxed)
+            append(notification, source: source, media: .skipped(url: url, reason: "media_backlog_full"))
+            return
+        }
+        counters.mediaInFlight.add(1, ordering: .relaxed)
+        media.fetch(url: url) { [self] outcome in
+            counters.mediaInFlight.subtract(1, ordering: .relaxed)
+            if outcome.wasCancelled {
+                // Shutdown: keep the payload for the next start rather than record a failure
+                // that only happened because we were stopping.
+                rollback(source.name)
+                return
+            }
+            if outcome.status == .stored {
+                counters.mediaStored.add(1, ordering: .relaxed)
+            } else {
+                reporter.mediaFailed(notification, file: source.name, url: url, outcome: outcome)
+            }
+            append(notification, source: source, media: .fetched(outcome))
+        }
+    }
+
+    private func append(_ notification: PushNotification, source: SourceFile, media: RecordMedia?) {
+        let ingestMillis = Posix.wallClockMillis()
+        let body = RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis)
+        let started = Posix.monotonicNanos()
+        journal.submit(key: notification.dedupKey, body: body, ingestMillis: ingestMillis) { [self] result in
+            switch result {
+            case .committed(let seq):
+                removeProcessed(source.name)
+                onCommitted?(source.name, seq)
+                reporter.ingested(source.name, notification: notification, seq: seq,
+                                  durationNanos: Posix.monotonicNanos() - started)
+                onEnd(source.name, .done)
+            case .duplicate:
+                finishDuplicate(source.name, notification: notification)
+            case .failed(let error):
+                switch error.kind {
+                case .recordTooLarge, .invalidKey:
+                    quarantine(source.name, code: "record_too_large", message: "\(error)", stage: .journal,
+                               size: source.size, sha256: source.sha256)
+                case .noSpace:
+                    // Nothing was acknowledged; the file stays in processing/ and is retried
+                    // once the journal has room again.
+                    reporter.error("journal: disk full")
+                    onEnd(source.name, .handBack)
+                default:
+                    onEnd(source.name, .journalFailed(errno: error.errno, message: "\(error)"))
+                }
+            }
+        }
+    }
+
+    private func finishDuplicate(_ name: String, notification: PushNotification) {
+        removeProcessed(name)
+        reporter.duplicate(name, notification: notification)
+        onEnd(name, .done)
+    }
+
+    private func removeProcessed(_ name: String) {
+        do {
+            try spool.complete(processing: name)
+        } catch {
+            // The record is durable; a leftover file is re-processed and deduplicated at the next start.
+            reporter.error("unlink \(name): \(error)")
+        }
+    }
+
+    private func quarantine(_ name: String, code: String, message: String, stage: QuarantineReason.Stage, size: Int?, sha256: String?) {
+        let reason = QuarantineReason(code: code, message: message, stage: stage, daemonVersion: pushspoolVersion, file: name,
+                                      size: size.map { Int64($0) }, sha256: sha256, at: Timestamp.now())
+        do {
+            try spool.quarantine(processing: name, reason: reason)
+            reporter.refused(name, code: code, message: message)
+            onEnd(name, .done)
+        } catch {
+            // failed/ unwritable, a full disk: the file stays in processing/ and is taken again
+            // later, as the journal path does on a full disk. Refusal is decided again then.
+            reporter.quarantineFailed(name, code: code, error: error)
+            onEnd(name, .handBack)
+        }
+    }
+
+    private func rollback(_ name: String) {
+        do {
+            try spool.rollback(processing: name)
+        } catch {
+            reporter.error("rollback \(name): \(error)")
+        }
+        onEnd(name, .done)
+    }
+}
+
+/// Where a record's bytes came from.
+struct SourceFile: Sendable {
+    var name: String
+    var size: Int
+    var sha256: String
+}
