@@ -199,8 +199,10 @@ package enum FailedQueue {
         while original.hasPrefix(".") { original.removeFirst() }
         if original.hasSuffix(".tmp") { original += ".json" }
         if original.isEmpty { original = UniqueName.next(suffix: ".json") }
-        for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(original, attempt: attempt)
+        // As in Spool.quarantine: past the sequential `~N` names, a time-and-random suffix.
+        for attempt in 0..<(Spool.sequentialNames + Spool.randomNames) {
+            let target = attempt < Spool.sequentialNames
+                ? SpoolName.candidate(original, attempt: attempt) : Spool.randomCandidate(original, reserve: 0)
             do {
                 try Posix.renameNoReplace(dirs.failed, name, dirs.incoming, target)
             } catch where error.errno == EEXIST {

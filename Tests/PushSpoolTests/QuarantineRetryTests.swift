@@ -205,3 +205,23 @@ final class TinyTmpfs {
 
     static func supported() -> Bool { (try? TinyTmpfs()) != nil }
 }
+
+@Suite struct RetryNameTests {
+    /// `failed retry` into an `incoming/` holding 1000 taken `NAME~N` names falls back to a
+    /// time-and-random suffix instead of walking 10,000 names and failing.
+    @Test func retryPastTheSequentialNamesUsesARandomSuffix() throws {
+        let t = try TempSpool(inMemory: true)
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        try t.write(t.layout.processing, "r.json", "{bad")
+        try spool.quarantine(processing: "r.json", reason: QuarantineRetryTests.reason("r.json"))
+        let incomingFD = try Posix.openDirectory(t.layout.incoming)
+        defer { Posix.close(incomingFD) }
+        for n in 0..<Spool.sequentialNames {
+            Posix.close(try Posix.openat(incomingFD, n == 0 ? "r.json" : "r.json~\(n)", O_WRONLY | O_CREAT | O_EXCL, mode: 0o640))
+        }
+        let moved = try FailedQueue.retry(layout: t.layout, .name("r.json"))
+        let target = try #require(moved.first?.incomingName)
+        #expect(target.hasPrefix("r.json~") && target.contains("-"))
+        #expect(try t.read(t.layout.incoming + "/" + target) == Array("{bad".utf8))
+    }
+}
