@@ -18,16 +18,13 @@ let package = Package(
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
-        // libvips (libvips-dev) through fixed-argument wrappers. Not a pkgConfig system library:
-        // vips.pc's cflags carry -pthread, which SwiftPM rejects with a warning on every build.
-        .target(
-            name: "CVipsShim",
-            cSettings: [.unsafeFlags([
-                "-I/usr/include/glib-2.0",
-                "-I/usr/lib/x86_64-linux-gnu/glib-2.0/include", "-I/usr/lib/aarch64-linux-gnu/glib-2.0/include",
-            ])],
-            linkerSettings: [.linkedLibrary("vips"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]
-        ),
+        // libvips (libvips-dev) through fixed-argument wrappers. GLib's include paths come from
+        // pkg-config through CGObject (gobject-2.0), not from vips.pc: vips.pc requires gio-2.0,
+        // whose cflags carry -pthread, and SwiftPM warns "prohibited flag(s): -pthread" for a
+        // pkgConfig "vips" system library on every build. gobject-2.0 yields the same -I flags
+        // (gio's headers sit under glib-2.0/) without it. vips.h itself is in /usr/include.
+        .systemLibrary(name: "CGObject", pkgConfig: "gobject-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        .target(name: "CVipsShim", dependencies: ["CGObject"], linkerSettings: [.linkedLibrary("vips")]),
         .target(name: "CPosix"),
         .target(name: "CBenchBaseline"),
 
@@ -36,14 +33,16 @@ let package = Package(
         .target(name: "PushPayload", dependencies: ["PushSystem"]),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
-        .target(name: "PushMedia", dependencies: ["PushSystem", "CCurl", "CVipsShim"]),
+        // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
+        .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
+        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig",
         ]),
 
         // Thin executables.
@@ -58,8 +57,8 @@ let package = Package(
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem"]),
-        .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushSystem"]),
+        .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),

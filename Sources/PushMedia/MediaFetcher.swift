@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 internal import CCurl
 import Dispatch
+import PushMediaStore
 import PushSystem
 import Synchronization
 
@@ -250,7 +251,7 @@ final class FetcherCore: Sendable {
             switch outcome.status {
             case .stored:
                 state.stats.stored += 1
-                state.stats.bytesStored += outcome.bytes ?? 0
+                state.stats.bytesStored = Bounded.sum(state.stats.bytesStored, outcome.bytes ?? 0)
                 if outcome.thumbnail != nil { state.stats.thumbnails += 1 }
                 if outcome.decodable == false { state.stats.undecodable += 1 }
             case .failed:
@@ -261,7 +262,7 @@ final class FetcherCore: Sendable {
             // Cancelled and transient outcomes are not remembered: the next payload may succeed.
             if options.dedupWindow > 0, outcome.status == .stored || outcome.error?.isTransient == false {
                 if state.recent.count >= state.sweepAt { FetcherCore.sweep(&state, now: now, limit: options.dedupMaxEntries) }
-                state.recent[outcome.url] = (outcome, now + UInt64(options.dedupWindow * 1e9))
+                state.recent[outcome.url] = (outcome, Bounded.deadline(now, plus: Bounded.nanos(seconds: options.dedupWindow)))
             }
             return waiters
         }

@@ -21,7 +21,7 @@ final class NetworkLoop: @unchecked Sendable {
 
     func run() {
         let multi = core.multi.pointer
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, options.maxConcurrent * 2)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, min(options.maxConcurrent, Int(Int32.max) / 2) * 2)
         while true {
             let (closed, urls) = core.state.withLock { state in
                 defer { state.submissions.removeAll(keepingCapacity: true) }
@@ -33,7 +33,7 @@ final class NetworkLoop: @unchecked Sendable {
             }
             let now = Posix.monotonicNanos()
             for url in urls {
-                ready.append(Job(url: url, startedNanos: now, deadlineNanos: now + UInt64(options.payloadDeadline * 1e9)))
+                ready.append(Job(url: url, startedNanos: now, deadlineNanos: Bounded.deadline(now, plus: Bounded.nanos(seconds: options.payloadDeadline))))
             }
             startDueJobs()
             var running: Int32 = 0
@@ -52,7 +52,7 @@ final class NetworkLoop: @unchecked Sendable {
         var timeout = 1000
         let now = Posix.monotonicNanos()
         if active.count < options.maxConcurrent, let next = delayed.map(\.notBeforeNanos).min() {
-            timeout = next <= now ? 0 : min(timeout, Int((next - now) / 1_000_000) + 1)
+            timeout = next <= now ? 0 : min(timeout, Int(min((next - now) / 1_000_000, 1000)) + 1)
         }
         if !ready.isEmpty && active.count < options.maxConcurrent { timeout = 0 }
         return timeout
@@ -112,8 +112,9 @@ final class NetworkLoop: @unchecked Sendable {
             return
         }
         do throws(MediaFailure) {
+            // At most maxSpanNanos / 1e6 (about 3e12): fits an Int.
             let remainingMillis = Int((job.deadlineNanos - now) / 1_000_000)
-            try transfer.configure(timeoutMillis: min(Int(options.transferDeadline * 1000), remainingMillis))
+            try transfer.configure(timeoutMillis: min(Bounded.millis(seconds: options.transferDeadline), remainingMillis))
             let added = curl_multi_add_handle(core.multi.pointer, transfer.easy)
             guard added == CURLM_OK else {
                 throw MediaFailure(.io, "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))")
@@ -214,13 +215,14 @@ final class NetworkLoop: @unchecked Sendable {
         if failure.code == .httpStatus, let retryAfter {
             delay = min(retryAfter, options.maxRetryAfter)
         } else {
-            // Exponential backoff with "equal jitter": half fixed, half random.
-            let base = options.retryBaseDelay * Double(1 << min(job.attemptsMade - 1, 16))
-            delay = base / 2 + Double.random(in: 0...(base / 2), using: &random)
+            // Exponential backoff with "equal jitter": half fixed, half random. The base is
+            // capped (a day) so a huge RetryBaseDelay= cannot make the random range infinite.
+            let base = min(options.retryBaseDelay * Double(1 << min(max(job.attemptsMade - 1, 0), 16)), 86_400)
+            delay = base > 0 ? base / 2 + Double.random(in: 0...(base / 2), using: &random) : 0
         }
         let now = Posix.monotonicNanos()
-        let notBefore = now + UInt64(delay * 1e9)
-        guard notBefore + 100_000_000 < job.deadlineNanos else {
+        let notBefore = Bounded.deadline(now, plus: Bounded.nanos(seconds: delay))
+        guard Bounded.deadline(notBefore, plus: 100_000_000) < job.deadlineNanos else {
             finishFailed(job, failure)
             return
         }

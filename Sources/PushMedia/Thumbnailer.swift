@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 internal import CVipsShim
+import PushMediaStore
 import PushSystem
 import Synchronization
 
@@ -67,7 +68,7 @@ final class Thumbnailer: Sendable {
         let tempPath = "\(storeDirectory)/\(MediaStore.tempDirectoryName)/thumb-\(sha256.prefix(16))-\(getpid())-\(Thumbnailer.counter.add(1, ordering: .relaxed).newValue).\(header.hasAlpha ? "png" : "jpg")"
         var width: Int32 = 0, height: Int32 = 0
         var error = [CChar](repeating: 0, count: 512)
-        guard cvips_thumbnail(source, Int32(maxEdge), tempPath, &width, &height, &error, error.count) == 0 else {
+        guard cvips_thumbnail(source, Int32(clamping: maxEdge), tempPath, &width, &height, &error, error.count) == 0 else {
             try? Posix.unlinkat(AT_FDCWD, tempPath)
             return Result(decodable: false, error: "image cannot be decoded: \(ThumbnailError.text(error))")
         }

@@ -81,10 +81,10 @@ final class Transfer {
         set(ccurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, schemes))
         set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1))
         set(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects))
-        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)))
+        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Bounded.millis(seconds: options.connectTimeout)))
         set(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeoutMillis)))
         set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimitBytesPerSecond))
-        set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.lowSpeedTime.rounded(.up)))))
+        set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Bounded.wholeSeconds(options.lowSpeedTime)))
         set(ccurl_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maxBytes)))
         set(ccurl_setopt_string(easy, CURLOPT_USERAGENT, options.userAgent))
         // Environment proxies would make the SSRF check judge the proxy, not the target.
@@ -134,6 +134,7 @@ final class Transfer {
             abort = failure
             return false
         }
+        // data.count is at most curl's buffer size; `received` is at most maxBytes: no overflow.
         if received + Int64(data.count) > options.maxBytes {
             abort = MediaFailure(.tooLarge, "body is larger than the \(options.maxBytes)-byte limit (MaxBytes=); cut off")
             return false
@@ -188,25 +189,52 @@ final class Transfer {
         }
     }
 
-    /// Delay-seconds or an HTTP-date (RFC 9110 §10.2.3); `nil` when unparseable.
+    /// The longest `Retry-After` delay this parser returns, seconds (a year). Callers cap it
+    /// further (`MaxRetryAfter=`, the payload deadline); this bound only keeps absurd values
+    /// finite and well inside every conversion the scheduler makes.
+    static let retryAfterCeiling: Double = 365 * 86_400
+
+    /// Delay-seconds or an HTTP-date (RFC 9110 §10.2.3); `nil` when unparseable. The value is
+    /// chosen by the server, so every field is range-checked before it meets a fixed-width
+    /// type: a date in the year 99999999999 or a delay of 2^63 seconds once trapped here and
+    /// killed the daemon at every restart. Out-of-range dates are refused (`nil`, as for any
+    /// malformed header); a huge delay saturates at `retryAfterCeiling`.
     static func parseRetryAfter(_ value: String, nowEpochSeconds: Double) -> Double? {
-        if let seconds = Int(value), seconds >= 0 { return Double(seconds) }
-        // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
+        let digits = value.utf8
+        if !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            // 1*DIGIT: any length is valid syntax; more than 9 digits is over the ceiling anyway.
+            guard digits.count <= 9, let seconds = Int(value) else { return retryAfterCeiling }
+            return min(Double(seconds), retryAfterCeiling)
+        }
+        // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" (2-digit day, 4-digit year, 2-digit clock fields).
         let fields = value.split(separator: " ")
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard fields.count == 6, fields[5] == "GMT", let day = Int(fields[1]), let year = Int(fields[3]),
-              let month = months.firstIndex(of: String(fields[2])) else { return nil }
-        let clock = fields[4].split(separator: ":").compactMap { Int($0) }
-        guard clock.count == 3 else { return nil }
+        func number(_ text: Substring, digits count: Int, in range: ClosedRange<Int>) -> Int? {
+            guard text.utf8.count == count, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                  let value = Int(text), range.contains(value) else { return nil }
+            return value
+        }
+        guard fields.count == 6, fields[5] == "GMT",
+              let day = number(fields[1], digits: 2, in: 1...31),
+              let month = months.firstIndex(of: String(fields[2])),
+              let year = number(fields[3], digits: 4, in: 1900...9999) else { return nil }
+        let clock = fields[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3,
+              let hour = number(clock[0], digits: 2, in: 0...23),
+              let minute = number(clock[1], digits: 2, in: 0...59),
+              let second = number(clock[2], digits: 2, in: 0...60) else { return nil }
+        // Every field is bounded above, so these conversions cannot trap.
         var parsed = tm()
         parsed.tm_year = Int32(year - 1900)
         parsed.tm_mon = Int32(month)
         parsed.tm_mday = Int32(day)
-        parsed.tm_hour = Int32(clock[0])
-        parsed.tm_min = Int32(clock[1])
-        parsed.tm_sec = Int32(clock[2])
-        let epoch = Double(timegm(&parsed))
-        return max(0, epoch - nowEpochSeconds)
+        parsed.tm_hour = Int32(hour)
+        parsed.tm_min = Int32(minute)
+        parsed.tm_sec = Int32(second)
+        let epoch = timegm(&parsed)
+        let delay = Double(epoch) - nowEpochSeconds
+        guard delay.isFinite else { return nil }
+        return min(max(0, delay), retryAfterCeiling)
     }
 
     /// The open-socket callback: the SSRF check on the address about to be connected to.

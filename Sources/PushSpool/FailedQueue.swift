@@ -128,7 +128,12 @@ package enum FailedQueue {
 
     /// Removes `failed/NAME` and its reason file (payload first, so a crash leaves an orphan
     /// reason, never an unexplained payload). Returns the names removed.
-    package static func purge(layout: SpoolLayout, _ selection: FailedSelection) throws(SpoolError) -> [String] {
+    ///
+    /// With `.all`, an entry that cannot be removed on its own — a quarantined directory that
+    /// is not empty (never removed recursively) — is skipped: `skipped` hears its name and
+    /// why, and the purge goes on with the next entry. Other failures still end the purge.
+    package static func purge(layout: SpoolLayout, _ selection: FailedSelection,
+                              skipped: (_ name: String, _ why: SpoolError) -> Void = { _, _ in }) throws(SpoolError) -> [String] {
         let dirs = try Directories(layout: layout)
         var removed: [String] = []
         switch selection {
@@ -148,7 +153,12 @@ package enum FailedQueue {
                     // A reason file whose payload exists is handled with the payload.
                     if name != entry.name && dirs.exists(dirs.failed, name) { continue }
                     if name.isEmpty || dirs.quarantinedAfter(name, started) { continue }
-                    if try purgeOne(dirs: dirs, name: name) { removed.append(name) }
+                    do throws(SpoolError) {
+                        if try purgeOne(dirs: dirs, name: name) { removed.append(name) }
+                    } catch where error.errno == ENOTEMPTY || error.errno == EEXIST {
+                        // Only rmdir(2) of a non-empty quarantined directory fails this way.
+                        skipped(name, error)
+                    }
                 }
             }
         }
@@ -189,8 +199,10 @@ package enum FailedQueue {
         while original.hasPrefix(".") { original.removeFirst() }
         if original.hasSuffix(".tmp") { original += ".json" }
         if original.isEmpty { original = UniqueName.next(suffix: ".json") }
-        for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(original, attempt: attempt)
+        // As in Spool.quarantine: past the sequential `~N` names, a time-and-random suffix.
+        for attempt in 0..<(Spool.sequentialNames + Spool.randomNames) {
+            let target = attempt < Spool.sequentialNames
+                ? SpoolName.candidate(original, attempt: attempt) : Spool.randomCandidate(original, reserve: 0)
             do {
                 try Posix.renameNoReplace(dirs.failed, name, dirs.incoming, target)
             } catch where error.errno == EEXIST {
@@ -223,8 +235,10 @@ package enum FailedQueue {
                 do {
                     try Posix.unlinkat(dirs.failed, entry, flags: AT_REMOVEDIR)
                     removed = true
+                } catch where error.errno == ENOTEMPTY || error.errno == EEXIST {
+                    throw SpoolError(error, while: "removing directory failed/\(entry) (not removed recursively; inspect and empty it first)")
                 } catch {
-                    throw SpoolError(error, while: "removing directory failed/\(entry) (empty it first)")
+                    throw SpoolError(error, while: "removing directory failed/\(entry)")
                 }
             } catch {
                 throw SpoolError(error, while: "removing failed/\(entry)")
@@ -312,3 +326,4 @@ package enum FailedQueue {
         }
     }
 }
+

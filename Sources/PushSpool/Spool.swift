@@ -280,8 +280,14 @@ package final class Spool: Sendable {
     /// durably (staged in `tmp/`, fsynced, renamed, directory fsynced), then renames the entry
     /// itself to `failed/T` (a symlink, FIFO or device moves as the entry; nothing is followed
     /// or opened), then fsyncs both directories. `T` is `NAME`, or `NAME~N` when that name
-    /// or its reason file is taken; no existing file is ever replaced. Fills in `size` when
-    /// the caller did not. Returns `T`.
+    /// or its reason file is taken, or — once `sequentialNames` such names are all taken —
+    /// `NAME~<time>-<random>`, so a full set of `~N` names never wedges the file. No existing
+    /// file is ever replaced. Fills in `size` when the caller did not. Returns `T`.
+    ///
+    /// Throws an error with `isRetryable == true` when the cause is the file system, not the
+    /// file (`failed/` not writable, disk full, quota, I/O error, a layout directory replaced):
+    /// nothing was moved and no reason file is left behind, so the caller keeps the file in
+    /// `processing/` and calls `quarantine` again later, as the journal retries a full disk.
     @discardableResult
     package func quarantine(processing name: String, reason: QuarantineReason) throws(SpoolError) -> String {
         let d = directories
@@ -294,38 +300,77 @@ package final class Spool: Sendable {
         let reserve = SpoolName.reasonSuffix.utf8.count
         // A dotfile in failed/ would be hidden from `failed list` (dotfiles there are staging).
         let base = name.hasPrefix(".") ? "_" + name : name
-        for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(base, attempt: attempt, reserve: reserve)
+        for attempt in 0..<(Self.sequentialNames + Self.randomNames) {
+            let target = attempt < Self.sequentialNames
+                ? SpoolName.candidate(base, attempt: attempt, reserve: reserve)
+                : Self.randomCandidate(base, reserve: reserve)
             // A payload named like a reason file would be mistaken for one by `failed list`.
             if target.hasSuffix(SpoolName.reasonSuffix) { continue }
-            if exists(d.failed, target) || exists(d.failed, target + SpoolName.reasonSuffix) { continue }
+            do throws(SystemError) {
+                // Two statements: `||` takes an untyped-throwing autoclosure.
+                if try exists(d.failed, target) { continue }
+                if try exists(d.failed, target + SpoolName.reasonSuffix) { continue }
+            } catch {
+                throw SpoolError(error, while: "looking for a free name in failed/", retryable: true)
+            }
             var written = reason
             if target != name { written.detail = (reason.detail ?? [:]).merging(["failedName": target]) { $1 } }
             do {
                 guard try Self.stage(written.encoded(), tmpFD: d.tmp, into: d.failed, as: target + SpoolName.reasonSuffix) else { continue }
+            } catch {
+                throw SpoolError(error, while: "writing failed/\(target)\(SpoolName.reasonSuffix)", retryable: Self.isRetryableQuarantine(error.errno))
+            }
+            do {
                 try Posix.fsync(d.failed, subject: layout.failed)
             } catch {
-                throw SpoolError(error, while: "writing failed/\(target)\(SpoolName.reasonSuffix)")
+                // The payload has not moved: take the reason back so a retry starts clean.
+                try? Posix.unlinkat(d.failed, target + SpoolName.reasonSuffix)
+                throw SpoolError(error, while: "syncing failed/ after writing \(target)\(SpoolName.reasonSuffix)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
                 try Posix.renameNoReplace(d.processing, name, d.failed, target)
             } catch {
                 try? Posix.unlinkat(d.failed, target + SpoolName.reasonSuffix)
                 if error.errno == EEXIST { continue }
-                if error.errno == ENOENT {
+                if error.errno == ENOENT, (try? Posix.lstatat(d.processing, name)) == nil {
                     throw SpoolError(.notFound, "processing/\(name) vanished before it could be quarantined", system: error)
                 }
-                throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)")
+                throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
                 try Posix.fsync(d.failed, subject: layout.failed)
                 try Posix.fsync(d.processing, subject: layout.processing)
             } catch {
-                throw SpoolError(error, while: "syncing failed/ after quarantining \(name)")
+                // The move is done (a retry would find nothing in processing/); only its
+                // durability is in doubt, so this is not retryable.
+                throw SpoolError(error, while: "syncing failed/ after quarantining \(name) as failed/\(target)")
             }
             return target
         }
         throw SpoolError(.nameTaken, "no free name for \(name) in failed/; purge old entries with `pushspoolctl failed purge`")
+    }
+
+    /// `NAME`, `NAME~1` … `NAME~999` are tried in order (each costs two `fstatat`s); past
+    /// them the name gets a time-and-random suffix, which is free at the first try in practice.
+    static let sequentialNames = 1000
+    /// Random-suffix names tried before giving up (only a hostile directory gets this far).
+    static let randomNames = 16
+
+    /// `NAME~<unix-ms>-<8 random hex digits>`, truncated to fit with `reserve` bytes to spare.
+    static func randomCandidate(_ name: String, reserve: Int) -> String {
+        var random = SystemRandomNumberGenerator()
+        let hex = String(UInt32.random(in: .min ... .max, using: &random), radix: 16)
+        let suffix = "~\(Posix.wallClockMillis())-" + String(repeating: "0", count: 8 - hex.count) + hex
+        return SpoolName.truncate(name, toBytes: SpoolName.maxLength - reserve - suffix.utf8.count) + suffix
+    }
+
+    /// Whether a quarantine that failed with `errno` may succeed later without anything
+    /// changing about the file: the directory is not writable or immutable (EACCES, EPERM,
+    /// EROFS), space or inodes ran out (ENOSPC, EDQUOT), the device erred (EIO), resources
+    /// ran short (EMFILE, ENFILE, ENOMEM), or a spool directory was removed or replaced
+    /// (ENOENT, ENOTDIR: `reopenIfReplaced` recreates it).
+    static func isRetryableQuarantine(_ errno: Int32) -> Bool {
+        [EACCES, EPERM, EROFS, ENOSPC, EDQUOT, EIO, EMFILE, ENFILE, ENOMEM, ENOENT, ENOTDIR].contains(errno)
     }
 
     /// Removes `processing/NAME` once its record is durable. Does not fsync the directory: a
@@ -462,16 +507,37 @@ package final class Spool: Sendable {
 
     // MARK: Helpers
 
-    private func exists(_ dirfd: Int32, _ name: String) -> Bool {
-        var st = stat()
-        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || Glibc.errno != ENOENT
+    /// Whether `dirfd/name` exists (never follows a link). Throws for errors other than
+    /// ENOENT: an unreadable directory must not look like one full of taken names.
+    private func exists(_ dirfd: Int32, _ name: String) throws(SystemError) -> Bool {
+        do {
+            _ = try Posix.lstatat(dirfd, name)
+            return true
+        } catch where error.errno == ENOENT {
+            return false
+        }
     }
 
-    /// Writes `bytes` to `tmp/<unique>.tmp`, fsyncs, renames to `dirfd/name` without replacing.
-    /// `false` (and nothing left behind) when `name` is taken.
-    static func stage(_ bytes: [UInt8], tmpFD: Int32, into dirfd: Int32, as name: String) throws(SystemError) -> Bool {
-        let temp = UniqueName.next(suffix: ".tmp")
-        let fd = try Posix.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
+    /// Writes `bytes` to a fresh staging file in `tmp/`, fsyncs, renames to `dirfd/name`
+    /// without replacing. `false` (and nothing left behind) when `name` is taken.
+    ///
+    /// The staging name carries a random part and is created with `O_EXCL|O_NOFOLLOW`; if a
+    /// producer (or anything else sharing `tmp/`) already holds it, another name is drawn
+    /// instead of failing. `stagingName` is for tests that play that producer.
+    static func stage(_ bytes: [UInt8], tmpFD: Int32, into dirfd: Int32, as name: String,
+                      stagingName: () -> String = Spool.stagingName) throws(SystemError) -> Bool {
+        var attempt = 0
+        var temp = stagingName()
+        var fd: Int32 = -1
+        while true {
+            do {
+                fd = try Posix.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
+                break
+            } catch where error.errno == EEXIST && attempt < 16 {
+                attempt += 1
+                temp = stagingName()
+            }
+        }
         do throws(SystemError) {
             try Posix.writeAll(fd, bytes, subject: temp)
             try Posix.fsync(fd, subject: temp)
@@ -489,6 +555,14 @@ package final class Spool: Sendable {
             if error.errno == EEXIST { return false }
             throw error
         }
+    }
+
+    /// A unique staging name with 64 random bits, so no one can pre-create it: a dotfile-free
+    /// `*.tmp` name that the daemon never claims and `cleanTmp` removes if left behind.
+    static func stagingName() -> String {
+        var random = SystemRandomNumberGenerator()
+        let hex = String(UInt64.random(in: .min ... .max, using: &random), radix: 16)
+        return UniqueName.next(suffix: "." + String(repeating: "0", count: 16 - hex.count) + hex + ".tmp")
     }
 }
 

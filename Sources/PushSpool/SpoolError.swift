@@ -26,17 +26,25 @@ package struct SpoolError: Error, Sendable, CustomStringConvertible {
     /// The failed system call, when `code == .system` (or the cause of another code).
     package var system: SystemError?
 
+    /// The operation failed because of the file system, not the file, and may succeed if
+    /// called again later (e.g. `Spool.quarantine` with `failed/` full or not writable):
+    /// keep the file where it is and retry, as the journal retries a full disk. The errno is
+    /// in `errno`. Set only where the operation guarantees a retry is safe.
+    package var isRetryable: Bool
+
     package init(_ code: Code, _ message: String, system: SystemError? = nil) {
         self.code = code
         self.message = message
         self.system = system
+        self.isRetryable = false
     }
 
     /// Wraps a failed system call with what the spool was doing and what the operator can do.
-    package init(_ error: SystemError, while doing: String) {
+    package init(_ error: SystemError, while doing: String, retryable: Bool = false) {
         self.code = .system
         self.system = error
-        self.message = "\(doing): \(error)" + SpoolError.advice(for: error.errno)
+        self.isRetryable = retryable
+        self.message = "\(doing): \(error)" + SpoolError.advice(for: error.errno) + (retryable ? " (retried later)" : "")
     }
 
     /// The raw errno of the underlying system call, if any.

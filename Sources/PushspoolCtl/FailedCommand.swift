@@ -16,7 +16,9 @@ package struct FailedCommand: CtlSubcommand {
         show   the reason file of NAME as stored, and the payload's size
         retry  move NAME (or every quarantined file) back to incoming/ so the daemon takes it
                again, e.g. after a configuration change; its reason file is removed
-        purge  delete NAME (or every quarantined file) and its reason file
+        purge  delete NAME (or every quarantined file) and its reason file; a quarantined
+               directory is removed only when empty (purge ALL skips a non-empty one with
+               a warning on stderr and goes on)
 
         Safe while pushspoold runs. Exit status: 0 success, 1 failure, 64 usage error.
         """
@@ -82,8 +84,11 @@ package struct FailedCommand: CtlSubcommand {
                     context.out("\(retried.name) -> incoming/\(retried.incomingName)\n")
                 }
             case .purge(let selection):
-                for purged in try FailedQueue.purge(layout: layout, selection) {
-                    context.out("purged \(purged)\n")
+                let purged = try FailedQueue.purge(layout: layout, selection) { name, why in
+                    context.err("pushspoolctl: warning: skipped failed/\(name): \(why)\n")
+                }
+                for name in purged {
+                    context.out("purged \(name)\n")
                 }
             }
             return ExitStatus.ok

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import PushPayload
 import PushSystem
-import PushMedia
+import PushMediaStore
 
 /// `pushspoolctl media stats [--json]`: what the media store holds (walked on disk, so it
 /// works without a daemon) and the daemon's media counters from `<state>/status.json`.
@@ -15,7 +15,8 @@ package struct MediaCommand: CtlSubcommand {
         thumbnails, leftovers of interrupted downloads) and, when pushspoold has written
         STATE_DIR/status.json, its media counters: payloads waiting for media (inFlight),
         open transfers, queued URLs, stored, failed (by reason code), skipped, reused. With --json, one JSON object: {"store":{...},
-        "daemon":{...}}; "daemon" is absent when the daemon has not run.
+        "daemon":{...}}; "daemon" is absent until pushspoold has
+        written status.json (its first status interval); the store is read either way.
 
         Exit status: 0 success, 1 the store or status file cannot be read, 64 usage error.
         """
@@ -81,7 +82,11 @@ package struct MediaCommand: CtlSubcommand {
                 lines.append("  \(key): \(Self.text(daemon[key]!))")
             }
         } else {
-            lines.append("daemon: no \(statusPath); pushspoold has not run with this state directory")
+            // status.json appears only at the first status interval, so a missing file says
+            // nothing about whether the daemon ran: report what is known instead.
+            lines.append("daemon: no counters published yet (\(statusPath) does not exist; pushspoold writes it "
+                         + "every [Status] IntervalSec while running, so it is missing until a running daemon's "
+                         + "first interval, or if no daemon has used this state directory)")
         }
         context.out(lines.joined(separator: "\n") + "\n")
         return ExitStatus.ok

@@ -1,6 +1,7 @@
 import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
+import PushMediaStore
 import PushSystem
 
 /// Downloads against real HTTP servers on 127.0.0.1 started by each test.

@@ -1,6 +1,7 @@
 import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
+import PushMediaStore
 import PushSystem
 
 /// Thumbnails with libvips, including hostile images.

@@ -1,5 +1,6 @@
 import Testing
 @testable import PushMedia
+import PushMediaStore
 
 @Suite struct SnifferTests {
     static let cases: [([UInt8], MediaType?)] = [

@@ -39,12 +39,10 @@ package enum MediaStore {
             return text
         }
 
-        /// One compact JSON object, for `pushspoolctl media stats --json`.
+        /// One compact JSON object, for `pushspoolctl media stats --json`. Integers only, so
+        /// written directly (this module stays free of the fetcher's JSON helper).
         package func encodeJSON() -> String {
-            MediaJSON.object([
-                ("files", .int(Int64(files))), ("bytes", .int(bytes)), ("thumbnails", .int(Int64(thumbnails))),
-                ("thumbnailBytes", .int(thumbnailBytes)), ("tempFiles", .int(Int64(tempFiles))),
-            ]).encoded()
+            "{\"files\":\(files),\"bytes\":\(bytes),\"thumbnails\":\(thumbnails),\"thumbnailBytes\":\(thumbnailBytes),\"tempFiles\":\(tempFiles)}"
         }
     }
 
@@ -84,18 +82,25 @@ package enum MediaStore {
                     stats.tempFiles += 1
                 } else if entry.contains(".thumb") {
                     stats.thumbnails += 1
-                    stats.thumbnailBytes += Int64(file.st_size)
+                    stats.thumbnailBytes = saturatingSum(stats.thumbnailBytes, Int64(file.st_size))
                 } else {
                     stats.files += 1
-                    stats.bytes += Int64(file.st_size)
+                    stats.bytes = saturatingSum(stats.bytes, Int64(file.st_size))
                 }
             }
         }
         return stats
     }
 
+    /// `a + b` saturating at `Int64.max`: a sparse file may claim any size, and a sum of
+    /// sizes read from the file system must not trap.
+    static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
+    }
+
     /// Names in a directory, without `.` and `..`. Wraps `opendir(3)`/`readdir(3)`.
-    static func listDirectory(_ path: String) throws(SystemError) -> [String] {
+    package static func listDirectory(_ path: String) throws(SystemError) -> [String] {
         guard let dir = opendir(path) else { throw SystemError(call: "opendir", errno: errno, subject: path) }
         defer { closedir(dir) }
         var names: [String] = []
