@@ -204,11 +204,18 @@ final class FilePipeline: Sendable {
             try spool.quarantine(processing: name, reason: reason)
             reporter.refused(name, code: code, message: message)
             onEnd(name, .done)
-        } catch {
-            // failed/ unwritable, a full disk: the file stays in processing/ and is taken again
-            // later, as the journal path does on a full disk. Refusal is decided again then.
+        } catch where error.isRetryable {
+            // failed/ unwritable or replaced, a full disk: the file stays in processing/ and is
+            // taken again later, as the journal path does on a full disk. Refusal is decided again then.
+            _ = try? spool.reopenIfReplaced()
             reporter.quarantineFailed(name, code: code, error: error)
             onEnd(name, .handBack)
+        } catch where error.code == .notFound {
+            reporter.error("quarantine \(name): \(error)")
+            onEnd(name, .done)
+        } catch {
+            reporter.quarantineFailed(name, code: code, error: error)
+            onEnd(name, .leftForNextStart)
         }
     }
 

@@ -54,7 +54,7 @@ final class Reporter: Sendable {
 
     func quarantineFailed(_ name: String, code: String, error: some Error) {
         counters.recordError("quarantine \(name): \(error)")
-        events.log(.refused, "cannot quarantine refused file, leaving it in processing/ and trying again later: \(error)",
+        events.log(.refused, "cannot quarantine refused file, leaving it in processing/: \(error)",
                    fields: [(EventField.spoolFile, name), (EventField.reasonCode, code)])
     }
 
