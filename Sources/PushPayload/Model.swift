@@ -202,8 +202,10 @@ package struct PushNotification: Sendable, Equatable {
         self.id = id
     }
 
-    /// The journal's de-duplication key.
-    package var dedupKey: String { "\(vendor.rawValue):\(id)" }
+    /// The journal's de-duplication key: (vendor, id), plus the envelope's user when it
+    /// names one (``DedupKey``). Compared as UTF-8 bytes; at most ``DedupKey/maxBytes`` of
+    /// them, which the normaliser enforces (`id_too_long`).
+    package var dedupKey: String { DedupKey.make(vendor: vendor, id: id, user: user) }
 
     /// The model as JSON: camelCase keys, absent values omitted; `silent`, `buttons` and
     /// `warnings` (strings `code` or `code:detail`) always present.

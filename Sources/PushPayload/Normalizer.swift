@@ -44,6 +44,13 @@ package enum Normalizer {
         }
         n.user = envelope.user
         n.receivedAt = envelope.receivedAt
+        // The journal cannot hold a longer key; refusing here makes `validate` say so too.
+        let keyBytes = n.dedupKey.utf8.count
+        if keyBytes > DedupKey.maxBytes {
+            let parts = (n.user ?? "").isEmpty ? "vendor, id" : "vendor, id, user"
+            throw PayloadRefusal(.idTooLong, "the dedup key (\(parts)) would be \(keyBytes) bytes, over the journal's \(DedupKey.maxBytes)-byte limit (the id is \(n.id.utf8.count) bytes)",
+                                 vendor: n.vendor, platform: n.platform)
+        }
         if let hint = envelope.platform, hint != n.platform {
             session.warn(.platformMismatch, hint.rawValue)
         }

@@ -419,7 +419,7 @@ import Testing
     @Test func sizeIsMeasuredOnTheCompactVendorPayload() {
         // Whitespace and the envelope do not count against the 4096-byte payload bound.
         let body = String(repeating: "b", count: 4000)
-        let padded = #"{"pushspool": 1, "user": ""# + String(repeating: "u", count: 500) + #"", "payload": {"aps":      {"alert": ""# + body + "\"}}}" + String(repeating: " ", count: 2000)
+        let padded = #"{"pushspool": 1, "user": ""# + String(repeating: "u", count: 150) + #"", "payload": {"aps":      {"alert": ""# + body + "\"}}}" + String(repeating: " ", count: 2000)
         #expect(refusal(padded) == nil)
     }
 
