@@ -28,7 +28,7 @@ package enum Normalizer {
         if bytes.count > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
             throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
         }
-        let detection = try Detection.detect(envelope.payload)
+        let detection = try Detection.detect(envelope.payload, maxDepth: options.maxDepth)
         var session = Session(options: options, payload: envelope.payload, map: detection.map)
         var n: PushNotification
         switch detection.kind {
@@ -40,7 +40,7 @@ package enum Normalizer {
         case .infobipAndroid: n = try session.infobipAndroid()
         case .sfmc: n = try session.sfmc()
         case .apns: n = try session.apns()
-        case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper)
+        case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper, flatBundle: detection.flatBundle)
         }
         n.user = envelope.user
         n.receivedAt = envelope.receivedAt

@@ -149,9 +149,10 @@ import Testing
         #expect(n.clickUrl == "app://d")
     }
 
-    @Test func iosAlertStringIsIgnoredLikeTheSDK() {
-        let r = refusal(#"{"messageId": "I4", "aps": {"alert": "plain"}}"#)
-        #expect(r?.code == .missingBody)
+    @Test func iosAlertStringIsTheDisplayedBody() throws {
+        // The SDK accepts it (its `text` stays nil); iOS shows the string (issue 8 defect 9).
+        let n = try accept(#"{"messageId": "I4", "aps": {"alert": "plain"}}"#)
+        #expect(n.body == "plain" && n.warnings.isEmpty)
     }
 
     @Test func iosSendDateTimeAsStringIsWrongType() throws {
