@@ -16,6 +16,10 @@ package enum ReasonCode: String, Sendable, CaseIterable {
     case fileTooLarge = "file_too_large"
     /// Cannot be opened or read, or was replaced while being opened.
     case unreadable = "unreadable"
+    /// The daemon died while processing this file alone, after it had already been in flight
+    /// at an earlier crash (the crash guard's poison-pill rule); quarantined before it is read
+    /// again so it cannot stop the daemon a third time.
+    case crashedDaemon = "crashed_daemon"
 
     // MARK: normalise stage (PushPayload)
 
@@ -61,7 +65,7 @@ package enum ReasonCode: String, Sendable, CaseIterable {
 
     package var stage: Stage {
         switch self {
-        case .symlink, .notRegularFile, .fileTooLarge, .unreadable: .read
+        case .symlink, .notRegularFile, .fileTooLarge, .unreadable, .crashedDaemon: .read
         case .recordTooLarge: .journal
         case .invalidJSON, .duplicateKeys, .tooDeep, .payloadTooLarge, .notAnObject, .invalidEnvelope, .unrecognized,
              .ambiguousVendor, .unsupportedVendor, .notAPush, .missingId, .idTooLong, .missingBody, .typeMismatch: .normalize
