@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushPayload
 import PushSystem
 
 /// Builds the effective configuration: defaults, then the main file, then drop-ins in name
@@ -166,10 +167,10 @@ package enum ConfigurationLoader {
 
 /// Rules for app-defined interactive categories (Infobip's `MMNotificationCategory` rules).
 enum CategoryRules {
-    /// Identifiers are non-empty words; `mm_` is reserved by Infobip for its predefined ones.
+    /// Identifiers follow Infobip's rule (not empty, no reserved `mm_` prefix; the one copy
+    /// is `CategoryTable.identifierProblem`) and are words, so they stay one INI token.
     static func validateIdentifier(_ id: String, what: String) -> String? {
-        if id.isEmpty { return "\(what) is empty" }
-        if id.hasPrefix("mm_") { return "\(what) '\(id)' starts with 'mm_', which Infobip reserves for its predefined categories and actions" }
+        if let problem = CategoryTable.identifierProblem(id, what: what) { return problem }
         if !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == ".") }) {
             return "\(what) '\(id)' may contain only letters, digits, '_', '-' and '.'"
         }

@@ -1,33 +1,4 @@
-/// Why a payload was refused. The raw values are stable: they name quarantine reason files,
-/// journald fields and `validate --json` output. Documented in docs/reason-codes.md.
-package enum ReasonCode: String, Sendable, CaseIterable {
-    /// Not JSON (syntax error, invalid UTF-8, lone surrogate escape, empty input).
-    case invalidJSON = "invalid_json"
-    /// An object repeats a member name; parsers disagree on which value wins.
-    case duplicateKeys = "duplicate_keys"
-    /// Arrays/objects nest deeper than `NormalizerOptions.maxDepth`.
-    case tooDeep = "too_deep"
-    /// The vendor payload (compact) or the whole input exceeds its size bound.
-    case payloadTooLarge = "payload_too_large"
-    /// The top level is not a JSON object.
-    case notAnObject = "not_an_object"
-    /// A `pushspool` envelope with a wrong version or wrongly typed members.
-    case invalidEnvelope = "invalid_envelope"
-    /// No supported vendor, foreign vendor or generic APNs/FCM shape matched.
-    case unrecognized = "unrecognized"
-    /// Markers of two or more vendors are present.
-    case ambiguousVendor = "ambiguous_vendor"
-    /// A known vendor pushspool does not support (OneSignal, Airship, Braze, Expo).
-    case unsupportedVendor = "unsupported_vendor"
-    /// A known JSON shape that is not a push (Infobip MO message, Mindbox operation body).
-    case notAPush = "not_a_push"
-    /// The vendor requires an id and the payload has none.
-    case missingId = "missing_id"
-    /// No body, and the push is neither silent nor localised by `loc-key`.
-    case missingBody = "missing_body"
-    /// A member the vendor SDK decodes strictly has the wrong JSON type.
-    case typeMismatch = "type_mismatch"
-}
+import PushSystem
 
 /// What was tolerated in an accepted payload. Raw values are stable.
 package enum WarningCode: String, Sendable, CaseIterable {

@@ -8,28 +8,40 @@ struct Detection {
     var kind: Kind
     /// Where vendor keys live: the payload itself, or its FCM `data` map.
     var map: [String: JSONValue]
-    /// The object around an unwrapped `data` map (FCM `notification`, `messageId`), if any.
+    /// The object around an unwrapped `data` map (FCM `notification`, `messageId`), or the
+    /// whole flat bundle, if any.
     var fcmWrapper: [String: JSONValue]?
+    /// The payload is the flat FCM bundle an Android app receives (see ``isFlatFCMBundle(_:)``).
+    var flatBundle = false
 
     /// Top-level keys of the Mindbox iOS model (`MBPushNotification`).
     static let mindboxIOSKeys: Set<String> = ["aps", "clickUrl", "imageUrl", "payload", "buttons", "uniqueKey"]
     /// R2: any of these at the top level means the payload is not an FCM `data` wrapper.
     static let vendorTopKeys = ["aps", "_sid", "messageId", "uniqueKey", "org_ib_d"]
 
-    static func detect(_ payload: [String: JSONValue]) throws(PayloadRefusal) -> Detection {
+    /// `maxDepth` bounds the JSON strings decoded to look for foreign markers.
+    static func detect(_ payload: [String: JSONValue], maxDepth: Int) throws(PayloadRefusal) -> Detection {
         var map = payload
         var wrapper: [String: JSONValue]?
+        var flat = false
         if case .object(let data)? = payload["data"], !vendorTopKeys.contains(where: { present(payload[$0]) }) {
             map = data
             wrapper = payload
+        } else if isFlatFCMBundle(payload) {
+            // The data keys sit beside FCM's own; vendors read only the data keys, as
+            // `RemoteMessage.getData()` gives them to the app.
+            map = payload.filter { !isFCMReserved($0.key) }
+            wrapper = payload
+            flat = true
         }
 
         var claims: [(name: String, kind: Kind?)] = []
         if let kind = mindboxKind(map) { claims.append(("mindbox", kind)) }
         if map["_sid"]?.stringValue == "SFMC" { claims.append(("sfmc", .sfmc)) }
         if present(map["org_ib_d"]) { claims.append(("infobip", .infobipAndroid)) }
-        for foreign in foreignVendors(payload) + (wrapper == nil ? [] : foreignVendors(map)) where !claims.contains(where: { $0.name == foreign }) {
-            claims.append((foreign, nil))
+        let foreign = foreignVendors(payload, maxDepth: maxDepth) + (wrapper == nil ? [] : foreignVendors(map, maxDepth: maxDepth))
+        for name in foreign where !claims.contains(where: { $0.name == name }) {
+            claims.append((name, nil))
         }
 
         if claims.count > 1 {
@@ -39,7 +51,7 @@ struct Detection {
             guard let kind = claim.kind else {
                 throw PayloadRefusal(.unsupportedVendor, "this is a push from \(claim.name), a vendor pushspool does not support")
             }
-            return Detection(kind: kind, map: map, fcmWrapper: wrapper)
+            return Detection(kind: kind, map: map, fcmWrapper: wrapper, flatBundle: flat)
         }
 
         if let shape = nonPushShape(payload) ?? nonPushShape(map) {
@@ -53,7 +65,7 @@ struct Detection {
             return Detection(kind: .apns, map: map, fcmWrapper: wrapper)
         }
         if wrapper != nil {
-            return Detection(kind: .fcm, map: map, fcmWrapper: wrapper)
+            return Detection(kind: .fcm, map: map, fcmWrapper: wrapper, flatBundle: flat)
         }
         if payload["notification"]?.objectValue != nil || payload["data"]?.objectValue != nil {
             // An FCM message that also carries `messageId` and so was not unwrapped above.
@@ -86,14 +98,46 @@ struct Detection {
         return nil
     }
 
-    /// §5.6: vendors pushspool recognises but does not support.
-    static func foreignVendors(_ map: [String: JSONValue]) -> [String] {
+    /// FCM's own keys in the bundle an Android app receives: `from`, `collapse_key`,
+    /// `message_type` and everything under `google.` (reserved for data, vendors.md §1.4) or
+    /// `gcm.` (the notification block, `gcm.notification.*` / `gcm.n.*`).
+    static func isFCMReserved(_ key: String) -> Bool {
+        key == "from" || key == "collapse_key" || key == "message_type" || key.hasPrefix("google.") || key.hasPrefix("gcm.")
+    }
+
+    /// The flat form: the data keys and FCM's keys side by side, no `aps`, no `data` or
+    /// `notification` object. Only `google.*`/`gcm.*` mark it: FCM refuses those as data
+    /// keys, so a producer cannot send them by accident, while `from` alone is too common.
+    static func isFlatFCMBundle(_ payload: [String: JSONValue]) -> Bool {
+        guard !present(payload["aps"]), payload["data"]?.objectValue == nil, payload["notification"]?.objectValue == nil else { return false }
+        return payload.keys.contains { $0.hasPrefix("google.") || $0.hasPrefix("gcm.") }
+    }
+
+    /// §5.6: vendors pushspool recognises but does not support. Markers are also looked for
+    /// where the vendor sends them inside a JSON string, as Android data values must be strings.
+    static func foreignVendors(_ map: [String: JSONValue], maxDepth: Int) -> [String] {
         var found: [String] = []
-        if map["os_data"] != nil || map["custom"]?["i"] != nil { found.append("onesignal") }
+        if map["os_data"] != nil || hasOneSignalId(map["custom"], maxDepth: maxDepth) { found.append("onesignal") }
         if map["_"] != nil || map["com.urbanairship.metadata"] != nil || map["com.urbanairship.media_attachment"] != nil { found.append("airship") }
         if map["ab"]?.objectValue != nil { found.append("braze") }
         if map["experienceId"] != nil || map["scopeKey"] != nil { found.append("expo") }
         return found
+    }
+
+    /// OneSignal's notification id `i` inside `custom`: an object in the iOS payload, a JSON
+    /// string in the Android data (as delivered to devices). A string that is not a JSON
+    /// object with `i` is someone else's `custom`.
+    static func hasOneSignalId(_ custom: JSONValue?, maxDepth: Int) -> Bool {
+        switch custom {
+        case .object(let o)?:
+            return o["i"] != nil
+        case .string(let text)?:
+            guard text.trimmingSpaces.utf8.first == UInt8(ascii: "{"),
+                  case .object(let o)? = try? JSONParser(maxDepth: maxDepth).parse(text) else { return false }
+            return o["i"] != nil
+        default:
+            return false
+        }
     }
 
     /// §5.5: JSON that belongs to the same systems but is not a push.

@@ -5,7 +5,7 @@ extension Session {
     mutating func apns() throws(PayloadRefusal) -> PushNotification {
         var n = PushNotification(vendor: .apns, platform: .ios, format: "apns", id: "")
         let aps = object(map["aps"], "aps") ?? [:]
-        readAps(aps, alertAsString: true, soundAsDict: true, into: &n)
+        readAps(aps, soundAsDict: true, into: &n)
         n.silent = apsIsSilent(aps, n)
         resolveCategory(string(aps["category"], "aps.category"), platform: .ios, into: &n)
         // Many NSE samples copy SFMC's media keys, so plain APNs honours them too.
@@ -17,19 +17,28 @@ extension Session {
         return n
     }
 
-    /// Plain FCM: a `data` map and/or a `notification` block. Without a `notification`
-    /// block and without a body it is a data message for the app, i.e. silent.
-    mutating func fcm(wrapper: [String: JSONValue]?) throws(PayloadRefusal) -> PushNotification {
+    /// Plain FCM: a `data` map and/or a `notification` block, or the flat bundle an Android
+    /// app receives (`flatBundle`: the block as `gcm.notification.*` keys). Without a
+    /// notification block and without a body it is a data message for the app, i.e. silent.
+    mutating func fcm(wrapper: [String: JSONValue]?, flatBundle: Bool) throws(PayloadRefusal) -> PushNotification {
         var n = PushNotification(vendor: .fcm, platform: .android, format: "fcm", id: "")
         let top = wrapper ?? [:]
-        let notification = object(top["notification"], "notification")
+        let notification: [String: JSONValue]?
+        let path: String
+        if flatBundle {
+            notification = Session.bundleNotification(top)
+            path = "gcm.notification."
+        } else {
+            notification = object(top["notification"], "notification")
+            path = "notification."
+        }
         if let notification {
-            n.title = text(notification["title"], "notification.title")
-            n.body = text(notification["body"], "notification.body")
-            n.sound = text(notification["sound"], "notification.sound")
-            n.locKey = text(notification["body_loc_key"], "notification.body_loc_key")
-            n.titleLocKey = text(notification["title_loc_key"], "notification.title_loc_key")
-            n.mediaUrl = mediaURL(text(notification["image"], "notification.image"), "notification.image")
+            n.title = text(notification["title"], path + "title")
+            n.body = text(notification["body"], path + "body")
+            n.sound = text(notification["sound"], path + "sound")
+            n.locKey = text(notification["body_loc_key"], path + "body_loc_key")
+            n.titleLocKey = text(notification["title_loc_key"], path + "title_loc_key")
+            n.mediaUrl = mediaURL(text(notification["image"], path + "image"), path + "image")
         } else {
             n.title = text(map["title"], "data.title")
             n.body = text(map["body"], "data.body") ?? text(map["message"], "data.message")
@@ -37,17 +46,32 @@ extension Session {
         }
         if !map.isEmpty { n.customPayload = .object(map) }
         try requireBody(n)
-        let sentId = text(top["messageId"], "messageId") ?? text(top["message_id"], "message_id") ?? text(map["google.message_id"], "data.google.message_id")
+        let sentId = text(top["messageId"], "messageId") ?? text(top["message_id"], "message_id")
+            ?? text(top["google.message_id"], "google.message_id") ?? text(map["google.message_id"], "data.google.message_id")
         if let sentId, !sentId.isEmpty { n.id = sentId } else { n.id = derivedId() }
         return n
     }
 
-    /// The APNs `aps` dictionary, shared by Infobip iOS, SFMC iOS and generic APNs.
-    mutating func readAps(_ aps: [String: JSONValue], alertAsString: Bool, soundAsDict: Bool, into n: inout PushNotification) {
+    /// The notification block of a flat bundle: `gcm.n.NAME`, else the older
+    /// `gcm.notification.NAME`, keyed by NAME; `nil` when the bundle has none.
+    static func bundleNotification(_ bundle: [String: JSONValue]) -> [String: JSONValue]? {
+        var block: [String: JSONValue] = [:]
+        for (key, value) in bundle where key.hasPrefix("gcm.notification.") {
+            block[String(key.dropFirst("gcm.notification.".count))] = value
+        }
+        for (key, value) in bundle where key.hasPrefix("gcm.n.") {
+            block[String(key.dropFirst("gcm.n.".count))] = value
+        }
+        return block.isEmpty ? nil : block
+    }
+
+    /// The APNs `aps` dictionary, shared by Infobip iOS, SFMC iOS and generic APNs. A string
+    /// `alert` is the body: it is what iOS displays, whether or not a vendor SDK models it.
+    mutating func readAps(_ aps: [String: JSONValue], soundAsDict: Bool, into n: inout PushNotification) {
         switch aps["alert"] {
         case nil, .null?: break
         case .string(let s)?:
-            if alertAsString { n.body = s } else { warn(.wrongType, "aps.alert") }
+            n.body = s
         case .object(let alert)?:
             n.title = string(alert["title"], "aps.alert.title")
             n.subtitle = string(alert["subtitle"], "aps.alert.subtitle")

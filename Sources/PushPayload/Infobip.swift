@@ -7,8 +7,11 @@ extension Session {
         var n = PushNotification(vendor: .infobip, platform: .ios, format: "infobip-ios", id: messageId)
         let internalData = object(map["internalData"], "internalData") ?? [:]
         let aps = object(map["aps"], "aps") ?? [:]
-        // MessageUtils reads aps.alert only as a dict and aps.sound only as a String.
-        readAps(aps, alertAsString: false, soundAsDict: false, into: &n)
+        // MessageUtils reads aps.sound only as a String, and aps.alert only as a dict: for a
+        // string alert the SDK's `text` is nil, yet it accepts the message (messageId + aps)
+        // and iOS displays the string. Acceptance follows the SDK; the record carries what the
+        // user saw, so a string alert is the body.
+        readAps(aps, soundAsDict: false, into: &n)
         var category = string(aps["category"], "aps.category")
         if case .object(let silent)? = internalData["silent"] {
             // apsByMerging: the silent dict supplies what a visible push keeps in aps.

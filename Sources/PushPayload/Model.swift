@@ -100,18 +100,32 @@ package struct CategoryTable: Sendable, Equatable {
 
     package subscript(id: String) -> NotificationCategory? { categories[id] }
 
-    /// This table plus app-defined `category`. Refuses `mm_` category or action ids, ids
-    /// already present and empty ids.
+    /// The prefix Infobip reserves for its predefined categories and actions.
+    package static let reservedPrefix = "mm_"
+
+    /// Infobip's rule for app-defined category and action ids (`MMNotificationCategory`,
+    /// `MMNotificationAction` refuse them): not empty, not starting with ``reservedPrefix``.
+    /// Returns what is wrong, for people, or `nil`. The one copy of the rule: ``adding(_:)``
+    /// and the configuration loader both call it. `what` names the id ("category id").
+    package static func identifierProblem(_ id: String, what: String) -> String? {
+        if id.isEmpty { return "\(what) is empty" }
+        if id.hasPrefix(reservedPrefix) {
+            return "\(what) '\(id)' starts with '\(reservedPrefix)', which Infobip reserves for its predefined categories and actions"
+        }
+        return nil
+    }
+
+    /// This table plus app-defined `category`. Refuses ids ``identifierProblem(_:what:)``
+    /// refuses (empty, `mm_`) and ids already present.
     package func adding(_ category: NotificationCategory) throws(CategoryTableError) -> CategoryTable {
-        if category.id.isEmpty { throw CategoryTableError(message: "category id is empty") }
-        if category.id.hasPrefix("mm_") {
-            throw CategoryTableError(message: "category id \"\(category.id)\" uses the reserved mm_ prefix; choose another id")
-        }
+        if let problem = Self.identifierProblem(category.id, what: "category id") { throw CategoryTableError(message: problem) }
         if categories[category.id] != nil {
-            throw CategoryTableError(message: "category \"\(category.id)\" is defined twice")
+            throw CategoryTableError(message: "category '\(category.id)' is defined twice")
         }
-        for action in category.actions where action.id.hasPrefix("mm_") || action.id.isEmpty {
-            throw CategoryTableError(message: "action id \"\(action.id)\" in category \"\(category.id)\" is empty or uses the reserved mm_ prefix")
+        for action in category.actions {
+            if let problem = Self.identifierProblem(action.id, what: "action id") {
+                throw CategoryTableError(message: "\(problem) (category '\(category.id)')")
+            }
         }
         var copy = self
         copy.categories[category.id] = category
@@ -188,8 +202,10 @@ package struct PushNotification: Sendable, Equatable {
         self.id = id
     }
 
-    /// The journal's de-duplication key.
-    package var dedupKey: String { "\(vendor.rawValue):\(id)" }
+    /// The journal's de-duplication key: (vendor, id), plus the envelope's user when it
+    /// names one (``DedupKey``). Compared as UTF-8 bytes; at most ``DedupKey/maxBytes`` of
+    /// them, which the normaliser enforces (`id_too_long`).
+    package var dedupKey: String { DedupKey.make(vendor: vendor, id: id, user: user) }
 
     /// The model as JSON: camelCase keys, absent values omitted; `silent`, `buttons` and
     /// `warnings` (strings `code` or `code:detail`) always present.

@@ -28,7 +28,7 @@ package enum Normalizer {
         if bytes.count > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
             throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
         }
-        let detection = try Detection.detect(envelope.payload)
+        let detection = try Detection.detect(envelope.payload, maxDepth: options.maxDepth)
         var session = Session(options: options, payload: envelope.payload, map: detection.map)
         var n: PushNotification
         switch detection.kind {
@@ -40,10 +40,17 @@ package enum Normalizer {
         case .infobipAndroid: n = try session.infobipAndroid()
         case .sfmc: n = try session.sfmc()
         case .apns: n = try session.apns()
-        case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper)
+        case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper, flatBundle: detection.flatBundle)
         }
         n.user = envelope.user
         n.receivedAt = envelope.receivedAt
+        // The journal cannot hold a longer key; refusing here makes `validate` say so too.
+        let keyBytes = n.dedupKey.utf8.count
+        if keyBytes > DedupKey.maxBytes {
+            let parts = (n.user ?? "").isEmpty ? "vendor, id" : "vendor, id, user"
+            throw PayloadRefusal(.idTooLong, "the dedup key (\(parts)) would be \(keyBytes) bytes, over the journal's \(DedupKey.maxBytes)-byte limit (the id is \(n.id.utf8.count) bytes)",
+                                 vendor: n.vendor, platform: n.platform)
+        }
         if let hint = envelope.platform, hint != n.platform {
             session.warn(.platformMismatch, hint.rawValue)
         }

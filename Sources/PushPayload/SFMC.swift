@@ -14,7 +14,7 @@ extension Session {
         var n = PushNotification(vendor: .sfmc, platform: platform, format: format, id: id)
         if ios {
             let aps = object(map["aps"], "aps") ?? [:]
-            readAps(aps, alertAsString: true, soundAsDict: true, into: &n)
+            readAps(aps, soundAsDict: true, into: &n)
             n.silent = apsIsSilent(aps, n)
             resolveCategory(string(aps["category"], "aps.category"), platform: .ios, into: &n)
         } else {

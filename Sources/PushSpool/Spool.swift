@@ -13,20 +13,12 @@ package struct SpoolFile: Sendable {
     package var device: UInt64
 }
 
-/// Stable refusal codes of `Spool.read` (also the `code` of the reason file).
-package enum RefusalCode {
-    package static let symlink = "symlink"
-    /// FIFO, socket, device or directory.
-    package static let notRegularFile = "not_regular_file"
-    package static let fileTooLarge = "file_too_large"
-    package static let unreadable = "unreadable"
-}
-
 /// What `Spool.read` found.
 package enum SpoolReadResult: Sendable {
     /// A regular file within the size limit, read whole.
     case contents(SpoolFile)
-    /// Not to be processed; the caller quarantines it with this code and message.
+    /// Not to be processed; the caller quarantines it with this code (a `ReasonCode` raw
+    /// value of the read stage) and message.
     case refused(code: String, message: String)
 }
 
@@ -209,11 +201,11 @@ package final class Spool: Sendable {
             case ENOENT:
                 throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
             case ELOOP:
-                return .refused(code: RefusalCode.symlink, message: "\(name) became a symbolic link while being opened; symlinks are never followed")
+                return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) became a symbolic link while being opened; symlinks are never followed")
             case ENXIO, ENODEV, ENOTDIR, EISDIR:
-                return .refused(code: RefusalCode.notRegularFile, message: "\(name) is not a regular file; drop plain files only")
+                return .refused(code: ReasonCode.notRegularFile.rawValue, message: "\(name) is not a regular file; drop plain files only")
             case EACCES, EPERM, EIO:
-                return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be opened (\(error.errnoName)); fix its permissions and retry it")
+                return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) cannot be opened (\(error.errnoName)); fix its permissions and retry it")
             default:
                 throw SpoolError(error, while: "opening processing/\(name)")
             }
@@ -226,7 +218,7 @@ package final class Spool: Sendable {
             throw SpoolError(error, while: "inspecting processing/\(name)")
         }
         if st.st_ino != before.st_ino || st.st_dev != before.st_dev {
-            return .refused(code: RefusalCode.unreadable, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
+            return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
         }
         if let refusal = refusal(for: st, name: name) { return refusal }
 
@@ -234,9 +226,9 @@ package final class Spool: Sendable {
         do {
             bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), regularFile: true, subject: name)
         } catch where error.errno == EFBIG {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
+            return .refused(code: ReasonCode.fileTooLarge.rawValue, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
-            return .refused(code: RefusalCode.unreadable, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
+            return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
         } catch {
             throw SpoolError(error, while: "reading processing/\(name)")
         }
@@ -247,13 +239,13 @@ package final class Spool: Sendable {
     private func refusal(for st: stat, name: String) -> SpoolReadResult? {
         let type = st.st_mode & S_IFMT
         if type == S_IFLNK {
-            return .refused(code: RefusalCode.symlink, message: "\(name) is a symbolic link; symlinks are never followed, drop the file itself")
+            return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) is a symbolic link; symlinks are never followed, drop the file itself")
         }
         if type != S_IFREG {
-            return .refused(code: RefusalCode.notRegularFile, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
+            return .refused(code: ReasonCode.notRegularFile.rawValue, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
         }
         if st.st_size > maxFileBytes {
-            return .refused(code: RefusalCode.fileTooLarge, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
+            return .refused(code: ReasonCode.fileTooLarge.rawValue, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
         }
         return nil
     }

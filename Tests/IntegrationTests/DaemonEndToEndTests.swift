@@ -44,7 +44,7 @@ import PushJournal
         let records = try harness.records()
         let keys = records.map(\.key)
         #expect(Set(keys).count == keys.count, "no payload id journaled twice")
-        let generatedKeys = Set(keys.filter { $0.hasPrefix("mindbox:e2e-") })
+        let generatedKeys = Set(keys.filter { payloadId(ofKey: $0)?.hasPrefix("e2e-") == true })
         #expect(generatedKeys.count == generated)
         let acceptedExamples = expectations.values.filter { $0 }.count
         let refusedExamples = expectations.count - acceptedExamples

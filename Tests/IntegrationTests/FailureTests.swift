@@ -62,7 +62,7 @@ import Dispatch
         // Nothing lost: every payload is durable or still in the spool; none quarantined.
         let waiting = Set(harness.files(in: "incoming") + harness.files(in: "processing"))
         for (index, name) in names.enumerated() where !waiting.contains(name) {
-            #expect(durableA.contains("mindbox:full-\(index)"), "\(name) left the spool without a durable record")
+            #expect(durableA.contains(generatedKey(index: index, tag: "full")), "\(name) left the spool without a durable record")
         }
         #expect(waiting.count + durableA.count == total)
         #expect(harness.files(in: "failed").isEmpty)
@@ -93,7 +93,7 @@ import Dispatch
         #expect(harness.stop() == 0)
         let keys = try harness.records().map(\.key)
         #expect(keys.count == total)
-        #expect(Set(keys) == Set((0..<total).map { "mindbox:full-\($0)" }))
+        #expect(Set(keys) == Set((0..<total).map { generatedKey(index: $0, tag: "full") }))
         #expect(harness.files(in: "failed").isEmpty)
         let stderr = harness.daemonStderr
         #expect(stderr.components(separatedBy: "EVENT=noSpace").count - 1 == 2, "one pause and one resume event")
@@ -198,7 +198,7 @@ import Dispatch
         let durable = try JournalReader(directory: journal).records(fromSeq: 1).map(\.key)
         let onDisk = try JournalReader(directory: journal, committedOnly: false).records(fromSeq: 1).map(\.key)
         let waiting = Set(harness.files(in: "incoming") + harness.files(in: "processing"))
-        let gone = (0..<total).filter { !waiting.contains(names[$0]) }.map { "mindbox:fsync-\($0)" }
+        let gone = (0..<total).filter { !waiting.contains(names[$0]) }.map { generatedKey(index: $0, tag: "fsync") }
         #expect(durable.count >= fault.minimumSynced, "batches synced before the fault: \(durable.count)")
         #expect(Set(gone) == Set(durable), "exactly the synced records' files left the spool")
         // A failed fdatasync follows the batch's write; a failed cut comes before it. Either
@@ -217,7 +217,7 @@ import Dispatch
         #expect(harness.stop() == 0)
         let keys = try harness.records().map(\.key)
         #expect(keys.count == total)
-        #expect(Set(keys) == Set((0..<total).map { "mindbox:fsync-\($0)" }))
+        #expect(Set(keys) == Set((0..<total).map { generatedKey(index: $0, tag: "fsync") }))
         #expect(harness.files(in: "failed").isEmpty)
         let (status, output, _) = try harness.ctl(["journal", "verify"])
         #expect(status == 0, "journal verify: \(output)")
@@ -334,7 +334,7 @@ import Dispatch
         kill(daemon.processIdentifier, SIGTERM)
         daemon.waitUntilExit()
         #expect(daemon.terminationStatus == 0)
-        #expect(try harness.records().contains { $0.key == "mindbox:bad-10000" })
+        #expect(try harness.records().contains { $0.key == generatedKey(index: 10_000, tag: "bad") })
     }
 
     enum CorruptionCase: String, CustomTestStringConvertible, Sendable {

@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 import PushSystem
 import PushJournal
+import PushPayload
 
 /// Runs the built `pushspoold`/`pushspoolctl` binaries against a spool and state directory
 /// that belong to one test.
@@ -108,6 +109,17 @@ func waitUntil(timeout: Double, _ what: String = "condition", _ condition: () th
         usleep(20_000)
     }
     throw TimeoutError(description: "timed out after \(timeout) s waiting for \(what)")
+}
+
+/// The journal key of `generatedPayload(index:tag:)` (and FailureTests' `bigPayload`): the
+/// envelope names a user, so the key is (vendor, id, user).
+func generatedKey(index: Int, tag: String) -> String {
+    DedupKey.make(vendor: .mindbox, id: "\(tag)-\(index)", user: "user-\(index % 97)")
+}
+
+/// The payload id inside a journal key, whichever form the key has.
+func payloadId(ofKey key: String) -> String? {
+    DedupKey.parse(key)?.id
 }
 
 /// A generated Mindbox iOS payload with a unique id, inside an envelope.

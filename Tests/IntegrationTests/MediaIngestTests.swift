@@ -173,7 +173,7 @@ import PushMedia
         // no more than MaxConcurrent connections were opened.
         let records = try harness.records()
         #expect(records.count == 1000)
-        #expect(records.allSatisfy { $0.key.hasPrefix("mindbox:iso-") })
+        #expect(records.allSatisfy { payloadId(ofKey: $0.key)?.hasPrefix("iso-") == true })
         // (Plain payloads may still be in processing/ for a moment: unlinked after the commit.)
         #expect(harness.files(in: "processing").filter { $0.hasPrefix("m-") }.count == 100)
         #expect(server.hits("/hang") == 16)

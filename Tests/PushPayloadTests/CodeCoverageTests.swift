@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushPayload
+import PushSystem
 
 /// One payload per reason and warning code: each test fails if its code stops being produced,
 /// and the coverage tests fail when a code is added without a fixture here.
@@ -23,6 +24,7 @@ let reasonFixtures: [CodeFixture] = [
     CodeFixture(code: "unsupported_vendor", json: #"{"aps": {"alert": "x"}, "os_data": {"i": "1"}}"#),
     CodeFixture(code: "not_a_push", json: #"{"messageId": "m", "text": "hi", "statusCode": 0}"#),
     CodeFixture(code: "missing_id", json: #"{"_sid": "SFMC", "_m": "", "aps": {"alert": "x"}}"#),
+    CodeFixture(code: "id_too_long", json: #"{"data": {"uniqueKey": ""# + String(repeating: "k", count: 248) + #"", "message": "m"}}"#),
     CodeFixture(code: "missing_body", json: #"{"messageId": "m1", "aps": {"alert": {"title": "only a title"}}}"#),
     CodeFixture(code: "type_mismatch", json: #"{"aps": {"alert": {"body": "b"}, "mutable-content": "1"}, "clickUrl": "https://e.example", "uniqueKey": "u"}"#),
 ]
@@ -57,8 +59,10 @@ let warningFixtures: [CodeFixture] = [
         #expect(n.warnings.contains { $0.code.rawValue == fixture.code }, "warnings: \(n.warnings)")
     }
 
-    @Test func everyReasonCodeHasAFixture() {
-        #expect(Set(ReasonCode.allCases.map(\.rawValue)) == Set(reasonFixtures.map(\.code)))
+    @Test func everyNormaliserReasonCodeHasAFixture() {
+        // Read- and journal-stage codes come from the spool and the journal, not from here.
+        let normaliserCodes = ReasonCode.allCases.filter { $0.stage == .normalize }
+        #expect(Set(normaliserCodes.map(\.rawValue)) == Set(reasonFixtures.map(\.code)))
     }
 
     @Test func everyWarningCodeHasAFixture() {
@@ -66,9 +70,16 @@ let warningFixtures: [CodeFixture] = [
     }
 
     @Test func everyCodeIsDocumented() throws {
+        // Every stage's codes, in a table row of their own (`| `code` |`), not just mentioned.
         let doc = try String(contentsOfFile: repositoryRoot + "/docs/reason-codes.md", encoding: .utf8)
         for code in ReasonCode.allCases.map(\.rawValue) + WarningCode.allCases.map(\.rawValue) {
-            #expect(doc.contains("`\(code)`"), "docs/reason-codes.md does not document \(code)")
+            #expect(doc.contains("| `\(code)` |"), "docs/reason-codes.md has no row for \(code)")
         }
+    }
+
+    @Test func codesAreUniqueAndSnakeCase() {
+        let raw = ReasonCode.allCases.map(\.rawValue) + WarningCode.allCases.map(\.rawValue)
+        #expect(Set(raw).count == raw.count)
+        #expect(raw.allSatisfy { $0.allSatisfy { $0 == "_" || ("a"..."z").contains($0) } })
     }
 }

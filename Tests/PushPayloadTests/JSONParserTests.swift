@@ -1,5 +1,6 @@
 import Testing
 @testable import PushPayload
+import PushSystem
 
 @Suite struct JSONParserTests {
     func parse(_ text: String, maxDepth: Int = 32) throws(PayloadRefusal) -> JSONValue {

@@ -149,9 +149,10 @@ import Testing
         #expect(n.clickUrl == "app://d")
     }
 
-    @Test func iosAlertStringIsIgnoredLikeTheSDK() {
-        let r = refusal(#"{"messageId": "I4", "aps": {"alert": "plain"}}"#)
-        #expect(r?.code == .missingBody)
+    @Test func iosAlertStringIsTheDisplayedBody() throws {
+        // The SDK accepts it (its `text` stays nil); iOS shows the string (issue 8 defect 9).
+        let n = try accept(#"{"messageId": "I4", "aps": {"alert": "plain"}}"#)
+        #expect(n.body == "plain" && n.warnings.isEmpty)
     }
 
     @Test func iosSendDateTimeAsStringIsWrongType() throws {
@@ -419,7 +420,7 @@ import Testing
     @Test func sizeIsMeasuredOnTheCompactVendorPayload() {
         // Whitespace and the envelope do not count against the 4096-byte payload bound.
         let body = String(repeating: "b", count: 4000)
-        let padded = #"{"pushspool": 1, "user": ""# + String(repeating: "u", count: 500) + #"", "payload": {"aps":      {"alert": ""# + body + "\"}}}" + String(repeating: " ", count: 2000)
+        let padded = #"{"pushspool": 1, "user": ""# + String(repeating: "u", count: 150) + #"", "payload": {"aps":      {"alert": ""# + body + "\"}}}" + String(repeating: " ", count: 2000)
         #expect(refusal(padded) == nil)
     }
 
