@@ -242,7 +242,7 @@ package final class Daemon: Sendable {
                             fields: [("QUARANTINED", String(plan.quarantine.count)), ("ISOLATED", String(plan.isolate.count))])
         for name in plan.quarantine where state.withLock({ $0.admitLeftover() }) {
             counters.inFlight.add(1, ordering: .relaxed)
-            pipeline.quarantine(name, code: "crashed_daemon",
+            pipeline.quarantine(name, code: ReasonCode.crashedDaemon.rawValue,
                                 message: "the daemon died while processing this file alone after it had already been in "
                                 + "flight at an earlier crash; quarantined so that it cannot stop the daemon again "
                                 + "(report it: it is a bug in pushspoold)")

@@ -168,7 +168,7 @@ final class FilePipeline: Sendable {
             case .failed(let error):
                 switch error.kind {
                 case .recordTooLarge, .invalidKey:
-                    quarantine(source.name, code: "record_too_large", message: "\(error)", stage: .journal,
+                    quarantine(source.name, code: ReasonCode.recordTooLarge.rawValue, message: "\(error)", stage: .journal,
                                size: source.size, sha256: source.sha256)
                 case .noSpace:
                     // Nothing was acknowledged; the file stays in processing/ and is retried

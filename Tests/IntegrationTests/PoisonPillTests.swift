@@ -42,7 +42,7 @@ import Testing
         #expect(harness.files(in: "failed") == ["poison.json", "poison.json.reason.json"])
         let reason = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: harness.spool + "/failed/poison.json.reason.json"))) as? [String: Any]
         #expect(reason?["code"] as? String == "crashed_daemon")
-        #expect(try harness.records().map(\.key).sorted() == (0..<3).map { "mindbox:innocent-\($0)" })
+        #expect(try harness.records().map(\.key).sorted() == (0..<3).map { generatedKey(index: $0, tag: "innocent") }.sorted())
         #expect(harness.process?.isRunning == true)
         #expect(harness.stop() == 0)
         // A deliberate exit clears the evidence: the next start trusts what it finds.
