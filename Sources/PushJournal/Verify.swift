@@ -217,8 +217,11 @@ package enum JournalVerifier {
         if report.duplicateKeys > 0 {
             report.problems.append("\(report.duplicateKeys) records repeat an id already journaled")
         }
-        if let committed = report.committedSeq, committed > (report.lastSeq ?? 0) {
-            report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(report.lastSeq ?? 0): acknowledged records are missing")
+        // The journal's end is its last record, or one before an empty newest segment: recovery
+        // that accepted a loss starts a new segment above the watermark before any record is in it.
+        let end = max(report.lastSeq ?? 0, previousLast ?? 0)
+        if let committed = report.committedSeq, committed > end {
+            report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(end): acknowledged records are missing")
         }
         if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             if let checkpoint = DedupCheckpoint.decode(bytes) {

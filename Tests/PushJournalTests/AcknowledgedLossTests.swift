@@ -113,6 +113,22 @@ import PushSystem
         try again.close()
     }
 
+    /// Accepting the loss and stopping before any new record: the empty segment above the
+    /// watermark is what keeps the lost seqs from coming back, and verify accepts it.
+    @Test(arguments: [Damage.truncateLastSegment, .deleteLastSegment])
+    func quarantinePolicyThenCloseAtOnceStaysConsistent(damage: Damage) throws {
+        let temp = TempDir()
+        _ = try damagedJournal(temp, damage)
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.corruptionPolicy = .quarantineSegment })
+        try writer.close()
+        let verify = JournalVerifier.verify(directory: temp.journal)
+        #expect(verify.exitCode == 0, "\(verify.lines)")
+        let (again, report) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        #expect(report.lostAcknowledgedRecords == 0)
+        #expect(seq(append(again, "later")) == UInt64(Self.count) + 1)
+        try again.close()
+    }
+
     /// The normal crash: a batch written but never synced, so above the watermark. Cut quietly.
     @Test func tornTailAboveTheWatermarkStillRecovers() throws {
         let temp = TempDir()
