@@ -45,7 +45,8 @@ package struct JournalOptions: Sendable {
     package var slowSyncNanos: UInt64 = 1_000_000_000
     /// How long `open` waits for another holder of `LOCK` before failing with `.locked`.
     package var lockWait: Duration = .seconds(1)
-    /// Receives `JournalEvent`s on the writer thread. Must not block.
+    /// Receives `JournalEvent`s on the writer thread (`.checkpointFailed` on the checkpoint
+    /// thread). Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
     /// Called on the writer thread with the duration of every successful `fdatasync`, for the
     /// sync-latency histogram; must be cheap.

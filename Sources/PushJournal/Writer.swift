@@ -21,8 +21,9 @@ import Synchronization
 ///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
 ///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
 ///
-/// Completions and `JournalOptions.eventHandler` run on the writer thread: they must not block
-/// and must not call `close` (which waits for that thread).
+/// Completions and `JournalOptions.eventHandler` run on the writer thread (`.checkpointFailed`
+/// on the checkpoint thread): they must not block and must not call `close` (which waits for
+/// those threads).
 ///
 /// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
@@ -78,8 +79,7 @@ package final class JournalWriter: Sendable {
         var queuedBytes = 0
     }
 
-    /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
-    /// `close` after `finished` has been signalled.
+    /// The end of the synced prefix, as a checkpoint records it.
     private struct CheckpointPosition {
         var throughSeq: UInt64
         var segmentFirstSeq: UInt64
@@ -87,6 +87,8 @@ package final class JournalWriter: Sendable {
         var segments: [UInt64]
     }
 
+    /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
+    /// `close` after `finished` has been signalled; the checkpoint thread reads only its `let`s.
     private final class Core: @unchecked Sendable {
         let io: JournalIO
         let dirfd: Int32
@@ -532,26 +534,24 @@ package final class JournalWriter: Sendable {
     /// committed batch. Called by the checkpoint thread, and by `close` after it has ended.
     /// Never two at once (`dedup.ckpt.tmp` is one name): only that thread calls it while it runs.
     private func writeCheckpoint() {
+        // Copying the table under the lock is O(1) (copy-on-write); the writer's next insert
+        // pays one copy of it, on the order of a millisecond per million keys.
+        let (keys, position): (KeyFingerprints, CheckpointPosition) = shared.withLock { state in
+            state.sinceCheckpoint = 0
+            return (state.committedKeys, state.position)
+        }
+        let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: position.throughSeq,
+                                         segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
+                                         keys: keys.fingerprints, segments: position.segments)
         do {
-            // Copying the table under the lock is O(1) (copy-on-write); the writer's next insert
-            // pays one copy of it, on the order of a millisecond per million keys.
-            let (keys, position): (KeyFingerprints, CheckpointPosition) = shared.withLock { state in
-                state.sinceCheckpoint = 0
-                return (state.committedKeys, state.position)
+            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
+            shared.withLock {
+                $0.stats.checkpoints += 1
+                $0.checkpointedSeq = position.throughSeq
             }
-            let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: position.throughSeq,
-                                             segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
-                                             keys: keys.fingerprints, segments: position.segments)
-            do {
-                try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
-                shared.withLock {
-                    $0.stats.checkpoints += 1
-                    $0.checkpointedSeq = position.throughSeq
-                }
-            } catch {
-                shared.withLock { $0.stats.checkpointFailures += 1 }
-                options.eventHandler?(.checkpointFailed(error))
-            }
+        } catch {
+            shared.withLock { $0.stats.checkpointFailures += 1 }
+            options.eventHandler?(.checkpointFailed(error))
         }
     }
 }

@@ -104,7 +104,8 @@ import PushSystem
         #expect(checkpoint(temp.journal)?.keys.count == 3)
         for i in 4...7 { #expect(seq(append(writer, "k\(i)")) == UInt64(i)) }
         waitFor("the checkpoint to advance to seq 7") { checkpoint(temp.journal)?.throughSeq == 7 }
-        #expect(writer.stats.checkpoints >= 2)
+        // The file is visible at its rename, the counter moves after the directory fsync.
+        waitFor("the checkpoint counter") { writer.stats.checkpoints >= 2 }
         try writer.close()
 
         // What the timer wrote is trusted at the next start.
