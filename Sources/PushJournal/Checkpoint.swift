@@ -14,11 +14,15 @@ struct DedupCheckpoint: Equatable {
     var offset: Int64
     /// Fingerprints of the keys (`KeyFingerprints`), 8 bytes each.
     var keys: [UInt64]
+    /// First seqs of every segment up to and including `segmentFirstSeq`. Recovery trusts the
+    /// segments before the resume point without reading them, so it must be able to tell that
+    /// one of them was deleted (version 3; version 2 had no list and is not trusted).
+    var segments: [UInt64]
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out += Self.magic
-        out.appendLE(UInt32(2))
+        out.appendLE(UInt32(3))
         out.appendLE(UInt32(0))
         out += journalID
         out.appendLE(throughSeq)
@@ -27,6 +31,8 @@ struct DedupCheckpoint: Equatable {
         out.appendLE(UInt64(keys.count))
         out.reserveCapacity(out.count + keys.count * 8 + 4)
         for key in keys { out.appendLE(key) }
+        out.appendLE(UInt64(segments.count))
+        for segment in segments { out.appendLE(segment) }
         out.appendLE(CRC32C.mask(CRC32C.checksum(out)))
         return out
     }
@@ -36,16 +42,25 @@ struct DedupCheckpoint: Equatable {
         return bytes.withUnsafeBytes { raw -> DedupCheckpoint? in
             let body = UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 4)])
             guard raw.loadLE(raw.count - 4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(body)) else { return nil }
-            // Version 1 held the keys themselves; it is simply not trusted, so the keys are rebuilt.
-            guard raw.loadLE(8, as: UInt32.self) == 2 else { return nil }
+            // Versions 1 and 2 are simply not trusted, so the keys are rebuilt from the frames.
+            guard raw.loadLE(8, as: UInt32.self) == 3 else { return nil }
+            // Counts come from a file: bound each by the bytes there before any arithmetic.
+            let words = UInt64((body.count - headerSize) / 8)
             let count = raw.loadLE(56, as: UInt64.self)
-            guard count <= UInt64((body.count - headerSize) / 8), headerSize + Int(count) * 8 == body.count else { return nil }
+            guard count < words else { return nil }
+            let segmentCountAt = headerSize + Int(count) * 8
+            let segmentCount = raw.loadLE(segmentCountAt, as: UInt64.self)
+            guard segmentCount <= words - count - 1,
+                  segmentCountAt + 8 + Int(segmentCount) * 8 == body.count
+            else { return nil }
             var keys: [UInt64] = []
             keys.reserveCapacity(Int(count))
             for index in 0..<Int(count) { keys.append(raw.loadLE(headerSize + index * 8, as: UInt64.self)) }
+            let segments = (0..<Int(segmentCount)).map { raw.loadLE(segmentCountAt + 8 + $0 * 8, as: UInt64.self) }
             return DedupCheckpoint(
                 journalID: Array(raw[16..<32]), throughSeq: raw.loadLE(32, as: UInt64.self),
-                segmentFirstSeq: raw.loadLE(40, as: UInt64.self), offset: raw.loadLE(48, as: Int64.self), keys: keys)
+                segmentFirstSeq: raw.loadLE(40, as: UInt64.self), offset: raw.loadLE(48, as: Int64.self), keys: keys,
+                segments: segments)
         }
     }
 }

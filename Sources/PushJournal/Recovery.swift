@@ -9,6 +9,8 @@ struct RecoveredJournal {
     /// The segment to keep appending to, and its valid end; `nil` = cut a new segment first.
     var active: (firstSeq: UInt64, end: Int64)?
     var segmentCount: Int
+    /// First seqs of the retained segments, oldest first, for the checkpoint's segment list.
+    var segmentFirstSeqs: [UInt64]
     var keys: KeyFingerprints
     var report: RecoveryReport
 }
@@ -36,7 +38,8 @@ struct Recovery {
         var actions: [Action] = []
         var records = 0
         var checkpointUsed = false
-        var missing: [String] = []
+        /// Seq ranges missing between segments (only under `.quarantineSegment`).
+        var missing: [ClosedRange<UInt64>] = []
     }
 
     func sysErr(_ e: SystemError) -> JournalError { io.err(e) }
@@ -69,10 +72,29 @@ struct Recovery {
             pass = try scan(segments, checkpoint: nil)!
         }
 
+        // Every seq up to COMMITTED was acknowledged to a producer. If the journal holds none of
+        // them past `maxSeq`, they were lost (a truncated or deleted segment, a damaged last
+        // record, a device that ignored a flush): that is corruption, not a torn tail. Decided
+        // before anything on disk changes, so a refusal leaves the evidence as it was.
+        let committed = readCommittedMark(directory)
+        var lost: ClosedRange<UInt64>?
+        if let committed, committed.seq > pass.maxSeq {
+            let range = (pass.maxSeq + 1)...committed.seq
+            lost = range
+            if case .refuse = options.corruptionPolicy {
+                let place = lossPlace(pass, committed: committed)
+                throw JournalError(.corrupt(segment: place.segment, offset: place.offset,
+                                            detail: "acknowledged records seq \(range.lowerBound)...\(range.upperBound) are missing "
+                                                + "(COMMITTED names seq \(committed.seq), the journal ends at seq \(pass.lastSeq)): "
+                                                + "their segment was truncated, damaged or removed"),
+                                   directory: directory)
+            }
+        }
+
         var report = RecoveryReport()
         report.records = pass.records
         report.checkpointUsed = pass.checkpointUsed
-        report.missingSeqRanges = pass.missing
+        report.missingSeqRanges = pass.missing.map { "seq \($0.lowerBound)...\($0.upperBound)" }
         for action in pass.actions {
             switch action {
             case .truncate(let segment, let at, let size, let detail):
@@ -85,15 +107,22 @@ struct Recovery {
                 report.quarantined.append(segment)
             }
         }
-
-        var nextSeq = pass.maxSeq + 1
-        let committed = (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
-        if let committed, committed.seq > pass.lastSeq {
-            report.lostAcknowledgedRecords = committed.seq - pass.lastSeq
-            if pass.retained.isEmpty { nextSeq = max(nextSeq, committed.seq + 1) }
+        // Accepted under the quarantine policy, and marked so the next start and `verify` see
+        // the gap explained instead of refusing again.
+        for range in pass.missing { try markLost(range, detail: "missing between segments") }
+        if let lost {
+            // Under the quarantine policy the loss is accepted but recorded: a marker in
+            // quarantine/ named like the first lost seq's segment explains the gap to later
+            // starts and to `verify`, and the seqs are never handed out again.
+            try markLost(lost, detail: "COMMITTED named seq \(lost.upperBound)")
+            report.lostAcknowledgedRecords = lost.upperBound - lost.lowerBound + 1
+            report.lostSeqRange = lost
         }
+
+        // Seqs are never reused: not those of quarantined records, nor acknowledged ones that are gone.
+        let nextSeq = max(pass.maxSeq, committed?.seq ?? 0) + 1
         var active: (firstSeq: UInt64, end: Int64)?
-        if pass.actions.allSatisfy({ if case .quarantine = $0 { false } else { true } }) {
+        if nextSeq == pass.lastSeq + 1, pass.actions.allSatisfy({ if case .quarantine = $0 { false } else { true } }) {
             active = pass.retained.last
         }
         report.segments = pass.retained.count
@@ -106,7 +135,34 @@ struct Recovery {
             id = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
         }
         return RecoveredJournal(journalID: id, lastSeq: pass.lastSeq, nextSeq: nextSeq, active: active,
-                                segmentCount: pass.retained.count, keys: pass.keys, report: report)
+                                segmentCount: pass.retained.count, segmentFirstSeqs: pass.retained.map(\.firstSeq),
+                                keys: pass.keys, report: report)
+    }
+
+    /// Where the first lost record should have been, for the refusal: the cut point of a torn
+    /// (really: damaged) tail, else the end of the newest segment, else the segment `COMMITTED` names.
+    private func lossPlace(_ pass: Pass, committed: CommittedMark) -> (segment: String, offset: Int64) {
+        for action in pass.actions {
+            if case .truncate(let segment, let at, _, _) = action { return (segment, at) }
+        }
+        if let last = pass.retained.last { return (JournalFiles.segmentName(firstSeq: last.firstSeq), max(last.end, 0)) }
+        return (JournalFiles.segmentName(firstSeq: committed.segmentFirstSeq), 0)
+    }
+
+    /// Writes `quarantine/<segment name of the first lost seq>.lost-<millis>`, a short text
+    /// saying which acknowledged records are gone, and syncs it.
+    private func markLost(_ lost: ClosedRange<UInt64>, detail: String) throws(JournalError) {
+        try ensureQuarantineDirectory()
+        let name = "\(JournalFiles.quarantine)/\(JournalFiles.segmentName(firstSeq: lost.lowerBound)).lost-\(Posix.wallClockMillis())"
+        let text = "acknowledged records seq \(lost.lowerBound)...\(lost.upperBound) were missing at recovery "
+            + "(\(detail)); they were accepted as lost under the quarantine policy\n"
+        let fd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
+        defer { Posix.close(fd) }
+        try sys { () throws(SystemError) in try io.writeAll(fd, Array(text.utf8), subject: name) }
+        try io.fsync(fd, subject: name)
+        let qfd = try io.openat(dirfd, JournalFiles.quarantine, O_RDONLY | O_DIRECTORY)
+        defer { Posix.close(qfd) }
+        try io.fsync(qfd, subject: JournalFiles.quarantine)
     }
 
     /// One read-only pass. Returns `nil` when the checkpoint turns out not to fit the segments
@@ -121,7 +177,10 @@ struct Recovery {
             let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segments[index].name) }
             guard case .success(let header) = try sys({ () throws(SystemError) in try file.readHeader() }),
                   header.journalID == checkpoint.journalID,
-                  checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size
+                  checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size,
+                  // The segments it trusts without reading must all still be there: a deleted
+                  // one would otherwise go unnoticed.
+                  segments[...index].map(\.firstSeq) == checkpoint.segments
             else { return nil }
             switch try sys({ () throws(SystemError) in try file.probe(at: checkpoint.offset, mode: .keys) }) {
             case .end: break
@@ -164,14 +223,17 @@ struct Recovery {
                     try damaged(segment.name, offset: 16, detail: "first seq \(header.firstSeq) overlaps the previous segment", into: &pass)
                     continue
                 }
-                if index > 0 && !resuming && header.firstSeq > pass.lastSeq + 1 {
+                // Also for the first segment: the journal starts at seq 1, so a first segment
+                // named higher means the ones before it are gone (unless quarantined).
+                if !resuming && header.firstSeq > pass.lastSeq + 1 {
                     let explained = pass.actions.contains { if case .quarantine = $0 { true } else { false } }
                         || quarantinedFirstSeqs(directory).contains { $0 > pass.lastSeq && $0 < header.firstSeq }
                     if !explained {
-                        let missing = "seq \(pass.lastSeq + 1)...\(header.firstSeq - 1)"
+                        let missing = (pass.lastSeq + 1)...(header.firstSeq - 1)
                         if case .refuse = options.corruptionPolicy {
                             throw JournalError(.corrupt(segment: segment.name, offset: 16,
-                                                        detail: "records \(missing) are missing: a segment before this one is gone"),
+                                                        detail: "records seq \(missing.lowerBound)...\(missing.upperBound) are missing: "
+                                                            + "a segment before this one is gone"),
                                                directory: directory)
                         }
                         pass.missing.append(missing)

@@ -33,15 +33,20 @@ package struct JournalOptions: Sendable {
     /// Largest accepted `key + body`.
     package var maxRecordBytes = 1 << 20
     package var corruptionPolicy: CorruptionPolicy = .refuse
-    /// Write `dedup.ckpt` after this many new records (and always at `close`); 0 = only at close.
+    /// Write `dedup.ckpt` after this many new records (and always at `close`); 0 = no count trigger.
     package var checkpointEvery = 50_000
+    /// Also write `dedup.ckpt` this often while records keep coming (`[Journal]
+    /// CheckpointIntervalSec`), so a restart after a crash rescans at most this much of the
+    /// journal; `nil` or zero = no timer. Written on the writer's own checkpoint thread.
+    package var checkpointInterval: Duration?
     /// While paused on ENOSPC, how often the writer retries the queued batch.
     package var noSpaceRetryInterval: Duration = .seconds(1)
     /// A sync slower than this is reported as `JournalEvent.slowSync` (etcd's "slow fdatasync").
     package var slowSyncNanos: UInt64 = 1_000_000_000
     /// How long `open` waits for another holder of `LOCK` before failing with `.locked`.
     package var lockWait: Duration = .seconds(1)
-    /// Receives `JournalEvent`s on the writer thread. Must not block.
+    /// Receives `JournalEvent`s on the writer thread (`.checkpointFailed` on the checkpoint
+    /// thread). Must not block.
     package var eventHandler: (@Sendable (JournalEvent) -> Void)?
     /// Called on the writer thread with the duration of every successful `fdatasync`, for the
     /// sync-latency histogram; must be cheap.
@@ -151,7 +156,11 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
     package var checkpointUsed = false
     /// Set when `COMMITTED` named a higher seq than survived: acknowledged records were lost
     /// (the device ignored a flush, or sectors were damaged).
+    /// Only under `.quarantineSegment`: `.refuse` refuses to open instead.
     package var lostAcknowledgedRecords: UInt64 = 0
+    /// The seqs of those records; they are not handed out again, and a marker in
+    /// `quarantine/` records them.
+    package var lostSeqRange: ClosedRange<UInt64>?
     /// Seq ranges missing between segments, not explained by a quarantined segment (only
     /// under `.quarantineSegment`; `.refuse` refuses to start instead).
     package var missingSeqRanges: [String] = []
@@ -171,7 +180,8 @@ package struct RecoveryReport: Sendable, CustomStringConvertible {
             parts.append("CRITICAL: records missing between segments: \(missingSeqRanges.joined(separator: ", "))")
         }
         if lostAcknowledgedRecords > 0 {
-            parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing (COMMITTED was ahead of the journal)")
+            let range = lostSeqRange.map { " (seq \($0.lowerBound)...\($0.upperBound))" } ?? ""
+            parts.append("CRITICAL: \(lostAcknowledgedRecords) acknowledged records are missing\(range) (COMMITTED was ahead of the journal)")
         }
         return parts.joined(separator: "; ")
     }

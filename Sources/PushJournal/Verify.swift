@@ -34,9 +34,13 @@ package struct VerifyReport: Sendable {
     package var seqGaps = 0
     package var tornBytes: Int64 = 0
     package var committedSeq: UInt64?
+    /// The directory does not exist (or is not a directory): there is no journal to verify.
+    /// Not corruption; `exitCode` is 1 and `lines` say so.
+    package var noJournal = false
 
-    /// 0 = clean, 1 = corruption, 2 = torn tail only (recoverable).
+    /// 0 = clean, 1 = corruption or no journal, 2 = torn tail only (recoverable).
     package var exitCode: Int32 {
+        if noJournal { return 1 }
         if !problems.isEmpty || segments.contains(where: { $0.status == .fail }) { return 1 }
         if segments.contains(where: { $0.status == .tornTail }) { return 2 }
         return 0
@@ -44,6 +48,7 @@ package struct VerifyReport: Sendable {
 
     /// Human-readable lines, journald's `--verify` style.
     package var lines: [String] {
+        if noJournal { return problems }
         var out = segments.map { segment in
             "\(segment.status.rawValue): \(segment.name) (\(segment.records) records, \(segment.bytes) bytes)"
                 + (segment.problem.map { " - \($0)" } ?? "")
@@ -76,6 +81,19 @@ package enum JournalVerifier {
     /// few MiB, for a progress display on large journals.
     package static func verify(directory: String, progress: ((bytesDone: Int64, bytesTotal: Int64)) -> Void = { _ in }) -> VerifyReport {
         var report = VerifyReport()
+        var status = stat()
+        if stat(directory, &status) != 0 {
+            let error = SystemError(call: "stat", errno: errno, subject: directory)
+            report.noJournal = true
+            report.problems.append(error.errno == ENOENT ? "no journal at \(directory): the directory does not exist"
+                                   : "no journal at \(directory): \(error)")
+            return report
+        }
+        if status.st_mode & S_IFMT != S_IFDIR {
+            report.noJournal = true
+            report.problems.append("no journal at \(directory): not a directory")
+            return report
+        }
         // Read before scanning: records synced while we scan can only make the journal longer.
         let mark = readCommittedMark(directory)
         report.committedSeq = mark?.seq
@@ -96,7 +114,9 @@ package enum JournalVerifier {
         }
         let total = files.reduce(Int64(0)) { $0 + $1.size }
         var done: Int64 = 0
-        var keys = Set<String>()
+        // Ids are compared as bytes, as the writer's dedup index does: as `String`s an NFC and an
+        // NFD spelling of one id would be equal here and distinct there.
+        var keys = Set<[UInt8]>()
         var journalID: [UInt8]?
         var previousLast: UInt64?
         for (index, file) in files.enumerated() {
@@ -138,7 +158,8 @@ package enum JournalVerifier {
                 verdict.problem = corruption(16, "header first seq \(header.firstSeq) does not match the file name")
                 continue
             }
-            if let previousLast {
+            // The journal starts at seq 1: a first segment named higher lost the ones before it.
+            if let previousLast = previousLast ?? (index == 0 ? 0 : nil) {
                 if header.firstSeq <= previousLast {
                     verdict.status = .fail
                     verdict.problem = corruption(16, "first seq \(header.firstSeq) overlaps the previous segment (last seq \(previousLast))")
@@ -160,7 +181,7 @@ package enum JournalVerifier {
                 let before = done
                 scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys,
                                        progress: { step in done += step; progress((done, total)) }) { _, key, _, _ in
-                    if !keys.insert(key!).inserted { report.duplicateKeys += 1 }
+                    if !keys.insert(Array(key!.utf8)).inserted { report.duplicateKeys += 1 }
                 }
                 done = before + file.size
                 progress((done, total))
@@ -178,8 +199,10 @@ package enum JournalVerifier {
             previousLast = scan.lastSeq ?? (header.firstSeq - 1)
             if let offset = scan.failureOffset {
                 if isLast && scan.failureIsTornTail && writerRunning, let mark,
-                   mark.segmentFirstSeq == header.firstSeq, offset >= mark.endOffset {
-                    // Past the synced end of the running writer's segment: a batch in flight.
+                   (mark.segmentFirstSeq == header.firstSeq && offset >= mark.endOffset) || header.firstSeq > mark.seq {
+                    // Past the synced end of the running writer's segment, or in a segment it cut
+                    // after the last sync (none of its records is acknowledged yet): a batch in
+                    // flight, or a failed write that the writer is about to cut back.
                     report.notes.append("\(scan.size - offset) bytes after \(file.path):\(offset) are being written by the running writer")
                 } else if isLast && scan.failureIsTornTail {
                     verdict.status = .tornTail
@@ -194,8 +217,11 @@ package enum JournalVerifier {
         if report.duplicateKeys > 0 {
             report.problems.append("\(report.duplicateKeys) records repeat an id already journaled")
         }
-        if let committed = report.committedSeq, committed > (report.lastSeq ?? 0) {
-            report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(report.lastSeq ?? 0): acknowledged records are missing")
+        // The journal's end is its last record, or one before an empty newest segment: recovery
+        // that accepted a loss starts a new segment above the watermark before any record is in it.
+        let end = max(report.lastSeq ?? 0, previousLast ?? 0)
+        if let committed = report.committedSeq, committed > end {
+            report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(end): acknowledged records are missing")
         }
         if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             if let checkpoint = DedupCheckpoint.decode(bytes) {

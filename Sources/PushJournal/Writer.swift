@@ -21,8 +21,9 @@ import Synchronization
 ///   queued and later record complete with `.failed` (`.syncFailed`/`.io`); the daemon must exit
 ///   non-zero and let recovery work from what is on disk (PostgreSQL's fsync lesson).
 ///
-/// Completions and `JournalOptions.eventHandler` run on the writer thread: they must not block
-/// and must not call `close` (which waits for that thread).
+/// Completions and `JournalOptions.eventHandler` run on the writer thread (`.checkpointFailed`
+/// on the checkpoint thread): they must not block and must not call `close` (which waits for
+/// those threads).
 ///
 /// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
@@ -33,10 +34,16 @@ package final class JournalWriter: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let core: Core
+    /// Wakes the checkpoint thread early: a count trigger, or `close`.
+    private let checkpointWake = DispatchSemaphore(value: 0)
+    private let checkpointFinished = DispatchSemaphore(value: 0)
 
     private struct Pending {
         var key: String
-        /// Computed once, outside the lock, for the dedup index.
+        /// Computed once, outside the lock, for the dedup index. Pending and committed keys are
+        /// both compared by this fingerprint of the key's UTF-8 bytes, never as `String`s:
+        /// `String` equality is canonical equivalence, so an NFC and an NFD spelling of one id
+        /// would be equal while pending and distinct once committed.
         var fingerprint: UInt64
         var body: [UInt8]
         var ingestMillis: Int64
@@ -54,8 +61,15 @@ package final class JournalWriter: Sendable {
 
     private struct Shared: ~Copyable {
         var queue: [Pending] = []
-        var pendingKeys = Set<String>()
+        var pendingKeys = Set<UInt64>()
         var committedKeys: KeyFingerprints
+        /// Where the synced prefix ends, updated with `committedKeys` under the same lock so a
+        /// checkpoint snapshot always pairs keys with the exact prefix they cover.
+        var position: CheckpointPosition
+        var sinceCheckpoint = 0
+        /// `throughSeq` of the last checkpoint written (or found trustworthy at open).
+        var checkpointedSeq: UInt64?
+        var checkpointStop = false
         var stats = JournalWriterStats()
         var phase = Phase.running
         var joined = false
@@ -65,8 +79,16 @@ package final class JournalWriter: Sendable {
         var queuedBytes = 0
     }
 
+    /// The end of the synced prefix, as a checkpoint records it.
+    private struct CheckpointPosition {
+        var throughSeq: UInt64
+        var segmentFirstSeq: UInt64
+        var offset: Int64
+        var segments: [UInt64]
+    }
+
     /// Writer-thread state. `@unchecked Sendable`: touched only by the writer thread, and by
-    /// `close` after `finished` has been signalled.
+    /// `close` after `finished` has been signalled; the checkpoint thread reads only its `let`s.
     private final class Core: @unchecked Sendable {
         let io: JournalIO
         let dirfd: Int32
@@ -77,7 +99,8 @@ package final class JournalWriter: Sendable {
         var activeFirstSeq: UInt64 = 0
         var activeEnd: Int64 = 0
         var nextSeq: UInt64
-        var sinceCheckpoint = 0
+        /// First seqs of every segment in the journal, oldest first.
+        var segmentFirstSeqs: [UInt64] = []
         var pausedSince: UInt64?
         var lastBatchCount = 0
 
@@ -98,7 +121,9 @@ package final class JournalWriter: Sendable {
         var stats = JournalWriterStats()
         stats.segments = segments
         stats.lastSeq = lastSeq
-        shared = Mutex(Shared(committedKeys: keys, stats: stats))
+        let position = CheckpointPosition(throughSeq: core.nextSeq - 1, segmentFirstSeq: core.activeFirstSeq,
+                                          offset: core.activeEnd, segments: core.segmentFirstSeqs)
+        shared = Mutex(Shared(committedKeys: keys, position: position, stats: stats))
     }
 
     /// Opens (creating if needed) the journal in `directory`: takes `LOCK`, runs recovery,
@@ -145,6 +170,7 @@ package final class JournalWriter: Sendable {
                             journalID: recovered.journalID, nextSeq: recovered.nextSeq)
             core = made
             var segments = recovered.segmentCount
+            made.segmentFirstSeqs = recovered.segmentFirstSeqs
             if let active = recovered.active {
                 made.activefd = try io.openat(dirfd, JournalFiles.segmentName(firstSeq: active.firstSeq), O_WRONLY | O_APPEND)
                 made.activeFirstSeq = active.firstSeq
@@ -159,6 +185,9 @@ package final class JournalWriter: Sendable {
             let thread = Thread { writer.run() }
             thread.name = "pushspool-journal"
             thread.start()
+            let checkpointer = Thread { writer.runCheckpoints() }
+            checkpointer.name = "pushspool-ckpt"
+            checkpointer.start()
             return (writer, recovered.report)
         } catch {
             if let core, core.activefd >= 0 { Posix.close(core.activefd) }
@@ -197,11 +226,11 @@ package final class JournalWriter: Sendable {
             case .failed(let error): return .failed(error)
             case .closing, .closed: return .failed(JournalError(.closed, directory: directory))
             }
-            if state.committedKeys.contains(fingerprint: fingerprint) || state.pendingKeys.contains(key) {
+            if state.committedKeys.contains(fingerprint: fingerprint) || state.pendingKeys.contains(fingerprint) {
                 state.stats.duplicates += 1
                 return .duplicate
             }
-            state.pendingKeys.insert(key)
+            state.pendingKeys.insert(fingerprint)
             state.queue.append(pending)
             state.queuedBytes += pending.frameBytes
             return nil
@@ -220,7 +249,7 @@ package final class JournalWriter: Sendable {
     /// Whether `key` is committed or pending.
     package func contains(key: String) -> Bool {
         let fingerprint = KeyFingerprints.fingerprint(key)
-        return shared.withLock { $0.committedKeys.contains(fingerprint: fingerprint) || $0.pendingKeys.contains(key) }
+        return shared.withLock { $0.committedKeys.contains(fingerprint: fingerprint) || $0.pendingKeys.contains(fingerprint) }
     }
 
     package var stats: JournalWriterStats {
@@ -243,6 +272,9 @@ package final class JournalWriter: Sendable {
         guard mustJoin else { return }
         wake.signal()
         finished.wait()
+        shared.withLock { $0.checkpointStop = true }
+        checkpointWake.signal()
+        checkpointFinished.wait()
         let failure: JournalError? = shared.withLock { state in
             if case .failed(let error) = state.phase { return error }
             return nil
@@ -319,9 +351,12 @@ package final class JournalWriter: Sendable {
                 let wasPaused = shared.withLock { state -> Bool in
                     state.inFlight = 0
                     for item in batch {
-                        state.pendingKeys.remove(item.key)
+                        state.pendingKeys.remove(item.fingerprint)
                         state.committedKeys.insert(fingerprint: item.fingerprint)
                     }
+                    state.position = CheckpointPosition(throughSeq: core.nextSeq - 1, segmentFirstSeq: core.activeFirstSeq,
+                                                        offset: core.activeEnd, segments: core.segmentFirstSeqs)
+                    state.sinceCheckpoint += batch.count
                     state.stats.records += UInt64(batch.count)
                     state.stats.bytes += UInt64(bytes)
                     state.stats.batches += 1
@@ -336,8 +371,9 @@ package final class JournalWriter: Sendable {
                 if wasPaused { options.eventHandler?(.resumed) }
                 Self.writeCommittedMark(core, seq: core.nextSeq - 1)
                 for (index, item) in batch.enumerated() { item.completion(.committed(seq: firstSeq + UInt64(index))) }
-                core.sinceCheckpoint += batch.count
-                if options.checkpointEvery > 0 && core.sinceCheckpoint >= options.checkpointEvery { writeCheckpoint() }
+                let due = shared.withLock { options.checkpointEvery > 0 && $0.sinceCheckpoint >= options.checkpointEvery }
+                // The checkpoint thread writes it, so the O(keys) snapshot and its fsyncs stay off the ingest path.
+                if due { checkpointWake.signal() }
             case .noSpace(let error):
                 let (closing, first): (Bool, Bool) = shared.withLock { state in
                     state.queue.insert(contentsOf: batch, at: 0)
@@ -379,9 +415,14 @@ package final class JournalWriter: Sendable {
         }
     }
 
+    /// Whole nanoseconds of `duration`, 0 if negative, saturating instead of trapping on a huge
+    /// one (the value may come from the configuration).
     private static func nanos(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
-        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
+        let (whole, overflow) = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return .max }
+        let (total, carry) = whole.addingReportingOverflow(UInt64(max(0, attoseconds / 1_000_000_000)))
+        return carry ? .max : total
     }
 
     /// Writes and syncs one batch. On ENOSPC the segment is cut back to its last committed end.
@@ -457,6 +498,7 @@ package final class JournalWriter: Sendable {
         core.activefd = fd
         core.activeFirstSeq = core.nextSeq
         core.activeEnd = Int64(SegmentHeader.size)
+        core.segmentFirstSeqs.append(core.nextSeq)
     }
 
     /// Best effort and without fsync by design: `COMMITTED` only ever proves loss (b.7).
@@ -465,17 +507,48 @@ package final class JournalWriter: Sendable {
         try? core.io.pwriteAll(core.committedfd, mark.encoded(), offset: 0, subject: JournalFiles.committed)
     }
 
-    /// Snapshot of the committed keys; covers exactly the synced records up to `nextSeq - 1`.
+    // MARK: - Checkpoint thread
+
+    /// Writes `dedup.ckpt` every `checkpointInterval` (when records were committed since the
+    /// last one) and whenever the writer signals that `checkpointEvery` records came in. Runs
+    /// on its own thread so neither the key snapshot nor the file's fsyncs delay a batch.
+    private func runCheckpoints() {
+        defer { checkpointFinished.signal() }
+        let interval = options.checkpointInterval.map(Self.nanos) ?? 0
+        while true {
+            if interval > 0 {
+                _ = checkpointWake.wait(timeout: .now() + .nanoseconds(Int(clamping: interval)))
+            } else {
+                checkpointWake.wait()
+            }
+            let (stop, fresh) = shared.withLock { state -> (Bool, Bool) in
+                if case .failed = state.phase { return (true, false) }
+                return (state.checkpointStop, state.position.throughSeq != state.checkpointedSeq)
+            }
+            if stop { return }
+            if fresh { writeCheckpoint() }
+        }
+    }
+
+    /// Snapshot of the committed keys; covers exactly the synced records up to the last
+    /// committed batch. Called by the checkpoint thread, and by `close` after it has ended.
+    /// Never two at once (`dedup.ckpt.tmp` is one name): only that thread calls it while it runs.
     private func writeCheckpoint() {
-        // Copying under the lock is O(keys); at the default cadence that is a small share of the
-        // writer's time, and it keeps the snapshot exactly equal to the synced prefix.
-        let keys = shared.withLock { $0.committedKeys.fingerprints }
-        let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: core.nextSeq - 1,
-                                         segmentFirstSeq: core.activeFirstSeq, offset: core.activeEnd, keys: keys)
+        // Copying the table under the lock is O(1) (copy-on-write); the writer's next insert
+        // pays one copy of it, on the order of a millisecond per million keys.
+        let (keys, position): (KeyFingerprints, CheckpointPosition) = shared.withLock { state in
+            state.sinceCheckpoint = 0
+            return (state.committedKeys, state.position)
+        }
+        let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: position.throughSeq,
+                                         segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
+                                         keys: keys.fingerprints, segments: position.segments)
         do {
             try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
-            core.sinceCheckpoint = 0
-            shared.withLock { $0.stats.checkpoints += 1 }
+            shared.withLock {
+                $0.stats.checkpoints += 1
+                $0.checkpointedSeq = position.throughSeq
+            }
         } catch {
             shared.withLock { $0.stats.checkpointFailures += 1 }
             options.eventHandler?(.checkpointFailed(error))

@@ -25,8 +25,9 @@ package struct JournalCommand: CtlSubcommand {
         Records print as one line each: seq, ingest time, vendor:id and title/body. With --json
         each is one JSON object per line: the stored record plus "seq".
 
-        Exit status: 0 success; verify: 0 clean, 1 corruption, 2 only a torn tail (the daemon
-        cuts it at its next start); 1 runtime failure, 64 usage error.
+        Exit status: 0 success; verify: 0 clean, 1 corruption or no journal at the configured
+        path ("no journal at PATH"), 2 only a torn tail (the daemon cuts it at its next start);
+        1 runtime failure, 64 usage error.
         """
 
     enum Action: Equatable {
@@ -115,6 +116,11 @@ package struct JournalCommand: CtlSubcommand {
             }
         }
         if lastShown >= 0 { context.err("\r\u{1B}[K") }
+        if report.noJournal {
+            // Not a verdict on data: there is nothing to verify (a wrong path, or a daemon that never ran).
+            context.err("pushspoolctl: " + report.lines.joined(separator: "\n") + "\n")
+            return report.exitCode
+        }
         context.out(report.lines.joined(separator: "\n") + "\n")
         return report.exitCode
     }

@@ -155,6 +155,19 @@ final class Reporter: Sendable {
             events.log(.tornTail, "journal tail was torn by a crash; cut back \(report.tornBytesTruncated) bytes to the last whole record",
                        fields: fields)
         }
+        if report.lostAcknowledgedRecords > 0 || !report.missingSeqRanges.isEmpty {
+            // Acknowledged records are gone (the start went on only under the quarantine
+            // policy): corruption, never a torn tail.
+            var lost = fields
+            if let range = report.lostSeqRange {
+                lost += [("JOURNAL_LOST_FROM", String(range.lowerBound)), ("JOURNAL_LOST_TO", String(range.upperBound))]
+            }
+            if !report.missingSeqRanges.isEmpty { lost.append(("JOURNAL_MISSING", report.missingSeqRanges.joined(separator: ", "))) }
+            events.log(.corruption, "acknowledged journal records are lost: \(report.lostAcknowledgedRecords) below the COMMITTED "
+                       + "watermark\(report.missingSeqRanges.isEmpty ? "" : ", missing \(report.missingSeqRanges.joined(separator: ", "))"); "
+                       + "their sequence numbers are not reused; restore them from a backup if there is one",
+                       priority: 2, fields: lost)
+        }
         for segment in report.quarantined {
             events.log(.corruption, "damaged journal segment moved to quarantine: \(segment)", fields: fields)
         }

@@ -95,7 +95,8 @@ import Testing
         #expect(CommittedMark.decode(bad) == nil)
 
         let checkpoint = DedupCheckpoint(journalID: Array(0..<16), throughSeq: 7, segmentFirstSeq: 1, offset: 640,
-                                         keys: ["a", "bé", String(repeating: "z", count: 255)].map(KeyFingerprints.fingerprint))
+                                         keys: ["a", "bé", String(repeating: "z", count: 255)].map(KeyFingerprints.fingerprint),
+                                         segments: [1])
         #expect(DedupCheckpoint.decode(checkpoint.encoded()) == checkpoint)
         var damaged = checkpoint.encoded()
         damaged[70] ^= 0x40

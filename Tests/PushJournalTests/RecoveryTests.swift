@@ -7,7 +7,9 @@ import PushSystem
 @Suite struct RecoveryTests {
     /// The issue's acceptance test: cut the last segment at every byte offset inside its last
     /// record; recovery must cut back to the previous record, say so, keep everything earlier,
-    /// accept appends, and be idempotent.
+    /// accept appends, and be idempotent. As in a real crash, the cut record was never
+    /// acknowledged: `COMMITTED` names the one before it (below the watermark a cut record is
+    /// lost data, see `AcknowledgedLossTests`).
     @Test func tornTailAtEveryByteOffsetOfTheLastRecord() throws {
         let temp = TempDir()
         let pristine = temp.path + "/pristine"
@@ -21,6 +23,7 @@ import PushSystem
             let dir = temp.path + "/cut-\(cut)"
             try FileManager.default.copyItem(atPath: pristine, toPath: dir)
             writeBytes(dir + "/" + segment, Array(original[0..<cut]))
+            writeBytes(dir + "/COMMITTED", CommittedMark(seq: 4, segmentFirstSeq: 1, endOffset: Int64(lastStart)).encoded())
 
             let (writer, report) = try JournalWriter.open(directory: dir, options: testOptions())
             #expect(report.lastSeq == 4, "cut \(cut)")
@@ -193,7 +196,7 @@ import PushSystem
         try again.close()
     }
 
-    @Test func lostAcknowledgedRecordsAreReported() throws {
+    @Test func lostAcknowledgedRecordsAreRefusedOrReportedUnderQuarantine() throws {
         let temp = TempDir()
         try makeJournal(temp.journal, count: 4)
         let name = segmentNames(temp.journal)[0]
@@ -202,8 +205,17 @@ import PushSystem
         let bytes = readBytes(temp.journal + "/" + name)
         writeBytes(temp.journal + "/" + name, Array(bytes[0..<offsets[3]]))
         #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 1)
-        let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions())
-        #expect(report.lostAcknowledgedRecords == 1)
+        do {
+            _ = try JournalWriter.open(directory: temp.journal, options: testOptions())
+            Issue.record("a lost acknowledged record must stop start-up")
+        } catch {
+            #expect(error.corruptAt?.segment == name && error.corruptAt?.offset == Int64(offsets[3]))
+            #expect(error.description.contains("acknowledged records seq 4...4 are missing"))
+        }
+        let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.corruptionPolicy = .quarantineSegment })
+        #expect(report.lostAcknowledgedRecords == 1 && report.lostSeqRange == 4...4)
+        #expect(report.description.contains("CRITICAL: 1 acknowledged records are missing (seq 4...4)"))
+        #expect(seq(append(writer, "k5")) == 5, "seq 4 is not handed out again")
         try writer.close()
     }
 }
