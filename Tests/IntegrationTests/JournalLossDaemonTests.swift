@@ -12,20 +12,28 @@ import Testing
         return journal + "/" + (try #require(segments.last))
     }
 
-    private func exitOfStart(_ harness: DaemonHarness, arguments: [String] = []) throws -> (Int32, String) {
+    /// Starts the daemon and waits (bounded) for it to exit; a daemon that keeps running is
+    /// stopped and reported, so a regression fails instead of hanging.
+    private func exitOfStart(_ harness: DaemonHarness) throws -> (Int32, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
-        process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config] + arguments
-        let stderr = Pipe()
-        process.standardError = stderr
+        process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config]
+        let log = harness.root + "/refusal.stderr"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: log)
         process.standardOutput = FileHandle.nullDevice
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "NOTIFY_SOCKET")
         process.environment = environment
         try process.run()
-        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        do {
+            try waitUntil(timeout: 20, "pushspoold to refuse the damaged journal") { !process.isRunning }
+        } catch {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            Issue.record("pushspoold started on a journal that lost acknowledged records")
+        }
+        return (process.terminationStatus, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
     @Test func aTruncatedAcknowledgedRecordRefusesStartAndItsSeqIsNeverReused() throws {
