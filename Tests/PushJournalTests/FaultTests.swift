@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 /// Faults go through the process-global `FaultInjector`; the writers here use their own fault
 /// scope, and the suite is serialized because `disarm()` clears every rule.

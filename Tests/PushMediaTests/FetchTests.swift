@@ -2,6 +2,7 @@ import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
 import PushSystem
+import TestSupport
 
 /// Downloads against real HTTP servers on 127.0.0.1 started by each test.
 @Suite struct FetchTests {

@@ -2,6 +2,7 @@ import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
 import PushSystem
+import TestSupport
 
 /// Thumbnails with libvips, including hostile images.
 @Suite struct ThumbnailTests {

@@ -4,6 +4,7 @@ import Testing
 import Synchronization
 @testable import PushSystemd
 import PushSystem
+import TestSupport
 
 @Suite struct MetricsTests {
     /// A strict reading of the text exposition format 0.0.4: every sample belongs to a family
@@ -87,8 +88,8 @@ import PushSystem
     }
 
     @Test func textfileIsReplacedAtomicallyAndWorldReadable() throws {
-        let dir = try temporaryDirectory("metrics")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temp = TempDir()
+        let dir = temp.path
         let path = dir + "/pushspool.prom"
         let metrics = Metrics()
         metrics.increment(MetricFamily.ingested)
@@ -117,8 +118,8 @@ import PushSystem
     }
 
     @Test func textfileIsRewrittenPeriodicallyUntilCancelled() async throws {
-        let dir = try temporaryDirectory("metrics-periodic")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temp = TempDir()
+        let dir = temp.path
         let path = dir + "/pushspool.prom"
         let metrics = Metrics()
         let errors = ErrorList()
