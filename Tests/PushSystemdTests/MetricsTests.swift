@@ -129,7 +129,8 @@ import TestSupport
         }
         metrics.increment(MetricFamily.ingested, by: 5)
         var seen = false
-        for _ in 0..<200 where !seen {
+        // Polls (up to 10 s on a loaded machine) for the condition rather than sleeping a guess.
+        for _ in 0..<1000 where !seen {
             try await Task.sleep(for: .milliseconds(10))
             seen = (try? String(contentsOfFile: path, encoding: .utf8))?.contains("pushspool_ingested_total 5\n") ?? false
         }
@@ -144,10 +145,15 @@ import TestSupport
         let failing = Task {
             await metrics.writeTextfilePeriodically(path: dir + "/missing/x.prom", every: .milliseconds(10), queue: queue) { error in errors.append(error) }
         }
-        try await Task.sleep(for: .milliseconds(60))
+        // Wait for the first failed write itself (a fixed 60 ms sleep was a guess that a busy
+        // machine could miss), then check every report is that ENOENT.
+        for _ in 0..<1000 where errors.all.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         failing.cancel()
         await failing.value
-        #expect(errors.all.first?.errno == ENOENT)
+        #expect(!errors.all.isEmpty)
+        #expect(errors.all.allSatisfy { $0.errno == ENOENT })
     }
 }
 
