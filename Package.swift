@@ -48,18 +48,24 @@ let package = Package(
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
+        // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline",
+            "TestSupport",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // TestSupport: the kits every test target shares (temp dirs, processes, a loopback HTTP
+        // server, a notify socket). A plain library so the benchmark can link it too; it must
+        // not import Testing, and neither pushspoold nor pushspoolctl depends on it.
+        .target(name: "TestSupport", dependencies: ["PushSystem"], path: "Tests/TestSupport"),
+        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem"]),
+        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem"]),
+        .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),

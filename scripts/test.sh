@@ -15,5 +15,9 @@ swift test --skip-build --parallel --filter PushMediaTests
 swift test --skip-build --parallel --filter IntegrationTests
 # The unit files as CI requires them (systemd-analyze verify/security, sysusers, tmpfiles, catalog).
 ./scripts/check-units.sh
-# The real daemon under a real journald and systemd user manager (needs root; cleans up after itself).
+# Real journald and systemd user manager (need root; each cleans up after itself, one at a
+# time): EventLog against journald, SystemdNotifier as a Type=notify unit with a watchdog,
+# then the real daemon.
+./scripts/systemd-integration/journald-events.sh
+./scripts/systemd-integration/notifier-live.sh
 ./scripts/systemd-integration/daemon-live.sh

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import PushSystem
 import PushJournal
+import TestSupport
 import Synchronization
 import Dispatch
 
@@ -395,70 +396,4 @@ private func runDaemon(_ harness: DaemonHarness, arguments: [String] = [], envir
     }
     let stderr = (try? String(contentsOfFile: harness.root + "/extra.stderr", encoding: .utf8)) ?? ""
     return (process.terminationStatus, "", stderr)
-}
-
-/// A bound AF_UNIX datagram socket standing in for systemd's notification socket. A thread
-/// reads it all the time: the queue holds only `net.unix.max_dgram_qlen` (often 10) datagrams,
-/// and a full queue would block the daemon's `sd_notify`.
-private final class NotifySocket {
-    let path: String
-    private let reader: Reader
-
-    /// What the reading thread owns; the socket object itself is not captured, so its
-    /// `deinit` can stop the thread.
-    private final class Reader: Sendable {
-        let fd: Int32
-        let received = Mutex<[String]>([])
-        let stopping = Atomic<Bool>(false)
-        let finished = DispatchSemaphore(value: 0)
-
-        init(fd: Int32) { self.fd = fd }
-
-        func loop() {
-            defer { finished.signal() }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while !stopping.load(ordering: .relaxed) {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 50) == 1 else { continue }
-                let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-                if n > 0 {
-                    let message = String(decoding: buffer[0..<n], as: UTF8.self)
-                    received.withLock { $0.append(message) }
-                }
-            }
-        }
-    }
-
-    init() throws {
-        // sun_path holds 108 bytes: keep the name short.
-        path = "/tmp/pn-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SystemError(call: "socket", errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { [path] raw in
-            raw.copyBytes(from: Array(path.utf8) + [0])
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0 else {
-            let code = errno
-            close(fd)
-            throw SystemError(call: "bind", errno: code, subject: path)
-        }
-        let reader = Reader(fd: fd)
-        self.reader = reader
-        Thread { reader.loop() }.start()
-    }
-
-    deinit {
-        reader.stopping.store(true, ordering: .relaxed)
-        reader.finished.wait()
-        close(reader.fd)
-        unlink(path)
-    }
-
-    /// Every datagram received so far.
-    var messages: [String] { reader.received.withLock { $0 } }
 }

@@ -4,6 +4,7 @@ import Testing
 import PushSystem
 import PushJournal
 import PushMedia
+import TestSupport
 
 /// The daemon's media path end to end: the real `pushspoold` downloading from real HTTP
 /// servers on 127.0.0.1 that each test starts (and nothing but 127.0.0.1).

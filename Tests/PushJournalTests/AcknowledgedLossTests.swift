@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
+import TestSupport
 @testable import PushJournal
 import PushSystem
 

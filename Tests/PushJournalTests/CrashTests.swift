@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 /// Black-box kill -9 (JOURNAL.md c, tier 6): a child process (this test binary, re-executed to
 /// run `crashChildWriter` only) appends records and logs every acknowledgement; the parent

@@ -5,9 +5,10 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 /// Faults go through the process-global `FaultInjector`; the writers here use their own fault
-/// scope, and the suite is serialized because `disarm()` clears every rule.
+/// scope, and each test disarms only the rules it armed.
 @Suite(.serialized) struct FaultTests {
     @Test func enospcOnWritePausesAcksNothingAndResumes() throws {
         let temp = TempDir()
@@ -29,8 +30,8 @@ import PushSystem
         let segment = temp.journal + "/" + segmentNames(temp.journal)[0]
         let committedBytes = readBytes(segment)
 
-        FaultInjector.shared.arm(call: options.faultScope + ".write", errno: ENOSPC, times: 1_000_000)
-        defer { FaultInjector.shared.disarm() }
+        let arming = FaultInjector.shared.arm(call: options.faultScope + ".write", errno: ENOSPC, times: 1_000_000)
+        defer { FaultInjector.shared.disarm(arming) }
         let acked = Mutex<[AppendResult]>([])
         let done = DispatchSemaphore(value: 0)
         for i in 0..<5 {
@@ -46,7 +47,7 @@ import PushSystem
         #expect(readBytes(segment) == committedBytes, "no partial frames left behind")
         #expect(events.withLock { $0 } == ["paused"])
 
-        FaultInjector.shared.disarm()
+        FaultInjector.shared.disarm(arming)
         for _ in 0..<5 { #expect(done.wait(timeout: .now() + 5) == .success) }
         #expect(acked.withLock { $0.compactMap(seq).sorted() } == [2, 3, 4, 5, 6])
         #expect(!writer.stats.paused)
@@ -61,8 +62,8 @@ import PushSystem
         let options = testOptions()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: options)
         #expect(seq(append(writer, "ok")) == 1)
-        FaultInjector.shared.arm(call: options.faultScope + ".fdatasync", errno: EIO, times: 1)
-        defer { FaultInjector.shared.disarm() }
+        let arming = FaultInjector.shared.arm(call: options.faultScope + ".fdatasync", errno: EIO, times: 1)
+        defer { FaultInjector.shared.disarm(arming) }
         guard case .failed(let error) = append(writer, "doomed"), case .syncFailed(let cause) = error.kind else {
             Issue.record("a failed sync must fail the record")
             return
@@ -90,8 +91,8 @@ import PushSystem
         let options = testOptions()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: options)
         #expect(seq(append(writer, "ok")) == 1)
-        FaultInjector.shared.arm(call: options.faultScope + ".write", errno: EIO, times: 1)
-        defer { FaultInjector.shared.disarm() }
+        let arming = FaultInjector.shared.arm(call: options.faultScope + ".write", errno: EIO, times: 1)
+        defer { FaultInjector.shared.disarm(arming) }
         guard case .failed(let error) = append(writer, "doomed"), case .io = error.kind else {
             Issue.record("a failed write must fail the record")
             return
@@ -116,7 +117,7 @@ import PushSystem
                 $0.noSpaceRetryInterval = .milliseconds(1)
                 $0.lockWait = .zero
             }
-            FaultInjector.shared.arm(call: options.faultScope + "." + call, errno: code, skip: n, times: 1)
+            let arming = FaultInjector.shared.arm(call: options.faultScope + "." + call, errno: code, skip: n, times: 1)
             var acked: [String] = []
             var clean = false
             if let (writer, _) = try? JournalWriter.open(directory: temp.journal, options: options) {
@@ -130,7 +131,7 @@ import PushSystem
                 }
                 clean = (try? writer.close()) != nil && !failed
             }
-            FaultInjector.shared.disarm()
+            FaultInjector.shared.disarm(arming)
             if !clean { faultsSeen += 1 }
 
             let (reopened, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
@@ -157,8 +158,8 @@ import PushSystem
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: options)
         for i in 1...3 { append(writer, "k\(i)", body(for: i, size: 100)) }
         // The next batch must cut a new segment; its header write fails first.
-        FaultInjector.shared.arm(call: options.faultScope + ".write", errno: ENOSPC, times: 3)
-        defer { FaultInjector.shared.disarm() }
+        let arming = FaultInjector.shared.arm(call: options.faultScope + ".write", errno: ENOSPC, times: 3)
+        defer { FaultInjector.shared.disarm(arming) }
         #expect(seq(append(writer, "k4", body(for: 4, size: 100))) == 4)
         try writer.close()
         #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 0)

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 /// A real full disk: the journal on a tiny tmpfs (needs root for mount(2); skipped otherwise).
 /// Unlike an injected errno, tmpfs accepts part of a write before ENOSPC, so this checks that the

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 @Suite struct RecoveryTests {
     /// The acceptance test: cut the last segment at every byte offset inside its last

@@ -5,17 +5,9 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
-/// A temp directory owned by one test, removed at the end.
-final class TempDir {
-    let path: String
-    init(_ label: String = #function) {
-        let clean = label.filter { $0.isLetter || $0.isNumber }
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(clean)-\(UUID().uuidString)").path
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
+extension TempDir {
     var journal: String { path + "/journal" }
 }
 

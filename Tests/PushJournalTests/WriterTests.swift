@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
+import TestSupport
 
 @Suite struct WriterTests {
     @Test func appendsAreDurableAndReadBack() throws {

@@ -3,6 +3,7 @@ import Testing
 @testable import PushMedia
 import PushMediaStore
 import PushSystem
+import TestSupport
 
 /// Downloads against real HTTP servers on 127.0.0.1 started by each test.
 @Suite struct FetchTests {

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @preconcurrency import Glibc
 @testable import PushMedia
 import PushSystem

@@ -3,6 +3,7 @@ import Testing
 import Synchronization
 @testable import PushMedia
 import PushSystem
+import TestSupport
 
 /// Concurrency bound, isolation from stalled servers, and shutdown.
 @Suite struct LifecycleTests {

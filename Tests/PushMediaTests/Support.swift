@@ -1,22 +1,9 @@
 @preconcurrency import Glibc
 import PushMedia
 import PushSystem
+import TestSupport
 
-/// A temp directory owned by one test, removed at deinit.
-final class TempDir {
-    let path: String
-
-    init() {
-        var template = Array("/tmp/pushmedia-test-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed")
-        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    deinit {
-        _ = system("rm -rf '\(path)'")
-    }
-
+extension TempDir {
     var store: String { path + "/media" }
 }
 

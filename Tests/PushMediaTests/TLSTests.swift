@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import PushMedia
 import PushSystem
+import TestSupport
 
 /// https against `openssl s_server -WWW` on 127.0.0.1 with a certificate made for the test.
 @Suite struct TLSTests {

@@ -3,6 +3,7 @@ import Testing
 @testable import PushMedia
 import PushMediaStore
 import PushSystem
+import TestSupport
 
 /// Thumbnails with libvips, including hostile images.
 @Suite struct ThumbnailTests {

@@ -20,10 +20,10 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("posix-\(UUID())").path
         try Posix.mkdirs(dir)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        FaultInjector.shared.arm(call: "fsync", errno: EIO, times: 1)
-        defer { FaultInjector.shared.disarm() }
-        #expect(throws: SystemError(call: "fsync", errno: EIO, subject: dir)) { try Posix.syncDirectory(dir) }
-        try Posix.syncDirectory(dir)  // the fault fired once only
+        try FaultInjector.shared.withFault(call: "fsync", errno: EIO, times: 1) {
+            #expect(throws: SystemError(call: "fsync", errno: EIO, subject: dir)) { try Posix.syncDirectory(dir) }
+            try Posix.syncDirectory(dir)  // the fault fired once only
+        }
     }
 
     @Test func atomicWriteReplacesWholeFile() throws {

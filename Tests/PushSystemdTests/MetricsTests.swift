@@ -4,6 +4,7 @@ import Testing
 import Synchronization
 @testable import PushSystemd
 import PushSystem
+import TestSupport
 
 @Suite struct MetricsTests {
     /// A strict reading of the text exposition format 0.0.4: every sample belongs to a family
@@ -87,8 +88,8 @@ import PushSystem
     }
 
     @Test func textfileIsReplacedAtomicallyAndWorldReadable() throws {
-        let dir = try temporaryDirectory("metrics")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temp = TempDir()
+        let dir = temp.path
         let path = dir + "/pushspool.prom"
         let metrics = Metrics()
         metrics.increment(MetricFamily.ingested)
@@ -117,8 +118,8 @@ import PushSystem
     }
 
     @Test func textfileIsRewrittenPeriodicallyUntilCancelled() async throws {
-        let dir = try temporaryDirectory("metrics-periodic")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temp = TempDir()
+        let dir = temp.path
         let path = dir + "/pushspool.prom"
         let metrics = Metrics()
         let errors = ErrorList()
@@ -128,7 +129,8 @@ import PushSystem
         }
         metrics.increment(MetricFamily.ingested, by: 5)
         var seen = false
-        for _ in 0..<200 where !seen {
+        // Polls (up to 10 s on a loaded machine) for the condition rather than sleeping a guess.
+        for _ in 0..<1000 where !seen {
             try await Task.sleep(for: .milliseconds(10))
             seen = (try? String(contentsOfFile: path, encoding: .utf8))?.contains("pushspool_ingested_total 5\n") ?? false
         }
@@ -143,10 +145,15 @@ import PushSystem
         let failing = Task {
             await metrics.writeTextfilePeriodically(path: dir + "/missing/x.prom", every: .milliseconds(10), queue: queue) { error in errors.append(error) }
         }
-        try await Task.sleep(for: .milliseconds(60))
+        // Wait for the first failed write itself (a fixed 60 ms sleep was a guess that a busy
+        // machine could miss), then check every report is that ENOENT.
+        for _ in 0..<1000 where errors.all.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         failing.cancel()
         await failing.value
-        #expect(errors.all.first?.errno == ENOENT)
+        #expect(!errors.all.isEmpty)
+        #expect(errors.all.allSatisfy { $0.errno == ENOENT })
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 @testable import PushSystemd
 import PushSystem
+import TestSupport
 
 /// Tests that change the process environment (NOTIFY_SOCKET, WATCHDOG_*, JOURNAL_STREAM) or
 /// fd 2: process-global, so they run one at a time.

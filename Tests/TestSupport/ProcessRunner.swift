@@ -1,4 +1,6 @@
+@preconcurrency import Glibc
 import Foundation
+import Synchronization
 
 /// What a finished child process left behind.
 package struct ProcessResult: Sendable {
@@ -24,6 +26,10 @@ package enum ProcessRunner {
     package static func executable(_ name: String) -> String { binDirectory + "/" + name }
 
     /// Runs `executable` with `arguments`, feeding `stdin`, and waits for it.
+    ///
+    /// stdin is written and stderr read on threads of their own while this thread reads
+    /// stdout: a pipe holds 64 KiB, so a child that fills one pipe while the runner waits on
+    /// another (or reads its input only after writing output) would otherwise block for ever.
     package static func run(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil,
                             currentDirectory: String? = nil) throws -> ProcessResult {
         let process = Process()
@@ -35,13 +41,36 @@ package enum ProcessRunner {
         process.standardError = err
         process.standardInput = input
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin)) }
-        try input.fileHandleForWriting.close()
-        // Read both pipes to their end before waiting, so a chatty child cannot block on a full pipe.
+        let writer = input.fileHandleForWriting
+        let inputDone = background {
+            // A child may exit without reading its input. SIGPIPE from a write is sent to the
+            // writing thread: blocked here, the write fails with EPIPE instead of killing the
+            // test process, and the pending signal goes away with the thread.
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+            if let stdin { try? writer.write(contentsOf: stdin) }
+            try? writer.close()
+        }
+        let errReader = err.fileHandleForReading
+        let errData = Mutex(Data())
+        let errDone = background { errData.withLock { $0 = errReader.readDataToEndOfFile() } }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        errDone.wait()
+        inputDone.wait()
         process.waitUntilExit()
         return ProcessResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                             stderr: String(decoding: errData, as: UTF8.self))
+                             stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self))
+    }
+
+    /// Runs `body` on a new thread; the semaphore is signalled when it returns.
+    private static func background(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            body()
+            done.signal()
+        }.start()
+        return done
     }
 }

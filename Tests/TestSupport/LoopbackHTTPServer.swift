@@ -1,10 +1,12 @@
 @preconcurrency import Glibc
+import Foundation
 import PushSystem
 import Synchronization
 
 /// A small HTTP/1.1 server on a loopback address for tests and benchmarks of media
 /// downloads: real sockets, one thread per connection, a behaviour per path (serve, trickle,
-/// never answer, redirect, fail first then succeed). Not for production traffic.
+/// never answer, redirect, fail first then succeed). Not for production traffic: it lives in
+/// `TestSupport`, which neither pushspoold nor pushspoolctl links.
 ///
 /// `Sendable`: routes and counters are behind a `Mutex`.
 package final class LoopbackHTTPServer: Sendable {
@@ -73,7 +75,7 @@ package final class LoopbackHTTPServer: Sendable {
             throw error
         }
         listener = fd
-        startThread(name: "http-accept") { [self] in acceptLoop() }
+        Thread { [self] in acceptLoop() }.start()
     }
 
     deinit {
@@ -114,11 +116,11 @@ package final class LoopbackHTTPServer: Sendable {
                 $0.connections += 1
                 $0.open.insert(client)
             }
-            startThread(name: "http-conn") { [self] in
+            Thread { [self] in
                 serve(client)
                 state.withLock { _ = $0.open.remove(client) }
                 Posix.close(client)
-            }
+            }.start()
         }
     }
 
