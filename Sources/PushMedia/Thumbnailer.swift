@@ -95,6 +95,6 @@ struct ThumbnailError: Error {
 
     static func text(_ buffer: [CChar]) -> String {
         let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return text.trimmingCharacters(in: " \n")
+        return text.trimmingSpaces
     }
 }

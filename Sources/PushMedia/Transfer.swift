@@ -184,7 +184,7 @@ final class Transfer {
         let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return }
         if parts[0].lowercased() == "retry-after" {
-            let value = String(parts[1]).trimmingCharacters(in: " \t\r\n")
+            let value = parts[1].trimmingSpaces
             retryAfterSeconds = Transfer.parseRetryAfter(value, nowEpochSeconds: Double(Posix.wallClockMillis()) / 1000)
         }
     }
@@ -285,14 +285,4 @@ private let transferOpenSocket: @convention(c) (UnsafeMutableRawPointer?, curlso
     let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     guard let address else { return CCURL_SOCKET_BAD }
     return transfer.openSocket(address)
-}
-
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        var slice = Substring(self)
-        while let first = slice.first, characters.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, characters.contains(last) { slice = slice.dropLast() }
-        return String(slice)
-    }
 }

@@ -36,7 +36,7 @@ package struct StatsCommand: CtlSubcommand {
             return ExitStatus.failure
         }
         if json {
-            context.out(String(decoding: bytes, as: UTF8.self).trimmingSuffixNewline() + "\n")
+            context.out(String(decoding: bytes, as: UTF8.self).trimmingSpaces + "\n")
             return ExitStatus.ok
         }
         guard case .object(let object)? = try? JSONParser().parse(bytes) else {
@@ -52,11 +52,5 @@ package struct StatsCommand: CtlSubcommand {
             context.out("\(key): \(text)\n")
         }
         return ExitStatus.ok
-    }
-}
-
-extension String {
-    func trimmingSuffixNewline() -> String {
-        hasSuffix("\n") ? String(dropLast()) : self
     }
 }

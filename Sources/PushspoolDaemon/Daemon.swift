@@ -474,6 +474,12 @@ package final class Daemon: Sendable {
 
     private func installSignalHandlers() {
         let queue = DispatchQueue(label: "pushspool.signals")
+        // A parent may start us with these blocked (test runners, some supervisors pass their
+        // mask on): a blocked SIGTERM would stay pending and never stop the daemon.
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, signalNumber) }
+        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
         for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
@@ -535,16 +541,6 @@ package struct DaemonError: Error, Sendable, CustomStringConvertible {
     package var message: String
     package var errno: Int32
     package var description: String { "\(stage): \(message)" }
-}
-
-/// The host part of a URL for logs (never the path or query, which may carry tokens).
-func urlHost(_ url: String) -> String {
-    guard let schemeEnd = url.range(of: "://") else { return "" }
-    let rest = url[schemeEnd.upperBound...]
-    let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-    let hostPort = authority.split(separator: "@").last.map(String.init) ?? ""
-    if hostPort.hasPrefix("[") { return String(hostPort.prefix { $0 != "]" }) + "]" }
-    return String(hostPort.prefix { $0 != ":" })
 }
 
 extension JournalError {

@@ -42,7 +42,7 @@ enum FaultHook {
         guard environment(allowVariable) == "1" else { return .ignored(spec: spec) }
         var rules: [Rule] = []
         for text in spec.split(separator: ",") {
-            let parts = text.split(separator: ":").map { String($0).trimmingWhitespace() }
+            let parts = text.split(separator: ":").map { $0.trimmingSpaces }
             guard parts.count >= 2, !parts[0].isEmpty else {
                 return .invalid("'\(text)': expected <call>:<errno>[:after=N][:times=M]")
             }
@@ -87,14 +87,5 @@ enum FaultHook {
         for rule in rules {
             FaultInjector.shared.arm(call: rule.call, errno: rule.errno, skip: rule.skip, times: rule.times)
         }
-    }
-}
-
-extension String {
-    fileprivate func trimmingWhitespace() -> String {
-        var slice = Substring(self)
-        while slice.first?.isWhitespace == true { slice.removeFirst() }
-        while slice.last?.isWhitespace == true { slice.removeLast() }
-        return String(slice)
     }
 }

@@ -63,7 +63,7 @@ final class Reporter: Sendable {
         let code = outcome.error?.code.rawValue ?? "unknown"
         events.log(.mediaFailed, "media download failed: \(outcome.error.map { "\($0)" } ?? code)",
                    fields: [(EventField.pushID, notification.id), (EventField.vendor, notification.vendor.rawValue),
-                            (EventField.spoolFile, file), (EventField.mediaHost, urlHost(url)),
+                            (EventField.spoolFile, file), (EventField.mediaHost, MediaURL.host(of: url)),
                             (EventField.reasonCode, code), (EventField.durationMicroseconds, String(outcome.durationMillis * 1000))])
     }
 

@@ -72,6 +72,6 @@ import PushMedia
         ("not a url", ""),
     ])
     func hostOnlyNeverPathOrQuery(url: String, host: String) {
-        #expect(urlHost(url) == host)
+        #expect(MediaURL.host(of: url) == host)
     }
 }
