@@ -1,3 +1,4 @@
+import PushSystem
 /// What happened to a media URL.
 package enum MediaStatus: String, Sendable {
     case stored, failed, skipped
@@ -96,90 +97,39 @@ package struct MediaOutcome: Sendable {
     /// Cancelled by shutdown: the payload should be kept and processed again at next start.
     package var wasCancelled: Bool { error?.code == .cancelled }
 
-    /// The record as ordered key/value pairs; absent values are left out.
-    package var jsonFields: [(String, MediaJSON)] {
-        var fields: [(String, MediaJSON)] = [("url", .string(url)), ("status", .string(status.rawValue))]
-        if let path { fields.append(("path", .string(path))) }
-        if let sha256 { fields.append(("sha256", .string(sha256))) }
-        if let contentType { fields.append(("contentType", .string(contentType))) }
-        if let bytes { fields.append(("bytes", .int(bytes))) }
-        fields.append(("attempts", .int(Int64(attempts))))
-        fields.append(("durationMs", .int(durationMillis)))
+    /// The record as a JSON object; absent values are left out.
+    package var jsonValue: JSONValue {
+        var fields: [String: JSONValue] = ["url": .string(url), "status": .string(status.rawValue)]
+        if let path { fields["path"] = .string(path) }
+        if let sha256 { fields["sha256"] = .string(sha256) }
+        if let contentType { fields["contentType"] = .string(contentType) }
+        if let bytes { fields["bytes"] = .integer(bytes) }
+        fields["attempts"] = .integer(attempts)
+        fields["durationMs"] = .integer(durationMillis)
         if let error {
-            var object: [(String, MediaJSON)] = [("code", .string(error.code.rawValue)), ("message", .string(error.message))]
-            if let curlCode = error.curlCode { object.append(("curlCode", .int(Int64(curlCode)))) }
-            if let httpStatus = error.httpStatus { object.append(("httpStatus", .int(Int64(httpStatus)))) }
-            fields.append(("error", .object(object)))
+            var object: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            if let curlCode = error.curlCode { object["curlCode"] = .integer(curlCode) }
+            if let httpStatus = error.httpStatus { object["httpStatus"] = .integer(httpStatus) }
+            fields["error"] = .object(object)
         }
         if let thumbnail {
-            fields.append(("thumbnail", .object([
-                ("path", .string(thumbnail.path)), ("width", .int(Int64(thumbnail.width))),
-                ("height", .int(Int64(thumbnail.height))), ("bytes", .int(thumbnail.bytes)),
-            ])))
+            fields["thumbnail"] = .object([
+                "path": .string(thumbnail.path), "width": .integer(thumbnail.width),
+                "height": .integer(thumbnail.height), "bytes": .integer(thumbnail.bytes),
+            ])
         }
-        if let decodable { fields.append(("decodable", .bool(decodable))) }
-        if let thumbnailError { fields.append(("thumbnailError", .string(thumbnailError))) }
-        if let skipReason { fields.append(("reason", .string(skipReason))) }
-        if reused { fields.append(("reused", .bool(true))) }
-        return fields
+        if let decodable { fields["decodable"] = .bool(decodable) }
+        if let thumbnailError { fields["thumbnailError"] = .string(thumbnailError) }
+        if let skipReason { fields["reason"] = .string(skipReason) }
+        if reused { fields["reused"] = .bool(true) }
+        return .object(fields)
     }
 
     /// The record as one compact JSON object: `url, status, path, sha256, contentType, bytes,
     /// attempts, durationMs, error{code,message,curlCode,httpStatus}, thumbnail{path,width,height,bytes},
     /// decodable, thumbnailError, reason, reused`, nulls omitted.
     package func encodeJSON() -> String {
-        MediaJSON.object(jsonFields).encoded()
-    }
-}
-
-/// The few JSON shapes a media record needs, so PushMedia does not depend on PushPayload.
-///
-/// `Sendable`: a plain value.
-package enum MediaJSON: Sendable {
-    case string(String)
-    case int(Int64)
-    case bool(Bool)
-    case object([(String, MediaJSON)])
-
-    package func encoded() -> String {
-        var out = ""
-        write(to: &out)
-        return out
-    }
-
-    private func write(to out: inout String) {
-        switch self {
-        case .string(let text): MediaJSON.writeString(text, to: &out)
-        case .int(let value): out += String(value)
-        case .bool(let value): out += value ? "true" : "false"
-        case .object(let fields):
-            out += "{"
-            for (index, (key, value)) in fields.enumerated() {
-                if index > 0 { out += "," }
-                MediaJSON.writeString(key, to: &out)
-                out += ":"
-                value.write(to: &out)
-            }
-            out += "}"
-        }
-    }
-
-    private static func writeString(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+        jsonValue.serializedString()
     }
 }
 
@@ -232,14 +182,18 @@ package struct MediaStats: Sendable, Equatable {
         return text
     }
 
-    /// One compact JSON object (`failedByCode` keys sorted), for `--json` output and STATUS.
+    /// The counters as a JSON object, for `--json` output and status.json.
+    package var jsonValue: JSONValue {
+        .object([
+            "inFlight": .integer(inFlight), "queued": .integer(queued), "stored": .integer(stored),
+            "failed": .integer(failed), "failedByCode": .object(failedByCode.mapValues { .integer($0) }),
+            "skipped": .integer(skipped), "reused": .integer(reused), "retries": .integer(retries),
+            "bytesStored": .integer(bytesStored), "thumbnails": .integer(thumbnails), "undecodable": .integer(undecodable),
+        ])
+    }
+
+    /// ``jsonValue`` as one compact line, keys sorted.
     package func encodeJSON() -> String {
-        MediaJSON.object([
-            ("inFlight", .int(Int64(inFlight))), ("queued", .int(Int64(queued))), ("stored", .int(Int64(stored))),
-            ("failed", .int(Int64(failed))),
-            ("failedByCode", .object(failedByCode.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
-            ("skipped", .int(Int64(skipped))), ("reused", .int(Int64(reused))), ("retries", .int(Int64(retries))),
-            ("bytesStored", .int(bytesStored)), ("thumbnails", .int(Int64(thumbnails))), ("undecodable", .int(Int64(undecodable))),
-        ]).encoded()
+        jsonValue.serializedString()
     }
 }

@@ -39,10 +39,15 @@ package enum MediaStore {
             return text
         }
 
-        /// One compact JSON object, for `pushspoolctl media stats --json`. Integers only, so
-        /// written directly (this module stays free of the fetcher's JSON helper).
+        /// The store's counts as a JSON object, for `pushspoolctl media stats --json`.
+        package var jsonValue: JSONValue {
+            .object(["files": .integer(files), "bytes": .integer(bytes), "thumbnails": .integer(thumbnails),
+                     "thumbnailBytes": .integer(thumbnailBytes), "tempFiles": .integer(tempFiles)])
+        }
+
+        /// ``jsonValue`` as one compact line, keys sorted.
         package func encodeJSON() -> String {
-            "{\"files\":\(files),\"bytes\":\(bytes),\"thumbnails\":\(thumbnails),\"thumbnailBytes\":\(thumbnailBytes),\"tempFiles\":\(tempFiles)}"
+            jsonValue.serializedString()
         }
     }
 

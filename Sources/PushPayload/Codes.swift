@@ -66,3 +66,21 @@ package struct PayloadRefusal: Error, Sendable, Equatable, CustomStringConvertib
 
     package var description: String { "\(code.rawValue): \(message)" }
 }
+
+extension PayloadRefusal {
+    /// The parser's refusal of the bytes, before any vendor is known.
+    package init(_ error: JSONParseError) {
+        self.init(error.code, error.message, path: error.path)
+    }
+}
+
+extension JSONParser {
+    /// ``parse(_:)`` for payload bytes, refusing as the normaliser does.
+    func parsePayload(_ bytes: [UInt8]) throws(PayloadRefusal) -> JSONValue {
+        do { return try parse(bytes) } catch { throw PayloadRefusal(error) }
+    }
+
+    func parsePayload(_ text: String) throws(PayloadRefusal) -> JSONValue {
+        do { return try parse(text) } catch { throw PayloadRefusal(error) }
+    }
+}

@@ -1,3 +1,4 @@
+import PushSystem
 /// Vendor detection (vendors.md §5): collect every claim, then decide.
 struct Detection {
     enum Kind: Equatable {

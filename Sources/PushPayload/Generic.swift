@@ -1,3 +1,4 @@
+import PushSystem
 /// Plain APNs and FCM, the fall-through when no vendor marker matched, and the `aps`
 /// reading shared with the vendors that ride on APNs.
 extension Session {

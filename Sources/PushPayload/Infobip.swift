@@ -1,3 +1,4 @@
+import PushSystem
 /// Infobip Mobile Messaging (vendors.md §1.2).
 extension Session {
     mutating func infobipIOS() throws(PayloadRefusal) -> PushNotification {
@@ -64,7 +65,7 @@ extension Session {
         switch map["org_ib_d"] {
         case .string(let s)?:
             do throws(PayloadRefusal) {
-                let value = try JSONParser(maxDepth: options.maxDepth).parse(s)
+                let value = try JSONParser(maxDepth: options.maxDepth).parsePayload(s)
                 guard case .object(let o) = value else {
                     throw PayloadRefusal(.typeMismatch, "org_ib_d must hold a JSON object, found \(value.typeName)", path: "org_ib_d")
                 }

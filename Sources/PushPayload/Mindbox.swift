@@ -1,3 +1,4 @@
+import PushSystem
 /// Maestra/Mindbox (vendors.md §1.1, §6 R4.3, R9).
 extension Session {
     /// The Mindbox SDKs show at most 3 buttons.

@@ -1,3 +1,4 @@
+import PushSystem
 /// Vendors pushspool normalises. Raw values are the ids used in records and `validate --json`.
 package enum Vendor: String, Sendable, CaseIterable {
     case mindbox, infobip, sfmc, apns, fcm

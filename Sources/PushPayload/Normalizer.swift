@@ -18,7 +18,7 @@ package enum Normalizer {
         if bytes.count > options.maxInputBytes {
             throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
         }
-        let root = try JSONParser(maxDepth: options.maxDepth).parse(bytes)
+        let root = try JSONParser(maxDepth: options.maxDepth).parsePayload(bytes)
         guard case .object(let top) = root else {
             throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
         }

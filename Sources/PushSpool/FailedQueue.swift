@@ -259,15 +259,18 @@ package enum FailedQueue {
 
     /// The fields `list` needs, decoded leniently (a reason written by another version may
     /// carry a stage this one does not know).
-    private struct ReasonFields: Decodable {
+    private struct ReasonFields {
         var code: String?
         var message: String?
         var stage: String?
         var at: String?
         var file: String?
 
-        static func decode(_ bytes: [UInt8]) throws -> ReasonFields {
-            try JSONDecoder().decode(ReasonFields.self, from: Data(bytes))
+        static func decode(_ bytes: [UInt8]) throws(JSONParseError) -> ReasonFields {
+            let value = try JSONParser(maxDepth: 4).parse(bytes)
+            guard value.objectValue != nil else { throw JSONParseError(.notAnObject, "a reason file holds a JSON object") }
+            return ReasonFields(code: value["code"]?.stringValue, message: value["message"]?.stringValue,
+                                stage: value["stage"]?.stringValue, at: value["at"]?.stringValue, file: value["file"]?.stringValue)
         }
     }
 

@@ -1,14 +1,13 @@
 @preconcurrency import Glibc
-import Foundation
 import PushSystem
 
 /// Why a file was moved to `failed/`: the content of `failed/NAME.reason.json`.
 ///
-/// `Sendable`, `Codable`: a plain value. Keys are stable; operators and `pushspoolctl failed`
+/// `Sendable`: a plain value. Keys are stable; operators and `pushspoolctl failed`
 /// read them. Encoded with sorted keys, slashes unescaped, one line.
-package struct QuarantineReason: Sendable, Codable, Equatable {
+package struct QuarantineReason: Sendable, Equatable {
     /// The pipeline stage that refused the file.
-    package enum Stage: String, Sendable, Codable, CaseIterable {
+    package enum Stage: String, Sendable, CaseIterable {
         case claim, read, parse, normalize, media, journal
     }
 
@@ -26,10 +25,6 @@ package struct QuarantineReason: Sendable, Codable, Equatable {
     package var size: Int64?
     package var sha256: String?
     package var detail: [String: String]?
-
-    enum CodingKeys: String, CodingKey {
-        case code, message, stage, at, daemonVersion, file, size, sha256, detail
-    }
 
     package init(
         code: String, message: String, stage: Stage, daemonVersion: String, file: String,
@@ -55,21 +50,46 @@ package struct QuarantineReason: Sendable, Codable, Equatable {
                   size: Int64(contents.count), sha256: SHA256.hex(of: contents), detail: detail)
     }
 
-    /// The JSON written to the reason file (one line, trailing newline).
+    /// The reason as a JSON object; absent values are left out.
+    package var jsonValue: JSONValue {
+        var object: [String: JSONValue] = [
+            "code": .string(code), "message": .string(message), "stage": .string(stage.rawValue), "at": .string(at),
+            "daemonVersion": .string(daemonVersion), "file": .string(file),
+        ]
+        if let size { object["size"] = .integer(size) }
+        if let sha256 { object["sha256"] = .string(sha256) }
+        if let detail { object["detail"] = .object(detail.mapValues { .string($0) }) }
+        return .object(object)
+    }
+
+    /// The JSON written to the reason file (one line, sorted keys, trailing newline).
     package func encoded() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a struct of strings and integers cannot fail.
-        let data = (try? encoder.encode(self)) ?? Data("{}".utf8)
-        return Array(data) + [0x0A]
+        jsonValue.serialized() + [0x0A]
     }
 
     /// Decodes a reason file.
     package static func decode(_ bytes: [UInt8]) throws(SpoolError) -> QuarantineReason {
-        do {
-            return try JSONDecoder().decode(QuarantineReason.self, from: Data(bytes))
-        } catch {
-            throw SpoolError(.reasonFile, "reason file is not valid: \(error); inspect it with `pushspoolctl failed show`")
+        func invalid(_ why: String) -> SpoolError {
+            SpoolError(.reasonFile, "reason file is not valid: \(why); inspect it with `pushspoolctl failed show`")
         }
+        let value: JSONValue
+        do { value = try JSONParser(maxDepth: 4).parse(bytes) } catch { throw invalid("\(error)") }
+        func text(_ key: String) throws(SpoolError) -> String {
+            guard let text = value[key]?.stringValue else { throw invalid("\"\(key)\" is missing or not a string") }
+            return text
+        }
+        guard let stage = Stage(rawValue: try text("stage")) else { throw invalid("unknown stage") }
+        var size: Int64?
+        if let lexeme = value["size"]?.numberLexeme {
+            guard let parsed = Int64(lexeme) else { throw invalid("\"size\" is not an integer") }
+            size = parsed
+        }
+        var detail: [String: String]?
+        if let members = value["detail"]?.objectValue {
+            detail = members.compactMapValues(\.stringValue)
+        }
+        return QuarantineReason(code: try text("code"), message: try text("message"), stage: stage,
+                                daemonVersion: try text("daemonVersion"), file: try text("file"), size: size,
+                                sha256: value["sha256"]?.stringValue, detail: detail, at: try text("at"))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PushSystem
 
 /// The samples of a Prometheus text file, for `pushspoolctl stats`: the command reads the
 /// daemon's textfile (or a `Metrics` renders one), so the CLI and the exporter show the
@@ -43,11 +44,14 @@ package struct MetricsSnapshot: Sendable, Equatable, Codable {
     }
 
     /// JSON Lines, one sample per line, keys sorted: for `pushspoolctl stats --json`.
+    /// A sample whose value JSON cannot hold (NaN, ±Inf) is left out.
     package func jsonLines() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return samples.compactMap { sample in
-            (try? encoder.encode(sample)).map { String(decoding: $0, as: UTF8.self) + "\n" }
+        samples.compactMap { sample -> String? in
+            guard sample.value.isFinite else { return nil }
+            let value = if let exact = Int64(exactly: sample.value) { String(exact) } else { "\(sample.value)" }
+            let object = JSONValue.object(["name": .string(sample.name), "labels": .object(sample.labels.mapValues { .string($0) }),
+                                           "value": .number(value)])
+            return object.serializedString() + "\n"
         }.joined()
     }
 

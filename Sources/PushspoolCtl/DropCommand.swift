@@ -97,7 +97,7 @@ package struct DropCommand: CtlSubcommand {
         return status
     }
 
-    private func envelope(_ bytes: [UInt8]) throws(PayloadRefusal) -> [UInt8] {
+    private func envelope(_ bytes: [UInt8]) throws(JSONParseError) -> [UInt8] {
         let value = try JSONParser().parse(bytes)
         var envelope: [String: JSONValue]
         if case .object(let object) = value, object["pushspool"] != nil {

@@ -1,5 +1,6 @@
 import PushPayload
 import PushSpool
+import PushSystem
 
 /// `pushspoolctl failed list|show|retry|purge`: the quarantine, Postfix style.
 package struct FailedCommand: CtlSubcommand {

@@ -64,7 +64,7 @@ package struct MediaCommand: CtlSubcommand {
 
         if json {
             var object: [String: JSONValue] = [:]
-            if let parsed = try? JSONParser().parse(Array(store.encodeJSON().utf8)) { object["store"] = parsed }
+            object["store"] = store.jsonValue
             if let daemon { object["daemon"] = .object(daemon) }
             context.out(String(decoding: JSONValue.object(object).serialized(), as: UTF8.self) + "\n")
             return ExitStatus.ok

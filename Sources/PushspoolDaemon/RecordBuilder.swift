@@ -25,20 +25,15 @@ enum RecordBuilder {
         record["size"] = .number(String(source.size))
         switch media {
         case .fetched(let outcome)?:
-            record["media"] = mediaJSON(outcome)
+            record["media"] = outcome.jsonValue
         case .skipped(let url, let reason)?:
             // The same shape as a fetched outcome, so `media.error` is always an object and
             // the skip reason is in `media.reason`.
-            record["media"] = mediaJSON(MediaOutcome.skipped(url: url, reason: reason))
+            record["media"] = MediaOutcome.skipped(url: url, reason: reason).jsonValue
         case nil:
             break
         }
         return JSONValue.object(record).serialized()
-    }
-
-    private static func mediaJSON(_ outcome: MediaOutcome) -> JSONValue {
-        let text = Array(outcome.encodeJSON().utf8)
-        return (try? JSONParser(maxDepth: 8).parse(text)) ?? .object(["url": .string(outcome.url), "status": .string("failed")])
     }
 }
 
@@ -48,9 +43,7 @@ enum StatusFile {
     static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?) -> [UInt8] {
         var object: [String: JSONValue] = [:]
         for (key, value) in counters { object[key] = .number(String(value)) }
-        if let media, let value = try? JSONParser(maxDepth: 4).parse(Array(media.encodeJSON().utf8)) {
-            object["media"] = value
-        }
+        if let media { object["media"] = media.jsonValue }
         object["journalLastSeq"] = .number(String(journal.lastSeq))
         object["journalBytes"] = .number(String(journal.bytes))
         object["journalPaused"] = .bool(journal.paused)

@@ -37,7 +37,7 @@ import TestSupport
         #expect(Int64(written.count) == thumbnail.bytes)
         #expect(MediaType.sniff(written) == .jpeg)
         #expect(thumbnail.path.hasPrefix(dir.store + "/" + outcome.sha256!.prefix(2) + "/"))
-        #expect(outcome.encodeJSON().contains(#""thumbnail":{"path":"\#(thumbnail.path)","width":32,"height":24"#))
+        #expect(outcome.encodeJSON().contains(#""height":24,"path":"\#(thumbnail.path)","width":32}"#))
         #expect(fetcher.stats.thumbnails == 1)
     }
 

@@ -69,7 +69,7 @@ import PushMediaStore
     @Test func jsonOmitsNullsAndEscapes() {
         var outcome = MediaOutcome(url: "https://x.test/a\"b.png", status: .failed, attempts: 2, durationMillis: 15,
                                    error: MediaFailure(.httpStatus, "server answered HTTP 404", httpStatus: 404))
-        #expect(outcome.encodeJSON() == #"{"url":"https://x.test/a\"b.png","status":"failed","attempts":2,"durationMs":15,"error":{"code":"http_status","message":"server answered HTTP 404","httpStatus":404}}"#)
+        #expect(outcome.encodeJSON() == #"{"attempts":2,"durationMs":15,"error":{"code":"http_status","httpStatus":404,"message":"server answered HTTP 404"},"status":"failed","url":"https://x.test/a\"b.png"}"#)
         outcome = MediaOutcome(url: "u", status: .stored, attempts: 1, durationMillis: 3)
         outcome.path = "/m/ab/cd.png"
         outcome.sha256 = "abcd"
@@ -77,7 +77,7 @@ import PushMediaStore
         outcome.bytes = 10
         outcome.thumbnail = MediaThumbnail(path: "/m/ab/cd.thumb320.jpg", width: 32, height: 24, bytes: 99)
         outcome.decodable = true
-        #expect(outcome.encodeJSON() == #"{"url":"u","status":"stored","path":"/m/ab/cd.png","sha256":"abcd","contentType":"image/png","bytes":10,"attempts":1,"durationMs":3,"thumbnail":{"path":"/m/ab/cd.thumb320.jpg","width":32,"height":24,"bytes":99},"decodable":true}"#)
+        #expect(outcome.encodeJSON() == #"{"attempts":1,"bytes":10,"contentType":"image/png","decodable":true,"durationMs":3,"path":"/m/ab/cd.png","sha256":"abcd","status":"stored","thumbnail":{"bytes":99,"height":24,"path":"/m/ab/cd.thumb320.jpg","width":32},"url":"u"}"#)
     }
 
     @Test func statsJSON() {
@@ -86,12 +86,12 @@ import PushMediaStore
         stats.failedByCode = ["timeout": 1, "http_status": 3]
         stats.bytesStored = 99
         #expect(stats.failed == 4)
-        #expect(stats.encodeJSON() == #"{"inFlight":0,"queued":0,"stored":2,"failed":4,"failedByCode":{"http_status":3,"timeout":1},"skipped":0,"reused":0,"retries":0,"bytesStored":99,"thumbnails":0,"undecodable":0}"#)
+        #expect(stats.encodeJSON() == #"{"bytesStored":99,"failed":4,"failedByCode":{"http_status":3,"timeout":1},"inFlight":0,"queued":0,"retries":0,"reused":0,"skipped":0,"stored":2,"thumbnails":0,"undecodable":0}"#)
         let store = MediaStore.Stats(files: 1, bytes: 10, thumbnails: 1, thumbnailBytes: 5, tempFiles: 0)
-        #expect(store.encodeJSON() == #"{"files":1,"bytes":10,"thumbnails":1,"thumbnailBytes":5,"tempFiles":0}"#)
+        #expect(store.encodeJSON() == #"{"bytes":10,"files":1,"tempFiles":0,"thumbnailBytes":5,"thumbnails":1}"#)
         #expect(store.renderText().hasPrefix("files:           1\nbytes:           10\n"))
         #expect(stats.renderText().contains("failed:       4\n  http_status: 3\n  timeout: 1\n"))
-        #expect(MediaOutcome.skipped(url: "u", reason: "media disabled").encodeJSON() == #"{"url":"u","status":"skipped","attempts":0,"durationMs":0,"reason":"media disabled"}"#)
+        #expect(MediaOutcome.skipped(url: "u", reason: "media disabled").encodeJSON() == #"{"attempts":0,"durationMs":0,"reason":"media disabled","status":"skipped","url":"u"}"#)
     }
 
     @Test func fallbackRules() {

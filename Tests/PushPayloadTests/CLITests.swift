@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import PushPayload
+import PushSystem
 
 typealias CtlRun = ProcessResult
 

@@ -1,5 +1,6 @@
 import Testing
 @testable import PushPayload
+import PushSystem
 
 @Suite struct MindboxTests {
     @Test func iosCurrentMapsEveryField() throws {

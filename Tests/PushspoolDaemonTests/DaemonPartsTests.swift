@@ -2,6 +2,7 @@ import Testing
 import PushPayload
 import PushMedia
 @testable import PushspoolDaemon
+import PushSystem
 
 @Suite struct DaemonArgumentsTests {
     @Test func flagsAndInlineValues() throws {

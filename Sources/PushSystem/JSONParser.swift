@@ -16,10 +16,10 @@ package struct JSONParser: Sendable {
         self.maxDepth = min(maxDepth, JSONParser.depthCeiling)
     }
 
-    package func parse(_ bytes: [UInt8]) throws(PayloadRefusal) -> JSONValue {
-        let result: Result<JSONValue, PayloadRefusal> = bytes.withUnsafeBufferPointer { buffer in
+    package func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
             var cursor = Cursor(bytes: buffer, maxDepth: maxDepth)
-            do throws(PayloadRefusal) {
+            do throws(JSONParseError) {
                 return .success(try cursor.parseDocument())
             } catch {
                 return .failure(error)
@@ -29,7 +29,7 @@ package struct JSONParser: Sendable {
     }
 
     /// Parses a `String` (e.g. an FCM data value holding JSON).
-    package func parse(_ text: String) throws(PayloadRefusal) -> JSONValue {
+    package func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
     }
 }
@@ -46,7 +46,7 @@ private struct Cursor {
         self.maxDepth = maxDepth
     }
 
-    mutating func parseDocument() throws(PayloadRefusal) -> JSONValue {
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
         if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { index = 3 }
         skipWhitespace()
         guard index < bytes.count else { throw invalid("empty input") }
@@ -56,8 +56,8 @@ private struct Cursor {
         return value
     }
 
-    func invalid(_ what: String) -> PayloadRefusal {
-        PayloadRefusal(.invalidJSON, "\(what) at byte \(index)", path: "@\(index)")
+    func invalid(_ what: String) -> JSONParseError {
+        JSONParseError(.invalidJSON, "\(what) at byte \(index)", path: "@\(index)")
     }
 
     mutating func skipWhitespace() {
@@ -69,7 +69,7 @@ private struct Cursor {
         }
     }
 
-    mutating func parseValue() throws(PayloadRefusal) -> JSONValue {
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard index < bytes.count else { throw invalid("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -83,7 +83,7 @@ private struct Cursor {
         }
     }
 
-    mutating func expectLiteral(_ literal: StaticString) throws(PayloadRefusal) {
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let n = literal.utf8CodeUnitCount
         guard index + n <= bytes.count else { throw invalid("truncated literal") }
         let p = literal.utf8Start
@@ -91,14 +91,14 @@ private struct Cursor {
         index += n
     }
 
-    mutating func enter() throws(PayloadRefusal) {
+    mutating func enter() throws(JSONParseError) {
         depth += 1
         if depth > maxDepth {
-            throw PayloadRefusal(.tooDeep, "nesting deeper than \(maxDepth) at byte \(index)", path: "@\(index)")
+            throw JSONParseError(.tooDeep, "nesting deeper than \(maxDepth) at byte \(index)", path: "@\(index)")
         }
     }
 
-    mutating func parseObject() throws(PayloadRefusal) -> JSONValue {
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
         skipWhitespace()
@@ -127,13 +127,13 @@ private struct Cursor {
         }
         var members = [String: JSONValue](minimumCapacity: pairs.count)
         for pair in pairs where members.updateValue(pair.value, forKey: pair.key) != nil {
-            throw PayloadRefusal(.duplicateKeys, "member \"\(pair.key)\" appears twice in one object (second at byte \(pair.offset))", path: pair.key)
+            throw JSONParseError(.duplicateKeys, "member \"\(pair.key)\" appears twice in one object (second at byte \(pair.offset))", path: pair.key)
         }
         depth -= 1
         return .object(members)
     }
 
-    mutating func parseArray() throws(PayloadRefusal) -> JSONValue {
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
         var items: [JSONValue] = []
@@ -156,7 +156,7 @@ private struct Cursor {
         return .array(items)
     }
 
-    mutating func parseNumber() throws(PayloadRefusal) -> JSONValue {
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count else { throw invalid("truncated number") }
@@ -183,7 +183,7 @@ private struct Cursor {
 
     @inline(__always) func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
 
-    mutating func parseString() throws(PayloadRefusal) -> String {
+    mutating func parseString() throws(JSONParseError) -> String {
         index += 1
         let start = index
         // Fast path: no escapes, so the bytes between the quotes are the string; pure ASCII
@@ -209,7 +209,7 @@ private struct Cursor {
             if b == UInt8(ascii: "\"") {
                 index += 1
                 let bytesOut = scratch
-                return try bytesOut.withUnsafeBufferPointer { (buf) throws(PayloadRefusal) -> String in try makeString(buf) }
+                return try bytesOut.withUnsafeBufferPointer { (buf) throws(JSONParseError) -> String in try makeString(buf) }
             }
             if b < 0x20 { throw invalid("control character in string") }
             if b != UInt8(ascii: "\\") {
@@ -251,12 +251,12 @@ private struct Cursor {
         throw invalid("unterminated string")
     }
 
-    func makeString(_ raw: UnsafeBufferPointer<UInt8>) throws(PayloadRefusal) -> String {
+    func makeString(_ raw: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> String {
         guard let s = String(validating: raw, as: UTF8.self) else { throw invalid("invalid UTF-8 in string") }
         return s
     }
 
-    mutating func hex4() throws(PayloadRefusal) -> UInt32 {
+    mutating func hex4() throws(JSONParseError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw invalid("truncated \\u escape") }
         var v: UInt32 = 0
         for _ in 0..<4 {
@@ -292,4 +292,21 @@ private struct Cursor {
             scratch.append(UInt8(0x80 | (scalar & 0x3F)))
         }
     }
+}
+
+/// Why bytes are not the JSON ``JSONParser`` accepts: `invalid_json`, `duplicate_keys` or
+/// `too_deep`, with a message and the byte offset (`@17`).
+package struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var code: ReasonCode
+    package var message: String
+    /// The byte offset (`@17`) of the problem.
+    package var path: String?
+
+    package init(_ code: ReasonCode, _ message: String, path: String? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+    }
+
+    package var description: String { "\(code.rawValue): \(message)" }
 }

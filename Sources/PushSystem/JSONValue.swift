@@ -49,6 +49,11 @@ package enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue {
+    /// A JSON number from an integer (its decimal lexeme, exact at any width).
+    package static func integer(_ value: some BinaryInteger) -> JSONValue {
+        .number(String(value))
+    }
+
     /// Compact JSON: sorted keys (by UTF-8 bytes, so the output is canonical across
     /// platforms), slashes not escaped, non-ASCII kept as UTF-8, numbers as their lexeme.
     package func serialized() -> [UInt8] {
