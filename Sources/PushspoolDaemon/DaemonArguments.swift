@@ -2,6 +2,9 @@
 /// file, which overrides the built-in defaults.
 package struct DaemonArguments: Sendable, Equatable {
     package var configFile = "/etc/pushspool/pushspool.conf"
+    /// `--config` was given: the file must then exist (a mistyped path must not run on
+    /// defaults silently); only the default path may be absent.
+    package var configFileGiven = false
     package var spoolDirectory: String?
     package var stateDirectory: String?
     /// Start even when a sealed segment is damaged, moving it to `journal/quarantine/`.
@@ -53,7 +56,9 @@ package struct DaemonArguments: Sendable, Equatable {
             switch flag {
             case "--spool": result.spoolDirectory = try inlineOrNext(inline, flag)
             case "--state-dir": result.stateDirectory = try inlineOrNext(inline, flag)
-            case "--config": result.configFile = try inlineOrNext(inline, flag)
+            case "--config":
+                result.configFile = try inlineOrNext(inline, flag)
+                result.configFileGiven = true
             case "--quarantine-corrupt-segment": result.quarantineCorruptSegments = true
             case "-h", "--help": result.showHelp = true
             case "--version": result.showVersion = true
