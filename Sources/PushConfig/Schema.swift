@@ -68,6 +68,8 @@ extension KeySpec {
                 return nil
             case .success:
                 return bounds.refusal(text)
+            case .failure(let error) where error.outOfRange:
+                return bounds.refusal(text)
             case .failure(let error):
                 return ValueError("\(error.message); must be from \(bounds.rangeText)")
             }
@@ -82,6 +84,8 @@ extension KeySpec {
                 guard range.contains(bytes) else { return bounds.refusal(text) }
                 config[keyPath: field] = bytes
                 return nil
+            case .failure(let error) where error.outOfRange:
+                return bounds.refusal(text)
             case .failure(let error):
                 return ValueError("\(error.message); must be from \(bounds.rangeText)")
             }

@@ -15,7 +15,7 @@ package enum ConfigValue {
     /// error rather than a trap later, where a daemon multiplies it out.
     package static func duration(_ text: String) -> Result<Duration, ValueError> {
         let failure = ValueError("expected a duration like 5s, 500ms or 1min 30s, got '\(text)'")
-        let tooLong = ValueError("'\(text)' is too long a duration")
+        let tooLong = ValueError("'\(text)' is too long a duration", outOfRange: true)
         let scalars = Array(text.unicodeScalars)
         var index = 0
         var total: Int64 = 0
@@ -122,7 +122,8 @@ package enum ConfigValue {
         let factors: [String: Double] = ["": 1, "K": 0x1p10, "M": 0x1p20, "G": 0x1p30, "T": 0x1p40]
         guard let factor = factors[suffix] else { return .failure(failure) }
         let bytes = value * factor
-        guard bytes < Double(Int.max), bytes == bytes.rounded(.down) else { return .failure(failure) }
+        guard bytes == bytes.rounded(.down) else { return .failure(failure) }
+        guard bytes < Double(Int.max) else { return .failure(ValueError("'\(text)' is too large a size", outOfRange: true)) }
         return .success(Int(bytes))
     }
 
@@ -195,7 +196,12 @@ package enum ConfigValue {
 /// Why a single value did not parse; becomes a `ConfigError` once the location is known.
 package struct ValueError: Error, Sendable, Equatable {
     package var message: String
-    package init(_ message: String) { self.message = message }
+    /// Well-formed but too large for any range (the caller reports the key's range instead).
+    package var outOfRange: Bool
+    package init(_ message: String, outOfRange: Bool = false) {
+        self.message = message
+        self.outOfRange = outOfRange
+    }
 }
 
 extension String {

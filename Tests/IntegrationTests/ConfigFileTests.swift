@@ -6,6 +6,12 @@ import Testing
 /// past their range at start and on SIGHUP, and the [Log] settings that the event log used
 /// to be made without.
 @Suite struct ConfigFileTests {
+    /// `harness.start()` returns once the spool exists, before the signal handlers and the
+    /// inotify watch: wait for READY before sending SIGHUP or dropping files.
+    static func waitForReady(_ harness: DaemonHarness) throws {
+        try waitUntil(timeout: 60, "READY") { harness.daemonStderr.contains("EVENT=ready") }
+    }
+
     /// `pushspoold --config` naming a file that does not exist exits 78 (EX_CONFIG) with a
     /// message naming it, instead of running on defaults.
     @Test func daemonRefusesAMissingExplicitConfigFile() throws {
@@ -55,6 +61,7 @@ import Testing
     @Test func reloadWithAHugeDurationIsRefusedAndTheDaemonLives() throws {
         let harness = try DaemonHarness(name: "config-huge-reload")
         try harness.start()
+        try Self.waitForReady(harness)
         try "[Media]\nEnabled=no\n[Spool]\nRescanIntervalSec=99999999999\n".write(toFile: harness.config, atomically: true, encoding: .utf8)
         kill(try #require(harness.process).processIdentifier, SIGHUP)
         try waitUntil(timeout: 30, "the reload to be refused") { harness.daemonStderr.contains("configuration reload failed") }
@@ -71,6 +78,7 @@ import Testing
     @Test func logSettingsAreUsed() throws {
         let harness = try DaemonHarness(name: "config-log", config: "[Media]\nEnabled=no\n[Log]\nIdentifier=spooltest\nMaxEventsPerSec=1\n")
         try harness.start()
+        try Self.waitForReady(harness)
         for index in 0..<20 {
             try harness.drop(generatedPayload(index: index, tag: "log"), name: "log-\(index).json")
         }
@@ -82,7 +90,7 @@ import Testing
         #expect(!lines.isEmpty)
         #expect(lines.allSatisfy { $0.hasPrefix("spooltest[") }, "\(lines.prefix(3))")
         #expect(lines.filter { $0.contains("EVENT=ingested") }.count < 20)
-        #expect(lines.contains { $0.contains("EVENT=aggregated") && $0.contains("AGGREGATED_KIND=ingested") }, "\(lines)")
+        #expect(lines.contains { $0.contains("EVENT=aggregated") && $0.contains("AGGREGATED_EVENT=ingested") }, "\(lines)")
         #expect(try harness.records().count == 20)
     }
 
@@ -117,6 +125,7 @@ import Testing
             """
         let harness = try DaemonHarness(name: "config-max", config: config.replacingOccurrences(of: "TextfilePath=/dev/null/never.prom\n", with: ""))
         try harness.start()
+        try Self.waitForReady(harness)
         try harness.drop(generatedPayload(index: 1, tag: "max"), name: "max.json")
         try waitUntil(timeout: 30, "the payload to be journaled") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
         kill(try #require(harness.process).processIdentifier, SIGHUP)
