@@ -32,8 +32,11 @@ package final class SystemdNotifier: Sendable {
     package init(statusInterval: Duration = .seconds(1)) {
         var usec: UInt64 = 0
         if sd_watchdog_enabled(0, &usec) > 0, usec > 0 {
-            watchdogNanos = usec * 1000 / 2
-            watchdogInterval = .nanoseconds(Int64(watchdogNanos))
+            // $WATCHDOG_USEC comes from outside: Duration arithmetic, not `usec * 1000`, which
+            // traps on a huge value; the result saturates at Int64.max nanoseconds.
+            let half = Duration.microseconds(Int64(clamping: usec)) / 2
+            watchdogNanos = half.clampedUInt64Nanoseconds
+            watchdogInterval = half
         } else {
             watchdogNanos = 0
             watchdogInterval = nil

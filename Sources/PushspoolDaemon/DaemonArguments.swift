@@ -25,7 +25,8 @@ package struct DaemonArguments: Sendable, Equatable {
           --spool DIR                   spool root (default /var/spool/pushspool)
           --state-dir DIR               journal and media store (default /var/lib/pushspool)
           --config FILE                 configuration (default /etc/pushspool/pushspool.conf,
-                                        drop-ins from FILE.d/*.conf)
+                                        drop-ins from FILE.d/*.conf); a FILE given here must
+                                        exist, only the default may be absent (exit 78)
           --quarantine-corrupt-segment  move a damaged journal segment aside instead of
                                         refusing to start
           -h, --help                    show this help
