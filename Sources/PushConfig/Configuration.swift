@@ -1,5 +1,11 @@
+import PushSystem
+
 /// The daemon's whole configuration, with the defaults it runs with when
 /// /etc/pushspool/pushspool.conf is absent.
+///
+/// Durations are `Duration`s, bounded by the schema (at most a week), so a reader converts
+/// them with `clampedNanoseconds`/`clampedMilliseconds`/`secondsValue` (PushSystem) and never
+/// multiplies a `Double` out itself. Sizes are `Int` bytes, bounded likewise (at most 16 GiB).
 ///
 /// `Sendable` and `Equatable`: a plain value, so a reload can build a new one, validate it
 /// whole and swap it in, and tests can compare.
@@ -20,10 +26,11 @@ package struct Configuration: Sendable, Equatable {
 package struct SpoolSettings: Sendable, Equatable {
     /// `Directory=`: the spool root holding tmp/, incoming/, processing/, failed/.
     package var directory = "/var/spool/pushspool"
-    /// `RescanIntervalSec=`: the safety-net full rescan period.
-    package var rescanIntervalSeconds = 60.0
-    /// `StableAgeSec=`: how long a file's size must stay unchanged before a rescan takes it.
-    package var stableAgeMillis = 1000
+    /// `RescanIntervalSec=`: the safety-net full rescan period (1s to 1d).
+    package var rescanInterval: Duration = .seconds(60)
+    /// `StableAgeSec=`: how long a file's size must stay unchanged before a rescan takes it
+    /// (0 to 1h).
+    package var stableAge: Duration = .seconds(1)
     /// `MaxFileSize=`: larger spool files are quarantined unread.
     package var maxFileBytes = 1 << 20
 }
@@ -42,28 +49,28 @@ package struct JournalSettings: Sendable, Equatable {
     package var stateDirectory = "/var/lib/pushspool"
     /// `SegmentSize=`: a segment is sealed and a new one started beyond this size.
     package var segmentBytes = 64 << 20
-    /// `MaxBatchDelaySec=`: the longest a record waits for its group-commit fsync.
-    package var maxBatchDelayMillis = 2
+    /// `MaxBatchDelaySec=`: the longest a record waits for its group-commit fsync (0 to 1s).
+    package var maxBatchDelay: Duration = .milliseconds(2)
     /// `MaxBatchRecords=`: the most records one fsync covers.
     package var maxBatchRecords = 1024
     /// `CorruptionPolicy=`: `refuse` or `quarantine-segment`.
     package var corruptionPolicy = CorruptionPolicy.refuse
-    /// `CheckpointIntervalSec=`: how often the dedup index is checkpointed.
-    package var checkpointIntervalSeconds = 60.0
+    /// `CheckpointIntervalSec=`: how often the dedup index is checkpointed (1s to 1d).
+    package var checkpointInterval: Duration = .seconds(60)
 }
 
 /// `[Media]`: downloading images referenced by payloads.
 package struct MediaSettings: Sendable, Equatable {
     /// `Enabled=`
     package var enabled = true
-    /// `ConnectTimeoutSec=`
-    package var connectTimeoutSeconds = 5.0
-    /// `TransferTimeoutSec=`: the whole transfer, redirects included.
-    package var transferTimeoutSeconds = 20.0
+    /// `ConnectTimeoutSec=` (1ms to 1h)
+    package var connectTimeout: Duration = .seconds(5)
+    /// `TransferTimeoutSec=`: the whole transfer, redirects included (1ms to 1d).
+    package var transferTimeout: Duration = .seconds(20)
     /// `LowSpeedLimit=`: bytes per second below which a transfer counts as stalled.
     package var lowSpeedLimitBytes = 1024
-    /// `LowSpeedTimeSec=`: how long a stall is tolerated.
-    package var lowSpeedTimeSeconds = 10.0
+    /// `LowSpeedTimeSec=`: how long a stall is tolerated (1s to 1h).
+    package var lowSpeedTime: Duration = .seconds(10)
     /// `MaxSize=`
     package var maxBytes = 10 << 20
     /// `AllowHTTP=`: plain http is refused unless enabled.
@@ -82,10 +89,10 @@ package struct MediaSettings: Sendable, Equatable {
     package var caFile: String? = nil
     /// `Attempts=`: tries per URL, the first included.
     package var attempts = 3
-    /// `PayloadDeadlineSec=`: all media of one payload must be done by then.
-    package var payloadDeadlineSeconds = 60.0
-    /// `DedupWindowSec=`: a URL fetched within this window is not fetched again.
-    package var dedupWindowSeconds = 3600.0
+    /// `PayloadDeadlineSec=`: all media of one payload must be done by then (1ms to 1d).
+    package var payloadDeadline: Duration = .seconds(60)
+    /// `DedupWindowSec=`: a URL fetched within this window is not fetched again (0 to 1w).
+    package var dedupWindow: Duration = .seconds(3600)
     /// `ThumbnailMaxEdge=`: pixels on the longer side.
     package var thumbnailMaxEdge = 320
     /// `ThumbnailMaxPixels=`: larger images are not decoded (decompression bombs).
@@ -137,8 +144,8 @@ package struct CategoryAction: Sendable, Equatable {
 package struct MetricsSettings: Sendable, Equatable {
     /// `TextfilePath=`: e.g. /var/lib/prometheus/node-exporter/pushspool.prom; empty = off.
     package var textfilePath: String? = nil
-    /// `IntervalSec=`
-    package var intervalSeconds = 15.0
+    /// `IntervalSec=`: how often the textfile is rewritten (1s to 1d).
+    package var interval: Duration = .seconds(15)
 }
 
 /// `[Log]`: journald events.
@@ -152,6 +159,21 @@ package struct LogSettings: Sendable, Equatable {
 
 /// `[Status]`: the sd_notify STATUS= line.
 package struct StatusSettings: Sendable, Equatable {
-    /// `IntervalSec=`: the least time between two STATUS= updates.
-    package var intervalSeconds = 1.0
+    /// `IntervalSec=`: the least time between two STATUS= updates (100ms to 1h).
+    package var interval: Duration = .seconds(1)
+}
+
+// Transitional, for Daemon.swift until it reads the `Duration`s above (the daemon split in
+// issue 8 switches it): the same bounded values in the old units. Bounded by the schema, so
+// `rescanIntervalSeconds * 1e9` there cannot overflow any more. Remove with the last caller.
+extension SpoolSettings {
+    /// `rescanInterval` in seconds. Transitional: use `rescanInterval`.
+    package var rescanIntervalSeconds: Double { rescanInterval.secondsValue }
+    /// `stableAge` in whole milliseconds. Transitional: use `stableAge`.
+    package var stableAgeMillis: Int { Int(stableAge.clampedMilliseconds) }
+}
+
+extension MetricsSettings {
+    /// `interval` in seconds. Transitional: use `interval`.
+    package var intervalSeconds: Double { interval.secondsValue }
 }

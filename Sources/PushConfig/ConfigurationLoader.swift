@@ -10,7 +10,10 @@ package enum ConfigurationLoader {
     /// Loads and validates the whole configuration.
     ///
     /// - Parameters:
-    ///   - mainFile: a missing main file is not an error (all defaults).
+    ///   - mainFile: the main file; when it is missing, the defaults and drop-ins apply.
+    ///   - mainFileRequired: `true` when the operator named `mainFile` (`--config`,
+    ///     `config check FILE`): a mistyped path must not run on defaults silently, so a
+    ///     missing file is then an error. Only the default path may be absent.
     ///   - dropInDirectory: default `mainFile + ".d"`; `*.conf` files in it are read in byte
     ///     order of their names. A missing directory is fine.
     ///   - overrides: command-line `Section.Key=value` assignments, applied last.
@@ -20,12 +23,16 @@ package enum ConfigurationLoader {
     ///   SIGHUP the caller keeps its old configuration.
     package static func load(
         mainFile: String = defaultMainFile,
+        mainFileRequired: Bool = false,
         dropInDirectory: String? = nil,
         overrides: [ConfigOverride] = []
     ) throws(ConfigError) -> (Configuration, provenance: [String: ConfigurationSource]) {
         var builder = Builder()
         if let assignments = try IniFile.parseFile(mainFile) {
             try builder.apply(assignments, path: mainFile)
+        } else if mainFileRequired {
+            throw ConfigError(file: mainFile, line: 0, message: "no such file; a configuration file given explicitly must exist "
+                              + "(only the default \(defaultMainFile) may be absent)")
         }
         for path in try dropInFiles(in: dropInDirectory ?? mainFile + ".d") {
             guard let assignments = try IniFile.parseFile(path) else { continue }  // raced with removal
@@ -149,11 +156,11 @@ package enum ConfigurationLoader {
                 }
             }
             let media = configuration.media
-            if media.connectTimeoutSeconds > media.transferTimeoutSeconds {
-                throw failure("Media.ConnectTimeoutSec", "is longer than TransferTimeoutSec=\(ConfigValue.formatDuration(media.transferTimeoutSeconds)); the connect phase is part of the transfer")
+            if media.connectTimeout > media.transferTimeout {
+                throw failure("Media.ConnectTimeoutSec", "is longer than TransferTimeoutSec=\(ConfigValue.formatDuration(media.transferTimeout)); the connect phase is part of the transfer")
             }
-            if media.transferTimeoutSeconds > media.payloadDeadlineSeconds {
-                throw failure("Media.TransferTimeoutSec", "is longer than PayloadDeadlineSec=\(ConfigValue.formatDuration(media.payloadDeadlineSeconds)); one transfer could never finish in time")
+            if media.transferTimeout > media.payloadDeadline {
+                throw failure("Media.TransferTimeoutSec", "is longer than PayloadDeadlineSec=\(ConfigValue.formatDuration(media.payloadDeadline)); one transfer could never finish in time")
             }
             if configuration.spool.maxFileBytes < configuration.limits.maxPayloadBytes {
                 throw failure("Spool.MaxFileSize", "is smaller than [Limits] MaxPayloadSize=\(ConfigValue.formatSize(configuration.limits.maxPayloadBytes)); a spool file carries the payload plus its envelope")

@@ -10,6 +10,8 @@ import Synchronization
 /// `Sendable`: the current value is behind a `Mutex`.
 package final class ConfigurationStore: Sendable {
     package let mainFile: String
+    /// Whether `mainFile` was named explicitly and so must exist, at start and at each reload.
+    package let mainFileRequired: Bool
     package let dropInDirectory: String?
     package let overrides: [ConfigOverride]
     private let state: Mutex<(Configuration, [String: ConfigurationSource])>
@@ -24,12 +26,16 @@ package final class ConfigurationStore: Sendable {
     }
 
     /// Loads the configuration for the first time; throws when it is invalid (the daemon
-    /// should then exit with the message rather than run on defaults).
-    package init(mainFile: String = ConfigurationLoader.defaultMainFile, dropInDirectory: String? = nil, overrides: [ConfigOverride] = []) throws(ConfigError) {
+    /// should then exit with the message rather than run on defaults). `mainFileRequired`: see
+    /// `ConfigurationLoader.load`.
+    package init(mainFile: String = ConfigurationLoader.defaultMainFile, mainFileRequired: Bool = false,
+                 dropInDirectory: String? = nil, overrides: [ConfigOverride] = []) throws(ConfigError) {
         self.mainFile = mainFile
+        self.mainFileRequired = mainFileRequired
         self.dropInDirectory = dropInDirectory
         self.overrides = overrides
-        let loaded = try ConfigurationLoader.load(mainFile: mainFile, dropInDirectory: dropInDirectory, overrides: overrides)
+        let loaded = try ConfigurationLoader.load(mainFile: mainFile, mainFileRequired: mainFileRequired,
+                                                  dropInDirectory: dropInDirectory, overrides: overrides)
         state = Mutex((loaded.0, loaded.provenance))
     }
 
@@ -40,7 +46,8 @@ package final class ConfigurationStore: Sendable {
     package func reload() -> ReloadOutcome {
         let loaded: (Configuration, provenance: [String: ConfigurationSource])
         do {
-            loaded = try ConfigurationLoader.load(mainFile: mainFile, dropInDirectory: dropInDirectory, overrides: overrides)
+            loaded = try ConfigurationLoader.load(mainFile: mainFile, mainFileRequired: mainFileRequired,
+                                                  dropInDirectory: dropInDirectory, overrides: overrides)
         } catch {
             return .rejected(error)
         }
@@ -66,6 +73,13 @@ package func changedKeys(from old: Configuration, to new: Configuration) -> [Str
 }
 
 extension Schema {
-    /// Keys the running daemon cannot switch: it holds these directories open.
-    static let restartRequired: Set<String> = ["Spool.Directory", "Journal.StateDirectory", "Media.CacheDirectory", "Journal.SegmentSize"]
+    /// Keys the running daemon cannot switch on SIGHUP, so a reload reports them as waiting
+    /// for a restart instead of as applied: the directories it holds open, the spool, journal
+    /// and media fetcher it built with their settings at start, and the event log and
+    /// sd_notify throttle made once before anything else. What a reload does apply: the
+    /// rescan interval and stable age (the feed is rebuilt), [Limits] and categories (the
+    /// normaliser options are swapped), [Metrics].
+    static let restartRequired: Set<String> = Set(
+        keys.filter { ["Journal", "Media", "Log"].contains($0.section) }.map(\.path)
+            + ["Spool.Directory", "Spool.MaxFileSize", "Status.IntervalSec"])
 }

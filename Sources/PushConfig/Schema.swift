@@ -1,66 +1,99 @@
 /// One key of pushspool.conf: how to parse it into the configuration and how to print it back.
 ///
 /// The table is the single place that names keys, so loading, `config show` and the shipped
-/// default file cannot drift apart (a test checks the shipped file against it).
+/// default file cannot drift apart (a test walks it against the README and the shipped file).
 struct KeySpec: Sendable {
     var section: String
     var key: String
     /// List keys append on repetition and an empty value resets them, as in systemd units.
     var isList = false
+    /// The accepted range of a number, duration or size; `nil` for other kinds.
+    var bounds: KeyBounds? = nil
+    /// A value this key must refuse (for the schema walk test): past the range, or malformed.
+    var invalidExample: String
     var apply: @Sendable (inout Configuration, String) -> ValueError?
     var render: @Sendable (Configuration) -> [String]
 
     var path: String { "\(section).\(key)" }
 }
 
+/// The range of a bounded key. Every duration and size has an upper bound: the daemon turns
+/// them into nanoseconds, milliseconds and `Int64`s, and an unbounded value would overflow
+/// there (a trap) instead of being refused here with the key named.
+enum KeyBounds: Sendable, Equatable {
+    case duration(ClosedRange<Duration>)
+    case size(ClosedRange<Int>)
+    case integer(ClosedRange<Int>)
+
+    /// `1s to 1d`, as error messages and the README's reference say it.
+    var rangeText: String {
+        switch self {
+        case .duration(let range): "\(ConfigValue.formatDuration(range.lowerBound)) to \(ConfigValue.formatDuration(range.upperBound))"
+        case .size(let range): "\(ConfigValue.formatSize(range.lowerBound)) to \(ConfigValue.formatSize(range.upperBound))"
+        case .integer(let range): "\(range.lowerBound) to \(range.upperBound)"
+        }
+    }
+
+    /// The largest accepted value, as configuration text.
+    var maximumText: String {
+        switch self {
+        case .duration(let range): ConfigValue.formatDuration(range.upperBound)
+        case .size(let range): ConfigValue.formatSize(range.upperBound)
+        case .integer(let range): String(range.upperBound)
+        }
+    }
+
+    /// The smallest step past the maximum (one nanosecond, byte or unit), as configuration text.
+    var beyondMaximumText: String {
+        switch self {
+        case .duration(let range): ConfigValue.formatDuration(range.upperBound + .nanoseconds(1))
+        case .size(let range): String(range.upperBound + 1)
+        case .integer(let range): String(range.upperBound + 1)
+        }
+    }
+
+    func refusal(_ text: String) -> ValueError {
+        ValueError("must be from \(rangeText), got '\(text)'")
+    }
+}
+
 extension KeySpec {
-    static func duration(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Double> & Sendable, minimum: Double = 0) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
+    static func duration(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Duration> & Sendable,
+                         range: ClosedRange<Duration>) -> KeySpec {
+        let bounds = KeyBounds.duration(range)
+        return KeySpec(section: section, key: key, bounds: bounds, invalidExample: "99999999999", apply: { config, text in
             switch ConfigValue.duration(text) {
-            case .success(let seconds) where seconds >= minimum:
-                config[keyPath: field] = seconds
+            case .success(let duration) where range.contains(duration):
+                config[keyPath: field] = duration
                 return nil
             case .success:
-                return ValueError("must be at least \(ConfigValue.formatDuration(minimum)), got '\(text)'")
+                return bounds.refusal(text)
+            case .failure(let error) where error.outOfRange:
+                return bounds.refusal(text)
             case .failure(let error):
-                return error
+                return ValueError("\(error.message); must be from \(bounds.rangeText)")
             }
         }, render: { [ConfigValue.formatDuration($0[keyPath: field])] })
     }
 
-    static func millis(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Int> & Sendable, range: ClosedRange<Int>) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
-            switch ConfigValue.duration(text) {
-            case .success(let seconds):
-                let millis = Int((seconds * 1000).rounded())
-                guard range.contains(millis) else {
-                    return ValueError("must be from \(range.lowerBound)ms to \(ConfigValue.formatDuration(Double(range.upperBound) / 1000)), got '\(text)'")
-                }
-                config[keyPath: field] = millis
-                return nil
-            case .failure(let error):
-                return error
-            }
-        }, render: { [ConfigValue.formatDuration(Double($0[keyPath: field]) / 1000)] })
-    }
-
     static func size(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Int> & Sendable, range: ClosedRange<Int>) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
+        let bounds = KeyBounds.size(range)
+        return KeySpec(section: section, key: key, bounds: bounds, invalidExample: "99999999999T", apply: { config, text in
             switch ConfigValue.size(text) {
             case .success(let bytes):
-                guard range.contains(bytes) else {
-                    return ValueError("must be from \(ConfigValue.formatSize(range.lowerBound)) to \(ConfigValue.formatSize(range.upperBound)), got '\(text)'")
-                }
+                guard range.contains(bytes) else { return bounds.refusal(text) }
                 config[keyPath: field] = bytes
                 return nil
+            case .failure(let error) where error.outOfRange:
+                return bounds.refusal(text)
             case .failure(let error):
-                return error
+                return ValueError("\(error.message); must be from \(bounds.rangeText)")
             }
         }, render: { [ConfigValue.formatSize($0[keyPath: field])] })
     }
 
     static func integer(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Int> & Sendable, range: ClosedRange<Int>) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
+        KeySpec(section: section, key: key, bounds: .integer(range), invalidExample: "99999999999", apply: { config, text in
             switch ConfigValue.integer(text, in: range) {
             case .success(let value): config[keyPath: field] = value; return nil
             case .failure(let error): return error
@@ -69,7 +102,7 @@ extension KeySpec {
     }
 
     static func boolean(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Bool> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "maybe", apply: { config, text in
             switch ConfigValue.boolean(text) {
             case .success(let value): config[keyPath: field] = value; return nil
             case .failure(let error): return error
@@ -78,7 +111,7 @@ extension KeySpec {
     }
 
     static func absolutePath(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "relative/path", apply: { config, text in
             guard let error = validateAbsolutePath(text) else { config[keyPath: field] = text; return nil }
             return error
         }, render: { [$0[keyPath: field]] })
@@ -100,32 +133,32 @@ enum Schema {
 
     static let keys: [KeySpec] = [
         .absolutePath("Spool", "Directory", \.spool.directory),
-        .duration("Spool", "RescanIntervalSec", \.spool.rescanIntervalSeconds, minimum: 1),
-        .millis("Spool", "StableAgeSec", \.spool.stableAgeMillis, range: 0...3_600_000),
+        .duration("Spool", "RescanIntervalSec", \.spool.rescanInterval, range: .seconds(1) ... .day),
+        .duration("Spool", "StableAgeSec", \.spool.stableAge, range: .zero ... .hour),
         .size("Spool", "MaxFileSize", \.spool.maxFileBytes, range: 1...(1 << 30)),
 
         .absolutePath("Journal", "StateDirectory", \.journal.stateDirectory),
-        .size("Journal", "SegmentSize", \.journal.segmentBytes, range: (64 << 10)...(1 << 40)),
-        .millis("Journal", "MaxBatchDelaySec", \.journal.maxBatchDelayMillis, range: 0...1000),
+        .size("Journal", "SegmentSize", \.journal.segmentBytes, range: (64 << 10)...(16 << 30)),
+        .duration("Journal", "MaxBatchDelaySec", \.journal.maxBatchDelay, range: .zero ... .seconds(1)),
         .integer("Journal", "MaxBatchRecords", \.journal.maxBatchRecords, range: 1...1_000_000),
-        KeySpec(section: "Journal", key: "CorruptionPolicy", apply: { config, text in
+        KeySpec(section: "Journal", key: "CorruptionPolicy", invalidExample: "ignore", apply: { config, text in
             guard let policy = CorruptionPolicy(rawValue: text) else {
                 return ValueError("expected one of \(CorruptionPolicy.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
             }
             config.journal.corruptionPolicy = policy
             return nil
         }, render: { [$0.journal.corruptionPolicy.rawValue] }),
-        .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointIntervalSeconds, minimum: 1),
+        .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointInterval, range: .seconds(1) ... .day),
 
         .boolean("Media", "Enabled", \.media.enabled),
-        .duration("Media", "ConnectTimeoutSec", \.media.connectTimeoutSeconds, minimum: 0.001),
-        .duration("Media", "TransferTimeoutSec", \.media.transferTimeoutSeconds, minimum: 0.001),
+        .duration("Media", "ConnectTimeoutSec", \.media.connectTimeout, range: .milliseconds(1) ... .hour),
+        .duration("Media", "TransferTimeoutSec", \.media.transferTimeout, range: .milliseconds(1) ... .day),
         .size("Media", "LowSpeedLimit", \.media.lowSpeedLimitBytes, range: 0...(1 << 30)),
-        .duration("Media", "LowSpeedTimeSec", \.media.lowSpeedTimeSeconds, minimum: 1),
+        .duration("Media", "LowSpeedTimeSec", \.media.lowSpeedTime, range: .seconds(1) ... .hour),
         .size("Media", "MaxSize", \.media.maxBytes, range: 1...(1 << 32)),
         .boolean("Media", "AllowHTTP", \.media.allowHTTP),
         .integer("Media", "MaxRedirects", \.media.maxRedirects, range: 0...50),
-        KeySpec(section: "Media", key: "AllowNetworks", isList: true, apply: { config, text in
+        KeySpec(section: "Media", key: "AllowNetworks", isList: true, invalidExample: "10.0.0.0/33", apply: { config, text in
             if text.isEmpty { config.media.allowNetworks = []; return nil }
             for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
                 switch ConfigValue.cidr(String(word)) {
@@ -139,15 +172,15 @@ enum Schema {
         }, render: { [$0.media.allowNetworks.joined(separator: " ")] }),
         .integer("Media", "MaxConcurrent", \.media.maxConcurrent, range: 1...1024),
         .integer("Media", "MaxWaiting", \.media.maxWaiting, range: 1...65536),
-        KeySpec(section: "Media", key: "CAFile", apply: { config, text in
+        KeySpec(section: "Media", key: "CAFile", invalidExample: "relative/ca.pem", apply: { config, text in
             if text.isEmpty { config.media.caFile = nil; return nil }
             if let error = KeySpec.validateAbsolutePath(text) { return error }
             config.media.caFile = text
             return nil
         }, render: { [$0.media.caFile ?? ""] }),
         .integer("Media", "Attempts", \.media.attempts, range: 1...20),
-        .duration("Media", "PayloadDeadlineSec", \.media.payloadDeadlineSeconds, minimum: 0.001),
-        .duration("Media", "DedupWindowSec", \.media.dedupWindowSeconds),
+        .duration("Media", "PayloadDeadlineSec", \.media.payloadDeadline, range: .milliseconds(1) ... .day),
+        .duration("Media", "DedupWindowSec", \.media.dedupWindow, range: .zero ... .week),
         .integer("Media", "ThumbnailMaxEdge", \.media.thumbnailMaxEdge, range: 16...8192),
         .integer("Media", "ThumbnailMaxPixels", \.media.thumbnailMaxPixels, range: 1...1_000_000_000),
         .absolutePath("Media", "CacheDirectory", \.media.cacheDirectory),
@@ -155,7 +188,7 @@ enum Schema {
         .size("Limits", "MaxPayloadSize", \.limits.maxPayloadBytes, range: 64...(16 << 20)),
         .integer("Limits", "MaxDepth", \.limits.maxDepth, range: 1...1024),
 
-        KeySpec(section: "Metrics", key: "TextfilePath", apply: { config, text in
+        KeySpec(section: "Metrics", key: "TextfilePath", invalidExample: "/var/lib/pushspool.txt", apply: { config, text in
             if text.isEmpty { config.metrics.textfilePath = nil; return nil }
             if let error = KeySpec.validateAbsolutePath(text) { return error }
             guard text.hasSuffix(".prom") else {
@@ -164,9 +197,9 @@ enum Schema {
             config.metrics.textfilePath = text
             return nil
         }, render: { [$0.metrics.textfilePath ?? ""] }),
-        .duration("Metrics", "IntervalSec", \.metrics.intervalSeconds, minimum: 1),
+        .duration("Metrics", "IntervalSec", \.metrics.interval, range: .seconds(1) ... .day),
 
-        KeySpec(section: "Log", key: "Identifier", apply: { config, text in
+        KeySpec(section: "Log", key: "Identifier", invalidExample: "push spool", apply: { config, text in
             guard !text.isEmpty, text.count <= 64, text.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "[" && $0 != ":" }) else {
                 return ValueError("expected a short word without spaces, '[' or ':', got '\(text)'")
             }
@@ -175,10 +208,16 @@ enum Schema {
         }, render: { [$0.log.identifier] }),
         .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000),
 
-        .duration("Status", "IntervalSec", \.status.intervalSeconds, minimum: 0.1),
+        .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour),
     ]
 
     static let byPath: [String: KeySpec] = Dictionary(uniqueKeysWithValues: keys.map { ($0.path, $0) })
 
     static func keys(in section: String) -> [KeySpec] { keys.filter { $0.section == section } }
+}
+
+extension Duration {
+    static let hour = Duration.seconds(3600)
+    static let day = Duration.seconds(86_400)
+    static let week = Duration.seconds(604_800)
 }

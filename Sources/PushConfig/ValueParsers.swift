@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushSystem
 
 /// Parsers for the value syntaxes systemd unit files use, so an operator who knows
 /// `TimeoutStartSec=` and `MemoryMax=` can write pushspool.conf without a manual.
@@ -7,21 +8,17 @@
 /// the file, line, section and key.
 package enum ConfigValue {
     /// A duration in systemd's syntax: `5s`, `500ms`, `1min 30s`, `2h`, `1.5s`; a plain number
-    /// means seconds. Returns seconds.
-    package static func duration(_ text: String) -> Result<Double, ValueError> {
+    /// means seconds.
+    ///
+    /// Parsed exactly in integers, never through a `Double`: the result is a `Duration` of
+    /// whole nanoseconds, and a value too long for `Int64` nanoseconds (292 years) is an
+    /// error rather than a trap later, where a daemon multiplies it out.
+    package static func duration(_ text: String) -> Result<Duration, ValueError> {
         let failure = ValueError("expected a duration like 5s, 500ms or 1min 30s, got '\(text)'")
-        let units: [String: Double] = [
-            "us": 1e-6, "usec": 1e-6, "µs": 1e-6,
-            "ms": 1e-3, "msec": 1e-3,
-            "s": 1, "sec": 1, "second": 1, "seconds": 1,
-            "m": 60, "min": 60, "minute": 60, "minutes": 60,
-            "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
-            "d": 86400, "day": 86400, "days": 86400,
-            "w": 604_800, "week": 604_800, "weeks": 604_800,
-        ]
+        let tooLong = ValueError("'\(text)' is too long a duration", outOfRange: true)
         let scalars = Array(text.unicodeScalars)
         var index = 0
-        var total = 0.0
+        var total: Int64 = 0
         var sawComponent = false
         func skipSpaces() { while index < scalars.count, scalars[index] == " " || scalars[index] == "\t" { index += 1 } }
         skipSpaces()
@@ -30,25 +27,88 @@ package enum ConfigValue {
             while index < scalars.count, ("0"..."9").contains(scalars[index]) || scalars[index] == "." {
                 number.unicodeScalars.append(scalars[index]); index += 1
             }
-            guard !number.isEmpty, let value = Double(number), value.isFinite else { return .failure(failure) }
+            guard let decimal = DecimalNumber(parsing: number) else { return .failure(failure) }
             skipSpaces()
             var unit = ""
             while index < scalars.count, !("0"..."9").contains(scalars[index]), scalars[index] != " ", scalars[index] != "\t" {
                 unit.unicodeScalars.append(scalars[index]); index += 1
             }
+            let factor: Int64
             if unit.isEmpty {
                 // A bare number is seconds, but only on its own: "1min 30" is a typo, not 90s.
                 guard !sawComponent else { return .failure(failure) }
                 skipSpaces()
                 guard index == scalars.count else { return .failure(failure) }
-                return .success(value)
+                factor = 1_000_000_000
+            } else {
+                guard let unitNanos = durationUnits[unit] else { return .failure(failure) }
+                factor = unitNanos
             }
-            guard let factor = units[unit] else { return .failure(failure) }
-            total += value * factor
+            guard let nanos = decimal.nanoseconds(unitNanos: factor) else { return .failure(tooLong) }
+            let (sum, overflow) = total.addingReportingOverflow(nanos)
+            guard !overflow else { return .failure(tooLong) }
+            total = sum
             sawComponent = true
             skipSpaces()
         }
-        return sawComponent ? .success(total) : .failure(failure)
+        return sawComponent ? .success(.nanoseconds(total)) : .failure(failure)
+    }
+
+    /// systemd's time units (systemd.time(7)), in nanoseconds.
+    static let durationUnits: [String: Int64] = [
+        "ns": 1, "nsec": 1,
+        "us": 1000, "usec": 1000, "µs": 1000,
+        "ms": 1_000_000, "msec": 1_000_000,
+        "s": 1_000_000_000, "sec": 1_000_000_000, "second": 1_000_000_000, "seconds": 1_000_000_000,
+        "m": 60_000_000_000, "min": 60_000_000_000, "minute": 60_000_000_000, "minutes": 60_000_000_000,
+        "h": 3_600_000_000_000, "hr": 3_600_000_000_000, "hour": 3_600_000_000_000, "hours": 3_600_000_000_000,
+        "d": 86_400_000_000_000, "day": 86_400_000_000_000, "days": 86_400_000_000_000,
+        "w": 604_800_000_000_000, "week": 604_800_000_000_000, "weeks": 604_800_000_000_000,
+    ]
+
+    /// A non-negative decimal `12.345` as integer and fraction digits, so durations are
+    /// computed without floating point.
+    struct DecimalNumber {
+        var integer: Int128
+        /// At most 18 fraction digits are kept (attosecond precision of a second, far below
+        /// the nanosecond result); further digits are truncated.
+        var fraction: Int128
+        var fractionDigits: Int
+
+        init?(parsing text: String) {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count <= 2, parts.contains(where: { !$0.isEmpty }) else { return nil }
+            integer = 0
+            for digit in parts[0].utf8 {
+                let (product, overflow) = integer.multipliedReportingOverflow(by: 10)
+                let (sum, sumOverflow) = product.addingReportingOverflow(Int128(digit - UInt8(ascii: "0")))
+                // Int128 holds 38 digits; a longer integer part is out of any range:
+                // saturate, and the caller's nanosecond check refuses it.
+                if overflow || sumOverflow { integer = .max; break }
+                integer = sum
+            }
+            fraction = 0
+            fractionDigits = 0
+            if parts.count == 2 {
+                for digit in parts[1].utf8.prefix(18) {
+                    fraction = fraction * 10 + Int128(digit - UInt8(ascii: "0"))
+                    fractionDigits += 1
+                }
+            }
+        }
+
+        /// The value times `unitNanos`, truncated to whole nanoseconds; `nil` past `Int64.max`.
+        func nanoseconds(unitNanos: Int64) -> Int64? {
+            let unit = Int128(unitNanos)
+            let (whole, overflow) = integer.multipliedReportingOverflow(by: unit)
+            guard !overflow else { return nil }
+            var scale: Int128 = 1
+            for _ in 0..<fractionDigits { scale *= 10 }
+            // fraction < 10^18 and unit < 10^15: the product fits Int128 (10^38).
+            let (total, sumOverflow) = whole.addingReportingOverflow(fraction * unit / scale)
+            guard !sumOverflow, total <= Int128(Int64.max) else { return nil }
+            return Int64(total)
+        }
     }
 
     /// A byte size in systemd's syntax: `4096`, `512K`, `10M`, `64MiB`, `1G` (base 1024).
@@ -62,7 +122,8 @@ package enum ConfigValue {
         let factors: [String: Double] = ["": 1, "K": 0x1p10, "M": 0x1p20, "G": 0x1p30, "T": 0x1p40]
         guard let factor = factors[suffix] else { return .failure(failure) }
         let bytes = value * factor
-        guard bytes < Double(Int.max), bytes == bytes.rounded(.down) else { return .failure(failure) }
+        guard bytes == bytes.rounded(.down) else { return .failure(failure) }
+        guard bytes < Double(Int.max) else { return .failure(ValueError("'\(text)' is too large a size", outOfRange: true)) }
         return .success(Int(bytes))
     }
 
@@ -110,16 +171,15 @@ package enum ConfigValue {
         return .success("\(canonical)/\(prefix)")
     }
 
-    /// Formats seconds the way `duration` reads them back: `500ms`, `5s`, `1min 30s`.
-    package static func formatDuration(_ seconds: Double) -> String {
-        if seconds == 0 { return "0" }
-        var micros = Int64((seconds * 1_000_000).rounded())
+    /// Formats a duration the way `duration` reads it back: `500ms`, `5s`, `1min 30s`.
+    package static func formatDuration(_ duration: Duration) -> String {
+        var nanos = duration.clampedNanoseconds
+        if nanos <= 0 { return "0" }
         var parts: [String] = []
-        for (unit, size) in [("d", Int64(86_400_000_000)), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1000), ("us", 1)] {
-            if micros >= size {
-                parts.append("\(micros / size)\(unit)")
-                micros %= size
-            }
+        for (unit, size) in [("d", Int64(86_400_000_000_000)), ("h", 3_600_000_000_000), ("min", 60_000_000_000),
+                             ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1000), ("ns", 1)] where nanos >= size {
+            parts.append("\(nanos / size)\(unit)")
+            nanos %= size
         }
         return parts.joined(separator: " ")
     }
@@ -136,7 +196,12 @@ package enum ConfigValue {
 /// Why a single value did not parse; becomes a `ConfigError` once the location is known.
 package struct ValueError: Error, Sendable, Equatable {
     package var message: String
-    package init(_ message: String) { self.message = message }
+    /// Well-formed but too large for any range (the caller reports the key's range instead).
+    package var outOfRange: Bool
+    package init(_ message: String, outOfRange: Bool = false) {
+        self.message = message
+        self.outOfRange = outOfRange
+    }
 }
 
 extension String {

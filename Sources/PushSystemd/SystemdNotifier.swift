@@ -32,14 +32,16 @@ package final class SystemdNotifier: Sendable {
     package init(statusInterval: Duration = .seconds(1)) {
         var usec: UInt64 = 0
         if sd_watchdog_enabled(0, &usec) > 0, usec > 0 {
-            watchdogNanos = usec * 1000 / 2
-            watchdogInterval = .nanoseconds(Int64(watchdogNanos))
+            // $WATCHDOG_USEC comes from outside: Duration arithmetic, not `usec * 1000`, which
+            // traps on a huge value; the result saturates at Int64.max nanoseconds.
+            let half = Duration.microseconds(Int64(clamping: usec)) / 2
+            watchdogNanos = half.clampedUInt64Nanoseconds
+            watchdogInterval = half
         } else {
             watchdogNanos = 0
             watchdogInterval = nil
         }
-        statusIntervalNanos = UInt64(max(0, statusInterval.components.seconds)) * 1_000_000_000
-            + UInt64(max(0, statusInterval.components.attoseconds) / 1_000_000_000)
+        statusIntervalNanos = statusInterval.clampedUInt64Nanoseconds
     }
 
     /// Whether a service manager listens (`$NOTIFY_SOCKET` is set).
@@ -98,7 +100,7 @@ package final class SystemdNotifier: Sendable {
     /// to call per file during a long start-up scan. While the scan makes progress, systemd
     /// keeps waiting; when it stalls, the extension runs out and TimeoutStartSec= applies.
     package func extendTimeoutIfDue(by span: Duration) {
-        let nanos = UInt64(max(0, span.components.seconds)) * 1_000_000_000 + UInt64(max(0, span.components.attoseconds) / 1_000_000_000)
+        let nanos = span.clampedUInt64Nanoseconds
         guard nanos > 0 else { return }
         let now = Posix.monotonicNanos()
         let due = state.withLock { state -> Bool in

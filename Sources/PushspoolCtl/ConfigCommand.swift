@@ -10,8 +10,10 @@ package struct ConfigCommand: CtlSubcommand {
 
         show   the configuration pushspoold would run with (defaults, the main file, drop-ins in
                name order, then --spool/--state-dir), each value preceded by where it came from
-        check  load FILE (default: the main file and its drop-ins) and report the first error
-               with file and line; exit 0 when it is valid
+        check  load FILE and its drop-ins FILE.d/*.conf (default: the main file and its
+               drop-ins) and report the first error with file and line; exit 0 when it is
+               valid. A FILE (or --config) that does not exist is an error; only the default
+               main file may be absent.
 
         Exit status: 0 success, 1 invalid configuration, 64 usage error.
         """

@@ -3,8 +3,10 @@ import PushSpool
 
 extension CtlContext {
     /// The configuration the daemon would run with: file, drop-ins, then the global options.
+    /// A `--config` file must exist; only the default one may be absent.
     package func loadConfiguration() throws(ConfigError) -> (Configuration, provenance: [String: ConfigurationSource]) {
         try ConfigurationLoader.load(mainFile: globals.config ?? ConfigurationLoader.defaultMainFile,
+                                     mainFileRequired: globals.config != nil,
                                      overrides: ConfigOverride.paths(spool: globals.spool, stateDirectory: globals.stateDir))
     }
 

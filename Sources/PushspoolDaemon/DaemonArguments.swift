@@ -2,6 +2,9 @@
 /// file, which overrides the built-in defaults.
 package struct DaemonArguments: Sendable, Equatable {
     package var configFile = "/etc/pushspool/pushspool.conf"
+    /// `--config` was given: the file must then exist (a mistyped path must not run on
+    /// defaults silently); only the default path may be absent.
+    package var configFileGiven = false
     package var spoolDirectory: String?
     package var stateDirectory: String?
     /// Start even when a sealed segment is damaged, moving it to `journal/quarantine/`.
@@ -22,7 +25,8 @@ package struct DaemonArguments: Sendable, Equatable {
           --spool DIR                   spool root (default /var/spool/pushspool)
           --state-dir DIR               journal and media store (default /var/lib/pushspool)
           --config FILE                 configuration (default /etc/pushspool/pushspool.conf,
-                                        drop-ins from FILE.d/*.conf)
+                                        drop-ins from FILE.d/*.conf); a FILE given here must
+                                        exist, only the default may be absent (exit 78)
           --quarantine-corrupt-segment  move a damaged journal segment aside instead of
                                         refusing to start
           -h, --help                    show this help
@@ -53,7 +57,9 @@ package struct DaemonArguments: Sendable, Equatable {
             switch flag {
             case "--spool": result.spoolDirectory = try inlineOrNext(inline, flag)
             case "--state-dir": result.stateDirectory = try inlineOrNext(inline, flag)
-            case "--config": result.configFile = try inlineOrNext(inline, flag)
+            case "--config":
+                result.configFile = try inlineOrNext(inline, flag)
+                result.configFileGiven = true
             case "--quarantine-corrupt-segment": result.quarantineCorruptSegments = true
             case "-h", "--help": result.showHelp = true
             case "--version": result.showVersion = true

@@ -27,16 +27,24 @@ package enum PushspoolDaemonMain {
 
         MemoryPolicy.apply()
         let metrics = Metrics()
-        let events = EventLog(identifier: "pushspoold", metrics: metrics)
-        let notifier = SystemdNotifier()
+        // The configuration comes first: the event log and the sd_notify throttle are made
+        // with its [Log] and [Status] settings, which are fixed for the process's lifetime.
         let store: ConfigurationStore
         do {
-            store = try ConfigurationStore(mainFile: arguments.configFile, overrides: arguments.configOverrides)
+            store = try ConfigurationStore(mainFile: arguments.configFile, mainFileRequired: arguments.configFileGiven,
+                                           overrides: arguments.configOverrides)
         } catch {
+            // No configured identifier exists yet; the default one (the program's name) is
+            // what an operator greps for after a failed start, on journald or stderr alike.
+            let events = EventLog(identifier: Configuration().log.identifier, metrics: metrics)
             events.log(.fatal, "configuration error: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])
-            notifier.failing(errno: EINVAL, status: "configuration error: \(error)")
+            SystemdNotifier().failing(errno: EINVAL, status: "configuration error: \(error)")
             return 78  // EX_CONFIG
         }
+        let configuration = store.current
+        let events = EventLog(identifier: configuration.log.identifier,
+                              maxEventsPerSecond: configuration.log.maxEventsPerSecond, metrics: metrics)
+        let notifier = SystemdNotifier(statusInterval: configuration.status.interval)
         switch FaultHook.decide(environment: { getenv($0).map { String(cString: $0) } }) {
         case .none:
             break
@@ -53,7 +61,6 @@ package enum PushspoolDaemonMain {
                        + rules.map { "\($0.call) fails with errno \($0.errno) after \($0.skip) calls" }.joined(separator: "; "),
                        priority: 4)
         }
-        let configuration = store.current
         events.log(.started, "pushspoold \(pushspoolVersion) starting",
                    fields: [("SPOOL_DIR", configuration.spool.directory), ("STATE_DIR", configuration.journal.stateDirectory)])
         let daemon: Daemon
@@ -108,7 +115,7 @@ extension Daemon {
     static func journalOptions(for configuration: Configuration, quarantine: Bool) -> JournalOptions {
         var options = JournalOptions()
         options.segmentBytes = Int64(configuration.journal.segmentBytes)
-        options.maxBatchDelay = .milliseconds(configuration.journal.maxBatchDelayMillis)
+        options.maxBatchDelay = configuration.journal.maxBatchDelay
         options.maxBatchRecords = configuration.journal.maxBatchRecords
         options.corruptionPolicy = quarantine || configuration.journal.corruptionPolicy == PushConfig.CorruptionPolicy.quarantineSegment
             ? PushJournal.CorruptionPolicy.quarantineSegment : PushJournal.CorruptionPolicy.refuse
@@ -118,18 +125,20 @@ extension Daemon {
     static func mediaOptions(for configuration: Configuration) -> MediaOptions {
         let settings = configuration.media
         var options = MediaOptions(storeDirectory: configuration.journal.stateDirectory + "/media")
-        options.connectTimeout = settings.connectTimeoutSeconds
-        options.transferDeadline = settings.transferTimeoutSeconds
+        // MediaOptions still takes seconds as Double (PushMedia converts them); the values are
+        // bounded by the schema, so its `* 1e9`/`* 1000` cannot overflow.
+        options.connectTimeout = settings.connectTimeout.secondsValue
+        options.transferDeadline = settings.transferTimeout.secondsValue
         options.lowSpeedLimitBytesPerSecond = settings.lowSpeedLimitBytes
-        options.lowSpeedTime = settings.lowSpeedTimeSeconds
+        options.lowSpeedTime = settings.lowSpeedTime.secondsValue
         options.maxBytes = Int64(settings.maxBytes)
         options.allowHTTP = settings.allowHTTP
         options.maxRedirects = settings.maxRedirects
         options.allowNetworks = settings.allowNetworks
         options.maxConcurrent = settings.maxConcurrent
         options.attempts = settings.attempts
-        options.payloadDeadline = settings.payloadDeadlineSeconds
-        options.dedupWindow = settings.dedupWindowSeconds
+        options.payloadDeadline = settings.payloadDeadline.secondsValue
+        options.dedupWindow = settings.dedupWindow.secondsValue
         options.thumbnailMaxEdge = settings.thumbnailMaxEdge
         options.thumbnailMaxPixels = settings.thumbnailMaxPixels
         options.caFile = settings.caFile

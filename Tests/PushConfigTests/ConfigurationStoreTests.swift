@@ -10,7 +10,7 @@ import Testing
         #expect(store.current.media.attempts == 2)
 
         try dir.write("pushspool.conf", "[Media]\nAttempts=4\n[Spool]\nDirectory=/srv/other\n[Category chat]\nAction=r:Reply:\n[Limits]\nMaxDepth=9\n")
-        #expect(store.reload() == .applied(changed: ["Spool.Directory", "Media.Attempts", "Category chat.Action"], restartRequired: ["Spool.Directory"]))
+        #expect(store.reload() == .applied(changed: ["Spool.Directory", "Media.Attempts", "Category chat.Action"], restartRequired: ["Spool.Directory", "Media.Attempts"]))
         #expect(store.current.media.attempts == 4)
         // The command line still wins over the re-read files.
         #expect(store.current.limits.maxDepth == 7)

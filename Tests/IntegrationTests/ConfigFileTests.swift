@@ -1,0 +1,163 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+
+/// The configuration as the built binaries see it: a mistyped `--config` path, durations
+/// past their range at start and on SIGHUP, and the [Log] settings that the event log used
+/// to be made without.
+@Suite struct ConfigFileTests {
+    /// `harness.start()` returns once the spool exists, before the signal handlers and the
+    /// inotify watch: wait for READY before sending SIGHUP or dropping files.
+    static func waitForReady(_ harness: DaemonHarness) throws {
+        try waitUntil(timeout: 60, "READY") { harness.daemonStderr.contains("EVENT=ready") }
+    }
+
+    /// Runs `pushspoold` expected to exit at start; one that keeps running (on defaults, say)
+    /// is killed after `timeout` seconds and reported as status -1, so the test fails rather
+    /// than hangs.
+    static func runDaemonExpectingExit(_ harness: DaemonHarness, config: String, timeout: Double = 20) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
+        process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", config]
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "NOTIFY_SOCKET")
+        environment.removeValue(forKey: "JOURNAL_STREAM")
+        process.environment = environment
+        let errPath = harness.root + "/exit.stderr"
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        var status: Int32 = -1
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        } else {
+            status = process.terminationStatus
+        }
+        return (status, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    }
+
+    /// `pushspoold --config` naming a file that does not exist exits 78 (EX_CONFIG) with a
+    /// message naming it, instead of running on defaults.
+    @Test func daemonRefusesAMissingExplicitConfigFile() throws {
+        let harness = try DaemonHarness(name: "config-missing")
+        let missing = harness.root + "/no-such.conf"
+        let (status, stderr) = try Self.runDaemonExpectingExit(harness, config: missing)
+        #expect(status == 78, "\(stderr)")
+        #expect(stderr.contains(missing))
+        #expect(stderr.contains("no such file"))
+        // The event log of a failed start carries the default identifier.
+        #expect(stderr.hasPrefix("pushspoold["))
+        #expect(!FileManager.default.fileExists(atPath: harness.state + "/journal"))
+    }
+
+    @Test func configCheckRefusesAMissingFile() throws {
+        let harness = try DaemonHarness(name: "config-check-missing")
+        let missing = harness.root + "/no-such.conf"
+        let ctl = DaemonHarness.binDirectory + "/pushspoolctl"
+        let (status, stdout, stderr) = try DaemonHarness.run(ctl, ["config", "check", missing])
+        #expect(status == 1)
+        #expect(!stdout.contains("valid"))
+        #expect(stderr.contains(missing) && stderr.contains("no such file"), "\(stderr)")
+        let (showStatus, _, showErr) = try DaemonHarness.run(ctl, ["--config", missing, "config", "show"])
+        #expect(showStatus == 1, "\(showErr)")
+        // An existing file is still fine.
+        #expect(try DaemonHarness.run(ctl, ["config", "check", harness.config]).0 == 0)
+    }
+
+    /// `RescanIntervalSec=99999999999` passed `config check` and then trapped the daemon
+    /// (`Int64(seconds * 1e9)`); both now refuse it, naming key, value and range.
+    @Test(arguments: [("Spool", "RescanIntervalSec", "1s to 1d"), ("Metrics", "IntervalSec", "1s to 1d"),
+                      ("Media", "DedupWindowSec", "0 to 7d"), ("Media", "PayloadDeadlineSec", "1ms to 1d")])
+    func hugeDurationIsRefusedByCheckAndAtStart(section: String, key: String, range: String) throws {
+        let harness = try DaemonHarness(name: "config-huge", config: "[\(section)]\n\(key)=99999999999\n")
+        let (checkStatus, _, checkErr) = try DaemonHarness.run(DaemonHarness.binDirectory + "/pushspoolctl", ["config", "check", harness.config])
+        #expect(checkStatus == 1)
+        #expect(checkErr.contains("[\(section)] \(key): must be from \(range), got '99999999999'"), "\(checkErr)")
+        let (status, stderr) = try Self.runDaemonExpectingExit(harness, config: harness.config)
+        #expect(status == 78, "\(stderr)")
+        #expect(stderr.contains("\(key): must be from \(range)"))
+    }
+
+    /// The SIGHUP half: the reload is refused, the daemon keeps running on the old
+    /// configuration and still ingests.
+    @Test func reloadWithAHugeDurationIsRefusedAndTheDaemonLives() throws {
+        let harness = try DaemonHarness(name: "config-huge-reload")
+        try harness.start()
+        try Self.waitForReady(harness)
+        try "[Media]\nEnabled=no\n[Spool]\nRescanIntervalSec=99999999999\n".write(toFile: harness.config, atomically: true, encoding: .utf8)
+        kill(try #require(harness.process).processIdentifier, SIGHUP)
+        try waitUntil(timeout: 30, "the reload to be refused") { harness.daemonStderr.contains("configuration reload failed") }
+        #expect(harness.daemonStderr.contains("RescanIntervalSec: must be from 1s to 1d"))
+        try harness.drop(generatedPayload(index: 1, tag: "after-hup"), name: "after-hup.json")
+        try waitUntil(timeout: 30, "the payload to be journaled") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
+        #expect(try #require(harness.process).isRunning)
+        #expect(harness.stop() == 0)
+        #expect(try harness.records().map(\.key) == ["mindbox:after-hup-1"])
+    }
+
+    /// `[Log] Identifier=` names the events, and `[Log] MaxEventsPerSec=` summarises a burst
+    /// (both were parsed and ignored: the event log was made before the configuration).
+    @Test func logSettingsAreUsed() throws {
+        let harness = try DaemonHarness(name: "config-log", config: "[Media]\nEnabled=no\n[Log]\nIdentifier=spooltest\nMaxEventsPerSec=1\n")
+        try harness.start()
+        try Self.waitForReady(harness)
+        for index in 0..<20 {
+            try harness.drop(generatedPayload(index: index, tag: "log"), name: "log-\(index).json")
+        }
+        try waitUntil(timeout: 60, "the spool to drain") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
+        // A summary goes out with the next event after the second ends; stopping logs more.
+        sleep(2)
+        #expect(harness.stop() == 0)
+        let lines = harness.daemonStderr.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        #expect(lines.allSatisfy { $0.hasPrefix("spooltest[") }, "\(lines.prefix(3))")
+        #expect(lines.filter { $0.contains("EVENT=ingested") }.count < 20)
+        #expect(lines.contains { $0.contains("EVENT=aggregated") && $0.contains("AGGREGATED_EVENT=ingested") }, "\(lines)")
+        #expect(try harness.records().count == 20)
+    }
+
+    /// Every duration and size at its maximum: the daemon starts, ingests, reloads and
+    /// stops without any conversion trapping.
+    @Test func everyDurationAndSizeAtItsMaximumRuns() throws {
+        let config = """
+            [Spool]
+            RescanIntervalSec=1d
+            StableAgeSec=1h
+            MaxFileSize=1G
+            [Journal]
+            SegmentSize=16G
+            MaxBatchDelaySec=1s
+            CheckpointIntervalSec=1d
+            [Media]
+            ConnectTimeoutSec=1h
+            TransferTimeoutSec=1d
+            LowSpeedLimit=1G
+            LowSpeedTimeSec=1h
+            MaxSize=4G
+            PayloadDeadlineSec=1d
+            DedupWindowSec=7d
+            [Limits]
+            MaxPayloadSize=16M
+            [Metrics]
+            TextfilePath=/dev/null/never.prom
+            IntervalSec=1d
+            [Status]
+            IntervalSec=1h
+
+            """
+        let harness = try DaemonHarness(name: "config-max", config: config.replacingOccurrences(of: "TextfilePath=/dev/null/never.prom\n", with: ""))
+        try harness.start()
+        try Self.waitForReady(harness)
+        try harness.drop(generatedPayload(index: 1, tag: "max"), name: "max.json")
+        try waitUntil(timeout: 30, "the payload to be journaled") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
+        kill(try #require(harness.process).processIdentifier, SIGHUP)
+        try waitUntil(timeout: 30, "the reload") { harness.daemonStderr.contains("configuration reloaded") }
+        #expect(try #require(harness.process).isRunning)
+        #expect(harness.stop() == 0)
+        #expect(try harness.records().count == 1)
+    }
+}
