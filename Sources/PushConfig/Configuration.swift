@@ -97,8 +97,6 @@ package struct MediaSettings: Sendable, Equatable {
     package var thumbnailMaxEdge = 320
     /// `ThumbnailMaxPixels=`: larger images are not decoded (decompression bombs).
     package var thumbnailMaxPixels = 40_000_000
-    /// `CacheDirectory=`
-    package var cacheDirectory = "/var/cache/pushspool"
 }
 
 /// `[Limits]`: bounds on what a payload may be.
@@ -161,19 +159,4 @@ package struct LogSettings: Sendable, Equatable {
 package struct StatusSettings: Sendable, Equatable {
     /// `IntervalSec=`: the least time between two STATUS= updates (100ms to 1h).
     package var interval: Duration = .seconds(1)
-}
-
-// Transitional, for Daemon.swift until it reads the `Duration`s above (the daemon split in
-// issue 8 switches it): the same bounded values in the old units. Bounded by the schema, so
-// `rescanIntervalSeconds * 1e9` there cannot overflow any more. Remove with the last caller.
-extension SpoolSettings {
-    /// `rescanInterval` in seconds. Transitional: use `rescanInterval`.
-    package var rescanIntervalSeconds: Double { rescanInterval.secondsValue }
-    /// `stableAge` in whole milliseconds. Transitional: use `stableAge`.
-    package var stableAgeMillis: Int { Int(stableAge.clampedMilliseconds) }
-}
-
-extension MetricsSettings {
-    /// `interval` in seconds. Transitional: use `interval`.
-    package var intervalSeconds: Double { interval.secondsValue }
 }

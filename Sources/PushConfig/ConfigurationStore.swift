@@ -77,9 +77,9 @@ extension Schema {
     /// for a restart instead of as applied: the directories it holds open, the spool, journal
     /// and media fetcher it built with their settings at start, and the event log and
     /// sd_notify throttle made once before anything else. What a reload does apply: the
-    /// rescan interval and stable age (the feed is rebuilt), [Limits] and categories (the
-    /// normaliser options are swapped), [Metrics].
+    /// rescan interval and stable age (the feed is rebuilt), the spool's file size limit,
+    /// [Limits] and categories (the normaliser options are swapped), [Metrics].
     static let restartRequired: Set<String> = Set(
         keys.filter { ["Journal", "Media", "Log"].contains($0.section) }.map(\.path)
-            + ["Spool.Directory", "Spool.MaxFileSize", "Status.IntervalSec"])
+            + ["Spool.Directory", "Status.IntervalSec"])
 }

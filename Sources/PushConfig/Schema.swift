@@ -183,7 +183,6 @@ enum Schema {
         .duration("Media", "DedupWindowSec", \.media.dedupWindow, range: .zero ... .week),
         .integer("Media", "ThumbnailMaxEdge", \.media.thumbnailMaxEdge, range: 16...8192),
         .integer("Media", "ThumbnailMaxPixels", \.media.thumbnailMaxPixels, range: 1...1_000_000_000),
-        .absolutePath("Media", "CacheDirectory", \.media.cacheDirectory),
 
         .size("Limits", "MaxPayloadSize", \.limits.maxPayloadBytes, range: 64...(16 << 20)),
         .integer("Limits", "MaxDepth", \.limits.maxDepth, range: 1...1024),

@@ -105,6 +105,12 @@ package final class Daemon: Sendable {
             throw DaemonError(stage: "spool", message: "\(error)", errno: error.system?.errno ?? EINVAL)
         }
 
+        let normalizerOptions: NormalizerOptions
+        do {
+            normalizerOptions = try Self.normalizerOptions(for: configuration)
+        } catch {
+            throw DaemonError(stage: "configuration", message: "\(error)", errno: EINVAL)
+        }
         if configuration.media.enabled {
             do {
                 media = try MediaFetcher(options: Self.mediaOptions(for: configuration))
@@ -117,7 +123,7 @@ package final class Daemon: Sendable {
         let capacityLimit = state.withLock { $0.capacityLimit }
         pipeline = FilePipeline(
             spool: spool, journal: journal, media: media, reporter: reporter,
-            options: Self.normalizerOptions(for: configuration),
+            options: normalizerOptions,
             mediaAllowsHTTP: configuration.media.allowHTTP,
             mediaMaxWaiting: min(configuration.media.maxWaiting, capacityLimit / 2),
             onCommitted: onCommitted,
@@ -154,6 +160,9 @@ package final class Daemon: Sendable {
                                 fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
         }
 
+        // The notifier throttles STATUS= to the interval it was made with; a reload of
+        // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
+        let statusInterval = store.current.status.interval.clampedUInt64Nanoseconds
         var lastStatus: UInt64 = 0
         var lastMetrics = Posix.monotonicNanos()
         var lastRetry = Posix.monotonicNanos()
@@ -168,11 +177,11 @@ package final class Daemon: Sendable {
 
             let now = Posix.monotonicNanos()
             let configuration = store.current
-            if now &- lastStatus >= UInt64(configuration.status.intervalSeconds * 1e9) {
+            if now &- lastStatus >= statusInterval {
                 reporter.notifier.status(statusLine())
                 lastStatus = now
             }
-            if now &- lastMetrics >= UInt64(configuration.metrics.intervalSeconds * 1e9) {
+            if now &- lastMetrics >= configuration.metrics.interval.clampedUInt64Nanoseconds {
                 publishMetrics(configuration)
                 lastMetrics = now
             }
@@ -279,8 +288,8 @@ package final class Daemon: Sendable {
         let newWaker = try watcher.makeWaker()
         waker.withLock { $0 = newWaker }
         return IncomingFeed(spool: spool, watcher: watcher,
-                            rescanIntervalNanos: Int64(configuration.spool.rescanIntervalSeconds * 1e9),
-                            stableAgeNanos: Int64(configuration.spool.stableAgeMillis) * 1_000_000)
+                            rescanIntervalNanos: configuration.spool.rescanInterval.clampedNanoseconds,
+                            stableAgeNanos: configuration.spool.stableAge.clampedNanoseconds)
     }
 
     /// The feed's next batch; rebuilds layout and watcher when `incoming/` was removed or
@@ -502,13 +511,15 @@ package final class Daemon: Sendable {
     private func reload() {
         reporter.notifier.reloading()
         switch store.reload() {
-        case .applied(let changed, let restartRequired):
+        case .applied(let changed, let needsRestart):
             let configuration = store.current
-            pipeline.update(options: Self.normalizerOptions(for: configuration))
+            do {
+                pipeline.update(options: try Self.normalizerOptions(for: configuration))
+            } catch {
+                reporter.events.log(.reloadFailed, "configuration reload could not build the category table, keeping the previous "
+                                    + "one: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])
+            }
             spool.maxFileBytes = configuration.spool.maxFileBytes
-            // The media fetcher and journal keep the options they were opened with.
-            let needsRestart = restartRequired + changed.filter { $0.hasPrefix("Media.") || $0.hasPrefix("Journal.") }
-                .filter { !restartRequired.contains($0) }
             var fields: [(String, String)] = [("CONFIG_FILE", arguments.configFile), ("CHANGED", changed.joined(separator: " "))]
             if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: " "))) }
             reporter.events.log(.reload, needsRestart.isEmpty

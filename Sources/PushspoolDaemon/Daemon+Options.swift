@@ -1,0 +1,57 @@
+import PushSystem
+import PushPayload
+import PushJournal
+import PushMedia
+import PushConfig
+
+/// The options each part is opened with, derived from the configuration in one place.
+extension Daemon {
+    static func normalizerOptions(for configuration: Configuration) throws(CategoryTableError) -> NormalizerOptions {
+        var options = NormalizerOptions()
+        options.maxPayloadBytes = configuration.limits.maxPayloadBytes
+        options.maxDepth = configuration.limits.maxDepth
+        let categories = configuration.categories.map { definition in
+            NotificationCategory(id: definition.id, actions: definition.actions.map {
+                PushPayload.CategoryAction(id: $0.id, title: $0.title, options: $0.options.compactMap(ActionOption.init(rawValue:)))
+            })
+        }
+        // The loader checks categories by the same rule, so this refuses only what it let through
+        // by mistake; the caller reports that instead of dropping the category silently.
+        options.categories = try CategoryTable.builtIn.adding(contentsOf: categories)
+        return options
+    }
+
+    static func journalOptions(for configuration: Configuration, quarantine: Bool) -> JournalOptions {
+        var options = JournalOptions()
+        options.segmentBytes = Int64(configuration.journal.segmentBytes)
+        options.maxBatchDelay = configuration.journal.maxBatchDelay
+        options.maxBatchRecords = configuration.journal.maxBatchRecords
+        options.checkpointInterval = configuration.journal.checkpointInterval
+        options.corruptionPolicy = quarantine || configuration.journal.corruptionPolicy == PushConfig.CorruptionPolicy.quarantineSegment
+            ? PushJournal.CorruptionPolicy.quarantineSegment : PushJournal.CorruptionPolicy.refuse
+        return options
+    }
+
+    static func mediaOptions(for configuration: Configuration) -> MediaOptions {
+        let settings = configuration.media
+        var options = MediaOptions(storeDirectory: configuration.journal.stateDirectory + "/media")
+        // MediaOptions still takes seconds as Double (PushMedia converts them); the values are
+        // bounded by the schema, so its `* 1e9`/`* 1000` cannot overflow.
+        options.connectTimeout = settings.connectTimeout.secondsValue
+        options.transferDeadline = settings.transferTimeout.secondsValue
+        options.lowSpeedLimitBytesPerSecond = settings.lowSpeedLimitBytes
+        options.lowSpeedTime = settings.lowSpeedTime.secondsValue
+        options.maxBytes = Int64(settings.maxBytes)
+        options.allowHTTP = settings.allowHTTP
+        options.maxRedirects = settings.maxRedirects
+        options.allowNetworks = settings.allowNetworks
+        options.maxConcurrent = settings.maxConcurrent
+        options.attempts = settings.attempts
+        options.payloadDeadline = settings.payloadDeadline.secondsValue
+        options.dedupWindow = settings.dedupWindow.secondsValue
+        options.thumbnailMaxEdge = settings.thumbnailMaxEdge
+        options.thumbnailMaxPixels = settings.thumbnailMaxPixels
+        options.caFile = settings.caFile
+        return options
+    }
+}
