@@ -128,12 +128,12 @@ package final class JournalReader {
     /// Like `next()`, but waits up to `timeout` (`nil` = forever) for a record, polling every
     /// `pollInterval` (journald's advice for file systems where inotify is unreliable).
     package func next(waitingUpTo timeout: Duration?, pollInterval: Duration = .milliseconds(200)) throws(JournalError) -> JournalRecord? {
-        let deadline = timeout.map { Posix.monotonicNanos() + Self.nanos($0) }
+        let deadline = timeout.map { Posix.monotonicNanos() &+ $0.clampedUInt64Nanoseconds }
         while true {
             if let record = try next() { return record }
             let now = Posix.monotonicNanos()
             if let deadline, now >= deadline { return nil }
-            var sleep = Self.nanos(pollInterval)
+            var sleep = pollInterval.clampedUInt64Nanoseconds
             if let deadline { sleep = min(sleep, deadline - now) }
             usleep(UInt32(max(1, sleep / 1000)))
         }
@@ -174,8 +174,4 @@ package final class JournalReader {
         offset = Int64(SegmentHeader.size)
     }
 
-    private static func nanos(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
-    }
 }

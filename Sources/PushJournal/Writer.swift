@@ -155,7 +155,7 @@ package final class JournalWriter: Sendable {
             lockfd = try io.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT)
             // A short wait covers a previous writer that is just exiting, and a child process
             // briefly holding an inherited descriptor between fork and exec.
-            let lockDeadline = Posix.monotonicNanos() + nanos(options.lockWait)
+            let lockDeadline = Posix.monotonicNanos() &+ options.lockWait.clampedUInt64Nanoseconds
             while true {
                 let locked: Bool
                 do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
@@ -316,7 +316,7 @@ package final class JournalWriter: Sendable {
                 continue
             }
             if look.paused, !look.closing, let since = core.pausedSince {
-                let retryAt = since + Self.nanos(options.noSpaceRetryInterval)
+                let retryAt = since &+ options.noSpaceRetryInterval.clampedUInt64Nanoseconds
                 if now < retryAt {
                     _ = wake.wait(timeout: .now() + .nanoseconds(Int(retryAt - now)))
                     continue
@@ -324,7 +324,7 @@ package final class JournalWriter: Sendable {
             }
             // Like PostgreSQL's commit_siblings: wait for company only when the last batch had
             // some, so a lone sequential producer never pays the delay.
-            let delay = core.lastBatchCount > 1 ? Self.nanos(options.maxBatchDelay) : 0
+            let delay = core.lastBatchCount > 1 ? options.maxBatchDelay.clampedUInt64Nanoseconds : 0
             if delay > 0, !look.closing, !look.paused, look.count < options.maxBatchRecords, look.bytes < options.maxBatchBytes,
                now < look.oldest + delay {
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(look.oldest + delay - now)))
@@ -415,15 +415,6 @@ package final class JournalWriter: Sendable {
         }
     }
 
-    /// Whole nanoseconds of `duration`, 0 if negative, saturating instead of trapping on a huge
-    /// one (the value may come from the configuration).
-    private static func nanos(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = UInt64(max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return .max }
-        let (total, carry) = whole.addingReportingOverflow(UInt64(max(0, attoseconds / 1_000_000_000)))
-        return carry ? .max : total
-    }
 
     /// Writes and syncs one batch. On ENOSPC the segment is cut back to its last committed end.
     private func writeBatch(_ batch: [Pending]) -> BatchOutcome {
@@ -514,7 +505,7 @@ package final class JournalWriter: Sendable {
     /// on its own thread so neither the key snapshot nor the file's fsyncs delay a batch.
     private func runCheckpoints() {
         defer { checkpointFinished.signal() }
-        let interval = options.checkpointInterval.map(Self.nanos) ?? 0
+        let interval = options.checkpointInterval?.clampedUInt64Nanoseconds ?? 0
         while true {
             if interval > 0 {
                 _ = checkpointWake.wait(timeout: .now() + .nanoseconds(Int(clamping: interval)))

@@ -9,6 +9,8 @@ enum Bounded {
     static let maxSpanNanos: UInt64 = 100 * 365 * 86_400 * 1_000_000_000
 
     /// `seconds` as nanoseconds; `0` for negative or NaN, `maxSpanNanos` for huge or infinite.
+    /// For delays computed in `Double` (a `Retry-After` value, jittered backoff); configured
+    /// spans are `Duration`s and use `clampedUInt64Nanoseconds`.
     static func nanos(seconds: Double) -> UInt64 {
         guard seconds > 0 else { return 0 }
         let nanos = seconds * 1e9
@@ -16,21 +18,17 @@ enum Bounded {
         return UInt64(nanos)
     }
 
-    /// `seconds` as whole milliseconds in `1...Int32.max` (curl's `long` timeouts; a day is
+    /// `span` as whole milliseconds in `1...Int32.max` (curl's `long` timeouts; a day is
     /// 86,400,000, so the cap only bites on absurd configurations).
-    static func millis(seconds: Double) -> Int {
-        guard seconds > 0 else { return 1 }
-        let millis = (seconds * 1000).rounded(.up)
-        guard millis < Double(Int32.max) else { return Int(Int32.max) }
-        return max(1, Int(millis))
+    static func millis(_ span: Duration) -> Int {
+        Int(min(max(1, span.clampedMilliseconds), Int64(Int32.max)))
     }
 
-    /// `seconds` rounded up to whole seconds in `1...Int32.max`.
-    static func wholeSeconds(_ seconds: Double) -> Int {
-        guard seconds > 0 else { return 1 }
-        let rounded = seconds.rounded(.up)
-        guard rounded < Double(Int32.max) else { return Int(Int32.max) }
-        return max(1, Int(rounded))
+    /// `span` rounded up to whole seconds in `1...Int32.max`.
+    static func wholeSeconds(_ span: Duration) -> Int {
+        let (seconds, attoseconds) = span.components
+        let whole = attoseconds > 0 && seconds < .max ? seconds + 1 : seconds
+        return Int(min(max(1, whole), Int64(Int32.max)))
     }
 
     /// `base + span` on the monotonic clock, saturating at `UInt64.max`.

@@ -260,9 +260,9 @@ final class FetcherCore: Sendable {
                 state.stats.skipped += 1
             }
             // Cancelled and transient outcomes are not remembered: the next payload may succeed.
-            if options.dedupWindow > 0, outcome.status == .stored || outcome.error?.isTransient == false {
+            if options.dedupWindow > .zero, outcome.status == .stored || outcome.error?.isTransient == false {
                 if state.recent.count >= state.sweepAt { FetcherCore.sweep(&state, now: now, limit: options.dedupMaxEntries) }
-                state.recent[outcome.url] = (outcome, Bounded.deadline(now, plus: Bounded.nanos(seconds: options.dedupWindow)))
+                state.recent[outcome.url] = (outcome, Bounded.deadline(now, plus: options.dedupWindow.clampedUInt64Nanoseconds))
             }
             return waiters
         }

@@ -5,13 +5,13 @@
 package struct MediaOptions: Sendable {
     /// Where stored files go, e.g. `<state>/media`; created if missing.
     package var storeDirectory: String
-    /// TCP (and TLS) connect timeout per attempt, seconds.
-    package var connectTimeout: Double = 5
-    /// Whole-transfer deadline per attempt, seconds (connect, redirects and body together).
-    package var transferDeadline: Double = 20
+    /// TCP (and TLS) connect timeout per attempt.
+    package var connectTimeout: Duration = .seconds(5)
+    /// Whole-transfer deadline per attempt (connect, redirects and body together).
+    package var transferDeadline: Duration = .seconds(20)
     /// Below this many bytes per second for `lowSpeedTime` seconds the attempt is cut off.
     package var lowSpeedLimitBytesPerSecond: Int = 1024
-    package var lowSpeedTime: Double = 10
+    package var lowSpeedTime: Duration = .seconds(10)
     /// Largest body accepted, bytes (Apple's attachment limit for images). Bodies are
     /// streamed to disk; a larger one is cut off and its partial file removed.
     package var maxBytes: Int64 = 10 << 20
@@ -24,14 +24,14 @@ package struct MediaOptions: Sendable {
     package var maxConcurrent: Int = 16
     /// Attempts per URL, counting the first.
     package var attempts: Int = 3
-    /// Budget for all attempts and backoff of one URL, seconds.
-    package var payloadDeadline: Double = 60
+    /// Budget for all attempts and backoff of one URL.
+    package var payloadDeadline: Duration = .seconds(60)
     /// First retry delay, seconds; doubles per attempt, with jitter.
     package var retryBaseDelay: Double = 0.5
     /// Longest delay honoured from `Retry-After`, seconds (still bounded by `payloadDeadline`).
     package var maxRetryAfter: Double = 30
-    /// A URL fetched within this many seconds is not fetched again; its outcome is reused.
-    package var dedupWindow: Double = 600
+    /// A URL fetched within this window is not fetched again; its outcome is reused.
+    package var dedupWindow: Duration = .seconds(600)
     /// Most URLs remembered for the dedup window; past it the oldest half is forgotten.
     package var dedupMaxEntries: Int = 100_000
     /// Types accepted after sniffing; everything else is `unsupported_type`.
@@ -57,7 +57,7 @@ package struct MediaOptions: Sendable {
     /// What makes these options unusable, or `nil`.
     package var problem: String? {
         if storeDirectory.isEmpty { return "the media store directory is empty" }
-        if !(connectTimeout > 0) || !(transferDeadline > 0) || !(payloadDeadline > 0) {
+        if connectTimeout <= .zero || transferDeadline <= .zero || payloadDeadline <= .zero {
             return "ConnectTimeout=, TransferDeadline= and PayloadDeadline= must be positive"
         }
         if maxBytes <= 0 { return "MaxBytes= must be positive" }
@@ -65,7 +65,7 @@ package struct MediaOptions: Sendable {
         if dedupMaxEntries < 2 { return "the dedup table needs room for at least 2 entries" }
         if attempts < 1 { return "Attempts= must be at least 1" }
         if maxRedirects < 0 { return "MaxRedirects= must not be negative" }
-        if retryBaseDelay < 0 || maxRetryAfter < 0 || dedupWindow < 0 || lowSpeedTime < 0 || lowSpeedLimitBytesPerSecond < 0 {
+        if !(retryBaseDelay >= 0) || !(maxRetryAfter >= 0) || dedupWindow < .zero || lowSpeedTime < .zero || lowSpeedLimitBytesPerSecond < 0 {
             return "delays, windows and low-speed limits must not be negative"
         }
         if thumbnailMaxEdge < 0 || thumbnailMaxPixels < 1 { return "ThumbnailMaxEdge= must not be negative and ThumbnailMaxPixels= must be positive" }

@@ -33,7 +33,7 @@ final class NetworkLoop: @unchecked Sendable {
             }
             let now = Posix.monotonicNanos()
             for url in urls {
-                ready.append(Job(url: url, startedNanos: now, deadlineNanos: Bounded.deadline(now, plus: Bounded.nanos(seconds: options.payloadDeadline))))
+                ready.append(Job(url: url, startedNanos: now, deadlineNanos: Bounded.deadline(now, plus: options.payloadDeadline.clampedUInt64Nanoseconds)))
             }
             startDueJobs()
             var running: Int32 = 0
@@ -114,7 +114,7 @@ final class NetworkLoop: @unchecked Sendable {
         do throws(MediaFailure) {
             // At most maxSpanNanos / 1e6 (about 3e12): fits an Int.
             let remainingMillis = Int((job.deadlineNanos - now) / 1_000_000)
-            try transfer.configure(timeoutMillis: min(Bounded.millis(seconds: options.transferDeadline), remainingMillis))
+            try transfer.configure(timeoutMillis: min(Bounded.millis(options.transferDeadline), remainingMillis))
             let added = curl_multi_add_handle(core.multi.pointer, transfer.easy)
             guard added == CURLM_OK else {
                 throw MediaFailure(.io, "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(added)))")

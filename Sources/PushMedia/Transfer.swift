@@ -81,7 +81,7 @@ final class Transfer {
         set(ccurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, schemes))
         set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1))
         set(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects))
-        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Bounded.millis(seconds: options.connectTimeout)))
+        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Bounded.millis(options.connectTimeout)))
         set(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeoutMillis)))
         set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimitBytesPerSecond))
         set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Bounded.wholeSeconds(options.lowSpeedTime)))

@@ -35,20 +35,18 @@ extension Daemon {
     static func mediaOptions(for configuration: Configuration) -> MediaOptions {
         let settings = configuration.media
         var options = MediaOptions(storeDirectory: configuration.journal.stateDirectory + "/media")
-        // MediaOptions still takes seconds as Double (PushMedia converts them); the values are
-        // bounded by the schema, so its `* 1e9`/`* 1000` cannot overflow.
-        options.connectTimeout = settings.connectTimeout.secondsValue
-        options.transferDeadline = settings.transferTimeout.secondsValue
+        options.connectTimeout = settings.connectTimeout
+        options.transferDeadline = settings.transferTimeout
         options.lowSpeedLimitBytesPerSecond = settings.lowSpeedLimitBytes
-        options.lowSpeedTime = settings.lowSpeedTime.secondsValue
+        options.lowSpeedTime = settings.lowSpeedTime
         options.maxBytes = Int64(settings.maxBytes)
         options.allowHTTP = settings.allowHTTP
         options.maxRedirects = settings.maxRedirects
         options.allowNetworks = settings.allowNetworks
         options.maxConcurrent = settings.maxConcurrent
         options.attempts = settings.attempts
-        options.payloadDeadline = settings.payloadDeadline.secondsValue
-        options.dedupWindow = settings.dedupWindow.secondsValue
+        options.payloadDeadline = settings.payloadDeadline
+        options.dedupWindow = settings.dedupWindow
         options.thumbnailMaxEdge = settings.thumbnailMaxEdge
         options.thumbnailMaxPixels = settings.thumbnailMaxPixels
         options.caFile = settings.caFile

@@ -120,9 +120,6 @@ import PushSystem
             #expect(duration.secondsValue * 1e9 < Double(Int64.max / 2))
             #expect(duration.secondsValue * 1000 < Double(Int32.max) * 1000)
         }
-        #expect(configuration.spool.rescanIntervalSeconds * 1e9 < Double(Int64.max / 2))
-        #expect(configuration.metrics.intervalSeconds * 1e9 < Double(Int64.max / 2))
-        #expect(Int64(exactly: configuration.spool.stableAgeMillis)!.multipliedReportingOverflow(by: 1_000_000).overflow == false)
         let sizes = [configuration.spool.maxFileBytes, configuration.journal.segmentBytes, configuration.media.lowSpeedLimitBytes,
                      configuration.media.maxBytes, configuration.limits.maxPayloadBytes]
         for size in sizes {

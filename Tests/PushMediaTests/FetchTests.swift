@@ -55,8 +55,8 @@ import TestSupport
         // counts waiting for a cooperative thread to resume on, which a loaded CI machine
         // stretches by seconds. The loose wall-clock bound still catches an ignored deadline.
         let took = Double(outcome.durationMillis) / 1000
-        #expect(took >= 1.9 && took < options.transferDeadline + 1, "took \(took) s")
-        #expect(elapsed < options.transferDeadline + 10, "returned after \(elapsed) s")
+        #expect(took >= 1.9 && took < options.transferDeadline.secondsValue + 1, "took \(took) s")
+        #expect(elapsed < options.transferDeadline.secondsValue + 10, "returned after \(elapsed) s")
         #expect(filesUnder(dir.store).isEmpty)
     }
 
@@ -66,9 +66,9 @@ import TestSupport
         server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
         var options = testOptions(dir)
         options.attempts = 1
-        options.transferDeadline = 20
+        options.transferDeadline = .seconds(20)
         options.lowSpeedLimitBytesPerSecond = 100
-        options.lowSpeedTime = 1
+        options.lowSpeedTime = .seconds(1)
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
@@ -84,8 +84,8 @@ import TestSupport
         let server = try LoopbackHTTPServer()
         server.route("/silent", .silent)
         var options = testOptions(dir)
-        options.transferDeadline = 1.5
-        options.payloadDeadline = 3
+        options.transferDeadline = .seconds(1.5)
+        options.payloadDeadline = .seconds(3)
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
@@ -96,8 +96,8 @@ import TestSupport
         #expect(outcome.error?.isTransient == true)
         // A timeout is transient: retried, but never past the payload deadline.
         #expect(outcome.attempts == 2)
-        #expect(Double(outcome.durationMillis) / 1000 < options.payloadDeadline + 1, "took \(outcome.durationMillis) ms")
-        #expect(elapsed < options.payloadDeadline + 10, "returned after \(elapsed) s")
+        #expect(Double(outcome.durationMillis) / 1000 < options.payloadDeadline.secondsValue + 1, "took \(outcome.durationMillis) ms")
+        #expect(elapsed < options.payloadDeadline.secondsValue + 10, "returned after \(elapsed) s")
     }
 
     @Test func bodyOverCapIsCutOffAndRemoved() async throws {
@@ -372,7 +372,7 @@ import TestSupport
         server.route("/a.png", .ok(Fixtures.png))
         server.route("/b.png", .ok(Fixtures.png))
         var options = testOptions(dir)
-        options.dedupWindow = 0
+        options.dedupWindow = .seconds(0)
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
@@ -414,7 +414,7 @@ import TestSupport
         let dir = TempDir()
         let mutations: [(inout MediaOptions) -> Void] = [
             { $0.allowNetworks = ["127.0.0.1/40"] }, { $0.maxConcurrent = 0 }, { $0.attempts = 0 },
-            { $0.maxBytes = 0 }, { $0.transferDeadline = 0 }, { $0.thumbnailMaxPixels = 0 },
+            { $0.maxBytes = 0 }, { $0.transferDeadline = .seconds(0) }, { $0.thumbnailMaxPixels = 0 },
         ]
         for index in mutations.indices {
             var options = testOptions(dir)
@@ -428,8 +428,8 @@ import TestSupport
         let server = try LoopbackHTTPServer()
         server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
         var options = testOptions(dir)
-        options.transferDeadline = 2
-        options.payloadDeadline = 3
+        options.transferDeadline = .seconds(2)
+        options.payloadDeadline = .seconds(3)
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
@@ -438,8 +438,8 @@ import TestSupport
         let elapsed = elapsedSeconds(since: start)
         #expect(outcome.error?.code == .timeout)
         #expect(outcome.attempts == 2)
-        #expect(Double(outcome.durationMillis) / 1000 < options.payloadDeadline + 1, "took \(outcome.durationMillis) ms")
-        #expect(elapsed < options.payloadDeadline + 10, "returned after \(elapsed) s")
+        #expect(Double(outcome.durationMillis) / 1000 < options.payloadDeadline.secondsValue + 1, "took \(outcome.durationMillis) ms")
+        #expect(elapsed < options.payloadDeadline.secondsValue + 10, "returned after \(elapsed) s")
         #expect(server.hits("/slow") == 2)
     }
 }

@@ -86,11 +86,11 @@ import PushSystem
         server.route("/img", .ok(Fixtures.png))
         server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "99999999999")]), .ok(Fixtures.png)]))
         var options = testOptions(dir)
-        options.dedupWindow = 99_999_999_999
-        options.payloadDeadline = 1e300
-        options.transferDeadline = 1e300
-        options.connectTimeout = 99_999_999_999
-        options.lowSpeedTime = 1e300
+        options.dedupWindow = .seconds(99_999_999_999)
+        options.payloadDeadline = .seconds(Int64.max)
+        options.transferDeadline = .seconds(Int64.max)
+        options.connectTimeout = .seconds(99_999_999_999)
+        options.lowSpeedTime = .seconds(Int64.max)
         options.maxRetryAfter = 1e300
         options.retryBaseDelay = 1e300
         options.maxConcurrent = Int.max
@@ -107,9 +107,11 @@ import PushSystem
         #expect(Bounded.nanos(seconds: .nan) == 0)
         #expect(Bounded.nanos(seconds: -5) == 0)
         #expect(Bounded.nanos(seconds: 1.5) == 1_500_000_000)
-        #expect(Bounded.millis(seconds: 1e300) == Int(Int32.max))
-        #expect(Bounded.millis(seconds: 0.0001) == 1)
-        #expect(Bounded.wholeSeconds(.infinity) == Int(Int32.max))
+        #expect(Bounded.millis(.seconds(Int64.max)) == Int(Int32.max))
+        #expect(Bounded.millis(.microseconds(100)) == 1)
+        #expect(Bounded.millis(.seconds(-3)) == 1)
+        #expect(Bounded.wholeSeconds(.seconds(Int64.max)) == Int(Int32.max))
+        #expect(Bounded.wholeSeconds(.milliseconds(1500)) == 2)
         #expect(Bounded.deadline(.max - 1, plus: 10) == .max)
         #expect(Bounded.sum(.max, 1) == .max)
         #expect(Bounded.sum(3, 4) == 7)

@@ -14,8 +14,8 @@ import TestSupport
         server.route("/ok.png", .ok(Fixtures.png))
         var options = testOptions(dir)
         options.maxConcurrent = 3
-        options.transferDeadline = 30
-        options.payloadDeadline = 30
+        options.transferDeadline = .seconds(30)
+        options.payloadDeadline = .seconds(30)
         let fetcher = try MediaFetcher(options: options)
 
         let results = Mutex<[MediaOutcome]>([])
@@ -54,8 +54,8 @@ import TestSupport
         server.route("/retry", .status(503))
         var options = testOptions(dir)
         options.maxConcurrent = 2
-        options.transferDeadline = 30
-        options.payloadDeadline = 60
+        options.transferDeadline = .seconds(30)
+        options.payloadDeadline = .seconds(60)
         options.retryBaseDelay = 20
         let fetcher = try MediaFetcher(options: options)
 
@@ -92,9 +92,9 @@ import TestSupport
         server.route("/silent", .silent)
         server.route("/ok.gif", .ok(Fixtures.gif))
         var options = testOptions(dir)
-        options.transferDeadline = 30
-        options.payloadDeadline = 30
-        options.dedupWindow = 0
+        options.transferDeadline = .seconds(30)
+        options.payloadDeadline = .seconds(30)
+        options.dedupWindow = .seconds(0)
         let fetcher = try MediaFetcher(options: options)
         let tasks = (0..<12).map { index in
             Task { await fetcher.fetch(url: server.url("/silent") + "?\(index)") }
@@ -128,8 +128,8 @@ struct WaitTimeout: Error {}
         server.route("/ok.png", .ok(Fixtures.png))
         server.route("/silent", .silent)
         var options = testOptions(dir)
-        options.transferDeadline = 30
-        options.payloadDeadline = 30
+        options.transferDeadline = .seconds(30)
+        options.payloadDeadline = .seconds(30)
         let fetcher = try MediaFetcher(options: options)
         let silent = Mutex<MediaOutcome?>(nil)
         fetcher.fetch(url: server.url("/silent")) { outcome in silent.withLock { $0 = outcome } }
@@ -169,8 +169,8 @@ struct WaitTimeout: Error {}
         server.route("/slow.png", .trickle(headers: [], body: Fixtures.webp, interval: 0.002))
         server.route("/silent", .silent)
         var options = testOptions(dir)
-        options.transferDeadline = 30
-        options.payloadDeadline = 30
+        options.transferDeadline = .seconds(30)
+        options.payloadDeadline = .seconds(30)
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 

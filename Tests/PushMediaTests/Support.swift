@@ -12,11 +12,11 @@ func testOptions(_ dir: TempDir) -> MediaOptions {
     var options = MediaOptions(storeDirectory: dir.store)
     options.allowHTTP = true
     options.allowNetworks = ["127.0.0.1/32"]
-    options.connectTimeout = 2
-    options.transferDeadline = 2
-    options.payloadDeadline = 6
+    options.connectTimeout = .seconds(2)
+    options.transferDeadline = .seconds(2)
+    options.payloadDeadline = .seconds(6)
     options.lowSpeedLimitBytesPerSecond = 1
-    options.lowSpeedTime = 30
+    options.lowSpeedTime = .seconds(30)
     options.retryBaseDelay = 0.05
     options.thumbnailMaxEdge = 0
     return options
