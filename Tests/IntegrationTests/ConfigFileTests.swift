@@ -12,40 +12,12 @@ import Testing
         try waitUntil(timeout: 60, "READY") { harness.daemonStderr.contains("EVENT=ready") }
     }
 
-    /// Runs `pushspoold` expected to exit at start; one that keeps running (on defaults, say)
-    /// is killed after `timeout` seconds and reported as status -1, so the test fails rather
-    /// than hangs.
-    static func runDaemonExpectingExit(_ harness: DaemonHarness, config: String, timeout: Double = 20) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
-        process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", config]
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "NOTIFY_SOCKET")
-        environment.removeValue(forKey: "JOURNAL_STREAM")
-        process.environment = environment
-        let errPath = harness.root + "/exit.stderr"
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: errPath)
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        var status: Int32 = -1
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        } else {
-            status = process.terminationStatus
-        }
-        return (status, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
-    }
-
     /// `pushspoold --config` naming a file that does not exist exits 78 (EX_CONFIG) with a
     /// message naming it, instead of running on defaults.
     @Test func daemonRefusesAMissingExplicitConfigFile() throws {
         let harness = try DaemonHarness(name: "config-missing")
         let missing = harness.root + "/no-such.conf"
-        let (status, stderr) = try Self.runDaemonExpectingExit(harness, config: missing)
+        let (status, stderr) = try harness.runExpectingExit(config: missing, timeout: 20)
         #expect(status == 78, "\(stderr)")
         #expect(stderr.contains(missing))
         #expect(stderr.contains("no such file"))
@@ -77,7 +49,7 @@ import Testing
         let (checkStatus, _, checkErr) = try DaemonHarness.run(DaemonHarness.binDirectory + "/pushspoolctl", ["config", "check", harness.config])
         #expect(checkStatus == 1)
         #expect(checkErr.contains("[\(section)] \(key): must be from \(range), got '99999999999'"), "\(checkErr)")
-        let (status, stderr) = try Self.runDaemonExpectingExit(harness, config: harness.config)
+        let (status, stderr) = try harness.runExpectingExit(config: harness.config, timeout: 20)
         #expect(status == 78, "\(stderr)")
         #expect(stderr.contains("\(key): must be from \(range)"))
     }
@@ -96,7 +68,7 @@ import Testing
         try waitUntil(timeout: 30, "the payload to be journaled") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
         #expect(try #require(harness.process).isRunning)
         #expect(harness.stop() == 0)
-        #expect(try harness.records().map(\.key) == ["mindbox:after-hup-1"])
+        #expect(try harness.records().map(\.key) == [generatedKey(index: 1, tag: "after-hup")])
     }
 
     /// `[Log] Identifier=` names the events, and `[Log] MaxEventsPerSec=` summarises a burst

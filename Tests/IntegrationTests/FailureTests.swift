@@ -265,7 +265,7 @@ import Dispatch
         #expect(!harness.daemonStderr.contains("ARMED"))
         #expect(try harness.records().count == 5)
 
-        let (status, _, stderr) = try runDaemon(harness, environment: [
+        let (status, stderr) = try harness.runExpectingExit(extraEnvironment: [
             "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FAULT_INJECT": "fdatasync:ENOTANERRNO",
         ])
         #expect(status == 64)
@@ -305,7 +305,7 @@ import Dispatch
         // A byte inside the JSON body: header checks pass, the body CRC does not.
         try flipByte(path: journal + "/" + segment, at: victim.offset + 40 + Int64(victim.key.utf8.count) + 7)
 
-        let (status, _, stderr) = try runDaemon(harness)
+        let (status, stderr) = try harness.runExpectingExit()
         #expect(status != 0, "must refuse to start on a damaged journal")
         #expect(stderr.contains("\(segment):\(victim.offset)"), "error names segment and offset: \(stderr)")
         #expect(stderr.contains("--quarantine-corrupt-segment"))
@@ -313,12 +313,11 @@ import Dispatch
         #expect(!quarantineBefore.contains { $0.hasPrefix(segment + ".") }, "refusing must not move anything")
         #expect(FileManager.default.fileExists(atPath: journal + "/" + segment))
 
-        let daemon = try launchDaemon(harness, arguments: ["--quarantine-corrupt-segment"])
+        let daemon = try harness.launch(arguments: ["--quarantine-corrupt-segment"])
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() } }
         try waitUntil(timeout: 30, "the daemon to start with the quarantine flag") {
             guard daemon.isRunning else { throw TimeoutError(description: "exited with \(daemon.terminationStatus)") }
-            let stderr = (try? String(contentsOfFile: harness.root + "/extra.stderr", encoding: .utf8)) ?? ""
-            return stderr.contains("EVENT=ready")
+            return harness.daemonStderr.contains("EVENT=ready")
         }
         let quarantined = (try? FileManager.default.contentsOfDirectory(atPath: journal + "/quarantine")) ?? []
         #expect(quarantined.contains { $0.hasPrefix(segment + ".") }, "quarantine/: \(quarantined)")
@@ -363,37 +362,4 @@ private func flipByte(path: String, at offset: Int64) throws {
     guard pread(fd, &byte, 1, off_t(offset)) == 1 else { throw SystemError(call: "pread", errno: errno, subject: path) }
     byte ^= 0x20
     guard pwrite(fd, &byte, 1, off_t(offset)) == 1 else { throw SystemError(call: "pwrite", errno: errno, subject: path) }
-}
-
-/// Starts `pushspoold` on the harness's directories with extra arguments and environment,
-/// stderr to `<root>/extra.stderr`.
-private func launchDaemon(_ harness: DaemonHarness, arguments: [String] = [], environment extra: [String: String] = [:]) throws -> Process {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
-    process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config] + arguments
-    var environment = ProcessInfo.processInfo.environment
-    environment.removeValue(forKey: "NOTIFY_SOCKET")
-    environment.removeValue(forKey: "JOURNAL_STREAM")
-    for (key, value) in extra { environment[key] = value }
-    process.environment = environment
-    let stderrPath = harness.root + "/extra.stderr"
-    _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-    process.standardError = FileHandle(forWritingAtPath: stderrPath)
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    return process
-}
-
-/// Runs `pushspoold` expecting it to exit by itself within 30 s; returns (status, stderr).
-private func runDaemon(_ harness: DaemonHarness, arguments: [String] = [], environment: [String: String] = [:]) throws -> (Int32, String, String) {
-    let process = try launchDaemon(harness, arguments: arguments, environment: environment)
-    do {
-        try waitUntil(timeout: 30, "pushspoold to exit") { !process.isRunning }
-    } catch {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        throw error
-    }
-    let stderr = (try? String(contentsOfFile: harness.root + "/extra.stderr", encoding: .utf8)) ?? ""
-    return (process.terminationStatus, "", stderr)
 }

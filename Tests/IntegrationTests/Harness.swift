@@ -32,12 +32,13 @@ final class DaemonHarness: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: root)
     }
 
-    /// Starts the daemon and waits until its spool layout exists and the first scan is done
-    /// (the status file appears after READY).
-    func start(extraEnvironment: [String: String] = [:]) throws {
+    /// Launches `pushspoold` on this harness's directories with `--config` (the harness's
+    /// file unless `config` names another), extra arguments and environment; stderr goes to
+    /// the file `daemonStderr` reads, emptied first. Does not wait for anything.
+    func launch(arguments: [String] = [], config: String? = nil, extraEnvironment: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/pushspoold")
-        process.arguments = ["--spool", spool, "--state-dir", state, "--config", config]
+        process.arguments = ["--spool", spool, "--state-dir", state, "--config", config ?? self.config] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "NOTIFY_SOCKET")
         environment.removeValue(forKey: "JOURNAL_STREAM")
@@ -47,6 +48,12 @@ final class DaemonHarness: @unchecked Sendable {
         process.standardError = FileHandle(forWritingAtPath: stderrFile)
         process.standardOutput = FileHandle.nullDevice
         try process.run()
+        return process
+    }
+
+    /// Starts the daemon and waits until its spool layout exists (READY may come later).
+    func start(arguments: [String] = [], extraEnvironment: [String: String] = [:]) throws {
+        let process = try launch(arguments: arguments, extraEnvironment: extraEnvironment)
         self.process = process
         try waitUntil(timeout: 60, "pushspoold to create its spool") {
             if !process.isRunning {
@@ -54,6 +61,22 @@ final class DaemonHarness: @unchecked Sendable {
             }
             return FileManager.default.fileExists(atPath: self.spool + "/failed")
         }
+    }
+
+    /// Runs `pushspoold` expected to exit by itself (a refused start, a fail-stop). One still
+    /// running after `timeout` seconds is killed and reported as status -1, so a regression
+    /// fails the test instead of hanging it. Returns the exit status and stderr.
+    func runExpectingExit(arguments: [String] = [], config: String? = nil, extraEnvironment: [String: String] = [:],
+                          timeout: Double = 30) throws -> (status: Int32, stderr: String) {
+        let process = try launch(arguments: arguments, config: config, extraEnvironment: extraEnvironment)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return (-1, daemonStderr)
+        }
+        return (process.terminationStatus, daemonStderr)
     }
 
     /// SIGTERM and wait; returns the exit status.

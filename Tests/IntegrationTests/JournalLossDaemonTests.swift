@@ -12,30 +12,6 @@ import Testing
         return journal + "/" + (try #require(segments.last))
     }
 
-    /// Starts the daemon and waits (bounded) for it to exit; a daemon that keeps running is
-    /// stopped and reported, so a regression fails instead of hanging.
-    private func exitOfStart(_ harness: DaemonHarness) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
-        process.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config]
-        let log = harness.root + "/refusal.stderr"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: log)
-        process.standardOutput = FileHandle.nullDevice
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "NOTIFY_SOCKET")
-        process.environment = environment
-        try process.run()
-        do {
-            try waitUntil(timeout: 20, "pushspoold to refuse the damaged journal") { !process.isRunning }
-        } catch {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-            Issue.record("pushspoold started on a journal that lost acknowledged records")
-        }
-        return (process.terminationStatus, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
-    }
-
     @Test func aTruncatedAcknowledgedRecordRefusesStartAndItsSeqIsNeverReused() throws {
         let harness = try DaemonHarness(name: "lost")
         try harness.start()
@@ -47,32 +23,21 @@ import Testing
         let size = try #require(try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int)
         #expect(truncate(segment, off_t(size - 10)) == 0)
 
-        let (status, stderr) = try exitOfStart(harness)
+        let (status, stderr) = try harness.runExpectingExit(timeout: 20)
         #expect(status == 1, "refuses to start: \(stderr)")
         #expect(stderr.contains("acknowledged records"), "says what was lost: \(stderr)")
         #expect(!stderr.contains("EVENT=tornTail"), "not reported as a torn tail")
 
         // The operator accepts the loss: the daemon starts, says so at crit, and continues
         // above the watermark.
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoold")
-        daemon.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config,
-                            "--quarantine-corrupt-segment"]
-        let log = harness.root + "/quarantine.stderr"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        daemon.standardError = FileHandle(forWritingAtPath: log)
-        daemon.standardOutput = FileHandle.nullDevice
-        try daemon.run()
-        defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() } }
+        try harness.start(arguments: ["--quarantine-corrupt-segment"])
         try harness.drop(generatedPayload(index: 9, tag: "after"), name: "after.json")
         try waitUntil(timeout: 30, "the new record") { (try harness.records().contains { $0.key == generatedKey(index: 9, tag: "after") }) }
         let after = try #require(try harness.records().first { $0.key == generatedKey(index: 9, tag: "after") })
         #expect(after.seq == 6, "seq 5 was acknowledged and lost: it is not handed out again")
-        let text = try String(contentsOfFile: log, encoding: .utf8)
+        let text = harness.daemonStderr
         #expect(text.contains("<2> acknowledged journal records are lost"), "crit event: \(text)")
         #expect(text.contains("JOURNAL_LOST_FROM=5") && text.contains("JOURNAL_LOST_TO=5"))
-        kill(daemon.processIdentifier, SIGTERM)
-        daemon.waitUntilExit()
-        #expect(daemon.terminationStatus == 0)
+        #expect(harness.stop() == 0)
     }
 }
