@@ -199,10 +199,7 @@ package enum FailedQueue {
         while original.hasPrefix(".") { original.removeFirst() }
         if original.hasSuffix(".tmp") { original += ".json" }
         if original.isEmpty { original = UniqueName.next(suffix: ".json") }
-        // As in Spool.quarantine: past the sequential `~N` names, a time-and-random suffix.
-        for attempt in 0..<(Spool.sequentialNames + Spool.randomNames) {
-            let target = attempt < Spool.sequentialNames
-                ? SpoolName.candidate(original, attempt: attempt) : Spool.randomCandidate(original, reserve: 0)
+        for target in Spool.candidateNames(original) {
             do {
                 try Posix.renameNoReplace(dirs.failed, name, dirs.incoming, target)
             } catch where error.errno == EEXIST {

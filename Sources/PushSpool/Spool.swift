@@ -292,10 +292,7 @@ package final class Spool: Sendable {
         let reserve = SpoolName.reasonSuffix.utf8.count
         // A dotfile in failed/ would be hidden from `failed list` (dotfiles there are staging).
         let base = name.hasPrefix(".") ? "_" + name : name
-        for attempt in 0..<(Self.sequentialNames + Self.randomNames) {
-            let target = attempt < Self.sequentialNames
-                ? SpoolName.candidate(base, attempt: attempt, reserve: reserve)
-                : Self.randomCandidate(base, reserve: reserve)
+        for target in Self.candidateNames(base, reserve: reserve) {
             // A payload named like a reason file would be mistaken for one by `failed list`.
             if target.hasSuffix(SpoolName.reasonSuffix) { continue }
             do throws(SystemError) {
@@ -348,6 +345,16 @@ package final class Spool: Sendable {
     /// Random-suffix names tried before giving up (only a hostile directory gets this far).
     static let randomNames = 16
 
+    /// The names a file takes where `name` may be taken, in order: `NAME`, `NAME~1` …
+    /// `NAME~999`, then `randomNames` time-and-random ones. Every move that must not replace
+    /// an existing file (quarantine, retry, rollback, name repair) walks this one sequence.
+    static func candidateNames(_ name: String, reserve: Int = 0) -> some Sequence<String> {
+        (0..<(sequentialNames + randomNames)).lazy.map { attempt in
+            attempt < sequentialNames ? SpoolName.candidate(name, attempt: attempt, reserve: reserve)
+                                      : randomCandidate(name, reserve: reserve)
+        }
+    }
+
     /// `NAME~<unix-ms>-<8 random hex digits>`, truncated to fit with `reserve` bytes to spare.
     static func randomCandidate(_ name: String, reserve: Int) -> String {
         var random = SystemRandomNumberGenerator()
@@ -389,8 +396,7 @@ package final class Spool: Sendable {
     package func rollback(processing name: String) throws(SpoolError) -> String {
         let d = directories
         try SpoolName.validate(name)
-        for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(name, attempt: attempt)
+        for target in Self.candidateNames(name) {
             do {
                 try Posix.renameNoReplace(d.processing, name, d.incoming, target)
             } catch where error.errno == EEXIST {
@@ -481,8 +487,7 @@ package final class Spool: Sendable {
 
     static func repairName(directoryFD: Int32, path: String, raw: [UInt8]) throws(SpoolError) -> String? {
         let escaped = SpoolName.escape(raw: raw)
-        for attempt in 0..<10_000 {
-            let target = SpoolName.candidate(escaped, attempt: attempt)
+        for target in candidateNames(escaped) {
             do {
                 try Posix.renameNoReplace(directoryFD, raw, directoryFD, target)
                 return target

@@ -224,4 +224,20 @@ final class TinyTmpfs {
         #expect(target.hasPrefix("r.json~") && target.contains("-"))
         #expect(try t.read(t.layout.incoming + "/" + target) == Array("{bad".utf8))
     }
+
+    /// A rollback (shutdown with a download in flight) into an `incoming/` holding 10,000 taken
+    /// `NAME~N` names used to fail with `name_taken` and leave the file in `processing/`.
+    @Test func rollbackPastTheSequentialNamesUsesARandomSuffix() throws {
+        let t = try TempSpool(inMemory: true)
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        let incomingFD = try Posix.openDirectory(t.layout.incoming)
+        defer { Posix.close(incomingFD) }
+        for n in 0..<10_000 {
+            Posix.close(try Posix.openat(incomingFD, n == 0 ? "b.json" : "b.json~\(n)", O_WRONLY | O_CREAT | O_EXCL, mode: 0o640))
+        }
+        try t.write(t.layout.processing, "b.json", "{}")
+        let target = try spool.rollback(processing: "b.json")
+        #expect(target.hasPrefix("b.json~") && target.contains("-"))
+        #expect(try t.read(t.layout.incoming + "/" + target) == Array("{}".utf8))
+    }
 }
