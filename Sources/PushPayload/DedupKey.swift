@@ -27,6 +27,20 @@ package enum DedupKey {
         return "\(vendor.rawValue)@\(user.utf8.count):\(user):\(id)"
     }
 
+    /// The key of a Notification Center event: `event:<eventId>`. It has the `vendor:id` form
+    /// with the reserved vendor word `event` (no ``Vendor`` is called that), so it never meets
+    /// a push's key and ``parse(_:)`` reads it as vendor `event`, no user.
+    package static func event(_ eventId: String) -> String { "\(eventPrefix)\(eventId)" }
+
+    static let eventPrefix = "event:"
+
+    /// The event id of a key made by ``event(_:)``, or `nil` for a push's key.
+    package static func eventId(of key: String) -> String? {
+        guard key.hasPrefix(eventPrefix) else { return nil }
+        let id = String(key.dropFirst(eventPrefix.count))
+        return PushEvent.isValidEventId(id) ? id : nil
+    }
+
     /// Splits a key made by ``make(vendor:id:user:)``, for tools that show keys; `nil` for a
     /// string that is not such a key. `vendor` is returned as written, so keys of vendors this
     /// build does not know still parse.
