@@ -1,6 +1,6 @@
-/// The journal's de-duplication key of a push, and its one size limit.
+/// The journal's de-duplication key of a push or an event, and its one size limit.
 ///
-/// Two forms, both valid UTF-8 (the journal stores keys as UTF-8 and compares their bytes):
+/// Three forms, all valid UTF-8 (the journal stores keys as UTF-8 and compares their bytes):
 ///
 /// - `vendor:id` when the envelope names no user (absent or empty `user`). Every record
 ///   journaled before users were part of the key has this form, so old and new records of
@@ -8,6 +8,8 @@
 /// - `vendor@N:user:id` when it names one, `N` being the byte count of `user` in decimal
 ///   (no leading zeros). The same push to two users is two records; an SFMC `_m` (which
 ///   names a campaign, not a recipient) no longer collapses all of its recipients into one.
+/// - `event:eventId` for a Notification Center event (``event(_:)``): the `vendor:id` form
+///   with the word `event`, which no ``Vendor`` uses, and an id of `[A-Za-z0-9._:-]` only.
 ///
 /// Why a length prefix rather than a separator: ids and users are arbitrary JSON strings
 /// (`:`, `@`, even U+0000 are all legal), so no separator character is safe without refusing
