@@ -54,8 +54,9 @@ package enum Normalizer {
             throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
         }
         // Only an envelope can be an event: a bare vendor payload with an `event` key stays a
-        // payload, so no push that was accepted before becomes an event now.
-        guard let version = top["pushspool"], top["event"] != nil else { return .payload(top) }
+        // payload, and JSON null means absent as everywhere else, so no push that was
+        // accepted before becomes an event now.
+        guard let version = top["pushspool"], let event = top["event"], !event.isNull else { return .payload(top) }
         guard version.intValue == 1 else {
             throw PayloadRefusal(.invalidEnvelope, "envelope version \"pushspool\" must be the number 1, found \(version.typeName) \(version.serializedString())", path: "pushspool")
         }

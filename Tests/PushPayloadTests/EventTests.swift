@@ -173,6 +173,8 @@ let minimalEvents: [EventCase] = EventType.allCases.map { type in
             return
         }
         #expect(other.vendor == .apns)
+        // An envelope whose `event` is null is a push envelope, as it was before events.
+        #expect(try accept(#"{"pushspool": 1, "event": null, "payload": {"aps": {"alert": "x"}}}"#).vendor == .apns)
         // The old entry point refuses an event envelope rather than reading it as a push.
         let envelope = eventJSON(#""type": "nc.opened", "eventId": "e""#)
         guard case .refused(let r) = normalize(envelope) else { Issue.record("normalize accepted an event"); return }
