@@ -1,4 +1,5 @@
 import PushSystem
+import PushPayload
 
 /// The daemon's whole configuration, with the defaults it runs with when
 /// /etc/pushspool/pushspool.conf is absent.
@@ -119,23 +120,42 @@ package struct CategoryDefinition: Sendable, Equatable {
     }
 }
 
-/// One action of a category: `Action=ID:TITLE:OPTION,OPTION`.
+/// One action of a category: `Action=ID:TITLE:OPTION,OPTION`, made a text-input action by
+/// `TextInput=ID:BUTTON:PLACEHOLDER` in the same section.
 package struct CategoryAction: Sendable, Equatable {
     package var id: String
     package var title: String
     /// A subset of `CategoryAction.knownOptions`, in the order written.
     package var options: [String]
+    /// Set by `TextInput=`: the send button's title and the text field's placeholder.
+    package var textInput: TextInput?
 
-    package init(id: String, title: String, options: [String]) {
+    package init(id: String, title: String, options: [String], textInput: TextInput? = nil) {
         self.id = id
         self.title = title
         self.options = options
+        self.textInput = textInput
     }
 
     /// The option flags Infobip's SDKs define for actions.
     package static let knownOptions = ["foreground", "destructive", "authenticationRequired", "moRequired", "chatCompatible"]
     /// iOS shows at most four actions of a category; more are an error rather than silently lost.
     package static let maximumPerCategory = 4
+}
+
+extension Configuration {
+    /// The normaliser's category table: Infobip's built-in `mm_accept_decline` plus the
+    /// configured categories, text inputs included. The loader checks categories by the same
+    /// rule as ``CategoryTable/adding(_:)``, so this throws only for what it let through by
+    /// mistake; the caller reports that rather than dropping the category silently.
+    package func categoryTable() throws(CategoryTableError) -> CategoryTable {
+        try CategoryTable.builtIn.adding(contentsOf: categories.map { definition in
+            NotificationCategory(id: definition.id, actions: definition.actions.map {
+                PushPayload.CategoryAction(id: $0.id, title: $0.title, options: $0.options.compactMap(ActionOption.init(rawValue:)),
+                                           textInput: $0.textInput)
+            })
+        })
+    }
 }
 
 /// `[Metrics]`: the Prometheus textfile.

@@ -120,13 +120,17 @@ package enum ConfigurationLoader {
 
         private mutating func applyCategory(id: String, key: String, value: String, failure: (String) -> ConfigError) throws(ConfigError) {
             if let problem = CategoryRules.validateIdentifier(id, what: "category id") { throw failure(problem) }
-            guard key == "Action" else { throw failure("unknown key; [Category \(id)] knows Action") }
+            guard key == "Action" || key == "TextInput" else { throw failure("unknown key; [Category \(id)] knows Action and TextInput") }
             var index = configuration.categories.firstIndex { $0.id == id }
             if index == nil {
                 configuration.categories.append(CategoryDefinition(id: id, actions: []))
                 index = configuration.categories.count - 1
             }
             guard let index else { return }
+            if key == "TextInput" {
+                try applyTextInput(value, category: index, failure: failure)
+                return
+            }
             if value.isEmpty {
                 configuration.categories[index].actions = []
                 return
@@ -143,6 +147,29 @@ package enum ConfigurationLoader {
                 throw failure("more than \(CategoryAction.maximumPerCategory) actions; iOS shows only the first \(CategoryAction.maximumPerCategory)")
             }
             configuration.categories[index].actions.append(action)
+        }
+
+        /// `TextInput=ACTION:BUTTON:PLACEHOLDER` makes an action of this category, defined by an
+        /// earlier `Action=`, a text-input action; an empty value removes every text input.
+        private mutating func applyTextInput(_ value: String, category index: Int, failure: (String) -> ConfigError) throws(ConfigError) {
+            if value.isEmpty {
+                for i in configuration.categories[index].actions.indices { configuration.categories[index].actions[i].textInput = nil }
+                return
+            }
+            let parsed: (id: String, input: TextInput)
+            switch CategoryRules.parseTextInput(value) {
+            case .success(let p): parsed = p
+            case .failure(let error): throw failure(error.message)
+            }
+            let actions = configuration.categories[index].actions
+            guard let position = actions.firstIndex(where: { $0.id == parsed.id }) else {
+                let known = actions.map(\.id)
+                throw failure("no action '\(parsed.id)' in this category yet; put TextInput= after its Action= line\(known.isEmpty ? "" : " (actions: \(known.joined(separator: ", ")))")")
+            }
+            if actions[position].textInput != nil {
+                throw failure("action '\(parsed.id)' has a text input already")
+            }
+            configuration.categories[index].actions[position].textInput = parsed.input
         }
 
         /// Checks that span keys, reported at the line of the key that made them inconsistent.
@@ -203,5 +230,19 @@ enum CategoryRules {
             if !options.contains(option) { options.append(option) }
         }
         return .success(CategoryAction(id: id, title: title, options: options))
+    }
+
+    /// `ACTION:BUTTON:PLACEHOLDER` — the action id and the button title have no ':', the
+    /// placeholder is the rest (it may contain ':' and may be empty: iOS shows an empty field).
+    static func parseTextInput(_ value: String) -> Result<(id: String, input: TextInput), ValueError> {
+        let parts = value.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3 else {
+            return .failure(ValueError("expected ACTION:BUTTON:PLACEHOLDER (e.g. 'reply:Send:Your answer'), got '\(value)'"))
+        }
+        let id = parts[0].trimmingSpaces
+        let button = parts[1].trimmingSpaces
+        if let problem = validateIdentifier(id, what: "action id") { return .failure(ValueError(problem)) }
+        if button.isEmpty { return .failure(ValueError("the text input of '\(id)' has an empty button title")) }
+        return .success((id, TextInput(buttonTitle: button, placeholder: parts[2].trimmingSpaces)))
     }
 }

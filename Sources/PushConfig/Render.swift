@@ -23,6 +23,9 @@ package func renderEffectiveConfiguration(
         for action in category.actions {
             out += "Action=\(action.id):\(action.title):\(action.options.joined(separator: ","))\n"
         }
+        for action in category.actions {
+            if let input = action.textInput { out += "TextInput=\(action.id):\(input.buttonTitle):\(input.placeholder)\n" }
+        }
     }
     return out
 }

@@ -1,6 +1,6 @@
-/// The journal's de-duplication key of a push, and its one size limit.
+/// The journal's de-duplication key of a push or an event, and its one size limit.
 ///
-/// Two forms, both valid UTF-8 (the journal stores keys as UTF-8 and compares their bytes):
+/// Three forms, all valid UTF-8 (the journal stores keys as UTF-8 and compares their bytes):
 ///
 /// - `vendor:id` when the envelope names no user (absent or empty `user`). Every record
 ///   journaled before users were part of the key has this form, so old and new records of
@@ -8,6 +8,8 @@
 /// - `vendor@N:user:id` when it names one, `N` being the byte count of `user` in decimal
 ///   (no leading zeros). The same push to two users is two records; an SFMC `_m` (which
 ///   names a campaign, not a recipient) no longer collapses all of its recipients into one.
+/// - `event:eventId` for a Notification Center event (``event(_:)``): the `vendor:id` form
+///   with the word `event`, which no ``Vendor`` uses, and an id of `[A-Za-z0-9._:-]` only.
 ///
 /// Why a length prefix rather than a separator: ids and users are arbitrary JSON strings
 /// (`:`, `@`, even U+0000 are all legal), so no separator character is safe without refusing
@@ -25,6 +27,20 @@ package enum DedupKey {
     package static func make(vendor: Vendor, id: String, user: String?) -> String {
         guard let user, !user.isEmpty else { return "\(vendor.rawValue):\(id)" }
         return "\(vendor.rawValue)@\(user.utf8.count):\(user):\(id)"
+    }
+
+    /// The key of a Notification Center event: `event:<eventId>`. It has the `vendor:id` form
+    /// with the reserved vendor word `event` (no ``Vendor`` is called that), so it never meets
+    /// a push's key and ``parse(_:)`` reads it as vendor `event`, no user.
+    package static func event(_ eventId: String) -> String { "\(eventPrefix)\(eventId)" }
+
+    static let eventPrefix = "event:"
+
+    /// The event id of a key made by ``event(_:)``, or `nil` for a push's key.
+    package static func eventId(of key: String) -> String? {
+        guard key.hasPrefix(eventPrefix) else { return nil }
+        let id = String(key.dropFirst(eventPrefix.count))
+        return PushEvent.isValidEventId(id) ? id : nil
     }
 
     /// Splits a key made by ``make(vendor:id:user:)``, for tools that show keys; `nil` for a

@@ -29,6 +29,8 @@ extension Session {
         n.sentAt = epochMillis(internalData["sendDateTime"], "internalData.sendDateTime", loose: false)
         n.expiresAt = epochMillis(internalData["inAppExpiryDateTime"], "internalData.inAppExpiryDateTime", loose: false)
         n.messageType = string(internalData["messageType"], "internalData.messageType")
+        n.inAppOpenTitle = string(internalData["inAppOpenTitle"], "internalData.inAppOpenTitle")
+        n.inAppDismissTitle = string(internalData["inAppDismissTitle"], "internalData.inAppDismissTitle")
         if case .array(let atts)? = internalData["atts"], let first = atts.first {
             n.mediaUrl = mediaURL(string(first["url"], "internalData.atts[0].url"), "internalData.atts[0].url")
         } else if Detection.present(internalData["atts"]) {
@@ -113,6 +115,8 @@ extension Session {
         n.sentAt = epochMillis(internals["sendDateTime"], "org_ib_d.internal.sendDateTime", loose: true)
         n.expiresAt = epochMillis(internals["inAppExpiryDateTime"], "org_ib_d.internal.inAppExpiryDateTime", loose: true)
         n.messageType = text(internals["messageType"], "org_ib_d.internal.messageType")
+        n.inAppOpenTitle = text(internals["inAppOpenTitle"], "org_ib_d.internal.inAppOpenTitle")
+        n.inAppDismissTitle = text(internals["inAppDismissTitle"], "org_ib_d.internal.inAppDismissTitle")
         for key in ["deeplink", "webViewUrl", "browserUrl"] where n.clickUrl == nil {
             n.clickUrl = clickURL(text(internals[key], "org_ib_d.internal.\(key)"), "org_ib_d.internal.\(key)")
         }

@@ -46,16 +46,42 @@ package struct NotificationButton: Sendable, Equatable {
     }
 }
 
+/// The text field of a text-input action (iOS `UNTextInputNotificationAction`, Infobip
+/// `MMTextInputNotificationAction`): the send button's title and the field's placeholder.
+package struct TextInput: Sendable, Equatable {
+    package var buttonTitle: String
+    package var placeholder: String
+
+    package init(buttonTitle: String, placeholder: String) {
+        self.buttonTitle = buttonTitle
+        self.placeholder = placeholder
+    }
+
+    package func jsonValue() -> JSONValue {
+        .object(["buttonTitle": .string(buttonTitle), "placeholder": .string(placeholder)])
+    }
+}
+
 /// An action of an interactive category, registered in the app (not carried by the push).
 package struct CategoryAction: Sendable, Equatable {
     package var id: String
     package var title: String
     package var options: [ActionOption]
+    /// Set for a text-input action: the user types a reply (sent as the event's `text`).
+    package var textInput: TextInput?
 
-    package init(id: String, title: String, options: [ActionOption] = []) {
+    package init(id: String, title: String, options: [ActionOption] = [], textInput: TextInput? = nil) {
         self.id = id
         self.title = title
         self.options = options
+        self.textInput = textInput
+    }
+
+    /// `{id, title, options[], textInput?: {buttonTitle, placeholder}}`, as records list it.
+    package func jsonValue() -> JSONValue {
+        var o: [String: JSONValue] = ["id": .string(id), "title": .string(title), "options": .array(options.map { .string($0.rawValue) })]
+        if let textInput { o["textInput"] = textInput.jsonValue() }
+        return .object(o)
     }
 }
 
@@ -159,6 +185,15 @@ package enum NormalizeOutcome: Sendable, Equatable {
     case refused(PayloadRefusal)
 }
 
+/// What ``Normalizer/classify(_:options:)`` made of a spool file.
+package enum IntakeOutcome: Sendable, Equatable {
+    /// A push, journaled under ``PushNotification/dedupKey``.
+    case notification(PushNotification)
+    /// A Notification Center event, journaled under ``PushEvent/dedupKey``.
+    case event(PushEvent)
+    case refused(PayloadRefusal)
+}
+
 /// One push in pushspool's vendor-neutral model. Fields are `var` so the daemon can apply
 /// media fallbacks (`body = mediaAlt`, keeping `originalBody`) before journaling.
 package struct PushNotification: Sendable, Equatable {
@@ -177,6 +212,15 @@ package struct PushNotification: Sendable, Equatable {
     package var mediaAlt: String?
     package var buttons: [NotificationButton] = []
     package var category: String?
+    /// The category's actions as the platform shows them (at most 4 on iOS, 3 on Android),
+    /// text input included; empty when the push names no known category.
+    package var actions: [CategoryAction] = []
+    /// How many of the category's actions were cut beyond what the platform shows.
+    package var actionsCut = 0
+    /// Infobip mirror push (`inAppOpenTitle` / `inAppDismissTitle`): the in-app message's
+    /// open and dismiss button titles.
+    package var inAppOpenTitle: String?
+    package var inAppDismissTitle: String?
     /// Decoded when the vendor sends JSON in a string; otherwise the string or object as sent.
     package var customPayload: JSONValue?
     package var presentation: Presentation?
@@ -193,6 +237,8 @@ package struct PushNotification: Sendable, Equatable {
     /// Vendor message type (SFMC `_mt`, Infobip `messageType`).
     package var messageType: String?
     package var user: String?
+    /// The envelope's `device`: the shared-device inbox of a push without a user.
+    package var device: String?
     package var receivedAt: String?
     package var warnings: [PayloadWarning] = []
 
@@ -208,10 +254,12 @@ package struct PushNotification: Sendable, Equatable {
     /// them, which the normaliser enforces (`id_too_long`).
     package var dedupKey: String { DedupKey.make(vendor: vendor, id: id, user: user) }
 
-    /// The model as JSON: camelCase keys, absent values omitted; `silent`, `buttons` and
-    /// `warnings` (strings `code` or `code:detail`) always present.
+    /// The model as JSON: camelCase keys, absent values omitted; `kind` ("notification"),
+    /// `silent`, `buttons` and `warnings` (strings `code` or `code:detail`) always present;
+    /// `actions` when the category resolved, `actionsCut` when not 0.
     package func jsonValue() -> JSONValue {
         var o: [String: JSONValue] = [
+            "kind": .string("notification"),
             "vendor": .string(vendor.rawValue),
             "platform": .string(platform.rawValue),
             "format": .string(format),
@@ -240,7 +288,12 @@ package struct PushNotification: Sendable, Equatable {
         put("titleLocArgs", titleLocArgs)
         put("messageType", messageType)
         put("user", user)
+        put("device", device)
+        put("inAppOpenTitle", inAppOpenTitle)
+        put("inAppDismissTitle", inAppDismissTitle)
         put("receivedAt", receivedAt)
+        if !actions.isEmpty { o["actions"] = .array(actions.map { $0.jsonValue() }) }
+        if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
         if let badge { o["badge"] = .number(String(badge)) }
         if let customPayload, !customPayload.isNull { o["customPayload"] = customPayload }
         return .object(o)

@@ -13,8 +13,39 @@ package enum Normalizer {
         }
     }
 
+    /// What a spool file is: a push, a Notification Center event, or refused. The daemon's
+    /// one entry point; pure like ``normalize(_:options:)``, which it extends with event
+    /// envelopes (`{"pushspool":1, "user"?, "device"?, "event":{…}}`, checked strictly:
+    /// `invalid_event`).
+    package static func classify(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) -> IntakeOutcome {
+        do throws(PayloadRefusal) {
+            switch try parseTop(bytes, options: options) {
+            case .event(let top): return .event(try EventParser.parse(top))
+            case .payload(let top): return .notification(try normalizeTop(top, inputBytes: bytes.count, options: options))
+            }
+        } catch {
+            return .refused(error)
+        }
+    }
+
     /// ``normalize(_:options:)`` with the refusal thrown, for callers that prefer `try`.
+    /// An event envelope is refused (`invalid_envelope`): only ``classify(_:options:)`` takes events.
     package static func normalizeOrThrow(_ bytes: [UInt8], options: NormalizerOptions = NormalizerOptions()) throws(PayloadRefusal) -> PushNotification {
+        switch try parseTop(bytes, options: options) {
+        case .event:
+            throw PayloadRefusal(.invalidEnvelope, "this is a Notification Center event envelope (\"event\"), not a push", path: "event")
+        case .payload(let top):
+            return try normalizeTop(top, inputBytes: bytes.count, options: options)
+        }
+    }
+
+    private enum Top {
+        case payload([String: JSONValue])
+        case event([String: JSONValue])
+    }
+
+    /// Size, syntax and object checks shared by pushes and events; tells them apart.
+    private static func parseTop(_ bytes: [UInt8], options: NormalizerOptions) throws(PayloadRefusal) -> Top {
         if bytes.count > options.maxInputBytes {
             throw PayloadRefusal(.payloadTooLarge, "input is \(bytes.count) bytes, over the \(options.maxInputBytes)-byte input limit")
         }
@@ -22,10 +53,24 @@ package enum Normalizer {
         guard case .object(let top) = root else {
             throw PayloadRefusal(.notAnObject, "the top level is a JSON \(root.typeName), not an object")
         }
+        // Only an envelope can be an event: a bare vendor payload with an `event` key stays a
+        // payload, and JSON null means absent as everywhere else, so no push that was
+        // accepted before becomes an event now.
+        guard let version = top["pushspool"], let event = top["event"], !event.isNull else { return .payload(top) }
+        guard version.intValue == 1 else {
+            throw PayloadRefusal(.invalidEnvelope, "envelope version \"pushspool\" must be the number 1, found \(version.typeName) \(version.serializedString())", path: "pushspool")
+        }
+        if top["payload"] != nil {
+            throw PayloadRefusal(.invalidEnvelope, "an envelope carries either \"payload\" (a push) or \"event\", not both", path: "event")
+        }
+        return .event(top)
+    }
+
+    private static func normalizeTop(_ top: [String: JSONValue], inputBytes: Int, options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
         let envelope = try Envelope(top)
         // Compact re-serialisation never exceeds the raw bytes (escapes only shrink and
         // whitespace goes), so small inputs skip the size walk.
-        if bytes.count > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
+        if inputBytes > options.maxPayloadBytes, case let size = JSONValue.object(envelope.payload).serializedCount, size > options.maxPayloadBytes {
             throw PayloadRefusal(.payloadTooLarge, "vendor payload is \(size) bytes compact, over the \(options.maxPayloadBytes)-byte limit")
         }
         let detection = try Detection.detect(envelope.payload, maxDepth: options.maxDepth)
@@ -43,6 +88,7 @@ package enum Normalizer {
         case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper, flatBundle: detection.flatBundle)
         }
         n.user = envelope.user
+        n.device = envelope.device
         n.receivedAt = envelope.receivedAt
         // The journal cannot hold a longer key; refusing here makes `validate` say so too.
         let keyBytes = n.dedupKey.utf8.count
@@ -63,6 +109,9 @@ package enum Normalizer {
 struct Envelope {
     var payload: [String: JSONValue]
     var user: String?
+    /// The device the push was delivered to: names a shared-device inbox for pushes
+    /// without a user.
+    var device: String?
     var platform: Platform?
     var receivedAt: String?
 
@@ -86,6 +135,11 @@ struct Envelope {
             }
         }
         user = try optionalString("user")
+        device = try optionalString("device")
+        if let device, device.utf8.count > PushEvent.maxNameBytes {
+            throw PayloadRefusal(.invalidEnvelope, "envelope member \"device\" is \(device.utf8.count) bytes, over \(PushEvent.maxNameBytes)", path: "device")
+        }
+        if device?.isEmpty == true { device = nil }
         receivedAt = try optionalString("receivedAt")
         if let p = try optionalString("platform") {
             guard let platform = Platform(rawValue: p) else {
@@ -288,6 +342,8 @@ struct Session {
         }
         let shown = platform == .ios ? 4 : 3
         if category.actions.count > shown { warn(.actionsTruncated, String(category.actions.count)) }
+        n.actions = Array(category.actions.prefix(shown))
+        n.actionsCut = category.actions.count - n.actions.count
         n.buttons = category.actions.prefix(shown).map {
             NotificationButton(id: $0.id, text: $0.title, url: nil, options: $0.options)
         }

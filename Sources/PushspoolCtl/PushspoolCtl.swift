@@ -88,6 +88,7 @@ package enum PushspoolCtl {
         StatsCommand.self,
         MediaCommand.self,
         ConfigCommand.self,
+        NcCommand.self,
     ] }
 
     package static let usage = """

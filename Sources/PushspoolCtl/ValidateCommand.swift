@@ -2,7 +2,8 @@ import Glibc
 import PushPayload
 import PushSystem
 
-/// `pushspoolctl validate [--json] FILE...`: runs the normaliser on files without ingesting them.
+/// `pushspoolctl validate [--json] FILE...`: runs the normaliser on files without ingesting them
+/// (pushes and Notification Center event envelopes alike, as the daemon's `classify` does).
 package struct ValidateCommand: CtlSubcommand {
     package static let name = "validate"
     package static let summary = "check payload files against the vendor formats (nothing is ingested)"
@@ -10,12 +11,16 @@ package struct ValidateCommand: CtlSubcommand {
         usage: pushspoolctl validate [--json] [--max-payload-bytes N] [--max-depth N] FILE...
 
         Parses and normalises each FILE ('-' reads stdin) exactly as the daemon would, and
-        prints the outcome. Reason and warning codes: docs/reason-codes.md.
+        prints the outcome: a push ("accepted FORMAT id=ID"), a Notification Center event
+        envelope ("event TYPE eventId=ID"), or a refusal. Reason and warning codes:
+        docs/reason-codes.md.
 
         Options:
           --json                 one JSON object per input, one per line:
-                                 {"file","accepted","vendor","platform","format","id",
-                                  "reason","message","warnings","notification"}
+                                 {"file","accepted","kind","vendor","platform","format","id",
+                                  "type","reason","message","warnings","notification","event"}
+                                 (kind "notification" or "event", null when refused; for an
+                                 event, id is its eventId and type its type)
           --max-payload-bytes N  largest compact vendor payload (default 4096)
           --max-depth N          deepest JSON nesting (default 32)
           -h, --help             show this help
@@ -49,12 +54,12 @@ package struct ValidateCommand: CtlSubcommand {
         var anyUnreadable = false
         for file in files {
             let bytes: [UInt8]
-            let outcome: NormalizeOutcome
+            let outcome: IntakeOutcome
             do throws(SystemError) {
                 // One byte over the limit is enough for the normaliser to refuse the size.
                 let limit = options.maxInputBytes + 1
                 bytes = file == "-" ? try Posix.readAll(0, limit: limit, subject: "stdin") : try Posix.readFile(file, limit: limit)
-                outcome = Normalizer.normalize(bytes, options: options)
+                outcome = Normalizer.classify(bytes, options: options)
             } catch where error.errno == EFBIG {
                 outcome = .refused(PayloadRefusal(.payloadTooLarge, "input is over the \(options.maxInputBytes)-byte input limit"))
             } catch {
@@ -70,39 +75,49 @@ package struct ValidateCommand: CtlSubcommand {
     }
 
     /// The `--json` line for one input; every key is always present (null when not applicable).
-    package static func jsonValue(file: String, _ outcome: NormalizeOutcome) -> JSONValue {
+    package static func jsonValue(file: String, _ outcome: IntakeOutcome) -> JSONValue {
         func str(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
         switch outcome {
-        case .accepted(let n):
+        case .notification(let n):
             return .object([
-                "file": .string(file), "accepted": .bool(true),
+                "file": .string(file), "accepted": .bool(true), "kind": .string("notification"),
                 "vendor": .string(n.vendor.rawValue), "platform": .string(n.platform.rawValue),
-                "format": .string(n.format), "id": .string(n.id),
+                "format": .string(n.format), "id": .string(n.id), "type": .null,
                 "reason": .null, "message": .null,
                 "warnings": .array(n.warnings.map { .string($0.description) }),
-                "notification": n.jsonValue(),
+                "notification": n.jsonValue(), "event": .null,
+            ])
+        case .event(let e):
+            return .object([
+                "file": .string(file), "accepted": .bool(true), "kind": .string("event"),
+                "vendor": .null, "platform": .null, "format": .null,
+                "id": .string(e.eventId), "type": .string(e.type.rawValue),
+                "reason": .null, "message": .null, "warnings": .array([]),
+                "notification": .null, "event": e.jsonValue(),
             ])
         case .refused(let r):
             return .object([
-                "file": .string(file), "accepted": .bool(false),
+                "file": .string(file), "accepted": .bool(false), "kind": .null,
                 "vendor": str(r.vendor?.rawValue), "platform": str(r.platform?.rawValue),
-                "format": .null, "id": .null,
+                "format": .null, "id": .null, "type": .null,
                 "reason": .string(r.code.rawValue), "message": .string(r.message),
-                "warnings": .array([]), "notification": .null,
+                "warnings": .array([]), "notification": .null, "event": .null,
             ])
         }
     }
 
-    static func jsonLine(file: String, _ outcome: NormalizeOutcome) -> String {
+    static func jsonLine(file: String, _ outcome: IntakeOutcome) -> String {
         jsonValue(file: file, outcome).serializedString() + "\n"
     }
 
-    static func humanLines(file: String, _ outcome: NormalizeOutcome) -> String {
+    static func humanLines(file: String, _ outcome: IntakeOutcome) -> String {
         switch outcome {
-        case .accepted(let n):
+        case .notification(let n):
             var text = "\(file): accepted \(n.format) id=\(n.id)\n"
             for warning in n.warnings { text += "  warning: \(warning)\n" }
             return text
+        case .event(let e):
+            return "\(file): event \(e.type.rawValue) eventId=\(e.eventId)\n"
         case .refused(let r):
             return "\(file): refused \(r.code.rawValue): \(r.message)\n"
         }

@@ -27,9 +27,14 @@ func jsonLines(_ text: String) throws -> [JSONValue] {
         for (line, row) in zip(lines, exampleRows) {
             #expect(line["file"] == .string("spool-examples/\(row.file)"))
             let summary: String
-            if line["accepted"] == .bool(true) {
+            if line["kind"] == .string("event") {
+                summary = "event \(line["type"]?.stringValue ?? "?")"
+                #expect(line["event"]?["eventId"] == line["id"] && line["event"]?["type"] == line["type"])
+                #expect(line["accepted"] == .bool(true) && line["reason"] == .null && line["notification"] == .null)
+            } else if line["accepted"] == .bool(true) {
                 summary = "accepted \(line["vendor"]?.stringValue ?? "?")/\(line["format"]?.stringValue ?? "?")"
                 #expect(line["notification"]?["id"] == line["id"])
+                #expect(line["kind"] == .string("notification") && line["event"] == .null)
                 #expect(line["reason"] == .null)
             } else {
                 summary = "refused \(line["reason"]?.stringValue ?? "?")"
@@ -37,7 +42,7 @@ func jsonLines(_ text: String) throws -> [JSONValue] {
             }
             #expect(summary == row.expected, "\(row.file)")
             #expect(line["warnings"] == .array(row.warnings.map(JSONValue.string)), "\(row.file)")
-            for key in ["file", "accepted", "vendor", "platform", "format", "id", "reason", "warnings", "notification"] {
+            for key in ["file", "accepted", "kind", "vendor", "platform", "format", "id", "type", "reason", "warnings", "notification", "event"] {
                 #expect(line[key] != nil, "\(row.file) lacks \(key)")
             }
         }

@@ -5,7 +5,7 @@ import Testing
 /// A row of the table in spool-examples/README.md.
 struct ExampleRow: Sendable, CustomTestStringConvertible {
     var file: String
-    /// `accepted <vendor>/<format>` or `refused <code>`.
+    /// `accepted <vendor>/<format>`, `event <type>` or `refused <code>`.
     var expected: String
     var warnings: [String]
     var testDescription: String { file }
@@ -24,9 +24,10 @@ let exampleRows: [ExampleRow] = {
     }
 }()
 
-func outcomeSummary(_ outcome: NormalizeOutcome) -> (String, [String]) {
+func outcomeSummary(_ outcome: IntakeOutcome) -> (String, [String]) {
     switch outcome {
-    case .accepted(let n): ("accepted \(n.vendor.rawValue)/\(n.format)", n.warnings.map(\.description))
+    case .notification(let n): ("accepted \(n.vendor.rawValue)/\(n.format)", n.warnings.map(\.description))
+    case .event(let e): ("event \(e.type.rawValue)", [])
     case .refused(let r): ("refused \(r.code.rawValue)", [])
     }
 }
@@ -35,7 +36,7 @@ func outcomeSummary(_ outcome: NormalizeOutcome) -> (String, [String]) {
     @Test(arguments: exampleRows)
     func exampleMatchesTheTable(_ row: ExampleRow) throws {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: examplesDirectory + "/" + row.file)))
-        let (expected, warnings) = outcomeSummary(Normalizer.normalize(bytes, options: NormalizerOptions()))
+        let (expected, warnings) = outcomeSummary(Normalizer.classify(bytes, options: NormalizerOptions()))
         #expect(expected == row.expected)
         #expect(warnings == row.warnings)
     }
@@ -54,5 +55,8 @@ func outcomeSummary(_ outcome: NormalizeOutcome) -> (String, [String]) {
         }
         let refused = Set(exampleRows.map(\.expected).filter { $0.hasPrefix("refused") })
         #expect(refused.count >= 12)
+        #expect(refused.contains("refused invalid_event"))
+        let events = Set(exampleRows.map(\.expected).filter { $0.hasPrefix("event ") })
+        #expect(events == Set(EventType.allCases.map { "event \($0.rawValue)" }), "one example per event type")
     }
 }

@@ -15,10 +15,23 @@ func accept(_ json: String, options: NormalizerOptions = NormalizerOptions(), so
     }
 }
 
+/// The refusal, through ``Normalizer/classify(_:options:)`` (pushes and events alike).
 func refusal(_ json: String, options: NormalizerOptions = NormalizerOptions()) -> PayloadRefusal? {
-    if case .refused(let r) = normalize(json, options: options) { return r }
+    if case .refused(let r) = Normalizer.classify(Array(json.utf8), options: options) { return r }
     return nil
 }
+
+/// The accepted event, or a recorded failure naming what came out instead.
+func acceptEvent(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> PushEvent {
+    switch Normalizer.classify(Array(json.utf8)) {
+    case .event(let e): return e
+    case let other:
+        Issue.record("not an event: \(other)", sourceLocation: sourceLocation)
+        throw EventExpected()
+    }
+}
+
+struct EventExpected: Error {}
 
 /// Options whose category table holds an app category with five actions.
 var fiveActionOptions: NormalizerOptions {
