@@ -10,14 +10,9 @@ extension Daemon {
         var options = NormalizerOptions()
         options.maxPayloadBytes = configuration.limits.maxPayloadBytes
         options.maxDepth = configuration.limits.maxDepth
-        let categories = configuration.categories.map { definition in
-            NotificationCategory(id: definition.id, actions: definition.actions.map {
-                PushPayload.CategoryAction(id: $0.id, title: $0.title, options: $0.options.compactMap(ActionOption.init(rawValue:)))
-            })
-        }
         // The loader checks categories by the same rule, so this refuses only what it let through
         // by mistake; the caller reports that instead of dropping the category silently.
-        options.categories = try CategoryTable.builtIn.adding(contentsOf: categories)
+        options.categories = try configuration.categoryTable()
         return options
     }
 

@@ -84,13 +84,19 @@ final class FilePipeline: Sendable {
             }
             let options = normalizerOptions.withLock { $0 }
             let digest = SHA256.hex(of: bytes)
-            switch Normalizer.normalize(bytes, options: options) {
+            let source = SourceFile(name: name, size: bytes.count, sha256: digest)
+            switch Normalizer.classify(bytes, options: options) {
             case .refused(let refusal):
                 quarantine(name, code: refusal.code.rawValue, message: refusal.message, stage: .normalize,
                            size: bytes.count, sha256: digest)
-            case .accepted(let notification):
-                let source = SourceFile(name: name, size: bytes.count, sha256: digest)
+            case .notification(let notification):
                 fetchMediaThenJournal(notification, source: source)
+            case .event(let event):
+                // A Notification Center event: journaled like a push (deduplicated by its id),
+                // then applied by the followers; it never waits for media.
+                let ingestMillis = Posix.wallClockMillis()
+                append(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
+                       ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: name))
             }
         }
     }
@@ -123,7 +129,7 @@ final class FilePipeline: Sendable {
         }
         if journal.contains(key: notification.dedupKey) {
             // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
-            finishDuplicate(source.name, notification: notification)
+            finishDuplicate(source.name, fields: Reporter.payloadFields(notification, file: source.name))
             return
         }
         if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
@@ -154,17 +160,23 @@ final class FilePipeline: Sendable {
     private func append(_ notification: PushNotification, source: SourceFile, media: RecordMedia?) {
         let ingestMillis = Posix.wallClockMillis()
         let body = RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis)
+        append(key: notification.dedupKey, body: body, ingestMillis: ingestMillis, source: source,
+               fields: Reporter.payloadFields(notification, file: source.name))
+    }
+
+    /// Submits one record and finishes its file when the journal answers. `fields` name the
+    /// record in the events that report it.
+    private func append(key: String, body: [UInt8], ingestMillis: Int64, source: SourceFile, fields: [(String, String)]) {
         let started = Posix.monotonicNanos()
-        journal.submit(key: notification.dedupKey, body: body, ingestMillis: ingestMillis) { [self] result in
+        journal.submit(key: key, body: body, ingestMillis: ingestMillis) { [self] result in
             switch result {
             case .committed(let seq):
                 removeProcessed(source.name)
                 onCommitted?(source.name, seq)
-                reporter.ingested(source.name, notification: notification, seq: seq,
-                                  durationNanos: Posix.monotonicNanos() - started)
+                reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
                 onEnd(source.name, .done)
             case .duplicate:
-                finishDuplicate(source.name, notification: notification)
+                finishDuplicate(source.name, fields: fields)
             case .failed(let error):
                 switch error.kind {
                 case .recordTooLarge, .invalidKey:
@@ -182,9 +194,9 @@ final class FilePipeline: Sendable {
         }
     }
 
-    private func finishDuplicate(_ name: String, notification: PushNotification) {
+    private func finishDuplicate(_ name: String, fields: [(String, String)]) {
         removeProcessed(name)
-        reporter.duplicate(name, notification: notification)
+        reporter.duplicate(fields: fields)
         onEnd(name, .done)
     }
 

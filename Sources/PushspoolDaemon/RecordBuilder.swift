@@ -7,6 +7,22 @@ import PushJournal
 /// Builds the journal record body: the normalised notification plus what the daemon knows
 /// about where it came from and what happened to its media.
 enum RecordBuilder {
+    /// An event's record: its members (`"kind":"event"`) plus where it came from.
+    static func body(event: PushEvent, source: SourceFile, ingestMillis: Int64) -> [UInt8] {
+        guard case .object(var record) = event.jsonValue() else {
+            preconditionFailure("an event always encodes as a JSON object")
+        }
+        addSource(&record, source: source, ingestMillis: ingestMillis)
+        return JSONValue.object(record).serialized()
+    }
+
+    private static func addSource(_ record: inout [String: JSONValue], source: SourceFile, ingestMillis: Int64) {
+        record["ingestedAt"] = .string(Timestamp.iso8601(millis: ingestMillis))
+        record["sourceFile"] = .string(source.name)
+        record["sha256"] = .string(source.sha256)
+        record["size"] = .number(String(source.size))
+    }
+
     static func body(notification: PushNotification, source: SourceFile, media: RecordMedia?, ingestMillis: Int64) -> [UInt8] {
         var notification = notification
         // Cancelled downloads never get here (their payload is rolled back), so `media` is
@@ -19,10 +35,7 @@ enum RecordBuilder {
         guard case .object(var record) = notification.jsonValue() else {
             preconditionFailure("a notification always encodes as a JSON object")
         }
-        record["ingestedAt"] = .string(Timestamp.iso8601(millis: ingestMillis))
-        record["sourceFile"] = .string(source.name)
-        record["sha256"] = .string(source.sha256)
-        record["size"] = .number(String(source.size))
+        addSource(&record, source: source, ingestMillis: ingestMillis)
         switch media {
         case .fetched(let outcome)?:
             record["media"] = outcome.jsonValue

@@ -31,18 +31,19 @@ final class Reporter: Sendable {
 
     // MARK: - One file's end
 
-    func ingested(_ name: String, notification: PushNotification, seq: UInt64, durationNanos: UInt64) {
+    /// `fields`: `payloadFields` or `eventFields` of what was journaled.
+    func ingested(fields: [(String, String)], seq: UInt64, durationNanos: UInt64) {
         counters.ingested.add(1, ordering: .relaxed)
         metrics.increment(MetricFamily.ingested)
-        events.log(.ingested, "payload ingested", fields: Self.payloadFields(notification, file: name) + [
+        events.log(.ingested, "payload ingested", fields: fields + [
             (EventField.journalSequence, String(seq)), (EventField.durationMicroseconds, String(durationNanos / 1000)),
         ])
     }
 
-    func duplicate(_ name: String, notification: PushNotification) {
+    func duplicate(fields: [(String, String)]) {
         counters.duplicates.add(1, ordering: .relaxed)
         metrics.increment(MetricFamily.duplicates)
-        events.log(.duplicate, "duplicate payload, already journaled", fields: Self.payloadFields(notification, file: name))
+        events.log(.duplicate, "duplicate payload, already journaled", fields: fields)
     }
 
     func refused(_ name: String, code: String, message: String, priority: Int32? = nil) {
@@ -76,6 +77,15 @@ final class Reporter: Sendable {
     func leftInPlace(_ name: String, _ message: String) {
         counters.recordError("\(name): \(message)")
         events.log(.refused, message, fields: [(EventField.spoolFile, name)])
+    }
+
+    /// A Notification Center event in journald fields: `PUSH_EVENT=nc.open`, `PUSH_EVENT_ID=`,
+    /// the user and the item.
+    static func eventFields(_ event: PushEvent, file: String) -> [(String, String)] {
+        var fields = [("PUSH_EVENT", event.type.rawValue), ("PUSH_EVENT_ID", event.eventId), (EventField.spoolFile, file)]
+        if let user = event.user { fields.append((EventField.user, user)) }
+        if let item = event.item { fields.append(("PUSH_ITEM", String(item))) }
+        return fields
     }
 
     static func payloadFields(_ notification: PushNotification, file: String) -> [(String, String)] {

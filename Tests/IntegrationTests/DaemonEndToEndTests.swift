@@ -14,7 +14,7 @@ import PushJournal
         for line in table.split(separator: "\n") where line.hasPrefix("|") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "`", with: "") }
             guard cells.count >= 2, cells[0].hasSuffix(".json") else { continue }
-            expectations[cells[0]] = cells[1].lowercased().hasPrefix("accept")
+            expectations[cells[0]] = cells[1].lowercased().hasPrefix("accept") || cells[1].lowercased().hasPrefix("event ")
         }
         return expectations
     }
