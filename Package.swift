@@ -38,11 +38,13 @@ let package = Package(
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
+        // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
+        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "CCurl"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutbox",
         ]),
 
         // Thin executables.
@@ -67,6 +69,7 @@ let package = Package(
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        .testTarget(name: "PushOutboxTests", dependencies: ["PushOutbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]
