@@ -69,7 +69,11 @@ let package = Package(
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
-        .testTarget(name: "PushOutboxTests", dependencies: ["PushOutbox", "PushJournal", "PushSystem", "TestSupport"]),
+        // The outbox in a child process the crash tests can SIGKILL.
+        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox"], path: "Tests/OutboxChild"),
+        .testTarget(name: "PushOutboxTests", dependencies: [
+            "PushOutbox", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
+        ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]
