@@ -29,6 +29,13 @@ package struct OutboxStore: Sendable {
         } catch { throw OutboxError(.io, "creating \(directory)", cause: error) }
     }
 
+    /// Moves a dead letter to `retry/` for the follower to take back (`pushspoolctl outbox
+    /// retry`); creates `retry/` when the daemon has not yet.
+    package func requeue(_ name: String) throws(OutboxError) {
+        do { try Posix.mkdirIfMissing(retryDirectory, mode: 0o750) } catch { throw OutboxError(.io, "creating \(retryDirectory)", cause: error) }
+        try move(name, from: parkedDirectory, to: retryDirectory)
+    }
+
     /// The last fully handled seq; 0 when none yet.
     package func cursor() throws(OutboxError) -> UInt64 {
         let bytes: [UInt8]

@@ -128,7 +128,7 @@ package struct OutboxCommand: CtlSubcommand {
                 }
                 for name in names {
                     if isRetry {
-                        try store.move(name, from: store.parkedDirectory, to: store.retryDirectory)
+                        try store.requeue(name)
                     } else {
                         try store.remove(name, in: store.parkedDirectory)
                     }
