@@ -4,8 +4,8 @@
 /// networks are refused unless `AllowNetworks=` lists them. The endpoints come from the
 /// operator, not from payloads, but a DNS answer or a typo pointing the outbox at a metadata
 /// service or an internal admin port should fail loudly rather than POST secrets there.
-/// (PushMedia has the same policy; PushOutbox does not depend on PushMedia so pushspoolctl,
-/// which links PushOutbox for `outbox`, stays free of libvips.)
+/// (PushMedia has the same policy; PushOutbox does not depend on PushMedia, which would pull
+/// libvips and the media fetcher into a module that only needs these few lines.)
 ///
 /// `Sendable`: a plain value.
 struct AddressCheck: Sendable {

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushOutboxStore
 import PushSystem
 
 /// Turns one journaled Notification Center event into the POSTs it causes. Pure: the item's

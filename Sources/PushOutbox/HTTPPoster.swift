@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 internal import CCurl
+import PushOutboxStore
 import PushSystem
 
 /// libcurl's process-wide initialisation, done once (thread-safe through Swift's lazy globals).

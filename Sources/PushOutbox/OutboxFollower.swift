@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushJournal
+import PushOutboxStore
 import PushSystem
 import Synchronization
 

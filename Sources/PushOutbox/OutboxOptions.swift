@@ -1,3 +1,4 @@
+import PushOutboxStore
 import PushSystem
 
 /// Everything the follower needs, resolved: the daemon maps `[Outbox]` of PushConfig onto it

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushOutboxStore
 import PushSystem
 
 /// A credential read from a key file. `description` never shows the value, so a secret

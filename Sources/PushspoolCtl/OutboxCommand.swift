@@ -1,4 +1,4 @@
-import PushOutbox
+import PushOutboxStore
 import PushSystem
 
 /// `pushspoolctl outbox list|show|retry|purge`: the Notification Center event outbox, Postfix

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import PushOutbox
+import PushOutboxStore
 import PushSystem
 import Synchronization
 import Testing

@@ -2,6 +2,7 @@
 import Foundation
 import PushJournal
 import PushOutbox
+import PushOutboxStore
 import PushSystem
 import TestSupport
 

@@ -9,7 +9,7 @@ import PushSystem
 ///   moves them to `pending/` with their attempts reset.
 /// Every file is written with `Posix.writeFileAtomically` and moved with `rename(2)`, so a
 /// crash leaves each delivery in exactly one directory, whole. Shared by the follower and
-/// `pushspoolctl outbox`.
+/// `pushspoolctl outbox` (a target of its own so pushspoolctl does not link libcurl).
 ///
 /// `Sendable`: holds only paths.
 package struct OutboxStore: Sendable {

@@ -11,7 +11,7 @@ package enum OutboxTarget: String, Sendable, CaseIterable {
 
     /// Whether consecutive deliveries of one user to this target may share one POST: Infobip's
     /// seen and MO bodies carry a `messages` array; a Mindbox operation is one per request.
-    var batchable: Bool { self != .mindbox }
+    package var batchable: Bool { self != .mindbox }
 }
 
 /// One POST-to-be derived from one journaled event, with its delivery state. Stored as one
