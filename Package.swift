@@ -38,11 +38,15 @@ let package = Package(
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
+        // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
+        .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
+        // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
+        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
         ]),
 
         // Thin executables.
@@ -67,6 +71,11 @@ let package = Package(
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        // The outbox in a child process the crash tests can SIGKILL.
+        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox"], path: "Tests/OutboxChild"),
+        .testTarget(name: "PushOutboxTests", dependencies: [
+            "PushOutbox", "PushOutboxStore", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
+        ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]

@@ -19,6 +19,7 @@ package struct Configuration: Sendable, Equatable {
     package var metrics = MetricsSettings()
     package var log = LogSettings()
     package var status = StatusSettings()
+    package var outbox = OutboxSettings()
 
     package init() {}
 }
@@ -179,4 +180,37 @@ package struct LogSettings: Sendable, Equatable {
 package struct StatusSettings: Sendable, Equatable {
     /// `IntervalSec=`: the least time between two STATUS= updates (100ms to 1h).
     package var interval: Duration = .seconds(1)
+}
+
+/// `[Outbox]`: delivery of Notification Center events (journaled `nc.*` events) to the
+/// vendors' endpoints by HTTP POST.
+package struct OutboxSettings: Sendable, Equatable {
+    /// `Enabled=`: off by default; nothing is sent until an operator configures a vendor.
+    package var enabled = false
+    /// `MindboxURL=`: the Mindbox (Maestra) API base, without a trailing slash.
+    package var mindboxURL = "https://api.mindbox.ru"
+    /// `MindboxEndpointId=`: the app's endpoint id; empty = Mindbox events are not delivered.
+    package var mindboxEndpointId = ""
+    /// `MindboxSecretKeyFile=`: a file holding the secret key, readable only by the service;
+    /// empty = Mindbox events are not delivered.
+    package var mindboxSecretKeyFile = ""
+    /// `InfobipURL=`: the Infobip Mobile Messaging API base, without a trailing slash.
+    package var infobipURL = "https://mobile.infobip.com"
+    /// `InfobipAppKeyFile=`: a file holding the application code, readable only by the
+    /// service; empty = Infobip reports are not delivered.
+    package var infobipAppKeyFile = ""
+    /// `AllowHTTP=`: plain http endpoints are refused unless enabled.
+    package var allowHTTP = false
+    /// `AllowNetworks=`: CIDRs exempt from the private/loopback/link-local refusal.
+    package var allowNetworks: [String] = []
+    /// `ConnectTimeoutSec=` (1ms to 1h)
+    package var connectTimeout: Duration = .seconds(5)
+    /// `RequestTimeoutSec=`: one whole POST (1ms to 1h).
+    package var requestTimeout: Duration = .seconds(20)
+    /// `MaxAttempts=`: tries per delivery before it is parked, the first included.
+    package var maxAttempts = 10
+    /// `RetryBaseSec=`: the first backoff; doubled per attempt, with jitter (10ms to 1h).
+    package var retryBase: Duration = .seconds(1)
+    /// `MaxAgeSec=`: an event not delivered by then is parked instead of sent stale (1s to 7d).
+    package var maxAge: Duration = .seconds(86_400)
 }

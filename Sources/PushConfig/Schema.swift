@@ -117,6 +117,36 @@ extension KeySpec {
         }, render: { [$0[keyPath: field]] })
     }
 
+    /// An absolute path, or empty for "not set".
+    static func optionalAbsolutePath(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
+        KeySpec(section: section, key: key, invalidExample: "relative/path", apply: { config, text in
+            if text.isEmpty { config[keyPath: field] = ""; return nil }
+            guard let error = validateAbsolutePath(text) else { config[keyPath: field] = text; return nil }
+            return error
+        }, render: { [$0[keyPath: field]] })
+    }
+
+    /// An `http(s)://host[:port][/path]` base URL without query, fragment or credentials; a
+    /// trailing slash is dropped so paths can be appended. Whether plain http is allowed is
+    /// decided where it is used (`AllowHTTP=`).
+    static func endpointURL(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
+        KeySpec(section: section, key: key, invalidExample: "ftp://example.com", apply: { config, text in
+            var value = text
+            while value.hasSuffix("/") { value.removeLast() }
+            let rest: Substring
+            if value.hasPrefix("https://") { rest = value.dropFirst(8) } else if value.hasPrefix("http://") { rest = value.dropFirst(7) } else {
+                return ValueError("expected an http:// or https:// URL, got '\(text)'")
+            }
+            let host = rest.prefix { $0 != "/" }
+            guard !host.isEmpty, value.count <= 512,
+                  value.allSatisfy({ $0.isASCII && !$0.isWhitespace && !"?#@\\\"".contains($0) }) else {
+                return ValueError("expected a base URL with a host and without query, fragment or user, got '\(text)'")
+            }
+            config[keyPath: field] = value
+            return nil
+        }, render: { [$0[keyPath: field]] })
+    }
+
     static func validateAbsolutePath(_ text: String) -> ValueError? {
         guard text.hasPrefix("/"), !text.split(separator: "/").contains(".."), !text.contains("\0") else {
             return ValueError("expected an absolute path without '..', got '\(text)'")
@@ -127,7 +157,7 @@ extension KeySpec {
 
 /// The known sections and keys, in the order `config show` prints them.
 enum Schema {
-    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status"]
+    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Outbox"]
     /// Categories are open-ended sections named `[Category ID]`.
     static let categoryPrefix = "Category "
 
@@ -208,6 +238,38 @@ enum Schema {
         .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000),
 
         .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour),
+
+        .boolean("Outbox", "Enabled", \.outbox.enabled),
+        .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL),
+        KeySpec(section: "Outbox", key: "MindboxEndpointId", invalidExample: "has space", apply: { config, text in
+            // It goes into a query string: a conservative alphabet keeps it from needing escapes.
+            guard text.count <= 128, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+                return ValueError("expected up to 128 characters of [A-Za-z0-9._-], got '\(text)'")
+            }
+            config.outbox.mindboxEndpointId = text
+            return nil
+        }, render: { [$0.outbox.mindboxEndpointId] }),
+        .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile),
+        .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL),
+        .optionalAbsolutePath("Outbox", "InfobipAppKeyFile", \.outbox.infobipAppKeyFile),
+        .boolean("Outbox", "AllowHTTP", \.outbox.allowHTTP),
+        KeySpec(section: "Outbox", key: "AllowNetworks", isList: true, invalidExample: "10.0.0.0/33", apply: { config, text in
+            if text.isEmpty { config.outbox.allowNetworks = []; return nil }
+            for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+                switch ConfigValue.cidr(String(word)) {
+                case .success(let network):
+                    if !config.outbox.allowNetworks.contains(network) { config.outbox.allowNetworks.append(network) }
+                case .failure(let error):
+                    return error
+                }
+            }
+            return nil
+        }, render: { [$0.outbox.allowNetworks.joined(separator: " ")] }),
+        .duration("Outbox", "ConnectTimeoutSec", \.outbox.connectTimeout, range: .milliseconds(1) ... .hour),
+        .duration("Outbox", "RequestTimeoutSec", \.outbox.requestTimeout, range: .milliseconds(1) ... .hour),
+        .integer("Outbox", "MaxAttempts", \.outbox.maxAttempts, range: 1...100),
+        .duration("Outbox", "RetryBaseSec", \.outbox.retryBase, range: .milliseconds(10) ... .hour),
+        .duration("Outbox", "MaxAgeSec", \.outbox.maxAge, range: .seconds(1) ... .week),
     ]
 
     static let byPath: [String: KeySpec] = Dictionary(uniqueKeysWithValues: keys.map { ($0.path, $0) })

@@ -22,6 +22,11 @@ package enum EventKind: String, CaseIterable, Sendable {
     case fatal
     case stopping
     case aggregated
+    /// An outbox delivery was parked (4xx, attempts or age exhausted): it will not be sent
+    /// until `pushspoolctl outbox retry`.
+    case outboxParked
+    /// One outbox POST failed and will be retried with backoff.
+    case outboxFailed
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -43,6 +48,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .fatal: "31902be510be440599e03e1d09d723cf"
         case .stopping: "e3553bd12ef147bbbb3b5b1bd9b4dae5"
         case .aggregated: "9e7d11c59073424495f1ab099352ea7e"
+        case .outboxParked: "4651bb63217a438db30b56bae8141766"
+        case .outboxFailed: "7534750c0bbd4623b947e55c892f37c7"
         }
     }
 
@@ -51,7 +58,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .mediaFailed, .outboxParked, .outboxFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
         case .started, .ready, .recovery, .reload, .stopping: 5
         case .ingested, .duplicate: 6
         }
@@ -72,4 +79,9 @@ package enum EventField {
     package static let errno = "ERRNO"
     package static let aggregatedKind = "AGGREGATED_EVENT"
     package static let aggregatedCount = "AGGREGATED_COUNT"
+    /// The outbox delivery id (`<eventId>:<target>`).
+    package static let outboxDelivery = "OUTBOX_DELIVERY"
+    /// `mindbox`, `infobip-seen` or `infobip-mo`.
+    package static let outboxTarget = "OUTBOX_TARGET"
+    package static let httpStatus = "HTTP_STATUS"
 }

@@ -85,6 +85,7 @@ package enum PushspoolCtl {
         DropCommand.self,
         JournalCommand.self,
         FailedCommand.self,
+        OutboxCommand.self,
         StatsCommand.self,
         MediaCommand.self,
         ConfigCommand.self,

@@ -34,9 +34,32 @@ package final class LoopbackHTTPServer: Sendable {
         }
     }
 
+    /// One request as received (for checking what a client sent: the outbox's POSTs).
+    package struct Request: Sendable, Equatable {
+        package var method: String
+        /// The request target as sent: path and query.
+        package var target: String
+        /// Header lines in order, names as sent.
+        package var headers: [String]
+        /// The body (read up to `Content-Length`).
+        package var body: [UInt8]
+
+        /// The value of the first header named `name` (case-insensitive).
+        package func header(_ name: String) -> String? {
+            for line in headers {
+                let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+                if parts.count == 2, parts[0].lowercased() == name.lowercased() {
+                    return String(parts[1].drop { $0 == " " })
+                }
+            }
+            return nil
+        }
+    }
+
     private struct State: ~Copyable {
         var routes: [String: Behavior] = [:]
         var hits: [String: Int] = [:]
+        var requests: [String: [Request]] = [:]
         var connections = 0
         var open: Set<Int32> = []
     }
@@ -92,6 +115,9 @@ package final class LoopbackHTTPServer: Sendable {
     /// Requests received for `path`.
     package func hits(_ path: String) -> Int { state.withLock { $0.hits[path] ?? 0 } }
 
+    /// The requests received for `path` (query not part of the path), in arrival order.
+    package func requests(_ path: String) -> [Request] { state.withLock { $0.requests[path] ?? [] } }
+
     /// Connections accepted so far.
     package var connections: Int { state.withLock { $0.connections } }
 
@@ -125,11 +151,12 @@ package final class LoopbackHTTPServer: Sendable {
     }
 
     private func serve(_ fd: Int32) {
-        guard let target = readRequestPath(fd) else { return }
-        let path = String(target.prefix { $0 != "?" })
+        guard let request = readRequest(fd) else { return }
+        let path = String(request.target.prefix { $0 != "?" })
         let behavior: Behavior? = state.withLock { state in
             let count = state.hits[path, default: 0]
             state.hits[path] = count + 1
+            state.requests[path, default: []].append(request)
             guard let behavior = state.routes[path] else { return nil }
             if case .sequence(let steps) = behavior, !steps.isEmpty { return steps[min(count, steps.count - 1)] }
             return behavior
@@ -194,8 +221,8 @@ package final class LoopbackHTTPServer: Sendable {
         return !stopping.load(ordering: .acquiring)
     }
 
-    /// Reads up to the end of the request head and returns the path of the request line.
-    private func readRequestPath(_ fd: Int32) -> String? {
+    /// Reads the request head and, when it has a `Content-Length`, the body.
+    private func readRequest(_ fd: Int32) -> Request? {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         let terminator: [UInt8] = [13, 10, 13, 10]
@@ -209,8 +236,22 @@ package final class LoopbackHTTPServer: Sendable {
             received.append(contentsOf: buffer[0..<n])
             if received.count >= 4, received.indices.dropLast(3).contains(where: { Array(received[$0..<$0 + 4]) == terminator }) { break }
         }
-        let line = String(decoding: received.prefix { $0 != 13 }, as: UTF8.self)
-        let parts = line.split(separator: " ")
-        return parts.count >= 2 ? String(parts[1]) : nil
+        guard let end = received.indices.dropLast(3).first(where: { Array(received[$0..<$0 + 4]) == terminator }) else { return nil }
+        let lines = String(decoding: received[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let parts = (lines.first ?? "").split(separator: " ")
+        guard parts.count >= 2 else { return nil }
+        var request = Request(method: String(parts[0]), target: String(parts[1]), headers: Array(lines.dropFirst()), body: [])
+        var body = Array(received[(end + 4)...])
+        let length = request.header("Content-Length").flatMap { Int($0) } ?? 0
+        while body.count < min(length, 1 << 20) {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, 5000) <= 0 || stopping.load(ordering: .acquiring) { return nil }
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return nil }
+            body.append(contentsOf: buffer[0..<n])
+        }
+        request.body = Array(body.prefix(length))
+        return request
     }
 }

@@ -23,4 +23,6 @@ int ccurl_multi_next_done(CURLM *multi, CURL **easy, CURLcode *result);
 /* The sockaddr inside curl_sockaddr, for address checks in the open-socket callback. */
 const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address);
 #define CCURL_SOCKET_BAD CURL_SOCKET_BAD
+/* POST helpers for the outbox. */
+#include "CCurlPost.h"
 #endif

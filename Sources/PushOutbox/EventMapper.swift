@@ -1,0 +1,146 @@
+@preconcurrency import Glibc
+import PushOutboxStore
+import PushSystem
+
+/// Turns one journaled Notification Center event into the POSTs it causes. Pure: the item's
+/// notification record comes from `lookup`, so the rules are testable without a journal.
+///
+/// `Sendable`: a plain value.
+package struct EventMapper: Sendable {
+    /// Whether Mindbox / Infobip delivery is configured; an unconfigured vendor's events map
+    /// to nothing (they are not queued to wait for a key that may never come).
+    package var mindbox: Bool
+    package var infobip: Bool
+
+    package init(mindbox: Bool, infobip: Bool) {
+        self.mindbox = mindbox
+        self.infobip = infobip
+    }
+
+    /// The deliveries for the record at `seq`; empty for records that are not events or need
+    /// no delivery. `lookup(seq)` returns a notification record's body JSON.
+    package func deliveries(seq: UInt64, ingestMillis: Int64, body: [UInt8],
+                            lookup: (UInt64) -> JSONValue?) -> [OutboxDelivery] {
+        guard let event = try? JSONParser(maxDepth: 64).parse(body), event["kind"]?.stringValue == "event",
+              let type = event["type"]?.stringValue, let eventId = event["eventId"]?.stringValue else { return [] }
+        let user = event["user"]?.stringValue
+        let device = event["device"]?.stringValue
+        let orderKey: String
+        if let user { orderKey = "u:" + user } else if let device { orderKey = "d:" + device } else { return [] }
+        let atMillis = event["at"]?.stringValue.flatMap(EventMapper.parseISO8601Millis) ?? ingestMillis
+
+        func make(_ target: OutboxTarget, operation: String?, payload: JSONValue, index: Int) -> OutboxDelivery {
+            OutboxDelivery(seq: seq, index: index, target: target, eventId: eventId, eventType: type, orderKey: orderKey,
+                           createdMillis: ingestMillis, atMillis: atMillis, operation: operation, device: device, payload: payload)
+        }
+
+        switch type {
+        case "nc.opened":
+            guard mindbox else { return [] }
+            // The guide's NCOpen carries no data: `data: {}`.
+            return [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0)]
+        case "nc.open", "nc.action":
+            guard let itemSeq = event["item"]?.numberLexeme.flatMap({ UInt64($0) }), itemSeq < seq,
+                  let item = lookup(itemSeq), EventMapper.isNotification(item),
+                  EventMapper.belongs(item, user: user, device: device) else { return [] }
+            let vendor = item["vendor"]?.stringValue
+            if type == "nc.open" {
+                if vendor == "mindbox", mindbox {
+                    var fields: [String: JSONValue] = [:]
+                    let custom = item["customPayload"]
+                    if let date = custom?["pushDate"], !date.isNull { fields["mobPushSendDateTime"] = date }
+                    if let name = custom?["pushName"], !name.isNull { fields["mobPushTranslateName"] = name }
+                    let body: JSONValue = .object(["customerAction": .object(["customFields": .object(fields)])])
+                    return [make(.mindbox, operation: "mobileapp.NCPushOpen", payload: body, index: 0)]
+                }
+                if vendor == "infobip", infobip, let messageId = item["id"]?.stringValue {
+                    return [make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0)]
+                }
+                return []
+            }
+            guard vendor == "infobip", infobip, let action = event["action"]?.stringValue,
+                  let messageId = item["id"]?.stringValue, EventMapper.requiresMO(item, action: action) else { return [] }
+            var custom: [String: JSONValue] = ["actionId": .string(action)]
+            var message: [String: JSONValue] = [
+                "messageId": .string(eventId), "initialMessageId": .string(messageId), "text": .string(action),
+            ]
+            if let text = event["text"]?.stringValue {
+                custom["text"] = .string(text)
+            }
+            if let category = item["category"]?.stringValue { custom["category"] = .string(category) }
+            message["customPayload"] = .object(custom)
+            return [make(.infobipMO, operation: nil, payload: .object(message), index: 0)]
+        default:
+            return []
+        }
+    }
+
+    static func isNotification(_ record: JSONValue) -> Bool {
+        guard case .object = record else { return false }
+        let kind = record["kind"]?.stringValue
+        return kind == nil || kind == "notification"
+    }
+
+    /// User isolation: an event may only use an item of its own inbox, so one user cannot make
+    /// the outbox report another user's push (or leak its name) by guessing a seq.
+    static func belongs(_ item: JSONValue, user: String?, device: String?) -> Bool {
+        let itemUser = item["user"]?.stringValue
+        if let user { return itemUser == user }
+        guard itemUser == nil, let device else { return false }
+        return item["device"]?.stringValue == device
+    }
+
+    /// Whether the item's resolved category action (or button) `action` has `moRequired`.
+    static func requiresMO(_ item: JSONValue, action: String) -> Bool {
+        for list in [item["actions"]?.arrayValue ?? [], item["buttons"]?.arrayValue ?? []] {
+            for entry in list where entry["id"]?.stringValue == action {
+                if entry["options"]?.arrayValue?.contains(.string("moRequired")) == true { return true }
+            }
+        }
+        return false
+    }
+
+    /// `2026-11-30T12:00:00Z` or with `.sss` fractions → epoch ms; `nil` for anything else.
+    /// Every field is range-checked before it meets `Int32`.
+    package static func parseISO8601Millis(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 40, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ from: Int, _ count: Int) -> Int? {
+            guard from + count <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[from..<from + count] {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            return value
+        }
+        guard let year = number(0, 4), bytes[4] == 45, let month = number(5, 2), bytes[7] == 45, let day = number(8, 2),
+              bytes[10] == 84, let hour = number(11, 2), bytes[13] == 58, let minute = number(14, 2), bytes[16] == 58,
+              let second = number(17, 2), (1970...9999).contains(year), (1...12).contains(month), (1...31).contains(day),
+              hour < 24, minute < 60, second <= 60 else { return nil }
+        var millis = 0
+        var index = 19
+        if bytes[index] == 46 {
+            index += 1
+            var digits = 0
+            while index < bytes.count - 1 {
+                let byte = bytes[index]
+                guard byte >= 48 && byte <= 57 else { return nil }
+                if digits < 3 { millis = millis * 10 + Int(byte - 48) }
+                digits += 1
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<max(digits, 3) { millis *= 10 }
+        }
+        guard index == bytes.count - 1 else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(second)
+        return Int64(timegm(&parts)) * 1000 + Int64(millis)
+    }
+}

@@ -1,0 +1,137 @@
+@preconcurrency import Glibc
+internal import CCurl
+import PushOutboxStore
+import PushSystem
+
+/// libcurl's process-wide initialisation, done once (thread-safe through Swift's lazy globals).
+enum OutboxCurlGlobal {
+    static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+}
+
+/// What one POST came back with.
+struct PostResult: Sendable {
+    /// The HTTP status; 0 when no response arrived (connect, TLS, timeout, refused address).
+    var status: Int
+    /// The first KiB of the response body.
+    var body: [UInt8]
+    /// curl's error text when the transfer failed.
+    var error: String?
+}
+
+/// Blocking POSTs with one easy handle per request, run on the outbox thread only. No
+/// redirects are followed: a vendor API answering 3xx to a POST is a configuration error,
+/// and following it would carry the Authorization header somewhere else.
+///
+/// Not `Sendable`: callbacks write into the per-request context.
+final class HTTPPoster {
+    let connectTimeoutMillis: Int
+    let requestTimeoutMillis: Int
+    let allowHTTP: Bool
+    let check: AddressCheck
+    static let bodyLimit = 1024
+
+    init(connectTimeoutMillis: Int, requestTimeoutMillis: Int, allowHTTP: Bool, check: AddressCheck) {
+        self.connectTimeoutMillis = connectTimeoutMillis
+        self.requestTimeoutMillis = requestTimeoutMillis
+        self.allowHTTP = allowHTTP
+        self.check = check
+        _ = OutboxCurlGlobal.initialized
+    }
+
+    /// Per-request state the C callbacks reach through their userdata pointer.
+    final class Context {
+        let check: AddressCheck
+        var body: [UInt8] = []
+        var refused: String?
+        init(check: AddressCheck) { self.check = check }
+    }
+
+    func post(url: String, headers: [String], body: [UInt8]) -> PostResult {
+        guard let easy = curl_easy_init() else { return PostResult(status: 0, body: [], error: "curl_easy_init failed (out of memory?)") }
+        defer { curl_easy_cleanup(easy) }
+        let context = Context(check: check)
+        let unmanaged = Unmanaged.passRetained(context)
+        defer { unmanaged.release() }
+        let pointer = unmanaged.toOpaque()
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        // "Expect:" turns off curl's 100-continue wait for larger bodies.
+        for header in headers + ["Expect:"] { list = curl_slist_append(list, header) }
+        defer { curl_slist_free_all(list) }
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        defer { errorBuffer.deallocate() }
+        let schemes = allowHTTP ? "http,https" : "https"
+        var result = CURLE_OK
+        func set(_ code: CURLcode) { if result == CURLE_OK { result = code } }
+        set(ccurl_setopt_string(easy, CURLOPT_URL, url))
+        set(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(ccurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, schemes))
+        set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, connectTimeoutMillis)))
+        set(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, requestTimeoutMillis)))
+        set(ccurl_setopt_string(easy, CURLOPT_USERAGENT, "pushspool-outbox"))
+        // Environment proxies would make the address check judge the proxy, not the target.
+        set(ccurl_setopt_string(easy, CURLOPT_PROXY, ""))
+        set(ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
+        set(ccurl_post_headers(easy, list))
+        // A trailing NUL keeps the pointer valid for an empty body; the length excludes it.
+        let terminated = body + [0]
+        set(terminated.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { ccurl_post_body(easy, $0.baseAddress!, curl_off_t(body.count)) }
+        })
+        set(ccurl_setopt_write_callback(easy, posterWrite))
+        set(ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, pointer))
+        set(ccurl_setopt_opensocket_callback(easy, posterOpenSocket))
+        set(ccurl_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, pointer))
+        if result != CURLE_OK {
+            return PostResult(status: 0, body: [], error: "curl_easy_setopt failed: \(String(cString: curl_easy_strerror(result)))")
+        }
+        let code = curl_easy_perform(easy)
+        var status = 0
+        _ = ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if code != CURLE_OK {
+            let detail = context.refused ?? String(cString: errorBuffer)
+            let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            return PostResult(status: status, body: context.body, error: text)
+        }
+        return PostResult(status: status, body: context.body, error: nil)
+    }
+}
+
+private let posterWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { data, size, count, userdata in
+    let context = Unmanaged<HTTPPoster.Context>.fromOpaque(userdata!).takeUnretainedValue()
+    let length = size * count
+    guard length > 0, let data else { return length }
+    let room = HTTPPoster.bodyLimit - context.body.count
+    if room > 0 {
+        context.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: min(room, length)))
+    }
+    return length
+}
+
+private let posterOpenSocket: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t = { userdata, _, address in
+    let context = Unmanaged<HTTPPoster.Context>.fromOpaque(userdata!).takeUnretainedValue()
+    guard let address, let sockaddr = ccurl_sockaddr_address(address) else { return CCURL_SOCKET_BAD }
+    let family = address.pointee.family
+    var bytes: [UInt8] = []
+    if family == AF_INET {
+        sockaddr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+            var addr = v4.pointee.sin_addr
+            bytes = withUnsafeBytes(of: &addr) { Array($0) }
+        }
+    } else if family == AF_INET6 {
+        sockaddr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+            var addr = v6.pointee.sin6_addr
+            bytes = withUnsafeBytes(of: &addr) { Array($0) }
+        }
+    } else {
+        context.refused = "address family \(family) is not IP"
+        return CCURL_SOCKET_BAD
+    }
+    if let refusal = context.check.refusal(for: bytes) {
+        context.refused = refusal
+        return CCURL_SOCKET_BAD
+    }
+    let fd = socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+    return fd < 0 ? CCURL_SOCKET_BAD : fd
+}

@@ -1,0 +1,449 @@
+@preconcurrency import Glibc
+import PushJournal
+import PushOutboxStore
+import PushSystem
+import Synchronization
+
+/// Follows the journal for Notification Center event records and delivers the POSTs they
+/// cause (see `EventMapper`) to Mindbox and Infobip.
+///
+/// Durability: deliveries derived from journal records up to seq N are written to
+/// `<state>/outbox/pending/` before `cursor` becomes N, and no POST is made for them before
+/// that; a delivered one is removed afterwards. So after a crash (kill -9) every event is
+/// either still pending (delivered after restart) or was delivered; only a POST in flight at
+/// the crash can be repeated, with the same `transactionId` / MO `messageId`.
+///
+/// Order: a user's (or, without a user, a device's) deliveries go out in journal order; one in
+/// backoff holds back that user's later ones, not other users'. Parked deliveries no longer
+/// hold anything back.
+///
+/// `Sendable`: all work runs under one lock (the worker thread's loop, `catchUp()`), the
+/// status snapshot under another.
+package final class OutboxFollower: Sendable {
+    package let options: OutboxOptions
+    private let work: Mutex<Worker>
+    private let snapshot = Mutex(OutboxStatus())
+    private let stopping = Atomic<Bool>(false)
+    private let thread = Mutex<pthread_t?>(nil)
+    private let onNotice: @Sendable (OutboxNotice) -> Void
+
+    /// Creates `<state>/outbox/` and loads pending deliveries; does not start the thread.
+    /// `onNotice` is called on the outbox thread (keep it short: log and return).
+    package init(options: OutboxOptions, onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
+        try options.validate()
+        self.options = options
+        self.onNotice = onNotice
+        let store = OutboxStore(stateDirectory: options.stateDirectory)
+        try store.create()
+        let worker = try Worker(options: options, store: store)
+        work = Mutex(worker)
+        let status = work.withLock { $0.status() }
+        snapshot.withLock { $0 = status }
+    }
+
+    deinit { stop() }
+
+    /// The current counts; cheap, never waits for a POST.
+    package var status: OutboxStatus { snapshot.withLock { $0 } }
+
+    /// Starts the delivery thread; returns at once. A second call does nothing.
+    package func start() {
+        thread.withLock { handle in
+            guard handle == nil else { return }
+            let box = Unmanaged.passRetained(self).toOpaque()
+            var created = pthread_t()
+            let result = pthread_create(&created, nil, { raw in
+                let follower = Unmanaged<OutboxFollower>.fromOpaque(raw!).takeRetainedValue()
+                follower.run()
+                return nil
+            }, box)
+            if result == 0 {
+                handle = created
+            } else {
+                Unmanaged<OutboxFollower>.fromOpaque(box).release()
+                snapshot.withLock { $0.lastError = "pthread_create failed: \(result)" }
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it (at most one POST's `RequestTimeoutSec=`).
+    package func stop() {
+        stopping.store(true, ordering: .releasing)
+        let handle = thread.withLock { handle -> pthread_t? in
+            defer { handle = nil }
+            return handle
+        }
+        if let handle, pthread_self() != handle { pthread_join(handle, nil) }
+    }
+
+    /// Synchronously queues every journal record available now and makes one delivery pass
+    /// over what is due; for tests and `pushspoolctl`. Returns the status afterwards.
+    @discardableResult
+    package func catchUp() -> OutboxStatus {
+        let notices = work.withLock { worker -> [OutboxNotice] in
+            var all: [OutboxNotice] = []
+            while true {
+                let result = worker.step(now: Posix.wallClockMillis())
+                all += result.notices
+                if !result.moreJournal { break }
+            }
+            return all
+        }
+        publish(notices)
+        return status
+    }
+
+    private func run() {
+        while !stopping.load(ordering: .acquiring) {
+            let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
+            publish(result.notices)
+            if result.moreJournal { continue }
+            var left = result.sleepMillis
+            while left > 0, !stopping.load(ordering: .acquiring) {
+                let slice = min(left, 20)
+                usleep(UInt32(slice) * 1000)
+                left -= slice
+            }
+        }
+    }
+
+    private func publish(_ notices: [OutboxNotice]) {
+        let status = work.withLock { $0.status() }
+        snapshot.withLock { $0 = status }
+        for notice in notices { onNotice(notice) }
+    }
+}
+
+/// The follower's state and logic; used only under `OutboxFollower.work`.
+final class Worker {
+    let options: OutboxOptions
+    let store: OutboxStore
+    let mapper: EventMapper
+    let poster: HTTPPoster
+    var reader: JournalReader?
+    var lookupReader: JournalReader?
+    var cursor: UInt64
+    /// Pending deliveries in journal order.
+    var pending: [OutboxDelivery]
+    var parkedCount = 0
+    var delivered = 0
+    var retried = 0
+    var lastError: String?
+
+    struct StepResult {
+        var notices: [OutboxNotice] = []
+        var moreJournal = false
+        var sleepMillis: Int64 = 200
+    }
+
+    init(options: OutboxOptions, store: OutboxStore) throws(OutboxError) {
+        self.options = options
+        self.store = store
+        mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled)
+        poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
+                            requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
+                            allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks))
+        cursor = try store.cursor()
+        // A crash between writing a dead letter and removing its pending file leaves both:
+        // the dead letter wins.
+        let parked = Set(try store.names(store.parkedDirectory))
+        pending = []
+        for delivery in try store.list(store.pendingDirectory) {
+            if parked.contains(delivery.fileName) {
+                try? store.remove(delivery.fileName, in: store.pendingDirectory)
+            } else {
+                pending.append(delivery)
+            }
+        }
+        parkedCount = parked.count
+    }
+
+    func status() -> OutboxStatus {
+        var status = OutboxStatus()
+        status.pending = pending.count
+        status.parked = parkedCount
+        status.delivered = delivered
+        status.retried = retried
+        status.cursor = cursor
+        status.lastError = lastError
+        return status
+    }
+
+    func step(now: Int64) -> StepResult {
+        var result = StepResult()
+        result.sleepMillis = max(1, options.pollInterval.clampedMilliseconds)
+        absorbRetries()
+        result.moreJournal = enqueueFromJournal(limit: 1024)
+        result.notices = deliverDue(now: now)
+        parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
+        if let next = pending.map(\.notBeforeMillis).filter({ $0 > now }).min() {
+            result.sleepMillis = max(1, min(result.sleepMillis, next - now))
+        }
+        return result
+    }
+
+    /// `pushspoolctl outbox retry` renamed dead letters into `retry/`: back to pending with
+    /// fresh attempts.
+    func absorbRetries() {
+        guard let names = try? store.names(store.retryDirectory), !names.isEmpty else { return }
+        for name in names {
+            guard var delivery = store.read(store.retryDirectory + "/" + name) else { continue }
+            delivery.attempts = 0
+            delivery.notBeforeMillis = 0
+            delivery.parkedReason = nil
+            delivery.parkedAtMillis = nil
+            // A retried event is judged by its age from now on, or MaxAgeSec would park it again at once.
+            delivery.createdMillis = Posix.wallClockMillis()
+            do {
+                try store.write(delivery, in: store.pendingDirectory)
+                try store.remove(name, in: store.retryDirectory)
+            } catch {
+                lastError = error.description
+                continue
+            }
+            pending.removeAll { $0.fileName == delivery.fileName }
+            pending.append(delivery)
+        }
+        pending.sort { ($0.seq, $0.index) < ($1.seq, $1.index) }
+    }
+
+    /// Maps journal records after the cursor; returns whether more may be waiting.
+    func enqueueFromJournal(limit: Int) -> Bool {
+        do throws(OutboxError) {
+            if reader == nil {
+                do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: cursor + 1) } catch {
+                    throw OutboxError(.journal, "opening \(options.journalDirectory): \(error)")
+                }
+            }
+            guard let reader else { return false }
+            var last = cursor
+            var count = 0
+            while count < limit {
+                let record: JournalRecord?
+                do { record = try reader.next() } catch { throw OutboxError(.journal, "reading \(options.journalDirectory): \(error)") }
+                guard let record else { break }
+                count += 1
+                let deliveries = mapper.deliveries(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body,
+                                                   lookup: lookup)
+                for delivery in deliveries {
+                    try store.write(delivery, in: store.pendingDirectory)
+                    pending.append(delivery)
+                }
+                last = record.seq
+            }
+            if last != cursor {
+                try store.setCursor(last)
+                cursor = last
+            }
+            return count == limit
+        } catch {
+            lastError = error.description
+            // Re-read from the cursor next time: records read but not covered by it are
+            // mapped again (same file names, so nothing is duplicated).
+            reader = nil
+            pending.removeAll { $0.seq > cursor }
+            return false
+        }
+    }
+
+    /// The notification record at `seq`, for the item an event names.
+    func lookup(_ seq: UInt64) -> JSONValue? {
+        if lookupReader == nil { lookupReader = try? JournalReader(directory: options.journalDirectory) }
+        guard let lookupReader else { return nil }
+        lookupReader.seek(toSeq: seq)
+        guard let record = try? lookupReader.next(), record.seq == seq else { return nil }
+        return try? JSONParser(maxDepth: 64).parse(record.body)
+    }
+
+    func deliverDue(now: Int64) -> [OutboxNotice] {
+        var notices: [OutboxNotice] = []
+        var blocked: Set<String> = []
+        var index = 0
+        while index < pending.count {
+            let head = pending[index]
+            if blocked.contains(head.orderKey) { index += 1; continue }
+            if now - head.createdMillis > options.maxAge.clampedMilliseconds {
+                notices.append(park([head], reason: "max_age", status: head.lastStatus ?? 0,
+                                    message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
+                continue  // park removed it from `pending`; the same index is the next one
+            }
+            if head.notBeforeMillis > now {
+                blocked.insert(head.orderKey)
+                index += 1
+                continue
+            }
+            // Batch: the same user's following deliveries to the same batchable target (and device).
+            var batch = [head]
+            if head.target.batchable {
+                var probe = index + 1
+                while probe < pending.count, batch.count < options.batchLimit {
+                    let next = pending[probe]
+                    if next.orderKey == head.orderKey {
+                        guard next.target == head.target, next.device == head.device, next.notBeforeMillis <= now,
+                              now - next.createdMillis <= options.maxAge.clampedMilliseconds else { break }
+                        batch.append(next)
+                    }
+                    probe += 1
+                }
+            }
+            let (notice, done) = send(batch, now: now)
+            if let notice { notices.append(notice) }
+            if !done {
+                blocked.insert(head.orderKey)
+                index += 1
+            }
+            // When done, the batch left `pending`: `index` now points at the next delivery.
+        }
+        return notices
+    }
+
+    /// POSTs one batch; returns a notice and whether it left `pending` (delivered or parked).
+    func send(_ batch: [OutboxDelivery], now: Int64) -> (OutboxNotice?, Bool) {
+        let head = batch[0]
+        guard let request = buildRequest(batch, now: now) else {
+            // The vendor was unconfigured since queuing (restart with a new configuration).
+            return (park(batch, reason: "unconfigured", status: 0, message: "the \(head.target.rawValue) endpoint is not configured", now: now), true)
+        }
+        let response = poster.post(url: request.url, headers: request.headers, body: request.body)
+        let secret = request.secret
+        let snippet = Worker.redact(String(decoding: response.body, as: UTF8.self), secret: secret)
+        let errorText = response.error.map { Worker.redact($0, secret: secret) }
+        if response.error == nil, (200..<300).contains(response.status) {
+            for delivery in batch {
+                do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
+            }
+            let names = Set(batch.map(\.fileName))
+            pending.removeAll { names.contains($0.fileName) }
+            delivered += batch.count
+            return (nil, true)
+        }
+        let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
+        let message = errorText ?? "HTTP \(response.status)"
+        if !retryable {
+            return (park(batch, reason: "http_\(response.status)", status: response.status, message: message, now: now,
+                         response: snippet), true)
+        }
+        let attempts = head.attempts + 1
+        if attempts >= options.maxAttempts {
+            return (park(batch, reason: "attempts", status: response.status, message: message, now: now, response: snippet, attempts: attempts), true)
+        }
+        let delay = backoffMillis(attempts: attempts)
+        lastError = "\(head.id) \(head.target.rawValue): \(message)"
+        retried += 1
+        for var delivery in batch {
+            delivery.attempts = attempts
+            delivery.notBeforeMillis = now + delay
+            delivery.lastStatus = response.status
+            delivery.lastResponse = snippet.isEmpty ? nil : snippet
+            delivery.lastError = errorText
+            do { try store.write(delivery, in: store.pendingDirectory) } catch { lastError = error.description }
+            if let at = pending.firstIndex(where: { $0.fileName == delivery.fileName }) { pending[at] = delivery }
+        }
+        return (.failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay), false)
+    }
+
+    /// Exponential: base · 2^(attempts-1), at most `retryCeiling`, then "equal jitter" (a
+    /// random point in the upper half) so a fleet that failed together does not retry together.
+    func backoffMillis(attempts: Int) -> Int64 {
+        let base = max(1, options.retryBase.clampedMilliseconds)
+        let ceiling = max(base, options.retryCeiling.clampedMilliseconds)
+        let shift = min(max(0, attempts - 1), 40)
+        let (scaled, overflow) = base.multipliedReportingOverflow(by: Int64(1) << shift)
+        let delay = overflow ? ceiling : min(scaled, ceiling)
+        return delay / 2 + Int64.random(in: 0...max(0, delay - delay / 2))
+    }
+
+    /// Moves `batch` to `parked/` (dead letters) with the reason and the response.
+    func park(_ batch: [OutboxDelivery], reason: String, status: Int, message: String, now: Int64,
+              response: String? = nil, attempts: Int? = nil) -> OutboxNotice {
+        for var delivery in batch {
+            delivery.parkedReason = reason
+            delivery.parkedAtMillis = now
+            delivery.lastStatus = status == 0 ? delivery.lastStatus : status
+            if let response { delivery.lastResponse = response.isEmpty ? nil : response }
+            delivery.lastError = message
+            if let attempts { delivery.attempts = attempts }
+            do {
+                try store.write(delivery, in: store.parkedDirectory)
+                try store.remove(delivery.fileName, in: store.pendingDirectory)
+            } catch { lastError = error.description }
+        }
+        let names = Set(batch.map(\.fileName))
+        pending.removeAll { names.contains($0.fileName) }
+        parkedCount += batch.count
+        lastError = "\(batch[0].id) \(batch[0].target.rawValue) parked (\(reason)): \(message)"
+        return .parked(id: batch[0].id, target: batch[0].target.rawValue, status: status, reason: reason, message: message)
+    }
+
+    struct Request {
+        var url: String
+        var headers: [String]
+        var body: [UInt8]
+        var secret: String
+    }
+
+    func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> Request? {
+        let head = batch[0]
+        switch head.target {
+        case .mindbox:
+            guard let secret = options.mindboxSecret, !options.mindboxEndpointId.isEmpty, let operation = head.operation else { return nil }
+            var url = options.mindboxURL + "/v3/operations/async?endpointId=" + Worker.percentEncode(options.mindboxEndpointId)
+                + "&operation=" + Worker.percentEncode(operation)
+            if let device = head.device { url += "&deviceUUID=" + Worker.percentEncode(device) }
+            url += "&transactionId=" + Worker.percentEncode(head.transactionId)
+            return Request(url: url, headers: ["Content-Type: application/json; charset=utf-8", "Accept: application/json",
+                                               "Authorization: SecretKey \(secret.value)"],
+                           body: head.payload.serialized(), secret: secret.value)
+        case .infobipSeen, .infobipMO:
+            guard let key = options.infobipAppKey else { return nil }
+            var messages: [JSONValue] = []
+            for delivery in batch {
+                guard case .object(var message) = delivery.payload else { continue }
+                if head.target == .infobipSeen {
+                    // Seconds between the user's seen and this report, as the SDK sends it.
+                    message["timestampDelta"] = .integer(max(0, (now - delivery.atMillis) / 1000))
+                }
+                messages.append(.object(message))
+            }
+            var body: [String: JSONValue] = ["messages": .array(messages)]
+            var headers = ["Content-Type: application/json; charset=utf-8", "Accept: application/json", "Authorization: App \(key.value)"]
+            if let device = head.device, Worker.isHeaderSafe(device) { headers.append("pushregistrationid: \(device)") }
+            let path: String
+            if head.target == .infobipMO {
+                path = "/mobile/1/messages/mo"
+                if let device = head.device { body["from"] = .string(device) }
+            } else {
+                path = "/mobile/1/messages/seen"
+            }
+            return Request(url: options.infobipURL + path, headers: headers, body: JSONValue.object(body).serialized(), secret: key.value)
+        }
+    }
+
+    static func percentEncode(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out += "%"
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 0xF)])
+            }
+        }
+        return out
+    }
+
+    static func isHeaderSafe(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 256 && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+
+    /// A receiver may echo the request (headers included) in an error body; the key never
+    /// reaches a dead letter, a log line or `lastError`.
+    static func redact(_ text: String, secret: String) -> String {
+        guard !secret.isEmpty, text.contains(secret) else { return text }
+        return text.replacing(secret, with: "<redacted>")
+    }
+}

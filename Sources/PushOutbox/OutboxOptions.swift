@@ -1,0 +1,92 @@
+import PushOutboxStore
+import PushSystem
+
+/// Everything the follower needs, resolved: the daemon maps `[Outbox]` of PushConfig onto it
+/// and loads the key files with `OutboxOptions.load(...)`.
+///
+/// `Sendable`: a plain value. Secrets are `Secret`s, whose description is redacted.
+package struct OutboxOptions: Sendable {
+    /// `[Journal] StateDirectory=`: the journal is `<state>/journal`, outbox state `<state>/outbox`.
+    package var stateDirectory: String
+    package var journalDirectory: String
+    package var mindboxURL = "https://api.mindbox.ru"
+    package var mindboxEndpointId = ""
+    package var mindboxSecret: Secret?
+    package var infobipURL = "https://mobile.infobip.com"
+    package var infobipAppKey: Secret?
+    package var allowHTTP = false
+    package var allowNetworks: [String] = []
+    package var connectTimeout: Duration = .seconds(5)
+    package var requestTimeout: Duration = .seconds(20)
+    package var maxAttempts = 10
+    package var retryBase: Duration = .seconds(1)
+    /// The longest backoff between two attempts.
+    package var retryCeiling: Duration = .seconds(600)
+    package var maxAge: Duration = .seconds(86_400)
+    /// How often the journal is polled for new records when idle.
+    package var pollInterval: Duration = .milliseconds(200)
+    /// The most Infobip reports one POST carries.
+    package var batchLimit = 50
+
+    package init(stateDirectory: String, journalDirectory: String? = nil) {
+        self.stateDirectory = stateDirectory
+        self.journalDirectory = journalDirectory ?? stateDirectory + "/journal"
+    }
+
+    /// Mindbox is configured: an endpoint id and a secret key.
+    package var mindboxEnabled: Bool { !mindboxEndpointId.isEmpty && mindboxSecret != nil }
+    package var infobipEnabled: Bool { infobipAppKey != nil }
+
+    /// Loads the key files named by `[Outbox] MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
+    /// (empty = that vendor is off) and checks the URLs against `AllowHTTP=`.
+    package mutating func load(mindboxSecretKeyFile: String, infobipAppKeyFile: String) throws(OutboxError) {
+        mindboxSecret = mindboxSecretKeyFile.isEmpty ? nil : try Secret.load(path: mindboxSecretKeyFile)
+        infobipAppKey = infobipAppKeyFile.isEmpty ? nil : try Secret.load(path: infobipAppKeyFile)
+        try validate()
+    }
+
+    package func validate() throws(OutboxError) {
+        for (key, url) in [("MindboxURL", mindboxURL), ("InfobipURL", infobipURL)] {
+            if url.hasPrefix("http://") && !allowHTTP {
+                throw OutboxError(.configuration, "[Outbox] \(key)=\(url) is plain http; use https or set AllowHTTP=yes")
+            }
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw OutboxError(.configuration, "[Outbox] \(key)=\(url) is not an http(s) URL")
+            }
+        }
+    }
+}
+
+/// A snapshot for STATUS= and metrics.
+///
+/// `Sendable`: a plain value.
+package struct OutboxStatus: Sendable, Equatable {
+    /// Deliveries waiting (including those in backoff).
+    package var pending = 0
+    /// Dead letters in `parked/`.
+    package var parked = 0
+    /// Deliveries that got a 2xx since start.
+    package var delivered = 0
+    /// POSTs that failed and were scheduled again, since start.
+    package var retried = 0
+    /// The last journal seq handled (all its deliveries queued).
+    package var cursor: UInt64 = 0
+    /// The last failure (delivery or state I/O), without secrets.
+    package var lastError: String?
+
+    package init() {}
+
+    /// `outbox 3 pending, 1 parked`, for the STATUS= line.
+    package var summary: String { "outbox \(pending) pending, \(parked) parked" }
+}
+
+/// Something worth a journald event; the daemon maps these to `EventKind.outboxParked` and
+/// `.outboxFailed` (fields `OUTBOX_DELIVERY`, `OUTBOX_TARGET`, `HTTP_STATUS`).
+///
+/// `Sendable`: a plain value.
+package enum OutboxNotice: Sendable, Equatable {
+    /// `reason`: `http_<status>`, `attempts`, `max_age`.
+    case parked(id: String, target: String, status: Int, reason: String, message: String)
+    /// One POST failed; retried after `retryInMillis`.
+    case failed(id: String, target: String, status: Int, message: String, retryInMillis: Int64)
+}

@@ -1,0 +1,241 @@
+@preconcurrency import Glibc
+import Foundation
+import PushOutbox
+import PushOutboxStore
+import PushSystem
+import Synchronization
+import Testing
+
+/// The outbox against a real HTTP receiver on 127.0.0.1: URLs, headers and bodies as sent.
+@Suite struct OutboxDeliveryTests {
+    static let mindboxPath = "/v3/operations/async"
+    static let seenPath = "/mobile/1/messages/seen"
+    static let moPath = "/mobile/1/messages/mo"
+
+    @Test func requestsCarryExactURLsHeadersAndBodies() async throws {
+        let fixture = try OutboxFixture()
+        for path in [Self.mindboxPath, Self.seenPath, Self.moPath] { fixture.server.route(path, .ok(Array("{}".utf8), contentType: "application/json")) }
+        try await fixture.journal([
+            ("mindbox:mb-1:alice", mindboxItem(), now),                                                    // 1
+            ("infobip:ib-msg-1:alice", infobipItem(), now),                                               // 2
+            ("event:ev-1", event("nc.opened", "ev-1"), now),                                              // 3
+            ("event:ev-2", event("nc.open", "ev-2", item: 1), now),                                       // 4
+            ("event:ev-3", event("nc.open", "ev-3", item: 2), now),                                       // 5
+            ("event:ev-4", event("nc.action", "ev-4", item: 2, action: "mm_accept", text: "see you"), now), // 6
+            ("event:ev-5", event("nc.action", "ev-5", item: 2, action: "later"), now),                     // 7: no moRequired
+            ("event:ev-6", event("nc.read", "ev-6", item: 1), now),                                       // 8: nothing to send
+        ])
+        let follower = try OutboxFollower(options: fixture.options())
+        let status = follower.catchUp()
+        #expect(status.delivered == 4)
+        #expect(status.pending == 0 && status.parked == 0)
+        #expect(status.cursor == 8)
+
+        let mindbox = fixture.server.requests(Self.mindboxPath)
+        try #require(mindbox.count == 2)
+        #expect(mindbox[0].method == "POST")
+        #expect(mindbox[0].target == "/v3/operations/async?endpointId=app-ios&operation=mobileapp.NCOpen&deviceUUID=dev-1&transactionId=ev-1")
+        #expect(mindbox[0].header("Authorization") == "SecretKey \(OutboxFixture.mindboxKey)")
+        #expect(mindbox[0].header("Content-Type") == "application/json; charset=utf-8")
+        #expect(String(decoding: mindbox[0].body, as: UTF8.self) == "{}")
+        #expect(mindbox[1].target == "/v3/operations/async?endpointId=app-ios&operation=mobileapp.NCPushOpen&deviceUUID=dev-1&transactionId=ev-2")
+        #expect(String(decoding: mindbox[1].body, as: UTF8.self)
+            == #"{"customerAction":{"customFields":{"mobPushSendDateTime":"2026-11-30T10:00:00Z","mobPushTranslateName":"sale_november"}}}"#)
+
+        let seen = fixture.server.requests(Self.seenPath)
+        try #require(seen.count == 1)
+        #expect(seen[0].method == "POST")
+        #expect(seen[0].header("Authorization") == "App \(OutboxFixture.infobipKey)")
+        let seenBody = try #require(parse(seen[0].body))
+        let seenMessages = try #require(seenBody["messages"]?.arrayValue)
+        #expect(seenMessages.count == 1)
+        #expect(seenMessages[0]["messageId"] == .string("ib-msg-1"))
+        #expect((seenMessages[0]["timestampDelta"]?.intValue ?? -1) >= 0)
+
+        let mo = fixture.server.requests(Self.moPath)
+        try #require(mo.count == 1)
+        #expect(mo[0].header("Authorization") == "App \(OutboxFixture.infobipKey)")
+        #expect(String(decoding: mo[0].body, as: UTF8.self)
+            == #"{"from":"dev-1","messages":[{"customPayload":{"actionId":"mm_accept","category":"mm_accept_decline","text":"see you"},"initialMessageId":"ib-msg-1","messageId":"ev-4","text":"mm_accept"}]}"#)
+
+        // Nothing is sent again on a later pass.
+        follower.catchUp()
+        #expect(fixture.server.requests(Self.mindboxPath).count == 2)
+    }
+
+    @Test func infobipSeenReportsOfOneUserShareOnePost() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.seenPath, .ok([]))
+        try await fixture.journal([
+            ("i1", infobipItem(id: "m1"), now), ("i2", infobipItem(id: "m2"), now),
+            ("e1", event("nc.open", "e1", item: 1), now), ("e2", event("nc.open", "e2", item: 2), now),
+        ])
+        let follower = try OutboxFollower(options: fixture.options())
+        #expect(follower.catchUp().delivered == 2)
+        let seen = fixture.server.requests(Self.seenPath)
+        try #require(seen.count == 1)
+        let ids = try #require(parse(seen[0].body)?["messages"]?.arrayValue).compactMap { $0["messageId"]?.stringValue }
+        #expect(ids == ["m1", "m2"])
+    }
+
+    @Test func anItemOfAnotherUserIsNeverReported() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        // "al" is a prefix of "alice": still another user.
+        try await fixture.journal([("i1", mindboxItem(user: "alice"), now), ("e1", event("nc.open", "e1", user: "al", item: 1), now)])
+        let follower = try OutboxFollower(options: fixture.options())
+        #expect(follower.catchUp().delivered == 0)
+        #expect(fixture.server.hits(Self.mindboxPath) == 0)
+    }
+
+    @Test func a503ThreeTimesThenOkIsDeliveredOnceAfterRecovery() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .sequence([.status(503), .status(503), .status(503), .ok([])]))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        let follower = try OutboxFollower(options: fixture.options())
+        follower.start()
+        #expect(waitFor(10) { follower.status.delivered == 1 })
+        follower.stop()
+        let requests = fixture.server.requests(Self.mindboxPath)
+        #expect(requests.count == 4)
+        // Every attempt carries the same transaction id, so the receiver can deduplicate.
+        #expect(Set(requests.map(\.target)).count == 1)
+        #expect(follower.status.retried == 3)
+        #expect(follower.status.pending == 0 && follower.status.parked == 0)
+    }
+
+    @Test func aUsersLaterEventWaitsForTheEarlierOne() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .sequence([.status(503), .ok([])]))
+        try await fixture.journal([("e1", event("nc.opened", "first"), now), ("e2", event("nc.opened", "second"), now)])
+        let follower = try OutboxFollower(options: fixture.options())
+        follower.catchUp()
+        #expect(fixture.server.hits(Self.mindboxPath) == 1)  // "second" held back behind "first"
+        usleep(100_000)
+        follower.catchUp()
+        let order = fixture.server.requests(Self.mindboxPath).map { $0.target.components(separatedBy: "transactionId=").last ?? "" }
+        #expect(order == ["first", "first", "second"])
+    }
+
+    @Test func a400ParksTheEventWithTheResponseAndNoSecret() async throws {
+        let fixture = try OutboxFixture()
+        // A receiver that echoes the request's key in its error body.
+        fixture.server.route(Self.mindboxPath, .respond(status: 400, headers: [("Content-Type", "application/json")],
+                                                        body: Array(#"{"status":"ValidationError","echo":"SecretKey \#(OutboxFixture.mindboxKey)"}"#.utf8)))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        let collected = Mutex<[OutboxNotice]>([])
+        let follower = try OutboxFollower(options: fixture.options()) { notice in collected.withLock { $0.append(notice) } }
+        let status = follower.catchUp()
+        #expect(status.parked == 1 && status.pending == 0 && status.delivered == 0)
+        #expect(fixture.server.hits(Self.mindboxPath) == 1)  // not retried
+        let store = OutboxStore(stateDirectory: fixture.state)
+        let parked = try store.list(store.parkedDirectory)
+        try #require(parked.count == 1)
+        #expect(parked[0].lastStatus == 400)
+        #expect(parked[0].parkedReason == "http_400")
+        #expect(parked[0].lastResponse?.contains("ValidationError") == true)
+        #expect(parked[0].lastResponse?.contains("<redacted>") == true)
+        for (name, bytes) in fixture.allStateBytes() {
+            #expect(!String(decoding: bytes, as: UTF8.self).contains(OutboxFixture.mindboxKey), "\(name) holds the key")
+        }
+        #expect(!(status.lastError ?? "").contains(OutboxFixture.mindboxKey))
+        let notices = collected.withLock { $0 }
+        #expect(notices.count == 1)
+        if case .parked(let id, let target, let code, let reason, let message)? = notices.first {
+            #expect(id == "2-0" || id.hasSuffix("-0"))
+            #expect(target == "mindbox" && code == 400 && reason == "http_400")
+            #expect(!message.contains(OutboxFixture.mindboxKey))
+        } else {
+            Issue.record("expected a parked notice, got \(notices)")
+        }
+
+        // `pushspoolctl outbox retry` renames the dead letter into retry/; the follower sends it again.
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        try store.move(parked[0].fileName, from: store.parkedDirectory, to: store.retryDirectory)
+        let after = follower.catchUp()
+        #expect(after.delivered == 1 && after.parked == 0 && after.pending == 0)
+    }
+
+    @Test func anEventOlderThanMaxAgeIsParkedNotSent() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now - 7_200_000)])
+        let follower = try OutboxFollower(options: fixture.options(maxAge: .seconds(3600)))
+        let status = follower.catchUp()
+        #expect(status.parked == 1 && status.delivered == 0)
+        #expect(fixture.server.hits(Self.mindboxPath) == 0)
+        let store = OutboxStore(stateDirectory: fixture.state)
+        #expect(try store.list(store.parkedDirectory).first?.parkedReason == "max_age")
+    }
+
+    @Test func attemptsRunOutThenTheEventIsParked() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .status(500))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        let follower = try OutboxFollower(options: fixture.options(maxAttempts: 3))
+        follower.start()
+        #expect(waitFor(10) { follower.status.parked == 1 })
+        follower.stop()
+        #expect(fixture.server.hits(Self.mindboxPath) == 3)
+    }
+
+    /// Restart by stop and re-creation over the same state directory (the crash variant with
+    /// SIGKILL is in `OutboxCrashTests`): pending deliveries survive, delivered ones are not repeated.
+    @Test func pendingEventsAreDeliveredAfterARestartAndNothingTwice() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .status(503))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        do {
+            let first = try OutboxFollower(options: fixture.options())
+            #expect(first.catchUp().pending == 1)
+            first.stop()
+        }
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        let second = try OutboxFollower(options: fixture.options())
+        #expect(second.status.pending == 1)
+        usleep(100_000)  // past the backoff
+        #expect(second.catchUp().delivered == 1)
+        try await fixture.journal([("e2", event("nc.opened", "e2"), now)])
+        second.catchUp()
+        let third = try OutboxFollower(options: fixture.options())
+        third.catchUp()
+        let sent = fixture.server.requests(Self.mindboxPath).map { $0.target.components(separatedBy: "transactionId=").last ?? "" }
+        #expect(sent == ["e1", "e1", "e2"])  // one 503, then each event once
+    }
+
+    @Test func aKeyFileReadableByOthersIsRefusedWithoutShowingTheKey() throws {
+        let fixture = try OutboxFixture()
+        try fixture.writeKey("loose.key", "loose-secret-789", mode: 0o644)
+        var options = OutboxOptions(stateDirectory: fixture.state)
+        do {
+            try options.load(mindboxSecretKeyFile: fixture.dir.appending("loose.key"), infobipAppKeyFile: "")
+            Issue.record("a 0644 key file was accepted")
+        } catch {
+            #expect(error.code == .secretFile)
+            #expect(error.description.contains("loose.key"))
+            #expect(!error.description.contains("loose-secret-789"))
+        }
+        #expect("\(try Secret.load(path: fixture.dir.appending("mindbox.key")))" == "<redacted>")
+    }
+
+    @Test func plainHTTPNeedsAllowHTTP() throws {
+        var options = OutboxOptions(stateDirectory: "/nonexistent")
+        options.mindboxURL = "http://127.0.0.1:1"
+        #expect(throws: OutboxError.self) { try options.validate() }
+        options.allowHTTP = true
+        #expect(throws: Never.self) { try options.validate() }
+    }
+
+    @Test func loopbackIsRefusedUnlessAllowed() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        var options = try fixture.options()
+        options.allowNetworks = []
+        let follower = try OutboxFollower(options: options)
+        let status = follower.catchUp()
+        #expect(status.delivered == 0 && status.pending == 1)
+        #expect(status.lastError?.contains("AllowNetworks") == true)
+        #expect(fixture.server.hits(Self.mindboxPath) == 0)
+    }
+}
