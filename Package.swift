@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CInih", pkgConfig: "inih", providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // libvips (libvips-dev) through fixed-argument wrappers. GLib's include paths come from
         // pkg-config through CGObject (gobject-2.0), not from vips.pc: vips.pc requires gio-2.0,
@@ -37,12 +38,14 @@ let package = Package(
         .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
+        // The Notification Center's query index: a follower of the journal into SQLite.
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushInbox",
         ]),
 
         // Thin executables.
@@ -50,7 +53,7 @@ let package = Package(
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
             "TestSupport",
         ]),
 
@@ -67,6 +70,7 @@ let package = Package(
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]
