@@ -90,7 +90,7 @@ package final class InboxFollower: Sendable {
         try runBatches(shouldStop: { false })
     }
 
-    private func runBatches(shouldStop: () -> Bool) throws(InboxError) -> Int {
+    private func runBatches(shouldStop: @escaping @Sendable () -> Bool) throws(InboxError) -> Int {
         let outcome: Result<(Int, UInt64), InboxError> = worker.withLock { worker in
             do throws(InboxError) {
                 let index = try Self.currentIndex(&worker, path: indexPath)

@@ -86,12 +86,22 @@ package struct InboxItem: Sendable, Equatable {
 package struct InboxPage: Sendable, Equatable {
     package var items: [InboxItem]
     package var nextCursor: String?
+
+    package init(items: [InboxItem], nextCursor: String?) {
+        self.items = items
+        self.nextCursor = nextCursor
+    }
 }
 
 /// Exact counts of visible, unexpired items.
 package struct InboxCounts: Sendable, Equatable {
     package var unseen: Int64
     package var unread: Int64
+
+    package init(unseen: Int64, unread: Int64) {
+        self.unseen = unseen
+        self.unread = unread
+    }
 }
 
 /// Opaque page cursors: `c1.` and the hex seq of the last item of the previous page. Keyset

@@ -88,6 +88,7 @@ package enum PushspoolCtl {
         StatsCommand.self,
         MediaCommand.self,
         ConfigCommand.self,
+        NcQueryRegistration.self,  // TEMPORARY: replaced by the nc dispatcher at merge
     ] }
 
     package static let usage = """
