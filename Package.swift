@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CInih", pkgConfig: "inih", providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // libvips (libvips-dev) through fixed-argument wrappers. GLib's include paths come from
         // pkg-config through CGObject (gobject-2.0), not from vips.pc: vips.pc requires gio-2.0,
@@ -37,6 +38,8 @@ let package = Package(
         .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
+        // The Notification Center's query index: a follower of the journal into SQLite.
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
@@ -47,6 +50,7 @@ let package = Package(
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
+            "PushInbox",
         ]),
 
         // Thin executables.
@@ -54,7 +58,7 @@ let package = Package(
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
             "TestSupport",
         ]),
 
@@ -76,6 +80,7 @@ let package = Package(
         .testTarget(name: "PushOutboxTests", dependencies: [
             "PushOutbox", "PushOutboxStore", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
+        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
     ]

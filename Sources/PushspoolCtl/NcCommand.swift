@@ -37,10 +37,24 @@ package struct NcCommand: CtlSubcommand {
     /// Every `nc` subcommand, in help order.
     package static var entries: [NcEntry] { queryEntries + NcEventCommand.entries }
 
-    /// The read side of the inbox: `list`, `count`, `inapp`, `reindex` (NcQueryCommands.swift,
-    /// built beside this file). INTEGRATION: put its entries here, e.g.
-    /// `NcQueryCommands.entries` or `[NcEntry(NcListCommand.self), …]`.
-    package static var queryEntries: [NcEntry] { [] }
+    /// The read side of the inbox (NcQueryCommands.swift), which parses and runs its own words.
+    package static var queryEntries: [NcEntry] {
+        let summaries = [
+            "list": "a user's or device's inbox, newest first, cursor-paginated",
+            "count": "exact unseen and unread counts",
+            "inapp": "the in-app message to present now (reports it shown)",
+            "reindex": "rebuild the inbox index from the journal alone",
+            "update": "apply the journal's new records to the inbox index",
+        ]
+        let usage = NcQueryCommands.help.split(separator: "\n").map { $0.trimmingSpaces }
+        return NcQueryCommands.subcommands.map { word in
+            let synopsis = usage.first { $0.hasPrefix("pushspoolctl nc \(word)") || $0.hasPrefix("usage: pushspoolctl nc \(word)") }
+                .map { $0.hasPrefix("usage: ") ? String($0.dropFirst("usage: ".count)) : $0 } ?? "pushspoolctl nc \(word)"
+            return NcEntry(name: word, synopsis: synopsis, summary: summaries[word] ?? word) { (arguments: [String]) throws(UsageError) -> any CtlSubcommand in
+                NcQuery(word: word, arguments: arguments)
+            }
+        }
+    }
 
     package static var help: String {
         var lines = ["usage: pushspoolctl nc <subcommand> [options] [args]", ""]
@@ -71,5 +85,31 @@ package struct NcCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         subcommand.run(context)
+    }
+}
+
+/// One inbox query as a dispatch target: NcQueryCommands checks the arguments when it runs.
+struct NcQuery: CtlSubcommand {
+    static let name = "nc"
+    static let summary = "Notification Center inbox queries"
+    static var help: String { NcQueryCommands.help }
+
+    let word: String
+    let arguments: [String]
+
+    init(word: String, arguments: [String]) {
+        self.word = word
+        self.arguments = arguments
+    }
+
+    init(arguments: [String]) throws(UsageError) {
+        guard let first = arguments.first, NcQueryCommands.subcommands.contains(first) else {
+            throw UsageError("expected one of: \(NcQueryCommands.subcommands.joined(separator: ", "))")
+        }
+        self.init(word: first, arguments: Array(arguments.dropFirst()))
+    }
+
+    func run(_ context: CtlContext) -> Int32 {
+        NcQueryCommands.run(subcommand: word, arguments: arguments, context: context)
     }
 }

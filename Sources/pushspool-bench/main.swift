@@ -7,6 +7,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("media", runMediaBench),
     ("spool", runSpoolBench),
     ("ingest", runIngestBench),
+    ("nc", runInboxBench),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {

@@ -1,0 +1,481 @@
+@preconcurrency import Glibc
+import PushJournal
+import PushSystem
+
+/// A failure of the inbox index. `Sendable` value; `description` says what to do.
+package struct InboxError: Error, Sendable, CustomStringConvertible {
+    package enum Kind: Sendable {
+        case sqlite(SQLiteError)
+        case journal(JournalError)
+        case io(SystemError)
+        /// The index file does not exist (read-only open); `nc reindex` builds it.
+        case missing
+        /// The file was written by another schema version; rebuild it with `nc reindex`.
+        case schemaMismatch(found: Int64)
+        /// A cursor that this index did not hand out.
+        case invalidCursor
+        /// `limit` outside 1...500.
+        case invalidLimit(Int)
+    }
+
+    package var kind: Kind
+    package var path: String
+
+    package init(_ kind: Kind, path: String) {
+        self.kind = kind
+        self.path = path
+    }
+
+    /// Stable, without data: for metrics labels and journald fields.
+    package var shortDescription: String {
+        switch kind {
+        case .sqlite(let e): e.shortDescription
+        case .journal(let e): "journal: \(e.shortDescription)"
+        case .io(let e): "io: \(e.shortDescription)"
+        case .missing: "missing"
+        case .schemaMismatch: "schema-mismatch"
+        case .invalidCursor: "invalid-cursor"
+        case .invalidLimit: "invalid-limit"
+        }
+    }
+
+    package var description: String {
+        switch kind {
+        case .sqlite(let e): "inbox index: \(e)"
+        case .journal(let e): "inbox index: \(e)"
+        case .io(let e): "inbox index \(path): \(e)"
+        case .missing: "inbox index \(path) does not exist; build it from the journal with `pushspoolctl nc reindex`"
+        case .schemaMismatch(let found):
+            "inbox index \(path) has schema version \(found), this build uses \(InboxIndex.schemaVersion); "
+                + "rebuild it with `pushspoolctl nc reindex`"
+        case .invalidCursor: "invalid cursor (use the nextCursor of a previous page)"
+        case .invalidLimit(let n): "limit must be 1 to \(InboxIndex.maxLimit), not \(n)"
+        }
+    }
+}
+
+/// The Notification Center's query index: an SQLite file derived from the journal alone
+/// (`<state>/inbox/index.sqlite`, WAL mode). It records the last journal seq it applied in the
+/// same transaction as the records, so a crash anywhere loses nothing and applies nothing
+/// twice: the next catch-up starts after that seq.
+///
+/// Not `Sendable`: owns a connection. ``InboxFollower`` wraps one behind a lock.
+package final class InboxIndex {
+    package static let schemaVersion: Int64 = 1
+    package static let maxLimit = 500
+
+    /// `<stateDirectory>/inbox/index.sqlite`.
+    package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
+
+    package let path: String
+    let db: SQLiteDatabase
+    /// Device and inode of the file when opened, to notice a replaced file.
+    package private(set) var fileIdentity: (dev: UInt64, ino: UInt64)? = nil
+
+    /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
+    /// missing file throws `.missing`.
+    package init(path: String, readOnly: Bool = false) throws(InboxError) {
+        self.path = path
+        if readOnly {
+            var st = stat()
+            guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
+        } else {
+            let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            if !directory.isEmpty {
+                do { try Posix.mkdirs(directory) } catch { throw InboxError(.io(error), path: path) }
+            }
+        }
+        do {
+            db = try SQLiteDatabase(path: path, mode: readOnly ? .readOnly : .readWriteCreate)
+            if !readOnly {
+                _ = try db.pragmaText("PRAGMA journal_mode=WAL")
+                // WAL + NORMAL: a power cut may drop the newest transactions, never corrupt; the
+                // dropped ones carry their own last-seq, so catch-up re-applies them.
+                try db.execute("PRAGMA synchronous=NORMAL")
+                try createSchema()
+            }
+            let version = try Self.meta(db, "schema_version") ?? 0
+            guard version == Self.schemaVersion else { throw InboxError(.schemaMismatch(found: version), path: path) }
+        } catch let error as SQLiteError {
+            if error.isCantOpen { throw InboxError(.missing, path: path) }
+            throw InboxError(.sqlite(error), path: path)
+        } catch let error as InboxError {
+            throw error
+        } catch {
+            throw InboxError(.io(SystemError(call: "sqlite", errno: EIO, subject: path)), path: path)
+        }
+        var st = stat()
+        fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
+    }
+
+    private func createSchema() throws(SQLiteError) {
+        try db.transaction { () throws(SQLiteError) in
+            try db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+            // One row per notification record; `owner` is "u:<user>" or, for records without a
+            // user, "d:<device>" (a shared-device inbox): a query matches it exactly, never by prefix.
+            // `hidden` = archived, or a banner acted on (it no longer shows in the inbox).
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS items(
+                    seq INTEGER PRIMARY KEY, owner TEXT, user TEXT, device TEXT,
+                    vendor TEXT NOT NULL, id TEXT NOT NULL, title TEXT, subtitle TEXT, body TEXT,
+                    click_url TEXT, category TEXT, buttons TEXT NOT NULL, actions TEXT, actions_cut INTEGER NOT NULL,
+                    presentation TEXT, inapp_open_title TEXT, inapp_dismiss_title TEXT,
+                    media_path TEXT, thumbnail_path TEXT, expires_at INTEGER, ingested_at INTEGER NOT NULL,
+                    push_name TEXT, push_date TEXT,
+                    seen INTEGER NOT NULL DEFAULT 0, read INTEGER NOT NULL DEFAULT 0, archived INTEGER NOT NULL DEFAULT 0,
+                    acted INTEGER NOT NULL DEFAULT 0, inapp_shown INTEGER NOT NULL DEFAULT 0, hidden INTEGER NOT NULL DEFAULT 0)
+                """)
+            try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
+            try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
+            try db.execute("CREATE INDEX IF NOT EXISTS items_age ON items(owner, ingested_at, hidden, seen, read)")
+            try db.execute("CREATE INDEX IF NOT EXISTS items_modal ON items(owner, seq) WHERE presentation = 'modal'")
+            // Exact counters of visible unseen/unread items per owner, kept in the same
+            // transaction as the items, so `count` does not scan a 100,000-item inbox; expired
+            // items are subtracted at query time through items_expiry / items_age.
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS owners(owner TEXT PRIMARY KEY, unseen INTEGER NOT NULL DEFAULT 0,
+                    unread INTEGER NOT NULL DEFAULT 0, optout INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID
+                """)
+            let insert = try db.statement("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)")
+            try insert.bind(1, "schema_version")
+            try insert.bind(2, Self.schemaVersion)
+            try insert.run()
+            try insert.bind(1, "last_seq")
+            try insert.bind(2, Int64(0))
+            try insert.run()
+        }
+    }
+
+    static func meta(_ db: SQLiteDatabase, _ key: String) throws(SQLiteError) -> Int64? {
+        let statement = try db.statement("SELECT value FROM meta WHERE key = ?1")
+        defer { statement.reset() }
+        try statement.bind(1, key)
+        return try statement.step() ? statement.int64(0) : nil
+    }
+
+    /// The seq of the last journal record applied (0 = none).
+    package func appliedSeq() throws(InboxError) -> UInt64 {
+        do { return UInt64(clamping: try Self.meta(db, "last_seq") ?? 0) } catch { throw InboxError(.sqlite(error), path: path) }
+    }
+
+    // MARK: applying journal records
+
+    /// Applies `records` in one transaction and advances the last seq in it. Records at or
+    /// below the applied seq are skipped, so re-applying is harmless. Records that are not
+    /// JSON, of unknown kinds, or naming items of another owner change nothing but the seq.
+    /// Returns how many records were past the applied seq.
+    @discardableResult
+    package func apply(_ records: [JournalRecord]) throws(InboxError) -> Int {
+        do {
+            return try db.transaction { () throws(SQLiteError) -> Int in
+                let last = UInt64(clamping: try Self.meta(db, "last_seq") ?? 0)
+                var newLast = last
+                var applied = 0
+                for record in records where record.seq > newLast {
+                    // Seqs past Int64 cannot be stored as an SQLite integer; no journal gets there.
+                    guard let seq = Int64(exactly: record.seq) else { continue }
+                    try applyOne(record, seq: seq)
+                    newLast = record.seq
+                    applied += 1
+                }
+                if newLast != last {
+                    let update = try db.statement("UPDATE meta SET value = ?1 WHERE key = 'last_seq'")
+                    try update.bind(1, Int64(clamping: newLast))
+                    try update.run()
+                }
+                return applied
+            }
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    /// Applies one record (see ``apply(_:)``).
+    @discardableResult
+    package func apply(record: JournalRecord) throws(InboxError) -> Int { try apply([record]) }
+
+    private static let parser = JSONParser(maxDepth: 64)
+
+    private func applyOne(_ record: JournalRecord, seq: Int64) throws(SQLiteError) {
+        guard let value = try? Self.parser.parse(record.body), case .object(let body) = value else { return }
+        switch body["kind"] {
+        case nil, .string("notification")?:
+            try insertItem(body, seq: seq, ingestMillis: record.ingestMillis)
+        case .string("event")?:
+            try applyEvent(body)
+        default:
+            return
+        }
+    }
+
+    static func owner(user: String?, device: String?) -> String? {
+        if let user, !user.isEmpty { return "u:" + user }
+        if let device, !device.isEmpty { return "d:" + device }
+        return nil
+    }
+
+    /// A member as text: strings as they are, numbers as their lexeme (Mindbox's `pushDate`
+    /// may be either), anything else `nil`.
+    private static func scalarText(_ value: JSONValue?) -> String? {
+        switch value {
+        case .string(let s)?: s
+        case .number(let n)?: n
+        default: nil
+        }
+    }
+
+    private func insertItem(_ body: [String: JSONValue], seq: Int64, ingestMillis: Int64) throws(SQLiteError) {
+        let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        let owner = Self.owner(user: user, device: device)
+        let media = body["media"]?.objectValue
+        let custom = body["customPayload"]?.objectValue
+        // A hostile `actionsCut` (1e999, -5, "x") is read as a bounded count or 0.
+        let actionsCut = body["actionsCut"]?.numberLexeme.flatMap { Int64($0) }.map { min(max($0, 0), 1_000_000) } ?? 0
+        let buttons: String = if case .array = body["buttons"] { body["buttons"]!.serializedString() } else { "[]" }
+        let actions: String? = if case .array = body["actions"] { body["actions"]!.serializedString() } else { nil }
+        let statement = try db.statement("""
+            INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
+                buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
+                thumbnail_path, expires_at, ingested_at, push_name, push_date)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
+            """)
+        try statement.bind(1, seq)
+        try statement.bind(2, owner)
+        try statement.bind(3, user)
+        try statement.bind(4, device)
+        try statement.bind(5, body["vendor"]?.stringValue ?? "")
+        try statement.bind(6, body["id"]?.stringValue ?? "")
+        try statement.bind(7, body["title"]?.stringValue)
+        try statement.bind(8, body["subtitle"]?.stringValue)
+        try statement.bind(9, body["body"]?.stringValue)
+        try statement.bind(10, body["clickUrl"]?.stringValue)
+        try statement.bind(11, body["category"]?.stringValue)
+        try statement.bind(12, buttons)
+        try statement.bind(13, actions)
+        try statement.bind(14, actionsCut)
+        try statement.bind(15, body["presentation"]?.stringValue)
+        try statement.bind(16, body["inAppOpenTitle"]?.stringValue)
+        try statement.bind(17, body["inAppDismissTitle"]?.stringValue)
+        try statement.bind(18, media?["path"]?.stringValue)
+        try statement.bind(19, media?["thumbnail"]?["path"]?.stringValue)
+        // An unparseable expiry counts as none: hiding a push over a typo would lose it.
+        try statement.bind(20, body["expiresAt"]?.stringValue.flatMap(ISO8601.millis))
+        try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
+        try statement.bind(22, Self.scalarText(custom?["pushName"]))
+        try statement.bind(23, Self.scalarText(custom?["pushDate"]))
+        try statement.run()
+        if db.changes == 1, let owner { try adjustCounters(owner: owner, unseen: 1, unread: 1) }
+    }
+
+    private func adjustCounters(owner: String, unseen: Int64, unread: Int64) throws(SQLiteError) {
+        let statement = try db.statement("""
+            INSERT INTO owners(owner, unseen, unread) VALUES (?1, ?2, ?3)
+            ON CONFLICT(owner) DO UPDATE SET unseen = unseen + ?2, unread = unread + ?3
+            """)
+        try statement.bind(1, owner)
+        try statement.bind(2, unseen)
+        try statement.bind(3, unread)
+        try statement.run()
+    }
+
+    /// Recomputes an owner's counters from its items (after a bulk change).
+    private func recount(owner: String) throws(SQLiteError) {
+        let statement = try db.statement("""
+            INSERT INTO owners(owner, unseen, unread)
+            SELECT ?1, coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items WHERE owner = ?1 AND hidden = 0
+            ON CONFLICT(owner) DO UPDATE SET unseen = excluded.unseen, unread = excluded.unread
+            """)
+        try statement.bind(1, owner)
+        try statement.run()
+    }
+
+    private struct ItemState {
+        var owner: String?
+        var presentation: String?
+        var seen, read, archived, acted, inappShown: Bool
+        var hidden: Bool { archived || (presentation == "banner" && acted) }
+    }
+
+    private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
+        guard let type = body["type"]?.stringValue,
+              let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
+        switch type {
+        case "nc.read-all":
+            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0")
+            try statement.bind(1, owner)
+            try statement.run()
+            try recount(owner: owner)
+        case "nc.archive-read":
+            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0")
+            try statement.bind(1, owner)
+            try statement.run()
+            try recount(owner: owner)
+        case "nc.inapp-optout":
+            guard let enabled = body["enabled"]?.boolValue else { return }
+            let statement = try db.statement("""
+                INSERT INTO owners(owner, optout) VALUES (?1, ?2) ON CONFLICT(owner) DO UPDATE SET optout = ?2
+                """)
+            try statement.bind(1, owner)
+            try statement.bind(2, !enabled)
+            try statement.run()
+        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown":
+            // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
+            guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let item = Int64(lexeme), item > 0 else { return }
+            try updateItem(item, owner: owner, type: type)
+        default:
+            return  // nc.opened and future types change no inbox state
+        }
+    }
+
+    private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
+        let select = try db.statement("SELECT owner, presentation, seen, read, archived, acted, inapp_shown FROM items WHERE seq = ?1")
+        try select.bind(1, seq)
+        guard try select.step() else { return }
+        let before = ItemState(owner: select.text(0), presentation: select.text(1), seen: select.bool(2), read: select.bool(3),
+                               archived: select.bool(4), acted: select.bool(5), inappShown: select.bool(6))
+        select.reset()
+        // Never cross inboxes: the event's user (or device) must own the item.
+        guard before.owner == owner else { return }
+        var after = before
+        switch type {
+        case "nc.seen": after.seen = true
+        case "nc.read", "nc.open": after.seen = true; after.read = true
+        case "nc.archive": after.archived = true
+        case "nc.action": after.seen = true; after.read = true; after.acted = true
+        case "nc.inapp-shown": after.inappShown = true
+        default: return
+        }
+        guard after.seen != before.seen || after.read != before.read || after.archived != before.archived
+            || after.acted != before.acted || after.inappShown != before.inappShown else { return }
+        let update = try db.statement("""
+            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7 WHERE seq = ?1
+            """)
+        try update.bind(1, seq)
+        try update.bind(2, after.seen)
+        try update.bind(3, after.read)
+        try update.bind(4, after.archived)
+        try update.bind(5, after.acted)
+        try update.bind(6, after.inappShown)
+        try update.bind(7, after.hidden)
+        try update.run()
+        func counted(_ state: ItemState) -> (Int64, Int64) {
+            state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)
+        }
+        let (u0, r0) = counted(before), (u1, r1) = counted(after)
+        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0) }
+    }
+
+    // MARK: catching up
+
+    /// Applies every committed journal record after the applied seq, in batches of
+    /// `batchSize` records (one transaction each); returns how many were applied.
+    @discardableResult
+    package func catchUp(journalDirectory: String, batchSize: Int = 2000, shouldStop: () -> Bool = { false }) throws(InboxError) -> Int {
+        let reader: JournalReader
+        do { reader = try JournalReader(directory: journalDirectory, fromSeq: try appliedSeq() + 1) } catch let error as JournalError {
+            throw InboxError(.journal(error), path: path)
+        } catch let error as InboxError {
+            throw error
+        } catch {
+            throw InboxError(.io(SystemError(call: "open", errno: EIO, subject: journalDirectory)), path: path)
+        }
+        return try catchUp(reader: reader, batchSize: batchSize, shouldStop: shouldStop)
+    }
+
+    /// Like ``catchUp(journalDirectory:batchSize:shouldStop:)`` with a reader the caller keeps
+    /// between calls (positioned at the applied seq + 1), so a follower does not re-read the
+    /// newest segment on every poll.
+    @discardableResult
+    package func catchUp(reader: JournalReader, batchSize: Int, shouldStop: () -> Bool = { false }) throws(InboxError) -> Int {
+        var total = 0
+        var batch: [JournalRecord] = []
+        batch.reserveCapacity(max(1, batchSize))
+        while !shouldStop() {
+            batch.removeAll(keepingCapacity: true)
+            do {
+                while batch.count < max(1, batchSize), let record = try reader.next() { batch.append(record) }
+            } catch {
+                throw InboxError(.journal(error), path: path)
+            }
+            if batch.isEmpty { break }
+            total += try apply(batch)
+        }
+        return total
+    }
+
+    // MARK: dump
+
+    /// Every row of every table in a canonical text form, for comparing two indexes
+    /// (`nc reindex` equality).
+    package func canonicalDump() throws(InboxError) -> [String] {
+        var lines: [String] = []
+        do {
+            let meta = try db.statement("SELECT key, value FROM meta ORDER BY key")
+            while try meta.step() { lines.append("meta|\(meta.text(0) ?? "")|\(meta.int64(1))") }
+            meta.reset()
+            let owners = try db.statement("SELECT owner, unseen, unread, optout FROM owners ORDER BY owner")
+            while try owners.step() {
+                lines.append("owner|\(owners.text(0) ?? "")|\(owners.int64(1))|\(owners.int64(2))|\(owners.int64(3))")
+            }
+            owners.reset()
+            let items = try db.statement("SELECT * FROM items ORDER BY seq")
+            while try items.step() {
+                var fields: [String] = ["item"]
+                for column in Int32(0)..<29 {
+                    fields.append(items.isNull(column) ? "∅" : (items.text(column) ?? ""))
+                }
+                lines.append(fields.joined(separator: "|"))
+            }
+            items.reset()
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+        return lines
+    }
+
+    // MARK: rebuild
+
+    /// Rebuilds the index at `path` from the journal alone: into a temp file beside it, then
+    /// renamed over a missing index, or copied into an existing one in one transaction (a
+    /// follower may have it open: renaming a WAL database under an open connection would pair
+    /// the new file with the old WAL). Returns the rebuilt index's applied seq and item count.
+    package static func rebuild(path: String, journalDirectory: String) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        let temp = path + ".rebuild-\(getpid())"
+        for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
+        var result: (UInt64, Int64) = (0, 0)
+        do {
+            let fresh = try InboxIndex(path: temp)
+            try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
+            result = (try fresh.appliedSeq(), try fresh.itemCount())
+            try fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            var st = stat()
+            if stat(path, &st) == 0 {
+                let live = try SQLiteDatabase(path: path, mode: .readWriteCreate)
+                try fresh.db.copy(into: live)
+            } else {
+                try fresh.db.execute("PRAGMA journal_mode=DELETE")
+                guard rename(temp, path) == 0 else { throw InboxError(.io(SystemError(call: "rename", errno: errno, subject: path)), path: path) }
+            }
+        } catch let error as InboxError {
+            throw error
+        } catch let error as SQLiteError {
+            throw InboxError(.sqlite(error), path: path)
+        } catch {
+            throw InboxError(.io(SystemError(call: "rebuild", errno: EIO, subject: path)), path: path)
+        }
+        return result
+    }
+
+    package func itemCount() throws(InboxError) -> Int64 {
+        do {
+            let statement = try db.statement("SELECT count(*) FROM items")
+            defer { statement.reset() }
+            return try statement.step() ? statement.int64(0) : 0
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import PushSystem
+
+/// Whose inbox: a user's, or the shared inbox of a device (items stored without a user).
+package enum InboxOwner: Sendable, Equatable {
+    case user(String)
+    case device(String)
+
+    /// The `owner` column value; an empty id matches nothing (no item is stored under one).
+    var key: String {
+        switch self {
+        case .user(let id): "u:" + id
+        case .device(let id): "d:" + id
+        }
+    }
+}
+
+/// One inbox item as stored. `Sendable` value; ``jsonValue`` is what `nc list --json` prints
+/// and what an HTTP layer would serve.
+package struct InboxItem: Sendable, Equatable {
+    /// The public id: the record's journal seq.
+    package var seq: UInt64
+    package var user: String?
+    package var device: String?
+    package var vendor: String
+    package var id: String
+    package var title: String?
+    package var subtitle: String?
+    /// After the `_mediaAlt` fallback (the record's `body`).
+    package var body: String?
+    package var clickUrl: String?
+    package var category: String?
+    /// The record's `buttons` array, as stored.
+    package var buttons: JSONValue
+    /// The category's resolved actions (at most 4), `nil` when the record has none.
+    package var actions: JSONValue?
+    package var actionsCut: Int64
+    package var presentation: String?
+    package var inAppOpenTitle: String?
+    package var inAppDismissTitle: String?
+    package var mediaPath: String?
+    package var thumbnailPath: String?
+    package var expiresAtMillis: Int64?
+    package var ingestedAtMillis: Int64
+    package var pushName: String?
+    package var pushDate: String?
+    package var seen: Bool
+    package var read: Bool
+    package var archived: Bool
+    package var acted: Bool
+    package var inAppShown: Bool
+
+    package func jsonValue() -> JSONValue {
+        var o: [String: JSONValue] = [
+            "item": .string(String(seq)), "vendor": .string(vendor), "id": .string(id), "buttons": buttons,
+            "ingestedAt": .string(Timestamp.iso8601(millis: ingestedAtMillis)),
+            "state": .object(["seen": .bool(seen), "read": .bool(read), "archived": .bool(archived),
+                              "acted": .bool(acted), "inAppShown": .bool(inAppShown)]),
+        ]
+        func put(_ key: String, _ value: String?) { if let value { o[key] = .string(value) } }
+        put("user", user)
+        put("device", device)
+        put("title", title)
+        put("subtitle", subtitle)
+        put("body", body)
+        put("clickUrl", clickUrl)
+        put("category", category)
+        put("presentation", presentation)
+        put("inAppOpenTitle", inAppOpenTitle)
+        put("inAppDismissTitle", inAppDismissTitle)
+        put("pushName", pushName)
+        put("pushDate", pushDate)
+        if let actions { o["actions"] = actions }
+        if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
+        if mediaPath != nil || thumbnailPath != nil {
+            var media: [String: JSONValue] = [:]
+            if let mediaPath { media["path"] = .string(mediaPath) }
+            if let thumbnailPath { media["thumbnail"] = .string(thumbnailPath) }
+            o["media"] = .object(media)
+        }
+        if let expiresAtMillis { o["expiresAt"] = .string(Timestamp.iso8601(millis: expiresAtMillis)) }
+        return .object(o)
+    }
+}
+
+/// One page of an inbox, newest first. `nextCursor` is `nil` on the last page.
+package struct InboxPage: Sendable, Equatable {
+    package var items: [InboxItem]
+    package var nextCursor: String?
+
+    package init(items: [InboxItem], nextCursor: String?) {
+        self.items = items
+        self.nextCursor = nextCursor
+    }
+}
+
+/// Exact counts of visible, unexpired items.
+package struct InboxCounts: Sendable, Equatable {
+    package var unseen: Int64
+    package var unread: Int64
+
+    package init(unseen: Int64, unread: Int64) {
+        self.unseen = unseen
+        self.unread = unread
+    }
+}
+
+/// Opaque page cursors: `c1.` and the hex seq of the last item of the previous page. Keyset
+/// paging (`seq < cursor`) stays correct while newer items arrive, unlike offsets.
+package enum InboxCursor {
+    static func make(afterSeq seq: Int64) -> String { "c1." + String(seq, radix: 16) }
+
+    /// The seq a cursor names, or `nil` for anything this index did not hand out.
+    static func parse(_ text: String) -> Int64? {
+        guard text.utf8.count <= 20, text.hasPrefix("c1.") else { return nil }
+        let hex = text.dropFirst(3)
+        guard !hex.isEmpty, hex.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+              let seq = Int64(hex, radix: 16), seq > 0 else { return nil }
+        return seq
+    }
+}
+
+extension InboxIndex {
+    /// The cut-off below which `retention` hides items (`Int64.min` = none).
+    static func cutoff(now: Int64, retention: Duration?) -> Int64 {
+        guard let retention else { return .min }
+        let (difference, overflow) = now.subtractingReportingOverflow(retention.clampedMilliseconds)
+        return overflow ? .min : difference
+    }
+
+    /// A page of `owner`'s inbox, newest first: not archived, not expired (`expiresAt` before
+    /// `now`, or ingested longer than `retention` ago), optionally unread only or of one
+    /// category. Throws `.invalidLimit` outside 1...500 and `.invalidCursor` for a cursor
+    /// this index did not hand out.
+    package func list(_ owner: InboxOwner, unread: Bool = false, category: String? = nil, limit: Int = 50,
+                      cursor: String? = nil, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxPage {
+        guard (1...Self.maxLimit).contains(limit) else { throw InboxError(.invalidLimit(limit), path: path) }
+        var before = Int64.max
+        if let cursor {
+            guard let seq = InboxCursor.parse(cursor) else { throw InboxError(.invalidCursor, path: path) }
+            before = seq
+        }
+        do {
+            let statement = try db.statement("""
+                SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
+                    actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                FROM items
+                WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND (?3 = 0 OR read = 0) AND (?4 IS NULL OR category = ?4)
+                    AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
+                ORDER BY seq DESC LIMIT ?7
+                """)
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            try statement.bind(2, before)
+            try statement.bind(3, unread)
+            try statement.bind(4, category)
+            try statement.bind(5, now)
+            try statement.bind(6, Self.cutoff(now: now, retention: retention))
+            try statement.bind(7, Int64(limit + 1))
+            var items: [InboxItem] = []
+            while try statement.step() {
+                if items.count == limit {
+                    return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq)))
+                }
+                items.append(Self.item(statement))
+            }
+            return InboxPage(items: items, nextCursor: nil)
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    private static let parser = JSONParser(maxDepth: 64)
+
+    private static func item(_ s: SQLiteStatement) -> InboxItem {
+        InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
+                  title: s.text(5), subtitle: s.text(6), body: s.text(7), clickUrl: s.text(8), category: s.text(9),
+                  buttons: s.text(10).flatMap { try? parser.parse($0) } ?? .array([]),
+                  actions: s.text(11).flatMap { try? parser.parse($0) }, actionsCut: s.int64(12),
+                  presentation: s.text(13), inAppOpenTitle: s.text(14), inAppDismissTitle: s.text(15),
+                  mediaPath: s.text(16), thumbnailPath: s.text(17), expiresAtMillis: s.optionalInt64(18),
+                  ingestedAtMillis: s.int64(19), pushName: s.text(20), pushDate: s.text(21),
+                  seen: s.bool(22), read: s.bool(23), archived: s.bool(24), acted: s.bool(25), inAppShown: s.bool(26))
+    }
+
+    /// Exact counts of `owner`'s visible unseen and unread items, not capped: the per-owner
+    /// counters less the counted items that have expired by `now` or fall outside `retention`.
+    package func count(_ owner: InboxOwner, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxCounts {
+        do {
+            let totals = try db.statement("SELECT unseen, unread FROM owners WHERE owner = ?1")
+            try totals.bind(1, owner.key)
+            guard try totals.step() else { return InboxCounts(unseen: 0, unread: 0) }
+            var counts = InboxCounts(unseen: totals.int64(0), unread: totals.int64(1))
+            totals.reset()
+            let cutoff = Self.cutoff(now: now, retention: retention)
+            if cutoff != .min {
+                let old = try db.statement("""
+                    SELECT coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items
+                    WHERE owner = ?1 AND ingested_at < ?2 AND hidden = 0
+                    """)
+                try old.bind(1, owner.key)
+                try old.bind(2, cutoff)
+                if try old.step() {
+                    counts.unseen -= old.int64(0)
+                    counts.unread -= old.int64(1)
+                }
+                old.reset()
+            }
+            let expired = try db.statement("""
+                SELECT coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items INDEXED BY items_expiry
+                WHERE owner = ?1 AND expires_at IS NOT NULL AND expires_at < ?2 AND hidden = 0 AND ingested_at >= ?3
+                """)
+            try expired.bind(1, owner.key)
+            try expired.bind(2, now)
+            try expired.bind(3, cutoff)
+            if try expired.step() {
+                counts.unseen -= expired.int64(0)
+                counts.unread -= expired.int64(1)
+            }
+            expired.reset()
+            return counts
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    /// The in-app message to present now, as the Infobip SDK decides on the device: the most
+    /// recent MODAL of `owner`, if it is unexpired and not yet shown, acted on, read or
+    /// archived; older modals are never presented later, and nothing is presented to an owner
+    /// who opted out. Banners only appear in the inbox. This does not mark the message shown:
+    /// the caller drops an `nc.inapp-shown` event.
+    package func inapp(_ owner: InboxOwner, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxItem? {
+        do {
+            let optout = try db.statement("SELECT optout FROM owners WHERE owner = ?1")
+            try optout.bind(1, owner.key)
+            let optedOut = try optout.step() && optout.bool(0)
+            optout.reset()
+            if optedOut { return nil }
+            let statement = try db.statement("""
+                SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
+                    actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                FROM items INDEXED BY items_modal
+                WHERE owner = ?1 AND presentation = 'modal' ORDER BY seq DESC LIMIT 1
+                """)
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            guard try statement.step() else { return nil }
+            let item = Self.item(statement)
+            if item.inAppShown || item.acted || item.read || item.archived { return nil }
+            if let expires = item.expiresAtMillis, expires < now { return nil }
+            if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
+            return item
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}
