@@ -179,6 +179,8 @@ package struct MetricFamily: Sendable, Equatable {
     package static let journalFsyncSeconds = "pushspool_journal_fsync_seconds"
     package static let eventsAggregated = "pushspool_events_aggregated_total"
     package static let startTime = "pushspool_start_time_seconds"
+    package static let inboxLag = "pushspool_inbox_lag_records"
+    package static let outbox = "pushspool_outbox_deliveries"
 
     /// The families the daemon exports.
     package static let standard: [MetricFamily] = [
@@ -193,6 +195,9 @@ package struct MetricFamily: Sendable, Equatable {
                      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
         MetricFamily(name: eventsAggregated, help: "journald events summarised instead of logged one by one, by event kind.", type: .counter, labelNames: ["event"]),
         MetricFamily(name: startTime, help: "Start time of the daemon, seconds since the epoch.", type: .gauge),
+        MetricFamily(name: inboxLag, help: "Journal records the Notification Center index has not applied yet.", type: .gauge),
+        MetricFamily(name: outbox, help: "Notification Center event deliveries in the outbox, by state (pending, parked).",
+                     type: .gauge, labelNames: ["state"]),
     ]
 }
 

@@ -26,6 +26,8 @@ package final class Daemon: Sendable {
     private let journal: JournalWriter
     private let media: MediaFetcher?
     private let reporter: Reporter
+    /// The inbox index and the outbox, following the journal on threads of their own.
+    private let followers: Followers
     private let state: Mutex<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
@@ -98,6 +100,8 @@ package final class Daemon: Sendable {
             throw DaemonError(stage: "journal", message: "\(error)", errno: EIO)
         }
 
+        followers = try Followers(configuration: configuration, journal: journal, events: events)
+
         do {
             try layout.create()
             spool = try Spool(layout: layout, maxFileBytes: configuration.spool.maxFileBytes)
@@ -159,6 +163,8 @@ package final class Daemon: Sendable {
             reporter.events.log(.ready, "pushspoold ready",
                                 fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
         }
+        // After READY: catching up on a long journal is the followers' business, not start-up's.
+        followers.start()
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
         // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
@@ -459,6 +465,7 @@ package final class Daemon: Sendable {
         } catch {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
+        followers.stop()
         publishMetrics(store.current)
         reporter.flush()
         if left > 0 {
@@ -538,11 +545,12 @@ package final class Daemon: Sendable {
 
     private func statusLine() -> String {
         let (prefix, paused) = state.withLock { ($0.statusPrefix, $0.journalPaused) }
-        return reporter.statusLine(prefix: prefix, journalPaused: paused)
+        return reporter.statusLine(prefix: prefix, journalPaused: paused) + followers.statusSuffix
     }
 
     private func publishMetrics(_ configuration: Configuration) {
-        reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats)
+        reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats,
+                         more: followers.publish(to:))
     }
 }
 

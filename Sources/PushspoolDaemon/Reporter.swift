@@ -107,7 +107,9 @@ final class Reporter: Sendable {
     }
 
     /// Sets the gauges and writes status.json and the metrics textfile on the background queue.
-    func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?) {
+    /// `more` sets the gauges of parts the reporter does not know (the followers).
+    func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, more: (Metrics) -> Void = { _ in }) {
+        more(metrics)
         metrics.set(MetricFamily.backlog, to: Double(counters.backlog.load(ordering: .relaxed)))
         metrics.set(MetricFamily.mediaInFlight, to: Double(counters.mediaInFlight.load(ordering: .relaxed)))
         metrics.set(MetricFamily.media, labels: ["status": "stored"], to: Double(counters.mediaStored.load(ordering: .relaxed)))

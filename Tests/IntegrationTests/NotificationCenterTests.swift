@@ -1,0 +1,83 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import PushSystem
+import TestSupport
+
+/// The Notification Center through the real daemon: pushes and events dropped into the spool,
+/// the daemon's inbox follower indexing them, `pushspoolctl nc` reading the index, and the
+/// outbox delivering the events to a receiver on 127.0.0.1.
+@Suite struct NotificationCenterTests {
+    static func jsonLines(_ text: String) throws -> [JSONValue] {
+        try text.split(separator: "\n").map { try JSONParser().parse(String($0)) }
+    }
+
+    @Test func aUsersInboxFromDropToReadAndTheEventDelivered() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .ok([]))
+        let keyFile = NSTemporaryDirectory() + "pushspool-mindbox-key-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try "secret-key-1\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        defer { unlink(keyFile) }
+        let harness = try DaemonHarness(name: "nc", config: """
+            [Media]
+            Enabled=no
+            [Outbox]
+            Enabled=yes
+            AllowHTTP=yes
+            AllowNetworks=127.0.0.1/32
+            MindboxURL=\(server.url(""))
+            MindboxEndpointId=app-ios
+            MindboxSecretKeyFile=\(keyFile)
+            """)
+        try harness.start()
+        for index in 0..<3 {
+            try harness.drop(Array(#"""
+                {"pushspool":1,"user":"alice","device":"dev-a","payload":{"aps":{"alert":{"title":"T\#(index)","body":"B\#(index)"},"mutable-content":1},"clickUrl":"https://shop.example/p","uniqueKey":"nc-\#(index)","payload":"{\"pushName\":\"sale\",\"pushDate\":\"2026-11-30T10:00:00Z\"}"}}
+                """#.utf8), name: "alice-\(index).json")
+        }
+        try harness.drop(Array(#"{"pushspool":1,"user":"alicia","payload":{"aps":{"alert":{"title":"X","body":"Y"},"mutable-content":1},"clickUrl":"https://shop.example/p","uniqueKey":"nc-other"}}"#.utf8),
+                         name: "alicia.json")
+
+        // The follower indexes what the journal holds; the ctl reads the index.
+        var items: [JSONValue] = []
+        try waitUntil(timeout: 30, "alice's three items in the index") {
+            let (status, out, _) = try harness.ctl(["nc", "list", "--user", "alice", "--json"])
+            items = status == 0 ? ((try? Self.jsonLines(out)) ?? []).filter { $0["seq"] != nil || $0["id"] != nil } : []
+            return items.count >= 3
+        }
+        let (_, countOut, _) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
+        let counts = try #require(try Self.jsonLines(countOut).first)
+        #expect(counts["unread"]?.numberLexeme == "3", "\(countOut)")
+        let (_, otherOut, _) = try harness.ctl(["nc", "list", "--user", "alicia", "--json"])
+        #expect(!otherOut.contains("nc-0") && !otherOut.contains("T0"), "alicia never sees alice's items")
+
+        // Open the newest item: read in the index, NCPushOpen delivered to the receiver.
+        let (_, listOut, _) = try harness.ctl(["nc", "list", "--user", "alice"])
+        var newest: UInt64 = 0
+        try waitUntil(timeout: 30, "the newest push in the journal") {
+            newest = try harness.records().first { $0.key.contains("nc-2") }?.seq ?? 0
+            return newest > 0
+        }
+        #expect(listOut.contains("T2"))
+        let (openStatus, openOut, openErr) = try harness.ctl(["nc", "open", "--user", "alice", "--device", "dev-a", String(newest)])
+        #expect(openStatus == 0, "\(openOut) \(openErr)")
+        let eventId = openOut.trimmingSpaces
+        try waitUntil(timeout: 30, "the read to reach the index") {
+            let (_, out, _) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
+            return (try? Self.jsonLines(out).first?["unread"]?.numberLexeme) == "2"
+        }
+        try waitUntil(timeout: 30, "NCPushOpen at the receiver") { server.hits("/v3/operations/async") >= 1 }
+        let request = try #require(server.requests("/v3/operations/async").first)
+        #expect(request.method == "POST")
+        #expect(request.target.contains("operation=mobileapp.NCPushOpen"))
+        #expect(request.target.contains("endpointId=app-ios"))
+        #expect(request.target.contains("transactionId=\(eventId)"))
+        #expect(request.header("Authorization") == "SecretKey secret-key-1")
+        let body = try JSONParser().parse(request.body)
+        #expect(body["customerAction"]?["customFields"]?["mobPushTranslateName"]?.stringValue == "sale")
+        #expect(body["customerAction"]?["customFields"]?["mobPushSendDateTime"]?.stringValue == "2026-11-30T10:00:00Z")
+        #expect(harness.stop() == 0)
+        #expect(!harness.daemonStderr.contains("secret-key-1"), "the key never reaches the logs")
+    }
+}
