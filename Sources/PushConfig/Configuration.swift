@@ -20,6 +20,7 @@ package struct Configuration: Sendable, Equatable {
     package var log = LogSettings()
     package var status = StatusSettings()
     package var outbox = OutboxSettings()
+    package var inbox = InboxSettings()
 
     package init() {}
 }
@@ -174,6 +175,15 @@ package struct LogSettings: Sendable, Equatable {
     /// `MaxEventsPerSec=`: per event kind; beyond it events are counted and summarised once a
     /// second instead of sent one by one (journald would drop them).
     package var maxEventsPerSecond = 100
+}
+
+/// `[Inbox]`: the Notification Center's query index, a follower of the journal.
+package struct InboxSettings: Sendable, Equatable {
+    /// `Enabled=`: pushspoold keeps `<state>/inbox/index.sqlite` up to date.
+    package var enabled = true
+    /// `RetentionSec=`: items older than this are no longer listed or counted (0 = no limit;
+    /// the journal keeps them).
+    package var retention: Duration = .zero
 }
 
 /// `[Status]`: the sd_notify STATUS= line.

@@ -80,6 +80,6 @@ extension Schema {
     /// rescan interval and stable age (the feed is rebuilt), the spool's file size limit,
     /// [Limits] and categories (the normaliser options are swapped), [Metrics].
     static let restartRequired: Set<String> = Set(
-        keys.filter { ["Journal", "Media", "Log", "Outbox"].contains($0.section) }.map(\.path)
+        keys.filter { ["Journal", "Media", "Log", "Outbox"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
             + ["Spool.Directory", "Status.IntervalSec"])
 }

@@ -157,7 +157,7 @@ extension KeySpec {
 
 /// The known sections and keys, in the order `config show` prints them.
 enum Schema {
-    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Outbox"]
+    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Inbox", "Outbox"]
     /// Categories are open-ended sections named `[Category ID]`.
     static let categoryPrefix = "Category "
 
@@ -238,6 +238,9 @@ enum Schema {
         .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000),
 
         .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour),
+
+        .boolean("Inbox", "Enabled", \.inbox.enabled),
+        .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400)),
 
         .boolean("Outbox", "Enabled", \.outbox.enabled),
         .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL),

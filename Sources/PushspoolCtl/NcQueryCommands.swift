@@ -53,7 +53,8 @@ package enum NcQueryCommands {
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
                 let index = try InboxIndex(path: indexPath, readOnly: true)
-                return try query.run(index, context: context, layout: context.spoolLayout(configuration))
+                let retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
+                return try query.run(index, context: context, layout: context.spoolLayout(configuration), retention: retention)
             }
             return ExitStatus.ok
         } catch {
@@ -102,11 +103,11 @@ package enum NcQueryCommands {
             if case .device(let id)? = owner, id.isEmpty { throw UsageError("--device needs a non-empty id") }
         }
 
-        func run(_ index: InboxIndex, context: CtlContext, layout: SpoolLayout) throws(InboxError) -> Int32 {
+        func run(_ index: InboxIndex, context: CtlContext, layout: SpoolLayout, retention: Duration?) throws(InboxError) -> Int32 {
             guard let owner else { return ExitStatus.usage }
             switch subcommand {
             case "list":
-                let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: cursor)
+                let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: cursor, retention: retention)
                 if json {
                     for item in page.items { context.out(item.jsonValue().serializedString() + "\n") }
                     if let next = page.nextCursor { context.out(JSONValue.object(["nextCursor": .string(next)]).serializedString() + "\n") }
@@ -116,14 +117,14 @@ package enum NcQueryCommands {
                     if let next = page.nextCursor { context.out("next page: --cursor \(next)\n") }
                 }
             case "count":
-                let counts = try index.count(owner)
+                let counts = try index.count(owner, retention: retention)
                 if json {
                     context.out(JSONValue.object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]).serializedString() + "\n")
                 } else {
                     context.out("unseen \(counts.unseen)\nunread \(counts.unread)\n")
                 }
             default:  // inapp
-                guard let item = try index.inapp(owner) else {
+                guard let item = try index.inapp(owner, retention: retention) else {
                     context.out(json ? "{}\n" : "no in-app message to present\n")
                     return ExitStatus.ok
                 }

@@ -14,7 +14,7 @@ import PushOutboxStore
 ///
 /// `Sendable`: the followers lock internally; this type only holds them.
 final class Followers: Sendable {
-    let inbox: InboxFollower
+    let inbox: InboxFollower?
     let outbox: OutboxFollower?
 
     /// Opens the index (created on first use) and, when `[Outbox] Enabled=yes`, the outbox with
@@ -22,8 +22,9 @@ final class Followers: Sendable {
     /// without it would silently leave apps and vendors behind.
     init(configuration: Configuration, journal: JournalWriter, events: EventLog) throws(DaemonError) {
         do {
-            inbox = try InboxFollower(stateDirectory: configuration.journal.stateDirectory,
-                                      journalLastSeq: { journal.stats.lastSeq })
+            inbox = configuration.inbox.enabled
+                ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq })
+                : nil
         } catch {
             throw DaemonError(stage: "inbox index", message: "\(error) (rebuild it with `pushspoolctl nc reindex`)", errno: EIO)
         }
@@ -52,25 +53,25 @@ final class Followers: Sendable {
     }
 
     func start() {
-        inbox.start()
+        inbox?.start()
         outbox?.start()
     }
 
     /// Stops both threads after their current batch or request.
     func stop() {
         outbox?.stop()
-        inbox.stop()
+        inbox?.stop()
     }
 
     /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
     var statusSuffix: String {
-        var text = "; inbox lag \(inbox.lag)"
+        var text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
         if let outbox { text += "; " + outbox.status.summary }
         return text
     }
 
     func publish(to metrics: Metrics) {
-        metrics.set(MetricFamily.inboxLag, to: Double(inbox.lag))
+        if let inbox { metrics.set(MetricFamily.inboxLag, to: Double(inbox.lag)) }
         if let status = outbox?.status {
             metrics.set(MetricFamily.outbox, labels: ["state": "pending"], to: Double(status.pending))
             metrics.set(MetricFamily.outbox, labels: ["state": "parked"], to: Double(status.parked))

@@ -92,6 +92,30 @@ func runIngestBench(arguments: [String]) {
     print(String(format: "median: pushspoold %.0f files/s, C baseline %.0f files/s, ratio %.2f (target ≥ 0.80)",
                  daemonMedian, baselineMedian, daemonMedian / baselineMedian))
 
+    // The inbox index follows the journal on its own thread: ingest must not wait on SQLite.
+    // The same burst with the index on and off, alternating, in this run (issue 9: within 10 %).
+    var withIndex: [Double] = [], withoutIndex: [Double] = []
+    for _ in 1...rounds {
+        for inbox in [true, false] {
+            let burst = BenchSpool()
+            burst.fill(count: files, payload: payload)
+            let done = Atomic<Int>(0)
+            let daemon = burst.makeDaemon(inbox: inbox) { _, _ in done.add(1, ordering: .relaxed) }
+            let start = Posix.monotonicNanos()
+            let thread = Thread { _ = daemon.run() }
+            thread.start()
+            while done.load(ordering: .relaxed) < files { usleep(1_000) }
+            let rate = Double(files) / (Double(Posix.monotonicNanos() - start) / 1e9)
+            daemon.requestStop()
+            while !daemon.hasReturned { usleep(5_000) }
+            burst.remove()
+            if inbox { withIndex.append(rate) } else { withoutIndex.append(rate) }
+        }
+    }
+    let onMedian = withIndex.sorted()[rounds / 2], offMedian = withoutIndex.sorted()[rounds / 2]
+    print(String(format: "inbox index: ingest %.0f files/s with it, %.0f without, ratio %.2f (target ≥ 0.90)",
+                 onMedian, offMedian, onMedian / offMedian))
+
     print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency")
     let steady = BenchSpool()
     let dropTimes = Mutex<[String: UInt64]>([:])
@@ -193,9 +217,11 @@ private final class BenchSpool: @unchecked Sendable {
         precondition(rename(temp, incoming + "/" + name) == 0)
     }
 
-    func makeDaemon(onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
+    /// `inbox`: whether the Notification Center index follows the journal during the run.
+    func makeDaemon(inbox: Bool = true, onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
         let config = root + "/pushspool.conf"
-        try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=\(inbox ? "yes" : "no")\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
         let store = try! ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let events = EventLog(identifier: "pushspool-bench", destination: .lines(fd: open("/dev/null", O_WRONLY)))
         return try! Daemon(arguments: DaemonArguments(), store: store, events: events,

@@ -79,5 +79,13 @@ import TestSupport
         #expect(body["customerAction"]?["customFields"]?["mobPushSendDateTime"]?.stringValue == "2026-11-30T10:00:00Z")
         #expect(harness.stop() == 0)
         #expect(!harness.daemonStderr.contains("secret-key-1"), "the key never reaches the logs")
+
+        // [Inbox] RetentionSec: older items are no longer listed or counted (the journal keeps them).
+        let text = try String(contentsOfFile: harness.config, encoding: .utf8)
+        try (text + "\n[Inbox]\nRetentionSec=1s\n").write(toFile: harness.config, atomically: true, encoding: .utf8)
+        usleep(1_500_000)
+        let (_, retainedOut, retainedErr) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
+        #expect(try Self.jsonLines(retainedOut).first?["unread"]?.numberLexeme == "0", "\(retainedOut) \(retainedErr)")
+        #expect(try harness.records().count >= 5)
     }
 }
