@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "pushspoold", targets: ["pushspoold"]),
         .executable(name: "pushspoolctl", targets: ["pushspoolctl"]),
         .executable(name: "pushspool-bench", targets: ["pushspool-bench"]),
+        .executable(name: "pushspool-inbox", targets: ["pushspool-inbox"]),
     ],
     targets: [
         // C: system libraries from Debian and tiny shims.
@@ -27,6 +28,10 @@ let package = Package(
         .systemLibrary(name: "CGObject", pkgConfig: "gobject-2.0", providers: [.apt(["libglib2.0-dev"])]),
         .target(name: "CVipsShim", dependencies: ["CGObject"], linkerSettings: [.linkedLibrary("vips")]),
         .target(name: "CPosix"),
+        // libmicrohttpd (libmicrohttpd-dev) for pushspool-inbox; the shim wraps the variadic
+        // MHD_start_daemon in a typed function.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
         .target(name: "CBenchBaseline"),
 
         // Swift libraries.
@@ -41,6 +46,13 @@ let package = Package(
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
+        // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
+        .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
+        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
+        .target(name: "PushInboxServer", dependencies: [
+            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig", "PushMediaStore",
+            "CMicroHTTPDShim", "CSystemd", "CCrypto",
+        ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
@@ -51,12 +63,13 @@ let package = Package(
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox",
+            "PushInbox", "PushNcEvents",
         ]),
 
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
+        .executableTarget(name: "pushspool-inbox", dependencies: ["PushInboxServer"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
@@ -83,7 +96,9 @@ let package = Package(
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: [
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer",
+        ]),
     ]
 )
 

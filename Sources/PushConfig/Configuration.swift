@@ -184,6 +184,17 @@ package struct InboxSettings: Sendable, Equatable {
     /// `RetentionSec=`: items older than this are no longer listed or counted (0 = no limit;
     /// the journal keeps them).
     package var retention: Duration = .zero
+    /// `TokenSecretFile=`: pushspool-inbox's HMAC secret for user tokens; empty =
+    /// `$CREDENTIALS_DIRECTORY/inbox-token-secret` (systemd `LoadCredential=`).
+    package var tokenSecretFile = ""
+    /// `MaxConnections=`: pushspool-inbox's connections at once (streams included).
+    package var maxConnections = 256
+    /// `MaxConnectionsPerIP=`: pushspool-inbox's connections at once from one address.
+    package var maxConnectionsPerIP = 16
+    /// `ConnectionTimeoutSec=`: pushspool-inbox closes a connection idle this long (slowloris).
+    package var connectionTimeout: Duration = .seconds(30)
+    /// `MaxRequestSize=`: the largest request body pushspool-inbox reads.
+    package var maxRequestBytes = 16 << 10
 }
 
 /// `[Status]`: the sd_notify STATUS= line.

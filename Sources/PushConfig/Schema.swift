@@ -241,6 +241,11 @@ enum Schema {
 
         .boolean("Inbox", "Enabled", \.inbox.enabled),
         .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400)),
+        .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile),
+        .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000),
+        .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000),
+        .duration("Inbox", "ConnectionTimeoutSec", \.inbox.connectionTimeout, range: .seconds(1) ... .hour),
+        .size("Inbox", "MaxRequestSize", \.inbox.maxRequestBytes, range: 1024...(1 << 20)),
 
         .boolean("Outbox", "Enabled", \.outbox.enabled),
         .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL),

@@ -172,7 +172,7 @@ extension InboxIndex {
 
     private static let parser = JSONParser(maxDepth: 64)
 
-    private static func item(_ s: SQLiteStatement) -> InboxItem {
+    static func item(_ s: SQLiteStatement) -> InboxItem {
         InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
                   title: s.text(5), subtitle: s.text(6), body: s.text(7), clickUrl: s.text(8), category: s.text(9),
                   buttons: s.text(10).flatMap { try? parser.parse($0) } ?? .array([]),

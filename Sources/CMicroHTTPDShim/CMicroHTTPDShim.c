@@ -1,0 +1,35 @@
+#include "CMicroHTTPDShim.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+
+struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
+                              MHD_AccessHandlerCallback handler, void *handler_cls,
+                              MHD_RequestCompletedCallback completed, void *completed_cls) {
+    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+    /* The port is ignored with MHD_OPTION_LISTEN_SOCKET. */
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket) listen_fd,
+                            MHD_OPTION_CONNECTION_LIMIT, limits->connection_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits->per_ip_connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, limits->connection_timeout_seconds,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits->connection_memory_limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_END);
+}
+
+int cmhd_client_address(struct MHD_Connection *connection, char *out, size_t size) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL || size == 0) return -1;
+    const struct sockaddr *address = info->client_addr;
+    const void *raw = NULL;
+    if (address->sa_family == AF_INET) raw = &((const struct sockaddr_in *) address)->sin_addr;
+    else if (address->sa_family == AF_INET6) raw = &((const struct sockaddr_in6 *) address)->sin6_addr;
+    else return -1;
+    return inet_ntop(address->sa_family, raw, out, (socklen_t) size) == NULL ? -1 : 0;
+}
+
+unsigned int cmhd_current_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
+}

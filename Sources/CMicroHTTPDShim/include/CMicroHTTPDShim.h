@@ -1,0 +1,42 @@
+#ifndef CMICROHTTPDSHIM_H
+#define CMICROHTTPDSHIM_H
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <microhttpd.h>
+
+/* Typed, non-variadic wrappers for the libmicrohttpd calls Swift cannot import
+   (MHD_start_daemon takes its options as a variadic list). */
+
+/* The limits one daemon runs with; every field is required. */
+struct cmhd_limits {
+    /* MHD_OPTION_CONNECTION_LIMIT: connections at once, all clients together. */
+    unsigned int connection_limit;
+    /* MHD_OPTION_PER_IP_CONNECTION_LIMIT: connections at once from one address. */
+    unsigned int per_ip_connection_limit;
+    /* MHD_OPTION_CONNECTION_TIMEOUT: seconds a connection may stay idle (slowloris). */
+    unsigned int connection_timeout_seconds;
+    /* MHD_OPTION_CONNECTION_MEMORY_LIMIT: per-connection buffer, bounds the request line
+       and headers (MHD answers 431/414 past it). */
+    size_t connection_memory_limit;
+};
+
+/* MHD_start_daemon on an already listening socket `listen_fd` with an internal epoll
+   thread, suspend/resume allowed, and the limits above. `completed` runs when a request
+   ends (MHD_OPTION_NOTIFY_COMPLETED). Returns NULL when MHD refuses to start. */
+struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
+                              MHD_AccessHandlerCallback handler, void *handler_cls,
+                              MHD_RequestCompletedCallback completed, void *completed_cls);
+
+/* The client address of a connection as text ("1.2.3.4" / "::1"), into `out` (at least
+   64 bytes); returns 0, or -1 when MHD does not know it. */
+int cmhd_client_address(struct MHD_Connection *connection, char *out, size_t size);
+
+/* MHD_get_daemon_info(MHD_DAEMON_INFO_CURRENT_CONNECTIONS). */
+unsigned int cmhd_current_connections(struct MHD_Daemon *daemon);
+
+/* MHD_YES / MHD_NO as plain ints for Swift. */
+#define CMHD_YES 1
+#define CMHD_NO 0
+#endif

@@ -1,0 +1,162 @@
+@preconcurrency import Glibc
+import PushInbox
+import PushSystem
+import Synchronization
+import Foundation
+
+/// Where a stream's events come from: runs on libmicrohttpd's thread (it reads the index
+/// connection the handler owns).
+package protocol EventFeed: AnyObject, Sendable {
+    /// Appends to `stream.pending` what happened for its owner since `stream.lastSeq`, and
+    /// advances `lastSeq`.
+    func fill(_ stream: EventStream)
+}
+
+/// One `GET /v1/inbox/stream` (Server-Sent Events). Its content reader runs on libmicrohttpd's
+/// thread; with nothing to send it suspends its connection, and ``EventHub`` resumes it when
+/// the index applied more records (or a keep-alive is due), so an idle stream costs no CPU.
+///
+/// `Sendable`: every member but `connection` is touched only on libmicrohttpd's thread;
+/// `connection` is set there before the hub can see the stream.
+package final class EventStream: @unchecked Sendable {
+    package let owner: InboxOwner
+    /// The seq up to which the owner's items have been sent: the SSE `id:` of the last event.
+    package var lastSeq: UInt64
+    package var lastCounts: InboxCounts?
+    /// Bytes not yet handed to libmicrohttpd.
+    package var pending: [UInt8] = []
+    private var offset = 0
+    private var lastWriteNanos = Posix.monotonicNanos()
+    var connection: OpaquePointer?
+    private let feed: any EventFeed
+    private let hub: EventHub
+
+    init(owner: InboxOwner, lastSeq: UInt64, feed: any EventFeed, hub: EventHub) {
+        self.owner = owner
+        self.lastSeq = lastSeq
+        self.feed = feed
+        self.hub = hub
+        // Reconnect after 1 s; the client resends Last-Event-ID.
+        pending = Array("retry: 1000\n\n".utf8)
+        hub.opened()
+    }
+
+    /// Appends one event.
+    package func append(id: UInt64, event: String, data: String) {
+        pending.append(contentsOf: "id: \(id)\nevent: \(event)\ndata: \(data)\n\n".utf8)
+    }
+
+    /// The content reader: copies pending bytes, else asks the feed, else suspends (0).
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        if offset >= pending.count {
+            pending.removeAll(keepingCapacity: true)
+            offset = 0
+            if hub.isStopping { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+            feed.fill(self)
+            if pending.isEmpty, Posix.monotonicNanos() &- lastWriteNanos >= EventHub.keepAliveNanos {
+                pending.append(contentsOf: ": keep-alive\n\n".utf8)
+            }
+            if pending.isEmpty {
+                guard let connection, hub.suspend(self, connection) else { return -1 }
+                return 0
+            }
+        }
+        let count = min(buffer.count, pending.count - offset)
+        pending.withUnsafeBytes { source in
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + offset, byteCount: count)
+        }
+        offset += count
+        lastWriteNanos = Posix.monotonicNanos()
+        return count
+    }
+
+    /// libmicrohttpd freed the response: the client is gone or the server stops.
+    func closed() { hub.closedStream(self) }
+}
+
+/// Wakes suspended streams: a thread polls the index's applied seq (its own read-only
+/// connection) every `pollInterval` and resumes every suspended stream when it moved, or
+/// when a keep-alive is due. Also counts open streams.
+///
+/// `Sendable`: state behind a `Mutex`.
+package final class EventHub: Sendable {
+    static let keepAliveNanos: UInt64 = 15_000_000_000
+
+    private struct State {
+        // Connection addresses (Int bit patterns: pointers are not Sendable). A suspended
+        // connection is never freed by libmicrohttpd until resumed, so the address stays valid.
+        var suspended: [ObjectIdentifier: Int] = [:]
+        var stopping = false
+        var open = 0
+    }
+
+    private let state = Mutex(State())
+    private let indexPath: String
+    private let pollInterval: Duration
+
+    package init(indexPath: String, pollInterval: Duration = .milliseconds(20)) {
+        self.indexPath = indexPath
+        self.pollInterval = pollInterval
+    }
+
+    package var isStopping: Bool { state.withLock { $0.stopping } }
+    package var openStreams: Int { state.withLock { $0.open } }
+
+    func opened() { state.withLock { $0.open += 1 } }
+
+    func closedStream(_ stream: EventStream) {
+        state.withLock {
+            $0.open -= 1
+            $0.suspended[ObjectIdentifier(stream)] = nil
+        }
+    }
+
+    /// Suspends `connection` and remembers it, under the lock so a wake-up cannot slip
+    /// between the two. `false` when stopping (the stream should end).
+    func suspend(_ stream: EventStream, _ connection: OpaquePointer) -> Bool {
+        state.withLock {
+            if $0.stopping { return false }
+            HTTPServer.suspend(connection)
+            $0.suspended[ObjectIdentifier(stream)] = Int(bitPattern: connection)
+            return true
+        }
+    }
+
+    private func resumeAll() {
+        state.withLock {
+            for (_, address) in $0.suspended { if let connection = OpaquePointer(bitPattern: address) { HTTPServer.resume(connection) } }
+            $0.suspended.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Ends every stream (they return end-of-stream once resumed). Call before
+    /// ``HTTPServer/stop()``.
+    package func shutdown() {
+        state.withLock { $0.stopping = true }
+        resumeAll()
+    }
+
+    /// Runs the poller on a thread of its own until ``shutdown()``.
+    package func startPolling() {
+        let hub = self
+        let thread = Thread {
+            var index: InboxIndex?
+            var lastApplied: UInt64 = 0
+            var lastWake = Posix.monotonicNanos()
+            let pollNanos = UInt64(clamping: max(1, hub.pollInterval.clampedNanoseconds))
+            while !hub.isStopping {
+                var ts = timespec(tv_sec: Int(pollNanos / 1_000_000_000), tv_nsec: Int(pollNanos % 1_000_000_000))
+                nanosleep(&ts, nil)
+                if index == nil { index = try? InboxIndex(path: hub.indexPath, readOnly: true) }
+                let applied = (try? index?.appliedSeq()) ?? lastApplied
+                let now = Posix.monotonicNanos()
+                if applied != lastApplied || now &- lastWake >= EventHub.keepAliveNanos {
+                    lastApplied = applied
+                    lastWake = now
+                    hub.resumeAll()
+                }
+            }
+        }
+        thread.start()
+    }
+}

@@ -1,0 +1,371 @@
+@preconcurrency import Glibc
+import PushInbox
+import PushMediaStore
+import PushNcEvents
+import PushPayload
+import PushSpool
+import PushSystem
+
+/// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
+/// event envelope dropped into the spool, which pushspoold journals and its index follower
+/// applies — so answers describe the item's state *as it will be once applied*.
+///
+/// `Sendable`: only libmicrohttpd's one thread calls ``handle(_:)`` and ``fill(_:)``; the
+/// index connection is used from there alone.
+package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
+    package struct Settings: Sendable {
+        package var indexPath: String
+        package var mediaDirectory: String
+        package var spool: SpoolLayout
+        package var retention: Duration?
+
+        package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?) {
+            self.indexPath = indexPath
+            self.mediaDirectory = mediaDirectory
+            self.spool = spool
+            self.retention = retention
+        }
+    }
+
+    private let settings: Settings
+    private let auth: TokenAuth
+    package let hub: EventHub
+    package let stats: ServerStats
+    private var index: InboxIndex?
+    private static let parser = JSONParser(maxDepth: 16)
+
+    package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {
+        self.settings = settings
+        self.auth = auth
+        self.hub = hub
+        self.stats = stats
+    }
+
+    // MARK: responses
+
+    static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + headers,
+                     body: .bytes(value.serialized() + [0x0a]))
+    }
+
+    /// An error body: `{"error": code, "message": text}`.
+    static func problem(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+        json(status, .object(["error": .string(code), "message": .string(message)]))
+    }
+
+    /// The one 401: identical for a missing header, an unknown user and a wrong token.
+    static let unauthorized: HTTPResponse = {
+        var response = problem(401, "unauthorized", "a valid bearer token for the user is required")
+        response.headers.append(("WWW-Authenticate", "Bearer realm=\"pushspool-inbox\""))
+        return response
+    }()
+
+    static let notFound = problem(404, "not_found", "no such item or route")
+
+    // MARK: routing
+
+    package func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let started = Posix.monotonicNanos()
+        let (route, response) = route(request)
+        stats.record(route: route, status: response.status, nanos: Posix.monotonicNanos() &- started)
+        return response
+    }
+
+    private func route(_ request: HTTPRequest) -> (String, HTTPResponse) {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        let get = request.method == "GET" || request.method == "HEAD"
+        let post = request.method == "POST"
+        switch (parts.first, parts.count) {
+        case ("", 1) where get:
+            return ("page", InboxPage.response())
+        case ("metrics", 1) where get:
+            return ("metrics", HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                                            body: .bytes(Array(stats.prometheus(openStreams: hub.openStreams).utf8))))
+        case ("v1", _):
+            break
+        default:
+            return ("other", Self.notFound)
+        }
+        let rest = Array(parts.dropFirst())
+        // Every /v1/ route needs the user's token; authenticate before looking at anything else
+        // so a refusal says nothing about routes, items or users.
+        guard let user = authenticate(request) else {
+            stats.authFailure(client: request.clientAddress)
+            return ("unauthorized", Self.unauthorized)
+        }
+        let owner = InboxOwner.user(user)
+        switch rest {
+        case ["inbox"] where get: return ("inbox", list(owner, request))
+        case ["inbox", "counts"] where get: return ("counts", counts(owner))
+        case ["inbox", "stream"] where get: return ("stream", stream(owner, request))
+        case ["inbox", "read-all"] where post: return ("read-all", readAll(user, request))
+        case ["inapp"] where get: return ("inapp", inapp(owner))
+        case ["events", "nc-open"] where post: return ("nc-open", ncOpen(user, request))
+        case let r where r.count == 3 && r[0] == "inbox" && ["seen", "read", "archive"].contains(r[2]) && post:
+            return (r[2], itemEvent(user, item: r[1], type: r[2] == "seen" ? .seen : r[2] == "read" ? .read : .archive,
+                                    request: request))
+        case let r where r.count == 4 && r[0] == "inbox" && r[2] == "actions" && post:
+            return ("action", itemEvent(user, item: r[1], type: .action, action: r[3], request: request))
+        case let r where r.count == 2 && r[0] == "media" && get: return ("media", media(r[1], thumbnail: false))
+        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb" && get: return ("thumb", media(r[1], thumbnail: true))
+        default: return ("other", Self.notFound)
+        }
+    }
+
+    /// The user when `Authorization: Bearer <token>` and `X-Pushspool-User: <id>` match (for
+    /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET).
+    private func authenticate(_ request: HTTPRequest) -> String? {
+        var user = request.headers["x-pushspool-user"]
+        var token: String?
+        if let header = request.headers["authorization"], header.hasPrefix("Bearer ") {
+            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        }
+        if request.method == "GET", user == nil, token == nil {
+            user = request.query["user"]
+            token = request.query["token"]
+        }
+        guard let user, let token, !user.isEmpty, user.utf8.count <= PushEvent.maxNameBytes,
+              auth.verify(user: user, token: token) else { return nil }
+        return user
+    }
+
+    private func openIndex() -> InboxIndex? {
+        if let index { return index }
+        index = try? InboxIndex(path: settings.indexPath, readOnly: true)
+        return index
+    }
+
+    private static let unavailable = problem(503, "index_unavailable", "the inbox index is not there yet (is pushspoold running with [Inbox] Enabled=yes?)")
+
+    private func failure(_ error: InboxError) -> HTTPResponse {
+        switch error.kind {
+        case .invalidCursor: return Self.problem(400, "invalid_cursor", error.description)
+        case .invalidLimit: return Self.problem(400, "invalid_limit", error.description)
+        default:
+            // A replaced or broken file: reopen on the next request.
+            index = nil
+            return Self.problem(503, "index_unavailable", error.shortDescription)
+        }
+    }
+
+    // MARK: reads
+
+    private func list(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
+        var limit = 50
+        if let text = request.query["limit"] {
+            guard let value = Int(text), (1...InboxIndex.maxLimit).contains(value) else {
+                return Self.problem(400, "invalid_limit", "limit must be 1 to \(InboxIndex.maxLimit)")
+            }
+            limit = value
+        }
+        var unread = false
+        if let text = request.query["unread"] {
+            guard let value = Self.boolean(text) else { return Self.problem(400, "invalid_unread", "unread must be true or false") }
+            unread = value
+        }
+        let category = request.query["category"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let index = openIndex() else { return Self.unavailable }
+        do {
+            let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: request.query["cursor"],
+                                      retention: settings.retention)
+            var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0) })]
+            body["nextCursor"] = page.nextCursor.map { .string($0) } ?? .null
+            return Self.json(200, .object(body))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    static func boolean(_ text: String) -> Bool? {
+        switch text {
+        case "1", "true", "yes": true
+        case "0", "false", "no", "": false
+        default: nil
+        }
+    }
+
+    private func counts(_ owner: InboxOwner) -> HTTPResponse {
+        guard let index = openIndex() else { return Self.unavailable }
+        do {
+            let counts = try index.count(owner, retention: settings.retention)
+            return Self.json(200, Self.countsJSON(counts))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    static func countsJSON(_ counts: InboxCounts) -> JSONValue {
+        .object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)])
+    }
+
+    /// An item as served: the index's JSON, with media paths turned into API URLs.
+    static func itemJSON(_ item: InboxItem) -> JSONValue {
+        guard case .object(var o) = item.jsonValue() else { return item.jsonValue() }
+        if let path = item.mediaPath, let sha = sha256(inPath: path) {
+            var media: [String: JSONValue] = ["url": .string("/v1/media/\(sha)")]
+            if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
+            o["media"] = .object(media)
+        }
+        return .object(o)
+    }
+
+    /// The content address in a stored media path `…/ab/cdef….ext`.
+    static func sha256(inPath path: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 2 else { return nil }
+        let sha = String(parts[parts.count - 2]) + String(parts[parts.count - 1].prefix { $0 != "." })
+        return isSHA256(sha) ? sha : nil
+    }
+
+    static func isSHA256(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    private func inapp(_ owner: InboxOwner) -> HTTPResponse {
+        guard let index = openIndex() else { return Self.unavailable }
+        do {
+            guard let item = try index.inapp(owner, retention: settings.retention) else {
+                return Self.json(200, .object(["item": .null]))
+            }
+            return Self.json(200, .object(["item": Self.itemJSON(item)]))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    // MARK: writes (events into the spool)
+
+    /// The event id: from `Idempotency-Key` (scoped to the user, so one user's key can never
+    /// collide with another's event) or fresh.
+    private func eventId(user: String, _ request: HTTPRequest) -> String? {
+        guard let key = request.headers["idempotency-key"] else { return NcEventWriter.newEventId() }
+        guard !key.isEmpty, key.utf8.count <= 255 else { return nil }
+        return "http." + String(SHA256.hex(of: Array((user + "\u{0}" + key).utf8)).prefix(40))
+    }
+
+    private func drop(_ event: PushEvent) -> HTTPResponse? {
+        guard case .event(let checked) = Normalizer.classify(NcEventWriter.envelopeBytes(event)), checked == event else {
+            return Self.problem(400, "invalid_event", "the event would be refused by pushspoold")
+        }
+        do {
+            try NcEventWriter.write(event, layout: settings.spool)
+            return nil
+        } catch {
+            return Self.problem(503, "spool_unavailable", error.shortDescription)
+        }
+    }
+
+    private func itemEvent(_ user: String, item text: String, type: EventType, action: String? = nil,
+                           request: HTTPRequest) -> HTTPResponse {
+        guard let seq = UInt64(text), seq > 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return Self.notFound }
+        guard let index = openIndex() else { return Self.unavailable }
+        let current: InboxItem
+        do {
+            // Another user's item answers exactly like a missing one.
+            guard let found = try index.item(.user(user), seq: seq) else { return Self.notFound }
+            current = found
+        } catch {
+            return failure(error)
+        }
+        var event = PushEvent(type: type, eventId: "", user: user, item: seq, at: Timestamp.now())
+        if type == .action {
+            guard let action, !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
+            event.action = action
+            if !request.body.isEmpty {
+                guard let body = try? Self.parser.parse(request.body), case .object(let members) = body else {
+                    return Self.problem(400, "invalid_body", "the body must be a JSON object like {\"text\": \"…\"}")
+                }
+                if let text = members["text"] {
+                    guard let string = text.stringValue, string.utf8.count <= PushEvent.maxTextBytes else {
+                        return Self.problem(400, "invalid_text", "text must be a string of at most \(PushEvent.maxTextBytes) bytes")
+                    }
+                    event.text = string
+                }
+            }
+        }
+        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
+        event.eventId = id
+        if let refusal = drop(event) { return refusal }
+        var next = current
+        switch type {
+        case .seen: next.seen = true
+        case .read: next.seen = true; next.read = true
+        case .archive: next.archived = true
+        case .action: next.seen = true; next.read = true; next.acted = true
+        default: break
+        }
+        return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next)]))
+    }
+
+    private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
+        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
+        let event = PushEvent(type: .readAll, eventId: id, user: user, at: Timestamp.now())
+        if let refusal = drop(event) { return refusal }
+        return Self.json(202, .object(["eventId": .string(id), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
+    }
+
+    private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
+        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
+        var event = PushEvent(type: .opened, eventId: id, user: user, at: Timestamp.now())
+        if let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes {
+            event.device = device
+        }
+        if let refusal = drop(event) { return refusal }
+        return Self.json(202, .object(["eventId": .string(id)]))
+    }
+
+    // MARK: live stream
+
+    private func stream(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
+        guard let index = openIndex() else { return Self.unavailable }
+        let resumeText = request.headers["last-event-id"] ?? request.query["lastEventId"]
+        let start: UInt64
+        if let resumeText, !resumeText.isEmpty {
+            guard let seq = UInt64(resumeText) else { return Self.problem(400, "invalid_last_event_id", "Last-Event-ID must be an event id this stream sent") }
+            start = seq
+        } else {
+            guard let applied = try? index.appliedSeq() else { return Self.unavailable }
+            start = applied
+        }
+        let stream = EventStream(owner: owner, lastSeq: start, feed: self, hub: hub)
+        return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+                                                   ("X-Accel-Buffering", "no")], body: .stream(stream))
+    }
+
+    package func fill(_ stream: EventStream) {
+        guard let index = openIndex(), let applied = try? index.appliedSeq() else { return }
+        if applied > stream.lastSeq {
+            let limit = 200
+            guard let items = try? index.items(stream.owner, afterSeq: stream.lastSeq, upToSeq: applied, limit: limit) else { return }
+            for item in items { stream.append(id: item.seq, event: "item", data: Self.itemJSON(item).serializedString()) }
+            stream.lastSeq = items.count == limit ? items[limit - 1].seq : applied
+        }
+        // Counts change with new items and with every state change (seen, read, archive…).
+        if let counts = try? index.count(stream.owner, retention: settings.retention), counts != stream.lastCounts {
+            stream.lastCounts = counts
+            stream.append(id: stream.lastSeq, event: "counts", data: Self.countsJSON(counts).serializedString())
+        }
+    }
+
+    // MARK: media
+
+    private func media(_ sha: String, thumbnail: Bool) -> HTTPResponse {
+        guard Self.isSHA256(sha) else { return Self.notFound }
+        let directory = settings.mediaDirectory + "/" + sha.prefix(2)
+        let rest = String(sha.dropFirst(2))
+        guard let names = try? MediaStore.listDirectory(directory) else { return Self.notFound }
+        let candidates = names.filter { name in
+            guard name.hasPrefix(rest + ".") else { return false }
+            return name.dropFirst(rest.count + 1).hasPrefix("thumb") == thumbnail
+        }.sorted()
+        guard let name = candidates.first else { return Self.notFound }
+        guard let bytes = try? Posix.readFile(directory + "/" + name, limit: 64 << 20) else { return Self.notFound }
+        let ext = name.split(separator: ".").last.map(String.init) ?? ""
+        let type = ["jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp",
+                    "heic": "image/heic", "avif": "image/avif", "bmp": "image/bmp"][ext] ?? "application/octet-stream"
+        return HTTPResponse(status: 200, headers: [
+            ("Content-Type", type), ("ETag", "\"\(sha)\(thumbnail ? "-thumb" : "")\""),
+            ("Cache-Control", "private, max-age=31536000, immutable"), ("X-Content-Type-Options", "nosniff"),
+        ], body: .bytes(bytes))
+    }
+}

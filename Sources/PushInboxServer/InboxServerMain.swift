@@ -1,0 +1,192 @@
+@preconcurrency import Glibc
+import PushConfig
+import PushInbox
+import PushSpool
+import PushSystem
+
+/// `pushspool-inbox`: command line, configuration, then the server until SIGTERM/SIGINT.
+/// `Sendable`: case-less namespace.
+package enum InboxServerMain {
+    package static let usage = """
+        usage: pushspool-inbox [--listen ADDR:PORT] [--spool DIR] [--state-dir DIR] [--config FILE]
+
+        Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
+        the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
+        read-only; state changes become event envelopes dropped into <spool>/incoming/.
+
+          --listen ADDR:PORT   bind here (127.0.0.1:8080, [::1]:0); port 0 = any free port,
+                               printed on stdout as "listening on ADDR:PORT"
+          --spool DIR          the spool root (default from [Spool] Directory=)
+          --state-dir DIR      the state directory (default from [Journal] StateDirectory=)
+          --config FILE        configuration file (default /etc/pushspool/pushspool.conf)
+          -h, --help           this text;  --version  the version
+        """
+
+    struct Options {
+        var listen: String?
+        var spool: String?
+        var stateDir: String?
+        var config: String?
+    }
+
+    enum Parsed {
+        case run(Options)
+        case help
+        case version
+    }
+
+    static func parse(_ arguments: [String]) -> Result<Parsed, UsageFailure> {
+        var options = Options()
+        var index = 0
+        func value(_ name: String, inline: String?) -> Result<String, UsageFailure> {
+            if let inline { return .success(inline) }
+            index += 1
+            guard index < arguments.count else { return .failure(UsageFailure(message: "\(name) needs a value")) }
+            return .success(arguments[index])
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            var name = argument
+            var inline: String?
+            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
+                name = String(argument[..<eq])
+                inline = String(argument[argument.index(after: eq)...])
+            }
+            switch name {
+            case "-h", "--help": return .success(.help)
+            case "--version": return .success(.version)
+            case "--listen", "--spool", "--state-dir", "--config":
+                switch value(name, inline: inline) {
+                case .failure(let failure): return .failure(failure)
+                case .success(let text):
+                    switch name {
+                    case "--listen": options.listen = text
+                    case "--spool": options.spool = text
+                    case "--state-dir": options.stateDir = text
+                    default: options.config = text
+                    }
+                }
+            default:
+                return .failure(UsageFailure(message: "unknown argument: \(argument)"))
+            }
+            index += 1
+        }
+        return .success(.run(options))
+    }
+
+    struct UsageFailure: Error {
+        var message: String
+    }
+
+    static func err(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    static func out(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+
+    /// Runs the program; returns the exit status (64 usage, 78 configuration, 1 runtime).
+    package static func main(_ arguments: [String]) -> Int32 {
+        let options: Options
+        switch parse(arguments) {
+        case .failure(let failure):
+            err("pushspool-inbox: \(failure.message)\n\(usage)\n")
+            return 64
+        case .success(.help):
+            out(usage + "\n")
+            return 0
+        case .success(.version):
+            out("pushspool-inbox 1\n")
+            return 0
+        case .success(.run(let parsed)):
+            options = parsed
+        }
+        let configuration: Configuration
+        do {
+            configuration = try ConfigurationLoader.load(
+                mainFile: options.config ?? ConfigurationLoader.defaultMainFile, mainFileRequired: options.config != nil,
+                overrides: ConfigOverride.paths(spool: options.spool, stateDirectory: options.stateDir)).0
+        } catch {
+            err("pushspool-inbox: configuration error: \(error)\n")
+            return 78
+        }
+        let inbox = configuration.inbox
+        var secretPath = inbox.tokenSecretFile
+        if secretPath.isEmpty {
+            guard let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty else {
+                err("pushspool-inbox: no token secret: set [Inbox] TokenSecretFile= or run with LoadCredential=inbox-token-secret:…\n")
+                return 78
+            }
+            secretPath = credentials + "/inbox-token-secret"
+        }
+        let auth: TokenAuth
+        do {
+            auth = try TokenAuth.load(path: secretPath)
+        } catch {
+            err("pushspool-inbox: cannot read the token secret \(secretPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
+            return 78
+        }
+
+        // Block the stop signals before any thread starts, so every thread inherits the mask
+        // and sigwait below receives them.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let listenFD: Int32
+        var where_ = "the socket systemd passed"
+        do {
+            if let listen = options.listen {
+                guard let (host, port) = Listener.parse(listen) else {
+                    err("pushspool-inbox: --listen needs ADDR:PORT, not '\(listen)'\n\(usage)\n")
+                    return 64
+                }
+                let bound = try Listener.bind(host: host, port: port)
+                listenFD = bound.fd
+                where_ = host.contains(":") ? "[\(host)]:\(bound.port)" : "\(host):\(bound.port)"
+            } else if let fd = try Listener.fromSystemd() {
+                listenFD = fd
+            } else {
+                err("pushspool-inbox: no socket: pass --listen ADDR:PORT or start pushspool-inbox.socket\n")
+                return 64
+            }
+        } catch {
+            err("pushspool-inbox: cannot listen: \(error)\n")
+            return 1
+        }
+
+        let state = configuration.journal.stateDirectory
+        let indexPath = InboxIndex.path(stateDirectory: state)
+        let hub = EventHub(indexPath: indexPath)
+        let stats = ServerStats()
+        let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
+        let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
+                                           spool: SpoolLayout(root: configuration.spool.directory), retention: retention),
+                           auth: auth, hub: hub, stats: stats)
+        let limits = HTTPLimits(maxConnections: inbox.maxConnections, maxConnectionsPerIP: inbox.maxConnectionsPerIP,
+                                connectionTimeout: inbox.connectionTimeout, maxRequestBytes: inbox.maxRequestBytes)
+        let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
+        do {
+            try server.start()
+        } catch {
+            err("pushspool-inbox: \(error)\n")
+            return 1
+        }
+        hub.startPolling()
+        out("listening on \(where_)\n")
+        Listener.notify("READY=1\nSTATUS=serving on \(where_)")
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        Listener.notify("STOPPING=1")
+        hub.shutdown()
+        usleep(100_000)
+        server.stop()
+        return 0
+    }
+}

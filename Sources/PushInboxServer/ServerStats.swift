@@ -1,0 +1,61 @@
+import PushSystem
+import Synchronization
+
+/// Request counters for `/metrics` and the STATUS line: requests by route and status, a
+/// latency histogram, auth failures. `Sendable`: state behind a `Mutex`.
+package final class ServerStats: Sendable {
+    /// Histogram bucket bounds in seconds.
+    static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+    private struct State {
+        var requests: [String: Int] = [:]
+        var bucketCounts = [Int](repeating: 0, count: ServerStats.buckets.count)
+        var latencyCount = 0
+        var latencySum = 0.0
+        var authFailures = 0
+        var total = 0
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    func record(route: String, status: Int, nanos: UInt64) {
+        let seconds = Double(nanos) / 1e9
+        state.withLock {
+            $0.requests["\(route)|\(status)", default: 0] += 1
+            $0.total += 1
+            $0.latencyCount += 1
+            $0.latencySum += seconds
+            for (i, bound) in Self.buckets.enumerated() where seconds <= bound { $0.bucketCounts[i] += 1 }
+        }
+    }
+
+    func authFailure(client: String) {
+        state.withLock { $0.authFailures += 1 }
+    }
+
+    package var totalRequests: Int { state.withLock { $0.total } }
+    package var authFailures: Int { state.withLock { $0.authFailures } }
+
+    /// Prometheus text exposition format.
+    package func prometheus(openStreams: Int) -> String {
+        state.withLock { s in
+            var out = "# TYPE pushspool_inbox_requests_total counter\n"
+            for key in s.requests.keys.sorted() {
+                let parts = key.split(separator: "|")
+                out += "pushspool_inbox_requests_total{route=\"\(parts[0])\",code=\"\(parts[1])\"} \(s.requests[key]!)\n"
+            }
+            out += "# TYPE pushspool_inbox_request_seconds histogram\n"
+            for (i, bound) in Self.buckets.enumerated() {
+                out += "pushspool_inbox_request_seconds_bucket{le=\"\(bound)\"} \(s.bucketCounts[i])\n"
+            }
+            out += "pushspool_inbox_request_seconds_bucket{le=\"+Inf\"} \(s.latencyCount)\n"
+            out += "pushspool_inbox_request_seconds_sum \(s.latencySum)\n"
+            out += "pushspool_inbox_request_seconds_count \(s.latencyCount)\n"
+            out += "# TYPE pushspool_inbox_auth_failures_total counter\npushspool_inbox_auth_failures_total \(s.authFailures)\n"
+            out += "# TYPE pushspool_inbox_open_streams gauge\npushspool_inbox_open_streams \(openStreams)\n"
+            return out
+        }
+    }
+}

@@ -1,0 +1,60 @@
+internal import CCrypto
+@preconcurrency import Glibc
+import PushSystem
+
+/// Per-user bearer tokens: `token = hex(HMAC-SHA256(secret, user id))`, made by the app's back
+/// end with the same secret. Nothing is stored per user; a token names no user by itself, so
+/// the request says whose inbox in `X-Pushspool-User` and the token proves it.
+///
+/// `Sendable`: immutable after init.
+package struct TokenAuth: Sendable {
+    /// The most bytes read from the secret file; a secret is 32-64 random bytes.
+    package static let maxSecretBytes = 4096
+    /// The least secret length accepted: an HMAC key shorter than the hash is weak.
+    package static let minSecretBytes = 16
+
+    private let secret: [UInt8]
+
+    /// `secret`: the key bytes (a trailing newline of a file is the caller's to strip).
+    package init(secret: [UInt8]) {
+        self.secret = secret
+    }
+
+    /// Reads the secret from `path` (trailing whitespace dropped). Throws when the file is
+    /// missing, over ``maxSecretBytes`` or shorter than ``minSecretBytes``.
+    package static func load(path: String) throws(SystemError) -> TokenAuth {
+        var bytes = try Posix.readFile(path, limit: maxSecretBytes)
+        while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
+        guard bytes.count >= minSecretBytes else { throw SystemError(call: "read", errno: EINVAL, subject: path) }
+        return TokenAuth(secret: bytes)
+    }
+
+    /// The token of `user`: lowercase hex of HMAC-SHA256(secret, UTF-8 of the user id).
+    /// Wraps `EVP_Q_mac(3)`.
+    package func token(user: String) -> String {
+        var out = [UInt8](repeating: 0, count: 64)
+        var length = 0
+        let bytes = Array(user.utf8)
+        let ok = secret.withUnsafeBytes { key in
+            bytes.withUnsafeBufferPointer { data in
+                out.withUnsafeMutableBufferPointer { buffer in
+                    EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, key.baseAddress, key.count,
+                              data.baseAddress, data.count, buffer.baseAddress, buffer.count, &length) != nil
+                }
+            }
+        }
+        // HMAC-SHA256 with the default provider fails only when libcrypto is broken: refuse all.
+        guard ok, length == 32 else { return "" }
+        return hexString(out.prefix(32))
+    }
+
+    /// Whether `token` is `user`'s: compared in time independent of where they differ.
+    package func verify(user: String, token: String) -> Bool {
+        let expected = Array(self.token(user: user).utf8)
+        let given = Array(token.utf8)
+        guard !expected.isEmpty, expected.count == given.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<expected.count { difference |= expected[index] ^ given[index] }
+        return difference == 0
+    }
+}
