@@ -1,0 +1,93 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import TestSupport
+import PushSystem
+
+/// docs/inbox-api.md's examples, replayed against a live pushspool-inbox: every `http` request
+/// block is sent as written, and the answer must match the response block after it (status,
+/// the headers it shows, the top-level JSON members).
+@Suite struct InboxAPIDocTests {
+    struct Example {
+        var request: [String]
+        var response: [String]
+    }
+
+    static func examples() throws -> [Example] {
+        let text = try String(contentsOfFile: DaemonHarness.packageRoot + "/docs/inbox-api.md", encoding: .utf8)
+        var blocks: [[String]] = []
+        var current: [String]?
+        for line in text.components(separatedBy: "\n") {
+            if current == nil, line == "```http" { current = []; continue }
+            if current != nil, line == "```" { blocks.append(current!); current = nil; continue }
+            current?.append(line)
+        }
+        var examples: [Example] = []
+        var index = 0
+        while index + 1 < blocks.count {
+            if blocks[index].first?.hasSuffix("HTTP/1.1") == true, blocks[index + 1].first?.hasPrefix("HTTP/1.1 ") == true {
+                examples.append(Example(request: blocks[index], response: blocks[index + 1]))
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        return examples
+    }
+
+    /// Head lines and body of a block (split at the first empty line).
+    static func split(_ lines: [String]) -> (head: [String], body: String) {
+        guard let blank = lines.firstIndex(of: "") else { return (lines, "") }
+        return (Array(lines[..<blank]), lines[(blank + 1)...].joined(separator: "\n"))
+    }
+
+    @Test func everyExampleReplays() throws {
+        let examples = try Self.examples()
+        #expect(examples.count >= 12, "the doc's examples were not found")
+        let server = try InboxServerHarness(name: "inbox-doc")
+        try server.push(user: "alice", title: "Sale")
+        try server.push(user: "alice", title: "Sale 2")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
+        let item = try #require(try server.items().first?["item"]?.stringValue)
+        let png: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 9]
+        let sha = SHA256.hex(of: png)
+        try FileManager.default.createDirectory(atPath: server.daemon.state + "/media/" + sha.prefix(2), withIntermediateDirectories: true)
+        try Data(png).write(to: URL(fileURLWithPath: server.daemon.state + "/media/" + sha.prefix(2) + "/" + sha.dropFirst(2) + ".png"))
+        func fill(_ text: String) -> String {
+            text.replacingOccurrences(of: "{token}", with: InboxServerHarness.token("alice"))
+                .replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{sha256}", with: sha)
+                // From the start: the newest item is archived by the examples before the stream.
+                .replacingOccurrences(of: "{lastEventId}", with: "0")
+        }
+
+        for example in examples {
+            let (head, body) = Self.split(example.request.map(fill))
+            let words = head[0].split(separator: " ")
+            var arguments = ["-s", "-i", "--max-time", "2", "-X", String(words[0])]
+            for header in head.dropFirst() { arguments += ["-H", header] }
+            if !body.isEmpty { arguments += ["--data-binary", body] }
+            arguments.append(server.base + words[1])
+            let result = try ProcessRunner.run("/usr/bin/curl", arguments)
+            let live = try InboxServerHarness.parse(result.stdout, curlError: result.stderr)
+
+            let (expectedHead, expectedBody) = Self.split(example.response.map(fill))
+            let status = Int(expectedHead[0].split(separator: " ")[1]) ?? 0
+            #expect(live.status == status, "\(head[0]): \(live.body)")
+            for line in expectedHead.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                #expect(live.headers[name] == value, "\(head[0]): header \(name)")
+            }
+            if expectedHead.contains(where: { $0.hasSuffix("application/json") }) {
+                let expected = try JSONParser().parse(expectedBody)
+                let got = try JSONParser().parse(live.body)
+                #expect(Set(got.objectValue?.keys.map { $0 } ?? []) == Set(expected.objectValue?.keys.map { $0 } ?? []),
+                        "\(head[0]): members of \(live.body)")
+            } else if expectedHead.contains(where: { $0.hasSuffix("text/event-stream") }) {
+                #expect(live.body.contains("retry: 1000"))
+                #expect(live.body.contains("event: item") && live.body.contains("event: counts"), "\(live.body)")
+            }
+        }
+    }
+}
