@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the systemd integration files the way CI requires; exits non-zero on any problem.
 #
-#   1. systemd-analyze verify systemd/pushspoold.service is clean (no output at all).
-#   2. systemd-analyze security --offline=true rates it 1.5 or lower.
+#   1. systemd-analyze verify systemd/pushspoold.service and pushspool-inbox.service (with
+#      pushspool-inbox.socket) are clean (no output at all).
+#   2. systemd-analyze security --offline=true rates each service 1.5 or lower.
 #   3. pushspool.sysusers and pushspool.tmpfiles apply cleanly to a scratch root.
 #   4. pushspool.catalog compiles with journalctl --update-catalog and has every entry.
 #
@@ -17,40 +18,55 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-unit=systemd/pushspoold.service
 max_exposure=1.5
 failures=0
 fail() { echo "check-units: FAIL: $*" >&2; failures=$((failures + 1)); }
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/check-units.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/bin"
 
-# 1. verify, on a copy whose ExecStart points at a stub.
-mkdir -p "$scratch/unit" "$scratch/bin"
-cp /bin/true "$scratch/bin/pushspoold"
-sed "s|^ExecStart=/usr/bin/pushspoold\$|ExecStart=$scratch/bin/pushspoold|" "$unit" >"$scratch/unit/pushspoold.service"
-changed=$(diff "$unit" "$scratch/unit/pushspoold.service" | grep -c '^[<>]' || true)
-if [[ "$changed" != 2 ]]; then
-  fail "$unit must have exactly one line 'ExecStart=/usr/bin/pushspoold' (rewrite changed $changed lines)"
-fi
-# --man=no is not needed (Documentation= names no man page); any output is a finding.
-if ! verify_output=$(systemd-analyze verify "$scratch/unit/pushspoold.service" 2>&1) || [[ -n "$verify_output" ]]; then
-  fail "systemd-analyze verify $unit:"$'\n'"$verify_output"
-else
-  echo "check-units: systemd-analyze verify $unit: clean"
-fi
+# check_service NAME [COMPANION...]: steps 1 and 2 for systemd/NAME.service (whose ExecStart=
+# is /usr/bin/NAME); companions (its .socket) are verified together with it, unchanged.
+check_service() {
+  local name=$1; shift
+  local unit=systemd/$name.service dir=$scratch/unit-$name
+  mkdir -p "$dir"
+  # 1. verify, on a copy whose ExecStart points at a stub.
+  cp /bin/true "$scratch/bin/$name"
+  sed "s|^ExecStart=/usr/bin/$name\$|ExecStart=$scratch/bin/$name|" "$unit" >"$dir/$name.service"
+  local changed
+  changed=$(diff "$unit" "$dir/$name.service" | grep -c '^[<>]' || true)
+  if [[ "$changed" != 2 ]]; then
+    fail "$unit must have exactly one line 'ExecStart=/usr/bin/$name' (rewrite changed $changed lines)"
+  fi
+  local files=("$dir/$name.service") companion
+  for companion in "$@"; do cp "systemd/$companion" "$dir/"; files+=("$dir/$companion"); done
+  # --man=no is not needed (Documentation= names no man page); any output is a finding.
+  local verify_output
+  if ! verify_output=$(systemd-analyze verify "${files[@]}" 2>&1) || [[ -n "$verify_output" ]]; then
+    fail "systemd-analyze verify $unit $*:"$'\n'"$verify_output"
+  else
+    echo "check-units: systemd-analyze verify $unit $*: clean"
+  fi
 
-# 2. security rating. --threshold is on the 0..100 scale (1.5 -> 15); the parsed number is
-# checked as well so the message shows it.
-security_output=$(systemd-analyze security --offline=true --threshold=15 "$unit" 2>&1) && security_rc=0 || security_rc=$?
-exposure=$(sed -n 's/.*Overall exposure level for pushspoold.service: \([0-9.]*\).*/\1/p' <<<"$security_output")
-if [[ -z "$exposure" ]]; then
-  fail "systemd-analyze security printed no exposure level:"$'\n'"$security_output"
-elif [[ "$security_rc" != 0 ]] || ! awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
-  fail "exposure level $exposure is above $max_exposure:"$'\n'"$(grep '✗' <<<"$security_output")"
-else
-  echo "check-units: systemd-analyze security $unit: $exposure (limit $max_exposure)"
-fi
+  # 2. security rating. --threshold is on the 0..100 scale (1.5 -> 15); the parsed number is
+  # checked as well so the message shows it.
+  local security_output security_rc exposure
+  security_output=$(systemd-analyze security --offline=true --threshold=15 "$unit" 2>&1) && security_rc=0 || security_rc=$?
+  exposure=$(sed -n "s/.*Overall exposure level for $name.service: \([0-9.]*\).*/\1/p" <<<"$security_output")
+  if [[ -z "$exposure" ]]; then
+    fail "systemd-analyze security printed no exposure level for $unit:"$'\n'"$security_output"
+  elif [[ "$security_rc" != 0 ]] || ! awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
+    fail "$unit: exposure level $exposure is above $max_exposure:"$'\n'"$(grep '✗' <<<"$security_output")"
+  else
+    echo "check-units: systemd-analyze security $unit: $exposure (limit $max_exposure)"
+  fi
+}
+
+check_service pushspoold
+# The inbox HTTP API: socket activation, verified with its socket unit.
+check_service pushspool-inbox pushspool-inbox.socket
 
 # 3. sysusers and tmpfiles, applied to a scratch root (users resolve in its /etc/passwd).
 root="$scratch/root"
