@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
         .target(name: "PushInboxServer", dependencies: [
-            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig", "PushMediaStore",
+            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
             "CMicroHTTPDShim", "CSystemd", "CCrypto",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.

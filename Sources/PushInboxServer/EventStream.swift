@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushInbox
+import PushJournal
 import PushSystem
 import Synchronization
 import Foundation
@@ -82,7 +83,20 @@ package final class EventStream: @unchecked Sendable {
 package final class EventHub: Sendable {
     static let keepAliveNanos: UInt64 = 15_000_000_000
 
+    /// One journaled event about a user's inbox: `item` for one item, `nil` for a bulk change
+    /// (read-all, archive-read). `Sendable` value.
+    package struct Change: Sendable, Equatable {
+        package var seq: UInt64
+        package var user: String
+        package var item: UInt64?
+        package var type: String
+    }
+
+    /// How many recent changes are kept for streams that catch up or resume.
+    static let changeCapacity = 16_384
+
     private struct State {
+        var changes: [Change] = []
         // Connection addresses (Int bit patterns: pointers are not Sendable). A suspended
         // connection is never freed by libmicrohttpd until resumed, so the address stays valid.
         var suspended: [ObjectIdentifier: Int] = [:]
@@ -92,11 +106,57 @@ package final class EventHub: Sendable {
 
     private let state = Mutex(State())
     private let indexPath: String
+    private let journalDirectory: String?
     private let pollInterval: Duration
 
-    package init(indexPath: String, pollInterval: Duration = .milliseconds(20)) {
+    /// `journalDirectory`: where the poller reads event records from (read-only) to tell
+    /// streams which items changed state; `nil` = counts only.
+    package init(indexPath: String, journalDirectory: String? = nil, pollInterval: Duration = .milliseconds(20)) {
         self.indexPath = indexPath
+        self.journalDirectory = journalDirectory
         self.pollInterval = pollInterval
+    }
+
+    /// `user`'s changes with `after < seq <= upTo`, oldest first.
+    package func changes(user: String, after: UInt64, upTo: UInt64) -> [Change] {
+        state.withLock { state in
+            // Newest last: walk back from the end to the first one past `after`.
+            var result: [Change] = []
+            for change in state.changes.reversed() {
+                if change.seq <= after { break }
+                if change.seq <= upTo, change.user == user { result.append(change) }
+            }
+            return result.reversed()
+        }
+    }
+
+    private func record(_ new: [Change]) {
+        guard !new.isEmpty else { return }
+        state.withLock {
+            $0.changes.append(contentsOf: new)
+            if $0.changes.count > Self.changeCapacity { $0.changes.removeFirst($0.changes.count - Self.changeCapacity) }
+        }
+    }
+
+    private static let parser = JSONParser(maxDepth: 16)
+
+    /// The inbox changes among the records `reader` has past its position (non-blocking).
+    private static func readChanges(_ reader: JournalReader) -> [Change] {
+        var changes: [Change] = []
+        while let record = try? reader.next() {
+            guard record.key.hasPrefix("event:"), let body = try? parser.parse(record.body),
+                  let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { continue }
+            let item = body["item"]?.numberLexeme.flatMap { UInt64($0) }
+            switch type {
+            case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown":
+                if let item { changes.append(Change(seq: record.seq, user: user, item: item, type: type)) }
+            case "nc.read-all", "nc.archive-read":
+                changes.append(Change(seq: record.seq, user: user, item: nil, type: type))
+            default:
+                continue
+            }
+        }
+        return changes
     }
 
     package var isStopping: Bool { state.withLock { $0.stopping } }
@@ -141,6 +201,7 @@ package final class EventHub: Sendable {
         let hub = self
         let thread = Thread {
             var index: InboxIndex?
+            var reader: JournalReader?
             var lastApplied: UInt64 = 0
             var lastWake = Posix.monotonicNanos()
             let pollNanos = UInt64(clamping: max(1, hub.pollInterval.clampedNanoseconds))
@@ -149,6 +210,13 @@ package final class EventHub: Sendable {
                 nanosleep(&ts, nil)
                 if index == nil { index = try? InboxIndex(path: hub.indexPath, readOnly: true) }
                 let applied = (try? index?.appliedSeq()) ?? lastApplied
+                if reader == nil, let directory = hub.journalDirectory, let index {
+                    // From what the index has applied when the server starts: older changes are
+                    // in the items' state already.
+                    reader = try? JournalReader(directory: directory, fromSeq: ((try? index.appliedSeq()) ?? 0) + 1)
+                }
+                // Before waking the streams: a change they may see applied is in the list.
+                if let reader { hub.record(Self.readChanges(reader)) }
                 let now = Posix.monotonicNanos()
                 if applied != lastApplied || now &- lastWake >= EventHub.keepAliveNanos {
                     lastApplied = applied

@@ -337,8 +337,25 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         if applied > stream.lastSeq {
             let limit = 200
             guard let items = try? index.items(stream.owner, afterSeq: stream.lastSeq, upToSeq: applied, limit: limit) else { return }
-            for item in items { stream.append(id: item.seq, event: "item", data: Self.itemJSON(item).serializedString()) }
-            stream.lastSeq = items.count == limit ? items[limit - 1].seq : applied
+            // A full page: stop at its last item this round (the reader asks again at once).
+            let upTo = items.count == limit ? items[limit - 1].seq : applied
+            var events: [(seq: UInt64, event: String, data: String)] = items.map {
+                ($0.seq, "item", Self.itemJSON($0).serializedString())
+            }
+            if case .user(let user) = stream.owner {
+                for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
+                    if let seq = change.item {
+                        // The item's state now (after this and maybe later changes): idempotent for a client.
+                        guard let item = try? index.item(stream.owner, seq: seq) else { continue }
+                        events.append((change.seq, "state", Self.itemJSON(item).serializedString()))
+                    } else {
+                        events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))
+                    }
+                }
+            }
+            events.sort { $0.seq < $1.seq }
+            for event in events { stream.append(id: event.seq, event: event.event, data: event.data) }
+            stream.lastSeq = upTo
         }
         // Counts change with new items and with every state change (seen, read, archive…).
         if let counts = try? index.count(stream.owner, retention: settings.retention), counts != stream.lastCounts {

@@ -163,7 +163,7 @@ package enum InboxServerMain {
 
         let state = configuration.journal.stateDirectory
         let indexPath = InboxIndex.path(stateDirectory: state)
-        let hub = EventHub(indexPath: indexPath)
+        let hub = EventHub(indexPath: indexPath, journalDirectory: state + "/journal")
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",

@@ -118,6 +118,18 @@ final class StreamClient: @unchecked Sendable {
         try waitUntil(timeout: 10, "the first counts") { stream.text.contains(#"data: {"unread":1,"unseen":1}"#) }
         _ = try server.request("POST", "/v1/inbox/\(item)/read")
         try waitUntil(timeout: 30, "the new counts on the stream") { stream.text.contains(#"data: {"unread":0,"unseen":0}"#) }
+        // The item itself, in its new state, under the event's journal seq.
+        try waitUntil(timeout: 10, "the state event") { stream.text.contains("event: state") }
+        let block = try #require(stream.text.replacingOccurrences(of: "\r\n", with: "\n").components(separatedBy: "\n\n")
+            .first { $0.contains("event: state") })
+        let data = try #require(block.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6))
+        let json = try JSONParser().parse(String(data))
+        #expect(json["item"]?.stringValue == item)
+        #expect(json["state"]?["read"]?.boolValue == true)
+        let eventRecord = try #require(try server.daemon.records().last { $0.key.hasPrefix("event:") })
+        #expect(block.contains("id: \(eventRecord.seq)"))
+        _ = try server.request("POST", "/v1/inbox/read-all")
+        try waitUntil(timeout: 30, "the bulk change on the stream") { stream.text.contains("event: refresh") }
         stream.close()
     }
 }
