@@ -3,6 +3,7 @@ import PushConfig
 import PushInbox
 import PushSpool
 import PushSystem
+import Foundation
 
 /// `pushspool-inbox`: command line, configuration, then the server until SIGTERM/SIGINT.
 /// `Sendable`: case-less namespace.
@@ -181,6 +182,17 @@ package enum InboxServerMain {
         hub.startPolling()
         out("listening on \(where_)\n")
         Listener.notify("READY=1\nSTATUS=serving on \(where_)")
+        // STATUS= once a second: connections, requests, streams; and the auth-failure summary.
+        let serving = where_
+        let status = Thread {
+            while !hub.isStopping {
+                sleep(1)
+                stats.flushAuthLog()
+                Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
+                    + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
+            }
+        }
+        status.start()
         var received: Int32 = 0
         sigwait(&signals, &received)
         Listener.notify("STOPPING=1")

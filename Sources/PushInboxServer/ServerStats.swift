@@ -14,6 +14,10 @@ package final class ServerStats: Sendable {
         var latencySum = 0.0
         var authFailures = 0
         var total = 0
+        /// Auth failures not yet logged, and when the last log line went out.
+        var unloggedFailures = 0
+        var lastLogNanos: UInt64 = 0
+        var lastClient = ""
     }
 
     private let state = Mutex(State())
@@ -31,8 +35,32 @@ package final class ServerStats: Sendable {
         }
     }
 
+    /// Counts an auth failure and logs it — at most one line a second, summarising the
+    /// failures since the last line, so a token-guessing client cannot flood the journal.
     func authFailure(client: String) {
-        state.withLock { $0.authFailures += 1 }
+        let now = Posix.monotonicNanos()
+        let line: String? = state.withLock { s in
+            s.authFailures += 1
+            s.unloggedFailures += 1
+            s.lastClient = client
+            return Self.takeLogLine(&s, now: now)
+        }
+        if let line { FileDescriptor.stderr(line) }
+    }
+
+    private static func takeLogLine(_ s: inout State, now: UInt64) -> String? {
+        guard s.unloggedFailures > 0, now &- s.lastLogNanos >= 1_000_000_000 else { return nil }
+        let line = "<4>pushspool-inbox: authentication failed: \(s.unloggedFailures) request(s) refused, last from \(s.lastClient)\n"
+        s.unloggedFailures = 0
+        s.lastLogNanos = now
+        return line
+    }
+
+    /// Flushes a pending summary of auth failures (called once a second by the status thread).
+    package func flushAuthLog() {
+        let now = Posix.monotonicNanos()
+        let line: String? = state.withLock { Self.takeLogLine(&$0, now: now) }
+        if let line { FileDescriptor.stderr(line) }
     }
 
     package var totalRequests: Int { state.withLock { $0.total } }
@@ -57,5 +85,13 @@ package final class ServerStats: Sendable {
             out += "# TYPE pushspool_inbox_open_streams gauge\npushspool_inbox_open_streams \(openStreams)\n"
             return out
         }
+    }
+}
+
+/// Plain writes to the standard streams (journald reads `<N>` priority prefixes on stderr).
+enum FileDescriptor {
+    static func stderr(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = try? Posix.writeAll(2, bytes)
     }
 }

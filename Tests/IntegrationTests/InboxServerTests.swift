@@ -31,7 +31,8 @@ final class InboxServerHarness: @unchecked Sendable {
         let outPath = daemon.root + "/inbox.stdout"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        _ = FileManager.default.createFile(atPath: daemon.root + "/inbox.stderr", contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: daemon.root + "/inbox.stderr")
         try process.run()
         // "listening on 127.0.0.1:PORT"
         var port: Int?
@@ -52,6 +53,7 @@ final class InboxServerHarness: @unchecked Sendable {
     }
 
     var base: String { "http://127.0.0.1:\(port)" }
+    var stderr: String { (try? String(contentsOfFile: daemon.root + "/inbox.stderr", encoding: .utf8)) ?? "" }
 
     static func token(_ user: String) -> String { TokenAuth(secret: Array(secret.utf8)).token(user: user) }
 
@@ -124,6 +126,10 @@ final class InboxServerHarness: @unchecked Sendable {
             #expect(reply.body == missing.body)
             #expect(reply.headers["www-authenticate"] == "Bearer realm=\"pushspool-inbox\"")
         }
+        // Logged, summarised at most once a second (5 refusals: one or two lines).
+        try waitUntil(timeout: 10, "the auth failures logged") { server.stderr.contains("authentication failed") }
+        let lines = server.stderr.split(separator: "\n").filter { $0.contains("authentication failed") }
+        #expect(lines.count <= 3, "\(lines)")
         // Alice cannot act on bob's item: the same 404 as an item that does not exist.
         let cross = try server.request("POST", "/v1/inbox/\(bobItem)/read")
         let none = try server.request("POST", "/v1/inbox/999999/read")
