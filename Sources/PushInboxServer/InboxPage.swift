@@ -1,18 +1,180 @@
 /// The inbox page at `/`: static HTML, CSS and plain JavaScript compiled into the binary, a
-/// demo and an operator's tool (sign in with a user id and token, watch pushes arrive).
+/// demo and an operator's tool — sign in with a user id and token, see the inbox as an app
+/// would show it (title, body, thumbnail, buttons, unread dots, the modal to present now) and
+/// watch new pushes arrive over the event stream. No dependencies, no build step.
+///
+/// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
+/// `&click=read:ITEM` then clicks that item's "Mark read" button once the list is shown;
+/// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
+/// runs out while a request stays open).
 enum InboxPage {
     static func response() -> HTTPResponse {
         HTTPResponse(status: 200, headers: [
             ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
-            ("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"),
-            ("X-Content-Type-Options", "nosniff"),
+            ("Content-Security-Policy", "default-src 'self'; img-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'"),
+            ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),
         ], body: .bytes(Array(html.utf8)))
     }
 
-    static let html = """
+    static let html = #"""
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><title>pushspool inbox</title>
         <meta name="viewport" content="width=device-width, initial-scale=1">
-        </head><body><h1>pushspool inbox</h1><p>The inbox page is not built yet; use the /v1/ API.</p></body></html>
-        """
+        <style>
+        [hidden] { display: none !important; }
+        body { font: 15px/1.4 system-ui, sans-serif; margin: 0; background: #f3f4f6; color: #111; }
+        header { background: #1f2937; color: #fff; padding: 10px 16px; display: flex; gap: 12px; align-items: center; }
+        header h1 { font-size: 17px; margin: 0; flex: 1; }
+        #counts { font-size: 13px; opacity: .85; }
+        main { max-width: 640px; margin: 16px auto; padding: 0 12px; }
+        form#signin { background: #fff; padding: 16px; border-radius: 8px; display: grid; gap: 8px; }
+        form#signin input { padding: 6px; font: inherit; }
+        ul#items { list-style: none; padding: 0; margin: 0; display: grid; gap: 8px; }
+        li.item { background: #fff; border-radius: 8px; padding: 10px 12px; display: grid; grid-template-columns: 14px 1fr 72px; gap: 8px; }
+        li.item .dot { width: 10px; height: 10px; border-radius: 50%; margin-top: 6px; }
+        li.item.unread .dot { background: #2563eb; }
+        li.item .title { font-weight: 600; }
+        li.item .subtitle { color: #374151; }
+        li.item .body { color: #4b5563; white-space: pre-wrap; }
+        li.item .meta { font-size: 12px; color: #6b7280; }
+        li.item img.thumb { width: 72px; height: 72px; object-fit: cover; border-radius: 6px; }
+        li.item .buttons { display: flex; gap: 6px; flex-wrap: wrap; margin-top: 6px; }
+        button { font: inherit; font-size: 13px; padding: 3px 8px; border-radius: 6px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }
+        #modal { position: fixed; inset: 0; background: rgba(0,0,0,.45); display: none; align-items: center; justify-content: center; }
+        #modal.open { display: flex; }
+        #modal .card { background: #fff; border-radius: 10px; padding: 18px; max-width: 360px; }
+        #modal .title { font-weight: 600; }
+        #error { color: #b91c1c; }
+        </style></head>
+        <body>
+        <header><h1>pushspool inbox</h1><span id="who"></span><span id="counts"></span><button id="readall" hidden>Read all</button></header>
+        <main>
+          <p id="error" role="alert"></p>
+          <form id="signin"><label>User id <input id="user" autocomplete="username" required></label>
+            <label>Token <input id="token" autocomplete="current-password" required></label>
+            <button type="submit">Sign in</button></form>
+          <ul id="items" aria-live="polite"></ul>
+          <p><button id="more" hidden>More</button></p>
+        </main>
+        <div id="modal" role="dialog" aria-modal="true"><div class="card"><div class="title" id="modal-title"></div>
+          <p id="modal-body"></p><div class="buttons" id="modal-buttons"></div></div></div>
+        <script>
+        "use strict";
+        let user = "", token = "", cursor = null, source = null;
+        const $ = (id) => document.getElementById(id);
+        const q = () => "user=" + encodeURIComponent(user) + "&token=" + encodeURIComponent(token);
+        async function api(method, path, body) {
+          const headers = { "Authorization": "Bearer " + token, "X-Pushspool-User": user };
+          if (body !== undefined) headers["Content-Type"] = "application/json";
+          const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          const json = await response.json().catch(() => ({}));
+          if (!response.ok) throw new Error(json.message || ("HTTP " + response.status));
+          return json;
+        }
+        function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
+        function render(item) {
+          let li = document.querySelector('li.item[data-item="' + item.item + '"]');
+          const fresh = !li;
+          if (fresh) li = el("li", "item");
+          li.replaceChildren();
+          li.dataset.item = item.item;
+          li.classList.toggle("unread", !item.state.read);
+          li.classList.toggle("read", item.state.read);
+          li.append(el("span", "dot"));
+          const text = el("div");
+          text.append(el("div", "title", item.title || "(no title)"));
+          if (item.subtitle) text.append(el("div", "subtitle", item.subtitle));
+          if (item.body) text.append(el("div", "body", item.body));
+          text.append(el("div", "meta", item.vendor + " · " + new Date(item.ingestedAt).toLocaleString() + (item.category ? " · " + item.category : "")));
+          const buttons = el("div", "buttons");
+          const actions = (item.actions && item.actions.length ? item.actions : item.buttons) || [];
+          for (const action of actions.slice(0, 4)) {
+            const b = el("button", "action", action.title || action.text || action.id);
+            b.dataset.action = action.id || "";
+            b.addEventListener("click", () => act(item, action));
+            buttons.append(b);
+          }
+          if (!item.state.read) {
+            const b = el("button", "mark-read", "Mark read");
+            b.addEventListener("click", () => mark(item.item, "read"));
+            buttons.append(b);
+          }
+          const archive = el("button", "archive", "Archive");
+          archive.addEventListener("click", () => mark(item.item, "archive"));
+          buttons.append(archive);
+          text.append(buttons);
+          li.append(text);
+          if (item.media && item.media.thumbnailUrl) {
+            const img = el("img", "thumb"); img.alt = ""; img.src = item.media.thumbnailUrl + "?" + q(); li.append(img);
+          } else li.append(el("span"));
+          if (item.state.archived) { li.remove(); return; }
+          if (fresh) {
+            const list = $("items");
+            const newer = [...list.children].find((c) => Number(c.dataset.item) < Number(item.item));
+            list.insertBefore(li, newer || null);
+          }
+        }
+        async function mark(id, what) {
+          try { const r = await api("POST", "/v1/inbox/" + id + "/" + what); render(r.item); } catch (e) { $("error").textContent = e.message; }
+        }
+        async function act(item, action) {
+          let body = {};
+          if (action.textInput) { const t = prompt(action.textInput.placeholder || "Reply"); if (t == null) return; body = { text: t }; }
+          try { const r = await api("POST", "/v1/inbox/" + item.item + "/actions/" + encodeURIComponent(action.id), body); render(r.item); } catch (e) { $("error").textContent = e.message; }
+        }
+        function counts(c) { $("counts").textContent = c.unread + " unread · " + c.unseen + " unseen"; $("counts").dataset.unread = c.unread; }
+        async function page() {
+          const r = await api("GET", "/v1/inbox?limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+          r.items.forEach(render);
+          cursor = r.nextCursor;
+          $("more").hidden = !cursor;
+        }
+        async function inapp() {
+          const r = await api("GET", "/v1/inapp");
+          if (!r.item) return;
+          $("modal-title").textContent = r.item.title || "";
+          $("modal-body").textContent = r.item.body || "";
+          const buttons = $("modal-buttons"); buttons.replaceChildren();
+          const open = el("button", "", r.item.inAppOpenTitle || "Open");
+          open.addEventListener("click", () => { $("modal").classList.remove("open"); mark(r.item.item, "read"); });
+          const dismiss = el("button", "", r.item.inAppDismissTitle || "Dismiss");
+          dismiss.addEventListener("click", () => $("modal").classList.remove("open"));
+          buttons.append(open, dismiss);
+          $("modal").classList.add("open");
+        }
+        function live() {
+          if (source) source.close();
+          source = new EventSource("/v1/inbox/stream?" + q());
+          source.addEventListener("item", (e) => { render(JSON.parse(e.data)); inapp().catch(() => {}); });
+          source.addEventListener("state", (e) => render(JSON.parse(e.data)));
+          source.addEventListener("refresh", () => { $("items").replaceChildren(); cursor = null; page().catch(() => {}); });
+          source.addEventListener("counts", (e) => counts(JSON.parse(e.data)));
+        }
+        async function signIn(u, t, click, noLive) {
+          user = u; token = t; cursor = null; $("items").replaceChildren(); $("error").textContent = "";
+          try {
+            counts(await api("GET", "/v1/inbox/counts"));
+            $("signin").hidden = true; $("who").textContent = user; $("readall").hidden = false;
+            await page();
+            await inapp();
+            if (!noLive) live();
+            document.body.dataset.ready = "1";
+            if (click) {
+              const [what, id] = click.split(":");
+              const target = document.querySelector('li.item[data-item="' + id + '"] button.mark-' + what);
+              if (target) target.click();
+            }
+          } catch (e) { $("error").textContent = e.message; }
+        }
+        $("signin").addEventListener("submit", (e) => { e.preventDefault(); signIn($("user").value, $("token").value); });
+        $("more").addEventListener("click", () => page().catch((e) => { $("error").textContent = e.message; }));
+        $("readall").addEventListener("click", async () => {
+          try { counts((await api("POST", "/v1/inbox/read-all")).counts);
+            document.querySelectorAll("li.item.unread").forEach((li) => { li.classList.remove("unread"); li.classList.add("read"); });
+          } catch (e) { $("error").textContent = e.message; }
+        });
+        const hash = new URLSearchParams(location.hash.slice(1));
+        if (hash.get("user") && hash.get("token")) signIn(hash.get("user"), hash.get("token"), hash.get("click"), hash.get("live") === "0");
+        </script></body></html>
+        """#
 }

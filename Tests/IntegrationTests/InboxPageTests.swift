@@ -1,0 +1,57 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import TestSupport
+import PushSystem
+
+/// The inbox page in Debian's headless Chromium against a live pushspool-inbox: the rendered
+/// DOM shows the items, their unread state and the modal; a click on "Mark read" goes through
+/// the journal; a screenshot is kept as a CI artifact (`.build/test-artifacts/inbox-page.png`).
+@Suite struct InboxPageTests {
+    static let chromium = "/usr/bin/chromium"
+
+    static func run(_ arguments: [String], profile: String) throws -> String {
+        let result = try ProcessRunner.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile,
+                                                      "--virtual-time-budget=5000"] + arguments)
+        return result.stdout
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
+    func thePageShowsTheInboxAndMarksRead() throws {
+        let server = try InboxServerHarness(name: "inbox-page")
+        for name in ["mindbox-ios-current.json", "apns-generic.json", "infobip-ios-mirror-modal.json"] {
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: DaemonHarness.packageRoot + "/spool-examples/" + name)))
+            let envelope = #"{"pushspool":1,"user":"alice","payload":"# + String(decoding: bytes, as: UTF8.self) + "}"
+            try server.daemon.drop(Array(envelope.utf8), name: name)
+            try waitUntil(timeout: 30, "\(name) indexed") { try server.items().count == ["mindbox-ios-current.json", "apns-generic.json", "infobip-ios-mirror-modal.json"].firstIndex(of: name)! + 1 }
+        }
+        let items = try server.items()
+        let mindbox = try #require(items.first { $0["vendor"]?.stringValue == "mindbox" }?["item"]?.stringValue)
+        let modal = try #require(items.first { $0["presentation"]?.stringValue == "modal" })
+        let profile = server.daemon.root + "/chromium"
+        let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
+
+        let dom = try Self.run(["--dump-dom", page + "&click=read:\(mindbox)"], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        let rows = dom.components(separatedBy: "<li class=\"item").dropFirst()
+        #expect(rows.count == 3)
+        #expect(dom.contains("<form id=\"signin\" hidden=\"\">"), "signed in: the form is hidden")
+        #expect(dom.contains("<li class=\"item read\" data-item=\"\(mindbox)\">"), "the clicked item is read")
+        #expect(rows.filter { $0.hasPrefix(" unread\"") }.count == 2)
+        #expect(dom.contains("<div class=\"title\">Скидка 20% 🎉</div>"))
+        #expect(dom.contains("<button class=\"action\" data-action=\"btn-open\">Open</button>"), "the push's buttons")
+        // The modal to present now: the Infobip mirror push, open over the list.
+        #expect(dom.contains("<div id=\"modal\" role=\"dialog\" aria-modal=\"true\" class=\"open\">"))
+        #expect(dom.contains("<div class=\"title\" id=\"modal-title\">\(modal["title"]?.stringValue ?? "?")</div>"))
+        // The click went through the spool and the journal.
+        try waitUntil(timeout: 30, "the read applied") { try server.counts().unread == 2 }
+
+        let artifacts = DaemonHarness.packageRoot + "/.build/test-artifacts"
+        try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)
+        let shot = artifacts + "/inbox-page.png"
+        try? FileManager.default.removeItem(atPath: shot)
+        _ = try Self.run(["--window-size=720,900", "--screenshot=" + shot, page], profile: profile)
+        let png = try Data(contentsOf: URL(fileURLWithPath: shot))
+        #expect(png.starts(with: [0x89, 0x50, 0x4e, 0x47]))
+    }
+}
