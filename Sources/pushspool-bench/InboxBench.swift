@@ -4,19 +4,21 @@ import PushInbox
 import PushJournal
 import PushSystem
 
-/// `pushspool-bench nc [--items N] [--user-items M] [--calls K] [--limit L] [--dir PATH]`
+/// `pushspool-bench nc [--items N] [--user-items M] [--calls K] [--limit L] [--dir PATH] [--keep]`
 ///
 /// Builds an inbox index of `--items` notification records (default 1,000,000) of which
 /// `--user-items` (default 100,000) belong to one user and the rest to 10,000 others, with a
 /// tenth of the big user's items read; then times the first page of `list` and `count` for
 /// the big user over `--calls` repeated calls (p50/p99/max). The target: p99 well
-/// under 10 ms each.
+/// under 10 ms each. `--keep` leaves the state directory (its path is printed) for
+/// scripts/bench-inbox.sh, which serves it with pushspool-inbox.
 func runInboxBench(arguments: [String]) {
     var items = 1_000_000
     var userItems = 100_000
     var calls = 2_000
     var limit = 20
     var parent = FileManager.default.temporaryDirectory.path
+    var keep = false
     var i = 0
     while i < arguments.count {
         let value = i + 1 < arguments.count ? arguments[i + 1] : ""
@@ -26,6 +28,7 @@ func runInboxBench(arguments: [String]) {
         case "--calls": calls = max(1, Int(value) ?? calls)
         case "--limit": limit = Int(value) ?? limit
         case "--dir": parent = value
+        case "--keep": keep = true; i -= 1
         default:
             print("unknown option \(arguments[i])")
             return
@@ -34,7 +37,7 @@ func runInboxBench(arguments: [String]) {
     }
     let root = parent + "/pushspool-nc-bench-\(getpid())"
     try? FileManager.default.removeItem(atPath: root)
-    defer { try? FileManager.default.removeItem(atPath: root) }
+    defer { if !keep { try? FileManager.default.removeItem(atPath: root) } }
     let index: InboxIndex
     do { index = try InboxIndex(path: root + "/inbox/index.sqlite") } catch {
         print("nc bench: \(error)")
