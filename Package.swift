@@ -95,6 +95,7 @@ let package = Package(
             "PushOutbox", "PushOutboxStore", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer",

@@ -185,8 +185,10 @@ package enum InboxServerMain {
         // STATUS= once a second: connections, requests, streams; and the auth-failure summary.
         let serving = where_
         let status = Thread {
-            while !hub.isStopping {
+            while true {
                 sleep(1)
+                // Checked after the sleep: stop() may have run meanwhile.
+                if hub.isStopping { break }
                 stats.flushAuthLog()
                 Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
                     + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
