@@ -88,4 +88,43 @@ import TestSupport
         #expect(try Self.jsonLines(retainedOut).first?["unread"]?.numberLexeme == "0", "\(retainedOut) \(retainedErr)")
         #expect(try harness.records().count >= 5)
     }
+
+    /// An event still pending in the outbox when pushspoold is killed (SIGKILL) is delivered
+    /// after the restart, with the same transaction id.
+    @Test func aPendingDeliverySurvivesKillNine() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .status(503))
+        let keyFile = NSTemporaryDirectory() + "pushspool-mindbox-key-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try "secret-key-2\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        defer { unlink(keyFile) }
+        let harness = try DaemonHarness(name: "nckill", config: """
+            [Media]
+            Enabled=no
+            [Outbox]
+            Enabled=yes
+            AllowHTTP=yes
+            AllowNetworks=127.0.0.1/32
+            MindboxURL=\(server.url(""))
+            MindboxEndpointId=app-ios
+            MindboxSecretKeyFile=\(keyFile)
+            RetryBaseSec=100ms
+            """)
+        try harness.start()
+        let (status, out, err) = try harness.ctl(["nc", "opened", "--user", "bob", "--device", "dev-b"])
+        #expect(status == 0, "\(out) \(err)")
+        let eventId = out.trimmingSpaces
+        try waitUntil(timeout: 30, "a failed attempt") { server.hits("/v3/operations/async") >= 1 }
+        harness.stop(signal: SIGKILL)
+        let failedAttempts = server.hits("/v3/operations/async")
+
+        server.route("/v3/operations/async", .ok([]))
+        try harness.start()
+        try waitUntil(timeout: 30, "the delivery after the restart") { server.hits("/v3/operations/async") > failedAttempts }
+        usleep(500_000)
+        let requests = server.requests("/v3/operations/async")
+        #expect(requests.count == failedAttempts + 1, "delivered once after the restart: \(requests.count) requests")
+        #expect(requests.allSatisfy { $0.target.contains("operation=mobileapp.NCOpen") && $0.target.contains("transactionId=\(eventId)") })
+        #expect(harness.stop() == 0)
+    }
 }
