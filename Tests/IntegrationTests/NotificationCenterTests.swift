@@ -12,14 +12,13 @@ import TestSupport
         try text.split(separator: "\n").map { try JSONParser().parse(String($0)) }
     }
 
-    @Test func aUsersInboxFromDropToReadAndTheEventDelivered() throws {
-        let server = try LoopbackHTTPServer()
-        server.route("/v3/operations/async", .ok([]))
+    /// A harness whose daemon delivers Mindbox events to `server`, with a key file (mode 0600)
+    /// that lives as long as the returned cleanup is not called.
+    static func outboxHarness(_ name: String, server: LoopbackHTTPServer, key: String, extra: String = "") throws -> (DaemonHarness, () -> Void) {
         let keyFile = NSTemporaryDirectory() + "pushspool-mindbox-key-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try "secret-key-1\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        try (key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
         chmod(keyFile, 0o600)
-        defer { unlink(keyFile) }
-        let harness = try DaemonHarness(name: "nc", config: """
+        let harness = try DaemonHarness(name: name, config: """
             [Media]
             Enabled=no
             [Outbox]
@@ -29,7 +28,16 @@ import TestSupport
             MindboxURL=\(server.url(""))
             MindboxEndpointId=app-ios
             MindboxSecretKeyFile=\(keyFile)
+            \(extra)
             """)
+        return (harness, { unlink(keyFile) })
+    }
+
+    @Test func aUsersInboxFromDropToReadAndTheEventDelivered() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .ok([]))
+        let (harness, removeKey) = try Self.outboxHarness("nc", server: server, key: "secret-key-1")
+        defer { removeKey() }
         try harness.start()
         for index in 0..<3 {
             try harness.drop(Array(#"""
@@ -94,22 +102,8 @@ import TestSupport
     @Test func aPendingDeliverySurvivesKillNine() throws {
         let server = try LoopbackHTTPServer()
         server.route("/v3/operations/async", .status(503))
-        let keyFile = NSTemporaryDirectory() + "pushspool-mindbox-key-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try "secret-key-2\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
-        chmod(keyFile, 0o600)
-        defer { unlink(keyFile) }
-        let harness = try DaemonHarness(name: "nckill", config: """
-            [Media]
-            Enabled=no
-            [Outbox]
-            Enabled=yes
-            AllowHTTP=yes
-            AllowNetworks=127.0.0.1/32
-            MindboxURL=\(server.url(""))
-            MindboxEndpointId=app-ios
-            MindboxSecretKeyFile=\(keyFile)
-            RetryBaseSec=100ms
-            """)
+        let (harness, removeKey) = try Self.outboxHarness("nckill", server: server, key: "secret-key-2", extra: "RetryBaseSec=100ms")
+        defer { removeKey() }
         try harness.start()
         let (status, out, err) = try harness.ctl(["nc", "opened", "--user", "bob", "--device", "dev-b"])
         #expect(status == 0, "\(out) \(err)")
