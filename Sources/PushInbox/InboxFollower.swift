@@ -159,7 +159,8 @@ package final class InboxFollower: Sendable {
         guard starting else { return }
         let thread: pthread_t
         do {
-            thread = try PosixThread.spawn { [self] in loop() }
+            // Nice 10: under a burst the index lags a little instead of taking a core from ingest.
+            thread = try PosixThread.spawn(niceness: 10) { [self] in loop() }
         } catch {
             control.withLock { control in
                 control.status.running = false
