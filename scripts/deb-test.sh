@@ -105,6 +105,11 @@ token=debtest-$$-$(date +%s)
   # shellcheck source=systemd-integration/lib.sh
   source "$root/scripts/systemd-integration/lib.sh"
   si_setup
+  # The daemon runs as pushspool and must reach the manager's notify socket
+  # ($XDG_RUNTIME_DIR/systemd/notify, 0755: connecting needs write permission); this
+  # session's runtime directory is otherwise root's alone.
+  chmod 0711 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/systemd"
+  chmod 0777 "$XDG_RUNTIME_DIR/systemd/notify"
   # The installed unit in user mode (render-user-unit keeps Type/Exec/Watchdog/...); the
   # user manager runs as root, so it can still run the daemon as the package's user.
   "$root/scripts/systemd-integration/render-user-unit.sh" --unit /usr/lib/systemd/system/pushspoold.service \
@@ -115,7 +120,8 @@ token=debtest-$$-$(date +%s)
   since=$(date '+%Y-%m-%d %H:%M:%S')
   si_start pushspoold.service
   echo "PASS: unit started (READY=1): $(si_prop pushspoold.service ActiveState), status '$(si_prop pushspoold.service StatusText)'"
-  echo "---- daemon runs as $(ps -o user= -p "$(si_prop pushspoold.service MainPID)")"
+  runs_as=$(ps -o user:20= -p "$(si_prop pushspoold.service MainPID)")
+  if [[ "$runs_as" == pushspool ]]; then echo "PASS: the daemon runs as $runs_as"; else echo "FAIL: the daemon runs as '$runs_as'"; exit 1; fi
   printf '{"aps":{"alert":{"title":"deb test","body":"%s"}},"id":"%s"}\n' "$token" "$token" >"$work/good.json"
   printf 'not json %s\n' "$token" >"$work/bad-$token.json"
   pushspoolctl drop --user deb-test --platform ios "$work/good.json"
