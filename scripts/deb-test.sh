@@ -13,7 +13,8 @@
 #      quarantines a bad one (which completion then offers), and stops cleanly;
 #   4. an upgrade to a rebuilt package (same payload, higher version) keeps a changed conffile;
 #   5. `remove` keeps the configuration, the journal and the spool; `purge` removes them.
-# The package is purged at the end, also on failure. Needs root; refuses to run when
+# The package is purged at the end, also on failure (and the pushspool user and group
+# removed if the test created them). Needs root; refuses to run when
 # pushspool is already installed (it would be purged).
 #
 # Usage: scripts/deb-test.sh [--skip-build]     (--skip-build: use the packages in dist/)
@@ -37,12 +38,18 @@ poll() {  # poll SECONDS COMMAND...
   until "$@"; do (( $(date +%s) < deadline )) || return 1; sleep 0.2; done
 }
 export DEBIAN_FRONTEND=noninteractive
+# Debian keeps system users on purge; a user and group this test made are removed again.
+had_user=0 had_group=0
+getent passwd pushspool >/dev/null && had_user=1
+getent group pushspool-drop >/dev/null && had_group=1
 work=$(mktemp -d /tmp/pushspool-debtest.XXXXXX)
 cleanup() {
   set +e
   if dpkg-query -W -f='${Status}' pushspool 2>/dev/null | grep -q 'installed\|config-files'; then
     apt-get purge -y -qq pushspool >/dev/null 2>&1
   fi
+  ((had_user)) || { userdel pushspool 2>/dev/null; groupdel pushspool 2>/dev/null; }
+  ((had_group)) || groupdel pushspool-drop 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
