@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs pushspool into DESTDIR (default /) in the Debian 12 layout:
-#   /usr/bin/pushspoold, /usr/bin/pushspoolctl            (from --bindir, built binaries)
+#   /usr/sbin/pushspoold, /usr/bin/pushspoolctl           (from --bindir, built binaries)
 #   /usr/lib/systemd/system/pushspoold.service
 #   /usr/lib/sysusers.d/pushspool.conf                     (user pushspool, group pushspool-drop)
 #   /usr/lib/tmpfiles.d/pushspool.conf                     (the spool tree)
@@ -27,9 +27,10 @@ done
 d=${destdir%/}
 
 if ((binaries)); then
-  for binary in pushspoold pushspoolctl; do
-    [[ -x "$bindir/$binary" ]] || { echo "install: $bindir/$binary not built (swift build -c release)" >&2; exit 1; }
-    install -D -m 0755 "$bindir/$binary" "$d/usr/bin/$binary"
+  # The daemon in sbin, as the unit's ExecStart= and the Debian package have it.
+  for binary in sbin/pushspoold bin/pushspoolctl; do
+    [[ -x "$bindir/${binary#*/}" ]] || { echo "install: $bindir/${binary#*/} not built (swift build -c release)" >&2; exit 1; }
+    install -D -m 0755 "$bindir/${binary#*/}" "$d/usr/$binary"
   done
 fi
 install -D -m 0644 systemd/pushspoold.service "$d/usr/lib/systemd/system/pushspoold.service"

@@ -7,7 +7,7 @@
 #   3. pushspool.sysusers and pushspool.tmpfiles apply cleanly to a scratch root.
 #   4. pushspool.catalog compiles with journalctl --update-catalog and has every entry.
 #
-# About ExecStart=/usr/bin/pushspoold: `verify` insists that the command exists and is
+# About ExecStart=/usr/sbin/pushspoold: `verify` insists that the command exists and is
 # executable, and on a build machine it is not installed. We do not install anything on
 # the host. `verify --root=` does not help either: it resolves every unit (sysinit.target,
 # ...) and every command (/bin/kill) inside that root too. So we verify a temporary copy
@@ -26,25 +26,26 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/check-units.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/bin"
 
-# check_service NAME [COMPANION...]: steps 1 and 2 for systemd/NAME.service (whose ExecStart=
-# is /usr/bin/NAME); companions (its .socket) are verified together with it, unchanged.
+# check_service NAME SBIN_OR_BIN [COMPANION...]: steps 1 and 2 for systemd/NAME.service (whose
+# ExecStart= is /usr/SBIN_OR_BIN/NAME); companions (its .socket) are verified with it, unchanged.
 check_service() {
-  local name=$1; shift
+  local name=$1 bindir=$2; shift 2
   local unit=systemd/$name.service dir=$scratch/unit-$name
   mkdir -p "$dir"
   # 1. verify, on a copy whose ExecStart points at a stub.
   cp /bin/true "$scratch/bin/$name"
-  sed "s|^ExecStart=/usr/bin/$name\$|ExecStart=$scratch/bin/$name|" "$unit" >"$dir/$name.service"
+  sed "s|^ExecStart=/usr/$bindir/$name\$|ExecStart=$scratch/bin/$name|" "$unit" >"$dir/$name.service"
   local changed
   changed=$(diff "$unit" "$dir/$name.service" | grep -c '^[<>]' || true)
   if [[ "$changed" != 2 ]]; then
-    fail "$unit must have exactly one line 'ExecStart=/usr/bin/$name' (rewrite changed $changed lines)"
+    fail "$unit must have exactly one line 'ExecStart=/usr/$bindir/$name' (rewrite changed $changed lines)"
   fi
   local files=("$dir/$name.service") companion
   for companion in "$@"; do cp "systemd/$companion" "$dir/"; files+=("$dir/$companion"); done
-  # --man=no is not needed (Documentation= names no man page); any output is a finding.
+  # --man=no: Documentation= names the man pages the package installs, which a build machine
+  # does not have (packaging/build-deb checks them with man --warnings). Any output is a finding.
   local verify_output
-  if ! verify_output=$(systemd-analyze verify "${files[@]}" 2>&1) || [[ -n "$verify_output" ]]; then
+  if ! verify_output=$(systemd-analyze verify --man=no "${files[@]}" 2>&1) || [[ -n "$verify_output" ]]; then
     fail "systemd-analyze verify $unit $*:"$'\n'"$verify_output"
   else
     echo "check-units: systemd-analyze verify $unit $*: clean"
@@ -64,9 +65,9 @@ check_service() {
   fi
 }
 
-check_service pushspoold
+check_service pushspoold sbin
 # The inbox HTTP API: socket activation, verified with its socket unit.
-check_service pushspool-inbox pushspool-inbox.socket
+check_service pushspool-inbox sbin pushspool-inbox.socket
 
 # 3. sysusers and tmpfiles, applied to a scratch root (users resolve in its /etc/passwd).
 root="$scratch/root"

@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+# The version is set once (Sources/PushPayload/Version.swift); debian/changelog must agree.
+./packaging/build-deb --check-version
 export PATH="/opt/swift/usr/bin:$PATH"
 swift build -Xswiftc -warnings-as-errors --build-tests
 # Three runs. The media tests await real downloads against deadlines; on two cores the
@@ -21,3 +23,7 @@ swift test --skip-build --parallel --filter IntegrationTests
 ./scripts/systemd-integration/journald-events.sh
 ./scripts/systemd-integration/notifier-live.sh
 ./scripts/systemd-integration/daemon-live.sh
+# The Debian package end to end: release build, lintian --pedantic, install with apt-get,
+# the installed unit under the systemd manager, upgrade, remove, purge (about 5 minutes on
+# top of the release build; it cleans up after itself and purges the package).
+./scripts/deb-test.sh

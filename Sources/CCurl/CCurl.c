@@ -1,3 +1,5 @@
+#include <netinet/in.h>
+#include <string.h>
 #include "CCurl.h"
 
 CURLcode ccurl_setopt_long(CURL *easy, CURLoption option, long value) { return curl_easy_setopt(easy, option, value); }
@@ -29,4 +31,14 @@ int ccurl_multi_next_done(CURLM *multi, CURL **easy, CURLcode *result) {
     return 0;
 }
 
-const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address) { return &address->addr; }
+int ccurl_sockaddr_ip(const struct curl_sockaddr *address, unsigned char out[16]) {
+    if (address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+        memcpy(out, &((const struct sockaddr_in *)&address->addr)->sin_addr, 4);
+        return 4;
+    }
+    if (address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+        memcpy(out, &((const struct sockaddr_in6 *)&address->addr)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
+}

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <unistd.h>
 #include "CPosix.h"
@@ -56,4 +58,8 @@ int cposix_install_crash_mark(int fd, long offset, char mark) {
         if (sigaction(crash_signals[i], &action, &previous_actions[i]) != 0) return -1;
     }
     return 0;
+}
+
+int cposix_set_thread_niceness(int niceness) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
 }

@@ -353,16 +353,12 @@ final class FetcherCore: Sendable {
     }
 }
 
-/// Starts a detached POSIX thread named `name` running `body`.
+/// Starts a detached POSIX thread running `body`. A process that cannot start its network
+/// thread cannot fetch anything: that is a start-up failure, not a state to limp on in.
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    final class Box { let body: @Sendable () -> Void; let name: String; init(_ b: @escaping @Sendable () -> Void, _ n: String) { body = b; name = n } }
-    let context = Unmanaged.passRetained(Box(body, name)).toOpaque()
-    var thread = pthread_t()
-    let result = pthread_create(&thread, nil, { raw in
-        let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-        box.body()
-        return nil
-    }, context)
-    precondition(result == 0, "pthread_create failed: \(result)")
-    pthread_detach(thread)
+    do {
+        try PosixThread.detach(body)
+    } catch {
+        preconditionFailure("\(name): \(error)")
+    }
 }

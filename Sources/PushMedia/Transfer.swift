@@ -240,22 +240,13 @@ final class Transfer {
     /// The open-socket callback: the SSRF check on the address about to be connected to.
     func openSocket(_ address: UnsafePointer<curl_sockaddr>) -> curl_socket_t {
         let family = address.pointee.family
-        let sockaddr = ccurl_sockaddr_address(address)!
-        var bytes: [UInt8] = []
-        if family == AF_INET {
-            sockaddr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
-                var addr = v4.pointee.sin_addr
-                bytes = withUnsafeBytes(of: &addr) { Array($0) }
-            }
-        } else if family == AF_INET6 {
-            sockaddr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
-                var addr = v6.pointee.sin6_addr
-                bytes = withUnsafeBytes(of: &addr) { Array($0) }
-            }
-        } else {
+        var raw = [UInt8](repeating: 0, count: 16)
+        let length = Int(ccurl_sockaddr_ip(address, &raw))
+        guard length > 0 else {
             refusedAddress = "address family \(family) is not IP"
             return CCURL_SOCKET_BAD
         }
+        let bytes = Array(raw.prefix(length))
         if let refusal = policy.refusal(for: bytes) {
             refusedAddress = refusal
             return CCURL_SOCKET_BAD

@@ -111,23 +111,15 @@ private let posterWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int,
 
 private let posterOpenSocket: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t = { userdata, _, address in
     let context = Unmanaged<HTTPPoster.Context>.fromOpaque(userdata!).takeUnretainedValue()
-    guard let address, let sockaddr = ccurl_sockaddr_address(address) else { return CCURL_SOCKET_BAD }
+    guard let address else { return CCURL_SOCKET_BAD }
     let family = address.pointee.family
-    var bytes: [UInt8] = []
-    if family == AF_INET {
-        sockaddr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
-            var addr = v4.pointee.sin_addr
-            bytes = withUnsafeBytes(of: &addr) { Array($0) }
-        }
-    } else if family == AF_INET6 {
-        sockaddr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
-            var addr = v6.pointee.sin6_addr
-            bytes = withUnsafeBytes(of: &addr) { Array($0) }
-        }
-    } else {
+    var raw = [UInt8](repeating: 0, count: 16)
+    let length = Int(ccurl_sockaddr_ip(address, &raw))
+    guard length > 0 else {
         context.refused = "address family \(family) is not IP"
         return CCURL_SOCKET_BAD
     }
+    let bytes = Array(raw.prefix(length))
     if let refusal = context.check.refusal(for: bytes) {
         context.refused = refusal
         return CCURL_SOCKET_BAD

@@ -50,18 +50,10 @@ package final class OutboxFollower: Sendable {
     package func start() {
         thread.withLock { handle in
             guard handle == nil else { return }
-            let box = Unmanaged.passRetained(self).toOpaque()
-            var created = pthread_t()
-            let result = pthread_create(&created, nil, { raw in
-                let follower = Unmanaged<OutboxFollower>.fromOpaque(raw!).takeRetainedValue()
-                follower.run()
-                return nil
-            }, box)
-            if result == 0 {
-                handle = created
-            } else {
-                Unmanaged<OutboxFollower>.fromOpaque(box).release()
-                snapshot.withLock { $0.lastError = "pthread_create failed: \(result)" }
+            do {
+                handle = try PosixThread.spawn { [self] in run() }
+            } catch {
+                snapshot.withLock { $0.lastError = "\(error)" }
             }
         }
     }

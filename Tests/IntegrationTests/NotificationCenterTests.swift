@@ -12,14 +12,13 @@ import TestSupport
         try text.split(separator: "\n").map { try JSONParser().parse(String($0)) }
     }
 
-    @Test func aUsersInboxFromDropToReadAndTheEventDelivered() throws {
-        let server = try LoopbackHTTPServer()
-        server.route("/v3/operations/async", .ok([]))
+    /// A harness whose daemon delivers Mindbox events to `server`, with a key file (mode 0600)
+    /// that lives as long as the returned cleanup is not called.
+    static func outboxHarness(_ name: String, server: LoopbackHTTPServer, key: String, extra: String = "") throws -> (DaemonHarness, () -> Void) {
         let keyFile = NSTemporaryDirectory() + "pushspool-mindbox-key-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try "secret-key-1\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        try (key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
         chmod(keyFile, 0o600)
-        defer { unlink(keyFile) }
-        let harness = try DaemonHarness(name: "nc", config: """
+        let harness = try DaemonHarness(name: name, config: """
             [Media]
             Enabled=no
             [Outbox]
@@ -29,7 +28,16 @@ import TestSupport
             MindboxURL=\(server.url(""))
             MindboxEndpointId=app-ios
             MindboxSecretKeyFile=\(keyFile)
+            \(extra)
             """)
+        return (harness, { unlink(keyFile) })
+    }
+
+    @Test func aUsersInboxFromDropToReadAndTheEventDelivered() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .ok([]))
+        let (harness, removeKey) = try Self.outboxHarness("nc", server: server, key: "secret-key-1")
+        defer { removeKey() }
         try harness.start()
         for index in 0..<3 {
             try harness.drop(Array(#"""
@@ -87,5 +95,30 @@ import TestSupport
         let (_, retainedOut, retainedErr) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
         #expect(try Self.jsonLines(retainedOut).first?["unread"]?.numberLexeme == "0", "\(retainedOut) \(retainedErr)")
         #expect(try harness.records().count >= 5)
+    }
+
+    /// An event still pending in the outbox when pushspoold is killed (SIGKILL) is delivered
+    /// after the restart, with the same transaction id.
+    @Test func aPendingDeliverySurvivesKillNine() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .status(503))
+        let (harness, removeKey) = try Self.outboxHarness("nckill", server: server, key: "secret-key-2", extra: "RetryBaseSec=100ms")
+        defer { removeKey() }
+        try harness.start()
+        let (status, out, err) = try harness.ctl(["nc", "opened", "--user", "bob", "--device", "dev-b"])
+        #expect(status == 0, "\(out) \(err)")
+        let eventId = out.trimmingSpaces
+        try waitUntil(timeout: 30, "a failed attempt") { server.hits("/v3/operations/async") >= 1 }
+        harness.stop(signal: SIGKILL)
+        let failedAttempts = server.hits("/v3/operations/async")
+
+        server.route("/v3/operations/async", .ok([]))
+        try harness.start()
+        try waitUntil(timeout: 30, "the delivery after the restart") { server.hits("/v3/operations/async") > failedAttempts }
+        usleep(500_000)
+        let requests = server.requests("/v3/operations/async")
+        #expect(requests.count == failedAttempts + 1, "delivered once after the restart: \(requests.count) requests")
+        #expect(requests.allSatisfy { $0.target.contains("operation=mobileapp.NCOpen") && $0.target.contains("transactionId=\(eventId)") })
+        #expect(harness.stop() == 0)
     }
 }

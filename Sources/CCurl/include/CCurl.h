@@ -20,8 +20,9 @@ CURLcode ccurl_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 /* Reads one finished transfer; returns 1 and fills easy/result, or 0 when none is left. */
 int ccurl_multi_next_done(CURLM *multi, CURL **easy, CURLcode *result);
-/* The sockaddr inside curl_sockaddr, for address checks in the open-socket callback. */
-const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address);
+/* The IP address curl is about to connect to, in network order: 4 bytes for IPv4, 16 for IPv6,
+   0 (nothing written) for any other family. For the SSRF checks of the open-socket callbacks. */
+int ccurl_sockaddr_ip(const struct curl_sockaddr *address, unsigned char out[16]);
 #define CCURL_SOCKET_BAD CURL_SOCKET_BAD
 /* POST helpers for the outbox. */
 #include "CCurlPost.h"

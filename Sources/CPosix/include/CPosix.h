@@ -10,4 +10,7 @@ int cposix_set_mmap_threshold(int bytes);
 /// allocation — then hand the signal to the handler that was installed before (the Swift
 /// runtime's backtracer, or the default action). Returns 0, or -1 with errno set.
 int cposix_install_crash_mark(int fd, long offset, char mark);
+/// setpriority(PRIO_PROCESS, gettid(), niceness): Linux applies it to the calling thread only.
+/// Returns 0, or -1 with errno set.
+int cposix_set_thread_niceness(int niceness);
 #endif
