@@ -49,7 +49,8 @@ enum ISO8601 {
         guard i == b.count else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = ((days * 24 + hour) * 60 + minute) * 60 + second - offsetMinutes * 60
-        return Int64(seconds) * 1000 + Int64(fractionMillis)
+        let (millis, overflow) = Int64(clamping: seconds).multipliedReportingOverflow(by: 1000)
+        return overflow ? nil : millis &+ Int64(clamping: fractionMillis)
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

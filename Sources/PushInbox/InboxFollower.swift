@@ -204,7 +204,7 @@ package final class InboxFollower: Sendable {
         while !stopRequested {
             let now = Posix.monotonicNanos()
             if now >= deadline { return }
-            usleep(UInt32(min(deadline - now, 20_000_000) / 1000))
+            usleep(UInt32(clamping: min(deadline - now, 20_000_000) / 1000))
         }
     }
 }

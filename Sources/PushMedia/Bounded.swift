@@ -21,7 +21,7 @@ enum Bounded {
     /// `span` as whole milliseconds in `1...Int32.max` (curl's `long` timeouts; a day is
     /// 86,400,000, so the cap only bites on absurd configurations).
     static func millis(_ span: Duration) -> Int {
-        Int(min(max(1, span.clampedMilliseconds), Int64(Int32.max)))
+        Int(clamping: min(max(1, span.clampedMilliseconds), Int64(Int32.max)))
     }
 
     /// `span` rounded up to whole seconds in `1...Int32.max`.

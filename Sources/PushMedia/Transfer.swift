@@ -223,14 +223,14 @@ final class Transfer {
               let hour = number(clock[0], digits: 2, in: 0...23),
               let minute = number(clock[1], digits: 2, in: 0...59),
               let second = number(clock[2], digits: 2, in: 0...60) else { return nil }
-        // Every field is bounded above, so these conversions cannot trap.
+        // Every field is bounded above; clamping keeps that true even if the bounds change.
         var parsed = tm()
-        parsed.tm_year = Int32(year - 1900)
-        parsed.tm_mon = Int32(month)
-        parsed.tm_mday = Int32(day)
-        parsed.tm_hour = Int32(hour)
-        parsed.tm_min = Int32(minute)
-        parsed.tm_sec = Int32(second)
+        parsed.tm_year = Int32(clamping: year - 1900)
+        parsed.tm_mon = Int32(clamping: month)
+        parsed.tm_mday = Int32(clamping: day)
+        parsed.tm_hour = Int32(clamping: hour)
+        parsed.tm_min = Int32(clamping: minute)
+        parsed.tm_sec = Int32(clamping: second)
         let epoch = timegm(&parsed)
         let delay = Double(epoch) - nowEpochSeconds
         guard delay.isFinite else { return nil }

@@ -8,7 +8,6 @@ package final class Counters: Sendable {
     package let refused = Atomic<Int>(0)
     package let duplicates = Atomic<Int>(0)
     package let backlog = Atomic<Int>(0)
-    package let inFlight = Atomic<Int>(0)
     package let mediaInFlight = Atomic<Int>(0)
     package let mediaStored = Atomic<Int>(0)
     package let mediaFailed = Atomic<Int>(0)
@@ -31,13 +30,14 @@ package final class Counters: Sendable {
     }
 
     /// The counts as a flat JSON object for `<state>/status.json` and `pushspoolctl stats --json`.
-    package func snapshot() -> [(String, Int)] {
+    /// `inFlight` comes from the daemon's intake state, which owns that count.
+    package func snapshot(inFlight: Int) -> [(String, Int)] {
         [
             ("ingested", ingested.load(ordering: .relaxed)),
             ("refused", refused.load(ordering: .relaxed)),
             ("duplicates", duplicates.load(ordering: .relaxed)),
             ("backlog", backlog.load(ordering: .relaxed)),
-            ("inFlight", inFlight.load(ordering: .relaxed)),
+            ("inFlight", inFlight),
             ("mediaInFlight", mediaInFlight.load(ordering: .relaxed)),
             ("mediaStored", mediaStored.load(ordering: .relaxed)),
             ("mediaFailed", mediaFailed.load(ordering: .relaxed)),

@@ -228,7 +228,6 @@ package final class Daemon: Sendable {
                 let leftovers = try spool.scanProcessing()
                 while let batch = try leftovers.next() {
                     for entry in batch where state.withLock({ $0.admitLeftover() }) {
-                        counters.inFlight.add(1, ordering: .relaxed)
                         submit(entry.name)
                     }
                     reporter.notifier.watchdogPing()
@@ -256,7 +255,6 @@ package final class Daemon: Sendable {
                             priority: plan.quarantine.isEmpty ? 5 : 2,
                             fields: [("QUARANTINED", String(plan.quarantine.count)), ("ISOLATED", String(plan.isolate.count))])
         for name in plan.quarantine where state.withLock({ $0.admitLeftover() }) {
-            counters.inFlight.add(1, ordering: .relaxed)
             pipeline.quarantine(name, code: ReasonCode.crashedDaemon.rawValue,
                                 message: "the daemon died while processing this file alone after it had already been in "
                                 + "flight at an earlier crash; quarantined so that it cannot stop the daemon again "
@@ -264,7 +262,6 @@ package final class Daemon: Sendable {
         }
         for (index, name) in plan.isolate.enumerated() {
             guard state.withLock({ $0.admitLeftover() }) else { break }
-            counters.inFlight.add(1, ordering: .relaxed)
             reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
             crashGuard.isolating(name)
             submit(name)
@@ -280,7 +277,6 @@ package final class Daemon: Sendable {
         }
         if let failure = fatalFailure() { return failure }
         for name in plan.normal where state.withLock({ $0.admitLeftover() }) {
-            counters.inFlight.add(1, ordering: .relaxed)
             submit(name)
         }
         return nil
@@ -399,8 +395,7 @@ package final class Daemon: Sendable {
         while true {
             switch state.withLock({ $0.admit() }) {
             case .granted:
-                counters.inFlight.add(1, ordering: .relaxed)
-                return true
+                    return true
             case .refused:
                 return false
             case .full:
@@ -411,7 +406,6 @@ package final class Daemon: Sendable {
     }
 
     private func finish() {
-        counters.inFlight.subtract(1, ordering: .releasing)
         if state.withLock({ $0.finish() }) { doorbell.signal() }
     }
 
@@ -421,7 +415,6 @@ package final class Daemon: Sendable {
         case .done, .leftForNextStart:
             finish()
         case .handBack:
-            counters.inFlight.subtract(1, ordering: .releasing)
             if state.withLock({ $0.handBack(name) }) { doorbell.signal() }
         case .journalFailed(let errno, let message):
             state.withLock { $0.journalFailed(.init(errno: errno, message: message)) }
@@ -550,6 +543,7 @@ package final class Daemon: Sendable {
 
     private func publishMetrics(_ configuration: Configuration) {
         reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats,
+                         inFlight: state.withLock { $0.inFlight },
                          more: followers.publish(to:))
     }
 }

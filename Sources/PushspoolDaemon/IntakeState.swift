@@ -196,7 +196,6 @@ struct IntakeState: Sendable {
     }
 
     var busyCount: Int { busyNames.count }
-    var handedBackCount: Int { handedBack.count }
 
     // MARK: - Draining
 

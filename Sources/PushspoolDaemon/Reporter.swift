@@ -97,18 +97,14 @@ final class Reporter: Sendable {
 
     // MARK: - Status and metrics
 
-    /// `STATUS=` with the live counts; `prefix` names the phase (start-up backlog, stopping).
-    func status(prefix: String, journalPaused: Bool) {
-        notifier.status(prefix + counters.statusLine(paused: journalPaused))
-    }
-
     func statusLine(prefix: String, journalPaused: Bool) -> String {
         prefix + counters.statusLine(paused: journalPaused)
     }
 
     /// Sets the gauges and writes status.json and the metrics textfile on the background queue.
     /// `more` sets the gauges of parts the reporter does not know (the followers).
-    func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, more: (Metrics) -> Void = { _ in }) {
+    func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, inFlight: Int,
+                 more: (Metrics) -> Void = { _ in }) {
         more(metrics)
         metrics.set(MetricFamily.backlog, to: Double(counters.backlog.load(ordering: .relaxed)))
         metrics.set(MetricFamily.mediaInFlight, to: Double(counters.mediaInFlight.load(ordering: .relaxed)))
@@ -117,7 +113,7 @@ final class Reporter: Sendable {
         metrics.set(MetricFamily.media, labels: ["status": "skipped"], to: Double(counters.mediaSkipped.load(ordering: .relaxed)))
         metrics.set(MetricFamily.journalBytes, to: Double(journal.bytes))
         let statusDirectory = stateDirectory
-        let statusJSON = StatusFile.render(counters: counters.snapshot(), journal: journal, media: media,
+        let statusJSON = StatusFile.render(counters: counters.snapshot(inFlight: inFlight), journal: journal, media: media,
                                            lastError: counters.lastError)
         let metrics = metrics
         background.submit {
