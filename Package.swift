@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "pushspoolctl", targets: ["pushspoolctl"]),
         .executable(name: "pushspool-bench", targets: ["pushspool-bench"]),
         .executable(name: "pushspool-inbox", targets: ["pushspool-inbox"]),
+        .executable(name: "pushspool-fetch", targets: ["pushspool-fetch"]),
     ],
     targets: [
         // C: system libraries from Debian and tiny shims.
@@ -33,6 +34,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
         .target(name: "CBenchBaseline"),
+        // prctl(2) for pushspool-fetch's self-hardening (prctl is variadic).
+        .target(name: "CFetchShim"),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
@@ -42,6 +45,9 @@ let package = Package(
         // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
         .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
+        // Privilege separation for media: the protocol, the supervisor pushspoold runs and the
+        // server pushspool-fetch runs (libcurl and libvips live only in the latter's process).
+        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMedia", "PushMediaStore", "CFetchShim"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
@@ -59,7 +65,7 @@ let package = Package(
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
@@ -70,6 +76,7 @@ let package = Package(
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         .executableTarget(name: "pushspool-inbox", dependencies: ["PushInboxServer"]),
+        .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetch"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
@@ -87,6 +94,9 @@ let package = Package(
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushFetchTests", dependencies: [
+            "PushFetch", "PushMedia", "PushMediaStore", "PushSystem", "TestSupport", "pushspool-fetch",
+        ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         // The outbox in a child process the crash tests can SIGKILL.
@@ -98,7 +108,7 @@ let package = Package(
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "pushspool-fetch",
         ]),
     ]
 )

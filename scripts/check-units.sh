@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Checks the systemd integration files the way CI requires; exits non-zero on any problem.
 #
-#   1. systemd-analyze verify systemd/pushspoold.service and pushspool-inbox.service (with
-#      pushspool-inbox.socket) are clean (no output at all).
-#   2. systemd-analyze security --offline=true rates each service 1.5 or lower.
+#   1. systemd-analyze verify systemd/pushspoold.service, pushspool-inbox.service (with
+#      pushspool-inbox.socket) and pushspool-fetch@.service (with pushspool-fetch.socket) are
+#      clean (no output at all).
+#   2. systemd-analyze security --offline=true rates pushspoold.service 1.0 or lower (it has no
+#      network: media goes through pushspool-fetch), pushspool-inbox.service 1.5 or lower and
+#      pushspool-fetch@.service 2.0 or lower (downloading is its job, so it keeps the network).
 #   3. pushspool.sysusers and pushspool.tmpfiles apply cleanly to a scratch root.
 #   4. pushspool.catalog compiles with journalctl --update-catalog and has every entry.
 #
@@ -18,7 +21,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-max_exposure=1.5
 failures=0
 fail() { echo "check-units: FAIL: $*" >&2; failures=$((failures + 1)); }
 
@@ -26,19 +28,20 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/check-units.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/bin"
 
-# check_service NAME SBIN_OR_BIN [COMPANION...]: steps 1 and 2 for systemd/NAME.service (whose
-# ExecStart= is /usr/SBIN_OR_BIN/NAME); companions (its .socket) are verified with it, unchanged.
+# check_service NAME SBIN_OR_BIN MAX_EXPOSURE [COMPANION...]: steps 1 and 2 for
+# systemd/NAME.service (whose ExecStart= is /usr/SBIN_OR_BIN/NAME, or for a template NAME@ of
+# /usr/SBIN_OR_BIN/NAME without the @); companions (its .socket) are verified with it, unchanged.
 check_service() {
-  local name=$1 bindir=$2; shift 2
-  local unit=systemd/$name.service dir=$scratch/unit-$name
+  local name=$1 bindir=$2 max_exposure=$3; shift 3
+  local unit=systemd/$name.service dir=$scratch/unit-$name program=${name%@}
   mkdir -p "$dir"
   # 1. verify, on a copy whose ExecStart points at a stub.
-  cp /bin/true "$scratch/bin/$name"
-  sed "s|^ExecStart=/usr/$bindir/$name\$|ExecStart=$scratch/bin/$name|" "$unit" >"$dir/$name.service"
+  cp /bin/true "$scratch/bin/$program"
+  sed "s|^ExecStart=/usr/$bindir/$program\$|ExecStart=$scratch/bin/$program|" "$unit" >"$dir/$name.service"
   local changed
   changed=$(diff "$unit" "$dir/$name.service" | grep -c '^[<>]' || true)
   if [[ "$changed" != 2 ]]; then
-    fail "$unit must have exactly one line 'ExecStart=/usr/$bindir/$name' (rewrite changed $changed lines)"
+    fail "$unit must have exactly one line 'ExecStart=/usr/$bindir/$program' (rewrite changed $changed lines)"
   fi
   local files=("$dir/$name.service") companion
   for companion in "$@"; do cp "systemd/$companion" "$dir/"; files+=("$dir/$companion"); done
@@ -52,10 +55,11 @@ check_service() {
   fi
 
   # 2. security rating. --threshold is on the 0..100 scale (1.5 -> 15); the parsed number is
-  # checked as well so the message shows it.
-  local security_output security_rc exposure
-  security_output=$(systemd-analyze security --offline=true --threshold=15 "$unit" 2>&1) && security_rc=0 || security_rc=$?
-  exposure=$(sed -n "s/.*Overall exposure level for $name.service: \([0-9.]*\).*/\1/p" <<<"$security_output")
+  # checked as well so the message shows it. A template is rated as an instance (NAME@i).
+  local security_output security_rc exposure threshold
+  threshold=$(awk -v m="$max_exposure" 'BEGIN { printf "%d", m * 10 }')
+  security_output=$(systemd-analyze security --offline=true --threshold="$threshold" "$unit" 2>&1) && security_rc=0 || security_rc=$?
+  exposure=$(sed -n "s/.*Overall exposure level for $name[a-z]*\.service: \([0-9.]*\).*/\1/p" <<<"$security_output")
   if [[ -z "$exposure" ]]; then
     fail "systemd-analyze security printed no exposure level for $unit:"$'\n'"$security_output"
   elif [[ "$security_rc" != 0 ]] || ! awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
@@ -65,9 +69,26 @@ check_service() {
   fi
 }
 
-check_service pushspoold sbin
+# No network in pushspoold (PrivateNetwork=yes, IPAddressDeny=any, AF_UNIX only).
+check_service pushspoold sbin 1.0
 # The inbox HTTP API: socket activation, verified with its socket unit.
-check_service pushspool-inbox sbin pushspool-inbox.socket
+check_service pushspool-inbox sbin 1.5 pushspool-inbox.socket
+# The media fetcher: one instance per connection on its socket; it needs the network.
+check_service pushspool-fetch@ sbin 2.0 pushspool-fetch.socket
+
+# pushspoold with the network drop-in (packaging/pushspoold-network.conf) stays within the
+# inbox's limit: enabling [Outbox]/[Export] costs the network settings and nothing else.
+dropin_root=$scratch/dropin
+mkdir -p "$dropin_root/pushspoold.service.d"
+cp systemd/pushspoold.service "$dropin_root/"
+cp packaging/pushspoold-network.conf "$dropin_root/pushspoold.service.d/network.conf"
+dropin_exposure=$(cd "$dropin_root" && SYSTEMD_UNIT_PATH="$dropin_root:" systemd-analyze security --offline=true pushspoold.service 2>&1 \
+  | sed -n 's/.*Overall exposure level for pushspoold\.service: \([0-9.]*\).*/\1/p')
+if [[ -z "$dropin_exposure" ]] || ! awk -v e="$dropin_exposure" 'BEGIN { exit !(e <= 1.5 && e > 0.5) }'; then
+  fail "pushspoold.service with packaging/pushspoold-network.conf: exposure '$dropin_exposure' (expected above 0.5: the drop-in must take effect; at most 1.5)"
+else
+  echo "check-units: systemd-analyze security pushspoold.service + pushspoold-network.conf: $dropin_exposure (limit 1.5)"
+fi
 
 # 3. sysusers and tmpfiles, applied to a scratch root (users resolve in its /etc/passwd).
 root="$scratch/root"

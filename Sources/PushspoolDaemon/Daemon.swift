@@ -6,6 +6,7 @@ import PushPayload
 import PushJournal
 import PushSpool
 import PushMedia
+import PushFetch
 import PushSystemd
 import PushConfig
 
@@ -24,7 +25,7 @@ package final class Daemon: Sendable {
     private let stateDirectory: String
     private let spool: Spool
     private let journal: JournalWriter
-    private let media: MediaFetcher?
+    private let media: (any MediaSource)?
     private let reporter: Reporter
     /// The inbox index and the outbox, following the journal on threads of their own.
     private let followers: Followers
@@ -101,6 +102,11 @@ package final class Daemon: Sendable {
         }
 
         followers = try Followers(configuration: configuration, journal: journal, events: events)
+        if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
+            // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
+            reporter.error(problem)
+            events.log(.outboxFailed, problem, fields: [(EventField.reasonCode, "network_denied")])
+        }
 
         do {
             try layout.create()
@@ -117,7 +123,7 @@ package final class Daemon: Sendable {
         }
         if configuration.media.enabled {
             do {
-                media = try MediaFetcher(options: Self.mediaOptions(for: configuration))
+                media = try Self.mediaSource(for: configuration, reporter: reporter)
             } catch {
                 throw DaemonError(stage: "media", message: "\(error)", errno: EIO)
             }

@@ -4,6 +4,7 @@ import PushPayload
 import PushJournal
 import PushSpool
 import PushMedia
+import PushFetch
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.
 enum FileEnd: Sendable, Equatable {
@@ -28,7 +29,8 @@ enum FileEnd: Sendable, Equatable {
 final class FilePipeline: Sendable {
     private let spool: Spool
     private let journal: JournalWriter
-    private let media: MediaFetcher?
+    /// `pushspool-fetch` behind its supervisor in production; never libcurl/libvips in this process.
+    private let media: (any MediaSource)?
     private let reporter: Reporter
     private let normalizerOptions: Mutex<NormalizerOptions>
     /// `[Media] AllowHTTP` and `MaxWaiting` as the fetcher was opened with (a change needs a restart).
@@ -41,7 +43,7 @@ final class FilePipeline: Sendable {
     /// `FaultHook.crashMarker`: tests only, nil in production.
     private let crashMarker: [UInt8]?
 
-    init(spool: Spool, journal: JournalWriter, media: MediaFetcher?, reporter: Reporter, options: NormalizerOptions,
+    init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
          onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil, onEnd: @escaping @Sendable (String, FileEnd) -> Void) {
         self.spool = spool

@@ -1,0 +1,6 @@
+#include <sys/prctl.h>
+#include "CFetchShim.h"
+
+int cfetch_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL); }
+int cfetch_parent_death_signal(int signal) { return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0UL, 0UL, 0UL); }
+int cfetch_set_dumpable(int dumpable) { return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL); }
