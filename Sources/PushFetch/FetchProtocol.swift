@@ -289,7 +289,7 @@ extension FetchMessage {
             throw FetchProtocolError(.tooLarge, "\(bytes.count) bytes, limit \(maxMessageBytes)")
         }
         var reader = WireReader(Array(bytes))
-        guard try reader.bytes(magic.count) == magic else { throw FetchProtocolError(.badMagic, "not a pushspool-fetch message") }
+        guard try reader.bytes(magic.count).elementsEqual(magic) else { throw FetchProtocolError(.badMagic, "not a pushspool-fetch message") }
         let version = try reader.u8()
         guard version == FetchMessage.version else {
             throw FetchProtocolError(.unsupportedVersion, "version \(version), this side speaks \(FetchMessage.version)")

@@ -67,14 +67,16 @@ package enum FetchServer {
                 log("unexpected message after configuration")
                 return .protocolViolation
             }
+            if let fault, url.contains(fault.marker) {
+                // As if decoding this URL's image crashed or wedged the process: it never answers.
+                fault.fire(output: output)
+                continue
+            }
             fetcher.fetch(url: url) { outcome in
                 if !output.send(.result(id: id, FetchResult(outcome))) {
                     // pushspoold is gone: nothing to deliver to. Exit at once, without unwinding.
                     _exit(ExitCode.ioError.rawValue)
                 }
-            }
-            if let fault, url.contains(fault.marker) {
-                fault.fire(output: output)
             }
         }
     }
@@ -111,8 +113,8 @@ package enum FetchServer {
 ///     PUSHSPOOL_ALLOW_FAULT_INJECTION=1
 ///     PUSHSPOOL_FETCH_FAULT=<kill|segv|hang|exit>:<marker>
 ///
-/// The fault fires 300 ms after the request arrives, so downloads already running are cut
-/// mid-transfer.
+/// The marked request is not answered; the fault fires 300 ms after it arrives, so downloads
+/// already running are cut mid-transfer.
 package struct FetchFault: Sendable, Equatable {
     package enum Kind: String, Sendable {
         /// SIGKILL (an OOM kill looks the same).

@@ -99,7 +99,8 @@ package final class FetchSupervisor: MediaSource, Sendable {
 
     /// Queues `url` and sends it if a fetcher is up. Never blocks on the fetcher.
     package func fetch(url: String, completion: @escaping @Sendable (MediaOutcome) -> Void) {
-        let deadline = Bounded.deadline(Posix.monotonicNanos(), plus: requestDeadline.clampedUInt64Nanoseconds)
+        let (sum, overflow) = Posix.monotonicNanos().addingReportingOverflow(requestDeadline.clampedUInt64Nanoseconds)
+        let deadline = overflow ? UInt64.max : sum
         let accepted: Bool = state.withLock { state in
             if state.closed { return false }
             state.nextID += 1
@@ -275,7 +276,7 @@ package final class FetchSupervisor: MediaSource, Sendable {
                 lose(connection, reason: "pushspool-fetch sent an unexpected message", kill: true)
                 return
             }
-            let finished: Pending? = state.withLock { state in
+            let finished: Pending? = state.withLock { state -> Pending? in
                 // Only the fetcher it was sent to may answer it.
                 guard let pending = state.pending[id], pending.sentOn == connection.generation else { return nil }
                 state.pending[id] = nil
@@ -292,7 +293,8 @@ package final class FetchSupervisor: MediaSource, Sendable {
         switch result {
         case .stored(let stored):
             stats.stored += 1
-            stats.bytesStored = Bounded.sum(stats.bytesStored, stored.bytes)
+            let (total, overflow) = stats.bytesStored.addingReportingOverflow(stored.bytes)
+            stats.bytesStored = overflow ? Int64.max : total
             if stored.thumbnail != nil { stats.thumbnails += 1 }
             if stored.decodable == false { stats.undecodable += 1 }
             if stored.reused { stats.reused += 1 }

@@ -42,10 +42,11 @@ package enum Hardening {
     }
 
     private static func setLimit(_ resource: __rlimit_resource, _ value: UInt64, _ name: String) throws(SystemError) {
+        let resource = __rlimit_resource_t(resource.rawValue)
         var current = rlimit()
         _ = try Posix.call("getrlimit", name) { getrlimit(resource, &current) }
         // Never raise: only an unprivileged lowering, and never above the hard limit.
-        let wanted = min(value, current.rlim_max)
+        let wanted = min(rlim_t(value), current.rlim_max)
         var limit = rlimit(rlim_cur: wanted, rlim_max: wanted)
         _ = try Posix.call("setrlimit", name) { setrlimit(resource, &limit) }
     }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushSystem
+internal import CFetchShim
 
 /// Starting and reaping the fetcher process.
 package enum ChildProcess {
@@ -20,7 +21,7 @@ package enum ChildProcess {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, source, 3)
-        posix_spawn_file_actions_addclosefrom_np(&actions, 4)
+        cfetch_spawn_closefrom(&actions, 4)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -54,7 +55,7 @@ package enum ChildProcess {
     package static func describe(status: Int32) -> String {
         let signal = status & 0x7f
         if signal == 0 { return "exit status \((status >> 8) & 0xff)" }
-        let name = sigabbrev_np(signal).map { "SIG" + String(cString: $0) } ?? "?"
+        let name = cfetch_signal_name(signal).map { "SIG" + String(cString: $0) } ?? "?"
         return "killed by signal \(signal) (\(name))"
     }
 

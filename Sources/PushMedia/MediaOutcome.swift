@@ -50,6 +50,13 @@ package struct MediaThumbnail: Sendable, Equatable {
     package var width: Int
     package var height: Int
     package var bytes: Int64
+
+    package init(path: String, width: Int, height: Int, bytes: Int64) {
+        self.path = path
+        self.width = width
+        self.height = height
+        self.bytes = bytes
+    }
 }
 
 /// The media part of a journal record. Every fetch ends in one, whatever happened.
@@ -170,6 +177,9 @@ package struct MediaStats: Sendable, Equatable {
     package var bytesStored: Int64 = 0
     package var thumbnails = 0
     package var undecodable = 0
+
+    /// All zero (pushspool-fetch's supervisor counts its own).
+    package init() {}
 
     package var failed: Int { failedByCode.values.reduce(0, +) }
 

@@ -4,6 +4,7 @@ import PushPayload
 import PushJournal
 import PushMedia
 import PushFetch
+import PushSystemd
 import PushConfig
 
 /// The options each part is opened with, derived from the configuration in one place.
@@ -119,7 +120,7 @@ enum NetworkProbe {
         defer { freeifaddrs(list) }
         var cursor: UnsafeMutablePointer<ifaddrs>? = first
         while let entry = cursor {
-            if entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK.rawValue) == 0 { return nil }
+            if entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0 { return nil }
             cursor = entry.pointee.ifa_next
         }
         return "only the loopback interface exists (PrivateNetwork=yes)"

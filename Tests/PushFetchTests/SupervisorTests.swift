@@ -186,7 +186,7 @@ import TestSupport
     @Test func refusedConfigurationIsReported() throws {
         let dir = TempDir()
         // The store's parent is a file: MediaStore.prepare fails inside the fetcher.
-        FileManager.default.createFile(atPath: dir.appending("file"), contents: Data())
+        _ = FileManager.default.createFile(atPath: dir.appending("file"), contents: Data())
         let recorder = Recorder()
         let supervisor = try FetchSupervisor(options: MediaOptions(storeDirectory: dir.appending("file/media")),
                                              launch: .spawn(executable: Self.executable, arguments: []),
@@ -240,7 +240,8 @@ final class AcceptSpawner: Sendable {
     let children = Mutex<[pid_t]>([])
 
     init(path: String, executable: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        self.fd = fd
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
@@ -253,7 +254,7 @@ final class AcceptSpawner: Sendable {
         self.executable = executable
         let thread = Thread { [self] in
             while true {
-                let connection = accept4(fd, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+                let connection = accept(fd, nil, nil)
                 if connection < 0 { return }
                 count.add(1, ordering: .relaxed)
                 if let pid = try? ChildProcess.spawn(executable: executable, arguments: [], environment: ["LISTEN_FDS": "1"],
