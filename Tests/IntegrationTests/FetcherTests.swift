@@ -29,7 +29,7 @@ import TestSupport
             "[Spool]", "StableAgeSec=0",
             "[Metrics]", "IntervalSec=3600",
             "[Media]", "Enabled=yes", "AllowHTTP=yes", "AllowNetworks=127.0.0.0/8",
-            "ConnectTimeoutSec=1", "TransferTimeoutSec=60", "LowSpeedTimeSec=60", "Attempts=1",
+            "ConnectTimeoutSec=1", "TransferTimeoutSec=4", "LowSpeedTimeSec=4", "Attempts=1",
             "PayloadDeadlineSec=\(Int(payloadDeadline))",
         ].joined(separator: "\n") + "\n"
     }
@@ -133,14 +133,21 @@ import TestSupport
         let daemonPID = try #require(harness.process?.processIdentifier)
         try waitUntil(timeout: 30, "the fetcher process") { Self.fetchers(of: daemonPID).count == 1 }
         let fetcher = Self.fetchers(of: daemonPID)[0]
+        // NO_NEW_PRIVS, set by the fetcher itself first thing after exec (seen in /proc/<pid>/status).
+        try waitUntil(timeout: 20, "the fetcher to harden itself") {
+            ((try? String(contentsOfFile: "/proc/\(fetcher)/status", encoding: .utf8)) ?? "").contains("NoNewPrivs:\t1")
+        }
         let targets = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(fetcher)/fd").compactMap {
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(fetcher)/fd/\($0)")
         }
         #expect(!targets.contains { $0.hasPrefix(harness.state + "/journal") || $0.hasPrefix(harness.spool) }, "\(targets)")
         #expect(targets.contains { $0.hasPrefix("socket:") })
-        // NO_NEW_PRIVS and not dumpable, from /proc/<pid>/status.
-        let status = try String(contentsOfFile: "/proc/\(fetcher)/status", encoding: .utf8)
-        #expect(status.contains("NoNewPrivs:\t1"), "\(status)")
+        // Its limits, from /proc/<pid>/limits: no core files, bounded address space and file size.
+        let limits = try String(contentsOfFile: "/proc/\(fetcher)/limits", encoding: .utf8)
+        let line = { (name: String) in limits.split(separator: "\n").first { $0.hasPrefix(name) }.map(String.init) ?? "" }
+        #expect(line("Max core file size").contains(" 0 "), "\(limits)")
+        #expect(line("Max address space").contains("2147483648"), "\(limits)")
+        #expect(!line("Max file size").contains("unlimited"), "\(limits)")
         #expect(harness.stop() == 0)
     }
 }
