@@ -141,6 +141,22 @@ package final class FetchSupervisor: MediaSource, Sendable {
         }
     }
 
+    /// Waits up to `timeout` for the first fetcher to be ready; false when it is not (it keeps
+    /// being tried in the background). The daemon calls this once at start so that payloads
+    /// found at start-up do not all wait for the fetcher's exec and configuration.
+    @discardableResult
+    package func waitUntilReady(timeout: Duration) -> Bool {
+        let (sum, overflow) = Posix.monotonicNanos().addingReportingOverflow(timeout.clampedUInt64Nanoseconds)
+        let deadline = overflow ? UInt64.max : sum
+        while Posix.monotonicNanos() < deadline {
+            let (ready, failed) = state.withLock { ($0.connection != nil, $0.consecutiveFailures > 0) }
+            if ready { return true }
+            if failed { return false }
+            usleep(5_000)
+        }
+        return false
+    }
+
     /// Fetchers started after the first (crashes, hangs, exits).
     package var restarts: Int { state.withLock { $0.restarts } }
 

@@ -72,7 +72,8 @@ extension Daemon {
             launch = .spawn(executable: siblingExecutable(fetcherExecutableName), arguments: [])
         }
         let events = reporter.events
-        return try FetchSupervisor(options: options, launch: launch, requestDeadline: options.payloadDeadline + fetcherGrace) { event in
+        let supervisor = try FetchSupervisor(options: options, launch: launch,
+                                             requestDeadline: options.payloadDeadline + fetcherGrace) { event in
             switch event {
             case .started(let pid):
                 events.log(.started, "media fetcher started", fields: [("FETCHER_PID", String(pid))])
@@ -88,6 +89,9 @@ extension Daemon {
                                     ("RESTART_IN_MS", String(restartIn))])
             }
         }
+        // Not fatal either way: without a fetcher, payloads land with their media failed.
+        supervisor.waitUntilReady(timeout: .seconds(10))
+        return supervisor
     }
 
     /// `<directory of /proc/self/exe>/name`: pushspool-fetch is installed next to pushspoold.
