@@ -23,6 +23,8 @@ swift test --skip-build --parallel --filter IntegrationTests
 ./scripts/systemd-integration/journald-events.sh
 ./scripts/systemd-integration/notifier-live.sh
 ./scripts/systemd-integration/daemon-live.sh
+# pushspool-fetch behind its socket unit (Accept=yes), killed and replaced.
+./scripts/systemd-integration/fetch-live.sh
 # The Debian package end to end: release build, lintian --pedantic, install with apt-get,
 # the installed unit under the systemd manager, upgrade, remove, purge (about 5 minutes on
 # top of the release build; it cleans up after itself and purges the package).
