@@ -150,4 +150,42 @@ import TestSupport
         #expect(!line("Max file size").contains("unlimited"), "\(limits)")
         #expect(harness.stop() == 0)
     }
+
+    /// pushspoold.service has no network; a daemon with `[Outbox] Enabled=yes` in such a
+    /// sandbox says so at start (and goes on ingesting) instead of failing every delivery
+    /// silently. `unshare --net` gives it what PrivateNetwork=yes gives it: only a loopback.
+    @Test(.enabled(if: getuid() == 0, "unshare --net needs root"))
+    func outboxWithoutNetworkIsReportedAtStart() throws {
+        let message = "[Outbox] is enabled but pushspoold has no network"
+        for isolated in [true, false] {
+            let harness = try DaemonHarness(name: "outbox-no-net-\(isolated)",
+                                            config: "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Outbox]\nEnabled=yes\n")
+            let process = Process()
+            let daemon = DaemonHarness.binDirectory + "/pushspoold"
+            let arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config]
+            process.executableURL = URL(fileURLWithPath: isolated ? "/usr/bin/unshare" : daemon)
+            process.arguments = isolated ? ["--net", "--", daemon] + arguments : arguments
+            var environment = ProcessInfo.processInfo.environment
+            environment.removeValue(forKey: "NOTIFY_SOCKET")
+            environment.removeValue(forKey: "JOURNAL_STREAM")
+            process.environment = environment
+            let errors = harness.root + "/stderr"
+            _ = FileManager.default.createFile(atPath: errors, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: errors)
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+            let stderr = { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
+            try waitUntil(timeout: 60, "READY") { stderr().contains("EVENT=ready") || !process.isRunning }
+            #expect(process.isRunning, "\(stderr())")
+            #expect(stderr().contains(message) == isolated, "isolated=\(isolated): \(stderr())")
+            if isolated { #expect(stderr().contains("REASON_CODE=network_denied"), "\(stderr())") }
+            // Intake is not affected either way.
+            try harness.drop(generatedPayload(index: 1, tag: "no-net"), name: "p.json")
+            try waitUntil(timeout: 30, "the payload") { ((try? harness.records().count) ?? 0) == 1 }
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+    }
 }
