@@ -148,6 +148,8 @@ import TestSupport
         #expect(line("Max core file size").contains(" 0 "), "\(limits)")
         #expect(line("Max address space").contains("2147483648"), "\(limits)")
         #expect(!line("Max file size").contains("unlimited"), "\(limits)")
+        // SIGTERM before the daemon is ready would meet the default action, not its handler.
+        try waitUntil(timeout: 60, "READY") { harness.daemonStderr.contains("EVENT=ready") }
         #expect(harness.stop() == 0)
     }
 
