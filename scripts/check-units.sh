@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the systemd integration files the way CI requires; exits non-zero on any problem.
 #
-#   1. systemd-analyze verify systemd/pushspoold.service and pushspool-inbox.service (with
-#      pushspool-inbox.socket) are clean (no output at all).
+#   1. systemd-analyze verify systemd/pushspoold.service, pushspoold@.service (as an instance)
+#      and pushspool-inbox.service (with pushspool-inbox.socket) are clean (no output at all).
 #   2. systemd-analyze security --offline=true rates each service 1.5 or lower.
 #   3. pushspool.sysusers and pushspool.tmpfiles apply cleanly to a scratch root.
 #   4. pushspool.catalog compiles with journalctl --update-catalog and has every entry.
@@ -66,6 +66,42 @@ check_service() {
 }
 
 check_service pushspoold sbin
+
+# check_template: steps 1 and 2 for the template systemd/pushspoold@.service, as the
+# instance pushspoold@example.service (verify and security refuse a bare template). Its
+# ExecStart= carries arguments, so only the program path is rewritten to the stub.
+check_template() {
+  local unit=systemd/pushspoold@.service dir=$scratch/unit-template name=pushspoold@example
+  mkdir -p "$dir"
+  cp /bin/true "$scratch/bin/pushspoold"
+  sed "s|^ExecStart=/usr/sbin/pushspoold |ExecStart=$scratch/bin/pushspoold |" "$unit" >"$dir/pushspoold@.service"
+  local changed
+  changed=$(diff "$unit" "$dir/pushspoold@.service" | grep -c '^[<>]' || true)
+  if [[ "$changed" != 2 ]]; then
+    fail "$unit must have exactly one line 'ExecStart=/usr/sbin/pushspoold ...' (rewrite changed $changed lines)"
+  fi
+  cp "$dir/pushspoold@.service" "$dir/$name.service"
+  local verify_output
+  if ! verify_output=$(systemd-analyze verify --man=no "$dir/$name.service" 2>&1) || [[ -n "$verify_output" ]]; then
+    fail "systemd-analyze verify $unit (as $name.service):"$'\n'"$verify_output"
+  else
+    echo "check-units: systemd-analyze verify $unit (as $name.service): clean"
+  fi
+  local original=$scratch/original-template
+  mkdir -p "$original"
+  cp "$unit" "$original/$name.service"
+  local security_output security_rc exposure
+  security_output=$(systemd-analyze security --offline=true --threshold=15 "$original/$name.service" 2>&1) && security_rc=0 || security_rc=$?
+  exposure=$(sed -n "s/.*Overall exposure level for $name.service: \([0-9.]*\).*/\1/p" <<<"$security_output")
+  if [[ -z "$exposure" ]]; then
+    fail "systemd-analyze security printed no exposure level for $unit:"$'\n'"$security_output"
+  elif [[ "$security_rc" != 0 ]] || ! awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
+    fail "$unit: exposure level $exposure is above $max_exposure:"$'\n'"$(grep '✗' <<<"$security_output")"
+  else
+    echo "check-units: systemd-analyze security $unit (as $name.service): $exposure (limit $max_exposure)"
+  fi
+}
+check_template
 # The inbox HTTP API: socket activation, verified with its socket unit.
 check_service pushspool-inbox sbin pushspool-inbox.socket
 

@@ -58,18 +58,20 @@ struct Recovery {
             removedTemp = true
         }
         if removedTemp { try io.fsync(dirfd, subject: directory) }
-        let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
+        let listed = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
             .sorted { $0.firstSeq < $1.firstSeq }
+        // Seqs below RETAINED were retired on purpose (Retention.swift), not lost.
+        let (retainedFloor, segments) = try finishInterruptedRetention(directory: directory, dirfd: dirfd, io: io, segments: listed)
 
         var checkpoint: DedupCheckpoint?
         if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             checkpoint = DedupCheckpoint.decode(bytes)
         }
         let pass: Pass
-        if let checkpoint, let used = try scan(segments, checkpoint: checkpoint) {
+        if let checkpoint, let used = try scan(segments, checkpoint: checkpoint, retainedFloor: retainedFloor) {
             pass = used
         } else {
-            pass = try scan(segments, checkpoint: nil)!
+            pass = try scan(segments, checkpoint: nil, retainedFloor: retainedFloor)!
         }
 
         // Every seq up to COMMITTED was acknowledged to a producer. If the journal holds none of
@@ -167,8 +169,12 @@ struct Recovery {
 
     /// One read-only pass. Returns `nil` when the checkpoint turns out not to fit the segments
     /// (the caller then rescans everything).
-    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?) throws(JournalError) -> Pass? {
+    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?,
+                      retainedFloor: UInt64 = 1) throws(JournalError) -> Pass? {
         var pass = Pass()
+        // The journal starts at the retained floor: seqs below it were retired, not lost.
+        pass.lastSeq = retainedFloor - 1
+        pass.maxSeq = retainedFloor - 1
         var startIndex = 0
         if let checkpoint {
             guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
@@ -180,7 +186,7 @@ struct Recovery {
                   checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size,
                   // The segments it trusts without reading must all still be there: a deleted
                   // one would otherwise go unnoticed.
-                  segments[...index].map(\.firstSeq) == checkpoint.segments
+                  segments[...index].map(\.firstSeq) == checkpoint.segments.filter({ $0 >= retainedFloor })
             else { return nil }
             switch try sys({ () throws(SystemError) in try file.probe(at: checkpoint.offset, mode: .keys) }) {
             case .end: break

@@ -98,16 +98,35 @@ package enum JournalVerifier {
         let mark = readCommittedMark(directory)
         report.committedSeq = mark?.seq
         let writerRunning = isWriterRunning(directory)
-        let segments: [(name: String, firstSeq: UInt64)]
-        do { segments = try listSegments(directory) } catch {
+        let listed: [(name: String, firstSeq: UInt64)]
+        do { listed = try listSegments(directory) } catch {
             report.problems.append("cannot list \(directory): \(error)")
             return report
         }
         let quarantined = quarantinedFirstSeqs(directory)
+        // Seqs below RETAINED were retired by retention (deleted or archived), not lost. Read
+        // after listing: a segment listed and then retired by the running daemon is skipped.
+        var retainedFloor = readRetainedFloor(directory)
+        if retainedFloor > 1 {
+            report.notes.append("seq 1...\(retainedFloor - 1) retired by retention (deleted or in \(JournalFiles.archive)/)")
+        }
+        var segments: [(name: String, firstSeq: UInt64)] = []
+        for segment in listed {
+            if segment.firstSeq < retainedFloor {
+                report.notes.append("\(segment.name) is below the retained floor: retirement in progress, recovery removes it")
+            } else {
+                segments.append(segment)
+            }
+        }
 
         var files: [SegmentFile] = []
         for segment in segments {
             do { files.append(try SegmentFile(directory: directory, name: segment.name)) } catch {
+                if error.errno == ENOENT, segment.firstSeq < readRetainedFloor(directory) {
+                    retainedFloor = readRetainedFloor(directory)
+                    report.notes.append("\(segment.name) was retired by retention while verify ran")
+                    continue
+                }
                 report.problems.append("cannot open \(directory)/\(segment.name): \(error)")
                 return report
             }
@@ -153,13 +172,13 @@ package enum JournalVerifier {
                 continue
             }
             journalID = header.journalID
-            if header.firstSeq != segments[index].firstSeq {
+            if header.firstSeq != JournalFiles.firstSeq(ofSegment: file.name) {
                 verdict.status = .fail
                 verdict.problem = corruption(16, "header first seq \(header.firstSeq) does not match the file name")
                 continue
             }
             // The journal starts at seq 1: a first segment named higher lost the ones before it.
-            if let previousLast = previousLast ?? (index == 0 ? 0 : nil) {
+            if let previousLast = previousLast ?? (index == 0 ? retainedFloor - 1 : nil) {
                 if header.firstSeq <= previousLast {
                     verdict.status = .fail
                     verdict.problem = corruption(16, "first seq \(header.firstSeq) overlaps the previous segment (last seq \(previousLast))")
