@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushMediaStore",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",

@@ -181,7 +181,7 @@ enum Schema {
         }, render: { [$0.journal.corruptionPolicy.rawValue] }),
         .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointInterval, range: .seconds(1) ... .day),
         .duration("Journal", "RetainSec", \.journal.retain, range: .zero ... .seconds(10 * 366 * 86_400)),
-        .size("Journal", "RetainBytes", \.journal.retainBytes, range: 0...(1 << 50)),
+        .size("Journal", "RetainBytes", \.journal.retainBytes, range: 0...(64 << 30)),
         KeySpec(section: "Journal", key: "Archive", invalidExample: "gzip", apply: { config, text in
             // "yes" names the one compressor there is, so a boolean reads naturally too.
             switch text {

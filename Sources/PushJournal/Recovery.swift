@@ -195,7 +195,7 @@ struct Recovery {
             }
             startIndex = index
             pass.journalID = checkpoint.journalID
-            pass.keys = KeyFingerprints(fingerprints: checkpoint.keys)
+            pass.keys = KeyFingerprints(entries: checkpoint.entries)
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true
@@ -249,9 +249,11 @@ struct Recovery {
                 // active one, and damage there must stop start-up, not hide behind the checkpoint.
                 let from = Int64(SegmentHeader.size)
                 let expected = header.firstSeq
-                var keys: [String] = []
+                var keys: [KeyFingerprints.Entry] = []
                 let scan = try sys { () throws(SystemError) in
-                    try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { _, key, _, _ in keys.append(key!) }
+                    try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { header, key, _, at in
+                        keys.append(KeyFingerprints.Entry(fingerprint: options.fingerprint(key!), seq: header.seq, offset: at))
+                    }
                 }
                 pass.records += scan.records
                 if let offset = scan.failureOffset {
@@ -264,7 +266,7 @@ struct Recovery {
                         continue
                     }
                 }
-                pass.keys.formUnion(keys)
+                for entry in keys { pass.keys.insert(fingerprint: entry.fingerprint, seq: entry.seq, offset: entry.offset) }
                 pass.lastSeq = scan.lastSeq ?? (header.firstSeq - 1)
                 pass.maxSeq = max(pass.maxSeq, pass.lastSeq)
                 pass.retained.append((header.firstSeq, scan.validEnd))

@@ -57,6 +57,10 @@ package struct RetentionPolicy: Sendable, Equatable {
     package var maxBytes: Int64?
     /// Compress retired segments into `archive/` instead of deleting them.
     package var archive = false
+    /// `[Journal] DedupWindowSec=` in force (`nil` = unlimited): the keys of a retired segment
+    /// still inside it are kept in `keys/` so a hit on them can still be confirmed, and the
+    /// pass says from which seq on the dedup index must keep its entries.
+    package var dedupWindow: Duration?
     /// Prefix of the call names for `FaultInjector` (`"<scope>.unlinkat"`, ...).
     package var faultScope = "retention"
 
@@ -67,7 +71,7 @@ package struct RetentionPolicy: Sendable, Equatable {
     }
 
     /// Whether there is anything to do at all.
-    package var isActive: Bool { maxAge != nil || maxBytes != nil }
+    package var isActive: Bool { maxAge != nil || maxBytes != nil || dedupWindow != nil }
 }
 
 /// What one retention pass did. `Sendable` value; the daemon logs it.
@@ -80,6 +84,9 @@ package struct RetentionResult: Sendable, Equatable {
     package var heldForExport = 0
     /// The first seq the journal holds after the pass.
     package var firstRetainedSeq: UInt64 = 1
+    /// The dedup index may drop entries below this seq (`JournalWriter.pruneDedupIndex`):
+    /// their records were all written before the dedup window began.
+    package var dedupFloorSeq: UInt64 = 1
 
     package init() {}
 }
@@ -140,6 +147,10 @@ package enum JournalRetention {
                 try archive(segment.name, directory: directory, dirfd: dirfd, io: io)
                 result.archived.append(segment.name)
             }
+            // Its records are still inside the dedup window: keep their keys for confirmation.
+            if policy.dedupWindow.map({ mtimes[index] >= nowMillis &- $0.clampedMilliseconds }) ?? true {
+                try RetiredKeys.write(directory: directory, segment: segment.name, lastWriteMillis: mtimes[index], io: io)
+            }
             let floor = segments[index + 1].firstSeq
             try io.writeFileAtomically(dirfd: dirfd, name: JournalFiles.retained,
                                        bytes: RetainedMark(firstRetainedSeq: floor, updatedMillis: nowMillis).encoded())
@@ -149,6 +160,26 @@ package enum JournalRetention {
             result.bytesFreed += sizes[index]
             result.firstRetainedSeq = floor
             total -= sizes[index]
+        }
+        if let window = policy.dedupWindow {
+            let cutoff = nowMillis &- window.clampedMilliseconds
+            var floor: UInt64?
+            for kept in RetiredKeys.list(directory: directory) {
+                if kept.lastWriteMillis < cutoff {
+                    try RetiredKeys.remove(directory: directory, name: kept.name, io: io)
+                } else if floor == nil {
+                    floor = kept.firstSeq
+                }
+            }
+            if floor == nil {
+                // The first live segment written to inside the window (the newest always is).
+                let retired = result.retired.count
+                for index in retired..<segments.count where index == segments.count - 1 || mtimes[index] >= cutoff {
+                    floor = segments[index].firstSeq
+                    break
+                }
+            }
+            result.dedupFloorSeq = floor ?? 1
         }
         return result
     }
@@ -259,6 +290,92 @@ package final class JournalRetentionService: Sendable {
             pass()
             state.withLock { $0.passes += 1 }
             _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: interval.clampedUInt64Nanoseconds)))
+        }
+    }
+}
+
+/// `keys/NAME.keys`: the keys of a retired segment whose records are still inside the dedup
+/// window, so a fingerprint hit on one of them can be confirmed against the real key after
+/// the segment itself is gone. Removed once the window has passed the segment's last write.
+///
+/// Format (little-endian): magic "PJRK", CRC32C (masked) of the rest, the segment's last
+/// write in Unix milliseconds, the record count, then per record its seq, key length (1 byte)
+/// and key bytes.
+enum RetiredKeys {
+    static let directoryName = "keys"
+    static let suffix = ".keys"
+    static let magic: UInt32 = 0x4B52_4A50  // "PJRK"
+
+    static func write(directory: String, segment: String, lastWriteMillis: Int64, io: JournalIO) throws(JournalError) {
+        var body: [UInt8] = []
+        body.appendLE(lastWriteMillis)
+        var entries: [(UInt64, String)] = []
+        do {
+            let file = try SegmentFile(directory: directory, name: segment)
+            guard case .success(let header) = try file.readHeader() else { return }
+            _ = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys) { h, key, _, _ in
+                entries.append((h.seq, key!))
+            }
+        } catch { throw io.err(error) }
+        body.appendLE(UInt64(entries.count))
+        for (seq, key) in entries {
+            body.appendLE(seq)
+            body.append(UInt8(truncatingIfNeeded: key.utf8.count))
+            body += Array(key.utf8)
+        }
+        var out: [UInt8] = []
+        out.appendLE(magic)
+        out.appendLE(CRC32C.mask(CRC32C.checksum(body)))
+        out += body
+        let path = directory + "/" + directoryName
+        do { try Posix.mkdirIfMissing(path) } catch { throw io.err(error) }
+        let kfd: Int32
+        do { kfd = try Posix.openDirectory(path) } catch { throw io.err(error) }
+        defer { Posix.close(kfd) }
+        try io.writeFileAtomically(dirfd: kfd, name: segment + suffix, bytes: out)
+    }
+
+    /// Key files oldest first, with the segment's first seq and last write.
+    static func list(directory: String) -> [(name: String, firstSeq: UInt64, lastWriteMillis: Int64)] {
+        let path = directory + "/" + directoryName
+        let names = (try? Posix.journalListDirectory(path)) ?? []
+        return names.compactMap { name -> (name: String, firstSeq: UInt64, lastWriteMillis: Int64)? in
+            guard name.hasSuffix(suffix), let firstSeq = JournalFiles.firstSeq(ofSegment: String(name.dropLast(suffix.count))),
+                  let bytes = try? Posix.readFile(path + "/" + name, limit: 1 << 30), bytes.count >= 16
+            else { return nil }
+            let millis = bytes.withUnsafeBytes { $0.loadLE(8, as: Int64.self) }
+            return (name, firstSeq, millis)
+        }.sorted { $0.firstSeq < $1.firstSeq }
+    }
+
+    static func remove(directory: String, name: String, io: JournalIO) throws(JournalError) {
+        let path = directory + "/" + directoryName
+        let kfd: Int32
+        do { kfd = try Posix.openDirectory(path) } catch { throw io.err(error) }
+        defer { Posix.close(kfd) }
+        try io.unlinkat(kfd, name)
+        try io.fsync(kfd, subject: path)
+    }
+
+    /// The key of the record `seq` of retired `segment`, if its key file is there and whole.
+    static func lookup(directory: String, segment: String, seq: UInt64) -> String? {
+        guard let bytes = try? Posix.readFile(directory + "/" + directoryName + "/" + segment + suffix, limit: 1 << 30),
+              bytes.count >= 24 else { return nil }
+        return bytes.withUnsafeBytes { raw -> String? in
+            guard raw.loadLE(0, as: UInt32.self) == magic,
+                  raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8...])))
+            else { return nil }
+            var at = 24
+            while at + 9 <= raw.count {
+                let entrySeq = raw.loadLE(at, as: UInt64.self)
+                let length = Int(raw[at + 8])
+                guard at + 9 + length <= raw.count else { return nil }
+                if entrySeq == seq {
+                    return String(validating: UnsafeRawBufferPointer(rebasing: raw[(at + 9)..<(at + 9 + length)]), as: UTF8.self)
+                }
+                at += 9 + length
+            }
+            return nil
         }
     }
 }

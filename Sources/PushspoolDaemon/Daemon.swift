@@ -28,6 +28,10 @@ package final class Daemon: Sendable {
     private let reporter: Reporter
     /// The inbox index and the outbox, following the journal on threads of their own.
     private let followers: Followers
+    /// Retires journal segments, dedup entries, media and failed/ files on its own thread.
+    private let retention: JournalRetentionService?
+    /// The exporter's acknowledged seq: retention keeps every segment above it (issue 14).
+    package let retentionFloor = RetentionFloor()
     private let state: Mutex<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
@@ -101,6 +105,9 @@ package final class Daemon: Sendable {
         }
 
         followers = try Followers(configuration: configuration, journal: journal, events: events)
+        retention = RetentionPass.service(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
+                                          layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
+                                          floor: retentionFloor, events: events)
 
         do {
             try layout.create()
@@ -165,6 +172,7 @@ package final class Daemon: Sendable {
         }
         // After READY: catching up on a long journal is the followers' business, not start-up's.
         followers.start()
+        retention?.start()
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
         // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
@@ -453,6 +461,7 @@ package final class Daemon: Sendable {
                 break drain
             }
         }
+        retention?.stop()
         do {
             try journal.close()
         } catch {
