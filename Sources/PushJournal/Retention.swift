@@ -118,7 +118,7 @@ package enum JournalRetention {
         if policy.archive { try removeArchiveLeftovers(directory: directory, io: io) }
 
         let segments = try listSegments(directory)
-        guard segments.count >= 2 else { return result }
+        guard !segments.isEmpty else { return result }
         var sizes: [Int64] = []
         var mtimes: [Int64] = []
         for segment in segments {
@@ -133,6 +133,7 @@ package enum JournalRetention {
         // Read once per pass: the floor only rises, so an older value is the cautious one.
         let exported = retentionFloor()
         let ageCutoff = policy.maxAge.map { nowMillis &- $0.clampedMilliseconds }
+        // Never the newest segment: the writer appends to it.
         for index in 0..<(segments.count - 1) {
             let segment = segments[index]
             let lastSeq = segments[index + 1].firstSeq - 1
