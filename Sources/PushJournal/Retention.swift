@@ -8,13 +8,17 @@ import Synchronization
 /// retention on purpose (deleted, or archived under `archive/`), so recovery and `journal
 /// verify` read a missing prefix as "retained away", not "lost". Written durably (temp file,
 /// fsync, rename, directory fsync) *before* a segment is removed, so a crash between the two
-/// leaves a segment below the mark that recovery finishes removing.
+/// leaves a segment below the mark that recovery finishes removing. It also names the dedup
+/// window in force, so `journal verify` can tell a re-delivery after the window from a
+/// duplicate that should have been refused.
 package struct RetainedMark: Sendable, Equatable {
-    static let size = 24
+    static let size = 32
     static let magic: UInt32 = 0x5452_4A50  // "PJRT"
 
     package var firstRetainedSeq: UInt64
     package var updatedMillis: Int64
+    /// `[Journal] DedupWindowSec=` in milliseconds; 0 = unlimited.
+    package var dedupWindowMillis: Int64 = 0
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
@@ -22,7 +26,8 @@ package struct RetainedMark: Sendable, Equatable {
         out.appendLE(UInt32(0))
         out.appendLE(firstRetainedSeq)
         out.appendLE(updatedMillis)
-        let crc = out.withUnsafeBytes { CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[8..<24]))) }
+        out.appendLE(dedupWindowMillis)
+        let crc = out.withUnsafeBytes { CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[8..<32]))) }
         out.storeLE(crc, at: 4)
         return out
     }
@@ -31,9 +36,10 @@ package struct RetainedMark: Sendable, Equatable {
         guard bytes.count == size else { return nil }
         return bytes.withUnsafeBytes { raw -> RetainedMark? in
             guard raw.loadLE(0, as: UInt32.self) == magic,
-                  raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8..<24])))
+                  raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8..<32])))
             else { return nil }
-            return RetainedMark(firstRetainedSeq: raw.loadLE(8, as: UInt64.self), updatedMillis: raw.loadLE(16, as: Int64.self))
+            return RetainedMark(firstRetainedSeq: raw.loadLE(8, as: UInt64.self), updatedMillis: raw.loadLE(16, as: Int64.self),
+                                dedupWindowMillis: raw.loadLE(24, as: Int64.self))
         }
     }
 }
@@ -45,8 +51,11 @@ extension JournalFiles {
 /// The first seq retention kept (1 when nothing was ever retired). A damaged `RETAINED` reads
 /// as 1: every gap then counts as loss again, the safe direction.
 package func readRetainedFloor(_ directory: String) -> UInt64 {
-    let mark = (try? Posix.readFile(directory + "/" + JournalFiles.retained, limit: 4096)).flatMap(RetainedMark.decode)
-    return max(1, mark?.firstRetainedSeq ?? 1)
+    max(1, readRetainedMark(directory)?.firstRetainedSeq ?? 1)
+}
+
+func readRetainedMark(_ directory: String) -> RetainedMark? {
+    (try? Posix.readFile(directory + "/" + JournalFiles.retained, limit: 4096)).flatMap(RetainedMark.decode)
 }
 
 /// What retention may retire. `Sendable` value.
@@ -130,6 +139,14 @@ package enum JournalRetention {
             mtimes.append(Int64(st.st_mtim.tv_sec) &* 1000 &+ Int64(st.st_mtim.tv_nsec / 1_000_000))
         }
         var total = sizes.reduce(0, +)
+        let windowMillis = policy.dedupWindow?.clampedMilliseconds ?? 0
+        // verify reads the window from the mark: record a changed one even when nothing retires.
+        let current = readRetainedMark(directory)
+        if current?.dedupWindowMillis != windowMillis && (windowMillis > 0 || current != nil) {
+            try io.writeFileAtomically(dirfd: dirfd, name: JournalFiles.retained,
+                                       bytes: RetainedMark(firstRetainedSeq: result.firstRetainedSeq, updatedMillis: nowMillis,
+                                                           dedupWindowMillis: windowMillis).encoded())
+        }
         // Read once per pass: the floor only rises, so an older value is the cautious one.
         let exported = retentionFloor()
         let ageCutoff = policy.maxAge.map { nowMillis &- $0.clampedMilliseconds }
@@ -154,7 +171,8 @@ package enum JournalRetention {
             }
             let floor = segments[index + 1].firstSeq
             try io.writeFileAtomically(dirfd: dirfd, name: JournalFiles.retained,
-                                       bytes: RetainedMark(firstRetainedSeq: floor, updatedMillis: nowMillis).encoded())
+                                       bytes: RetainedMark(firstRetainedSeq: floor, updatedMillis: nowMillis,
+                                                           dedupWindowMillis: windowMillis).encoded())
             try io.unlinkat(dirfd, segment.name)
             try io.fsync(dirfd, subject: directory)
             result.retired.append(segment.name)

@@ -135,7 +135,11 @@ package enum JournalVerifier {
         var done: Int64 = 0
         // Ids are compared as bytes, as the writer's dedup index does: as `String`s an NFC and an
         // NFD spelling of one id would be equal here and distinct there.
-        var keys = Set<[UInt8]>()
+        // With the ingest time of each id's latest record: a repeat further apart than the dedup
+        // window (`RETAINED`) is a re-delivery after the window, journaled again by design.
+        var keys: [[UInt8]: Int64] = [:]
+        let dedupWindowMillis = readRetainedMark(directory)?.dedupWindowMillis ?? 0
+        var repeatedAfterWindow = 0
         var journalID: [UInt8]?
         var previousLast: UInt64?
         for (index, file) in files.enumerated() {
@@ -199,8 +203,14 @@ package enum JournalVerifier {
             do {
                 let before = done
                 scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys,
-                                       progress: { step in done += step; progress((done, total)) }) { _, key, _, _ in
-                    if !keys.insert(Array(key!.utf8)).inserted { report.duplicateKeys += 1 }
+                                       progress: { step in done += step; progress((done, total)) }) { record, key, _, _ in
+                    if let earlier = keys.updateValue(record.ingestMillis, forKey: Array(key!.utf8)) {
+                        if dedupWindowMillis > 0 && record.ingestMillis &- earlier > dedupWindowMillis {
+                            repeatedAfterWindow += 1
+                        } else {
+                            report.duplicateKeys += 1
+                        }
+                    }
                 }
                 done = before + file.size
                 progress((done, total))
@@ -232,6 +242,9 @@ package enum JournalVerifier {
                     verdict.problem = corruption(offset, scan.failureDetail ?? "")
                 }
             }
+        }
+        if repeatedAfterWindow > 0 {
+            report.notes.append("\(repeatedAfterWindow) records repeat an id delivered again after the dedup window")
         }
         if report.duplicateKeys > 0 {
             report.problems.append("\(report.duplicateKeys) records repeat an id already journaled")

@@ -101,4 +101,31 @@ import PushSystem
         #expect(pruned.count == 1_000)
         #expect(pruned.locations(fingerprint: 8).map(\.seq).sorted() == Array(stride(from: 4_007, through: 5_000, by: 100)).map(UInt64.init))
     }
+
+    /// `journal verify`: an id journaled again after the dedup window is a note; inside the
+    /// window the same repeat is still reported as damage.
+    @Test func verifyTellsARedeliveryAfterTheWindowFromADuplicate() throws {
+        let temp = TempDir()
+        let day: Int64 = 86_400_000
+        let t0: Int64 = 1_700_000_000_000
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        #expect(seq(append(writer, "late", ingest: t0)) == 1)
+        #expect(seq(append(writer, "soon", ingest: t0)) == 2)
+        var policy = RetentionPolicy()
+        policy.dedupWindow = .seconds(86_400)
+        _ = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
+        // As if the window had passed for both (the daemon prunes by segment age).
+        writer.pruneDedupIndex(belowSeq: 3)
+        #expect(seq(append(writer, "late", ingest: t0 + 2 * day)) == 3)
+        try writer.close()
+        let clean = JournalVerifier.verify(directory: temp.journal)
+        #expect(clean.exitCode == 0, "\(clean.lines)")
+        #expect(clean.notes.contains { $0.contains("after the dedup window") })
+
+        let (again, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
+        again.pruneDedupIndex(belowSeq: 4)
+        #expect(seq(append(again, "soon", ingest: t0 + day / 24)) == 4)
+        try again.close()
+        #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 1)
+    }
 }
