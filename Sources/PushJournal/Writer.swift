@@ -277,11 +277,22 @@ package final class JournalWriter: Sendable {
         if seq == 0 { return true }
         guard let firstSeq = segments.last(where: { $0 <= seq }) else { return false }
         let name = JournalFiles.segmentName(firstSeq: firstSeq)
-        if let file = try? SegmentFile(directory: directory, name: name) {
-            if case .record(let header, let stored, _)? = try? file.probe(at: offset, mode: .keys), header.seq == seq, let stored {
-                return stored.utf8.elementsEqual(key.utf8)
+        // One small pread of the frame header and key, not a buffered segment reader (which
+        // reads 256 KiB): a duplicate costs an open, a pread and a close. The key is not covered
+        // by a CRC without the body; a damaged key only fails to match, and the payload is
+        // journaled again — the safe direction.
+        if let fd = try? Posix.open(directory + "/" + name, O_RDONLY) {
+            defer { Posix.close(fd) }
+            var bytes = [UInt8](repeating: 0, count: RecordHeader.size + 255)
+            let got = bytes.withUnsafeMutableBytes { (try? Posix.pread(fd, $0, offset: offset, subject: name)) ?? 0 }
+            guard got >= RecordHeader.size else { return false }
+            return bytes.withUnsafeBytes { raw -> Bool in
+                guard case .success(let header) = RecordHeader.decode(UnsafeRawBufferPointer(rebasing: raw[0..<got])),
+                      header.seq == seq, Int(header.keyLength) == key.utf8.count,
+                      RecordHeader.size + Int(header.keyLength) <= got
+                else { return false }
+                return raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))].elementsEqual(key.utf8)
             }
-            return false
         }
         guard let stored = RetiredKeys.lookup(directory: directory, segment: name, seq: seq) else { return false }
         return stored.utf8.elementsEqual(key.utf8)
