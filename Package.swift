@@ -20,6 +20,8 @@ let package = Package(
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // zstd (libzstd-dev) for archived journal segments.
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // libvips (libvips-dev) through fixed-argument wrappers. GLib's include paths come from
         // pkg-config through CGObject (gobject-2.0), not from vips.pc: vips.pc requires gio-2.0,
@@ -40,7 +42,7 @@ let package = Package(
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
         .target(name: "PushPayload", dependencies: ["PushSystem"]),
-        .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal"]),
+        .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal", "CZstd"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
         // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
         .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
@@ -65,7 +67,7 @@ let package = Package(
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",

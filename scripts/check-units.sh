@@ -7,6 +7,9 @@
 #   2. systemd-analyze security --offline=true rates pushspoold.service 1.0 or lower (it has no
 #      network: media goes through pushspool-fetch), pushspool-inbox.service 1.5 or lower and
 #      pushspool-fetch@.service 2.0 or lower (downloading is its job, so it keeps the network).
+#      systemd/pushspoold@.service is verified as an instance.
+#      pushspoold@.service (instances spawn their own fetcher inside their unit, so they keep
+#      the network) is rated 1.5 or lower.
 #   3. pushspool.sysusers and pushspool.tmpfiles apply cleanly to a scratch root.
 #   4. pushspool.catalog compiles with journalctl --update-catalog and has every entry.
 #
@@ -71,6 +74,42 @@ check_service() {
 
 # No network in pushspoold (PrivateNetwork=yes, IPAddressDeny=any, AF_UNIX only).
 check_service pushspoold sbin 1.0
+
+# check_template: steps 1 and 2 for the template systemd/pushspoold@.service, as the
+# instance pushspoold@example.service (verify and security refuse a bare template). Its
+# ExecStart= carries arguments, so only the program path is rewritten to the stub.
+check_template() {
+  local unit=systemd/pushspoold@.service dir=$scratch/unit-template name=pushspoold@example max_exposure=1.5
+  mkdir -p "$dir"
+  cp /bin/true "$scratch/bin/pushspoold"
+  sed "s|^ExecStart=/usr/sbin/pushspoold |ExecStart=$scratch/bin/pushspoold |" "$unit" >"$dir/pushspoold@.service"
+  local changed
+  changed=$(diff "$unit" "$dir/pushspoold@.service" | grep -c '^[<>]' || true)
+  if [[ "$changed" != 2 ]]; then
+    fail "$unit must have exactly one line 'ExecStart=/usr/sbin/pushspoold ...' (rewrite changed $changed lines)"
+  fi
+  cp "$dir/pushspoold@.service" "$dir/$name.service"
+  local verify_output
+  if ! verify_output=$(systemd-analyze verify --man=no "$dir/$name.service" 2>&1) || [[ -n "$verify_output" ]]; then
+    fail "systemd-analyze verify $unit (as $name.service):"$'\n'"$verify_output"
+  else
+    echo "check-units: systemd-analyze verify $unit (as $name.service): clean"
+  fi
+  local original=$scratch/original-template
+  mkdir -p "$original"
+  cp "$unit" "$original/$name.service"
+  local security_output security_rc exposure
+  security_output=$(systemd-analyze security --offline=true --threshold=15 "$original/$name.service" 2>&1) && security_rc=0 || security_rc=$?
+  exposure=$(sed -n "s/.*Overall exposure level for $name.service: \([0-9.]*\).*/\1/p" <<<"$security_output")
+  if [[ -z "$exposure" ]]; then
+    fail "systemd-analyze security printed no exposure level for $unit:"$'\n'"$security_output"
+  elif [[ "$security_rc" != 0 ]] || ! awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
+    fail "$unit: exposure level $exposure is above $max_exposure:"$'\n'"$(grep '✗' <<<"$security_output")"
+  else
+    echo "check-units: systemd-analyze security $unit (as $name.service): $exposure (limit $max_exposure)"
+  fi
+}
+check_template
 # The inbox HTTP API: socket activation, verified with its socket unit.
 check_service pushspool-inbox sbin 1.5 pushspool-inbox.socket
 # The media fetcher: one instance per connection on its socket; it needs the network.

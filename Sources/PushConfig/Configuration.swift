@@ -36,6 +36,9 @@ package struct SpoolSettings: Sendable, Equatable {
     package var stableAge: Duration = .seconds(1)
     /// `MaxFileSize=`: larger spool files are quarantined unread.
     package var maxFileBytes = 1 << 20
+    /// `FailedRetainSec=`: quarantined files in failed/ older than this are removed with their
+    /// reason files (Postfix's `maximal_queue_lifetime`); zero keeps them until an operator acts.
+    package var failedRetain: Duration = .zero
 }
 
 /// How the journal treats a corrupt record found in the middle of a segment.
@@ -60,6 +63,34 @@ package struct JournalSettings: Sendable, Equatable {
     package var corruptionPolicy = CorruptionPolicy.refuse
     /// `CheckpointIntervalSec=`: how often the dedup index is checkpointed (1s to 1d).
     package var checkpointInterval: Duration = .seconds(60)
+    /// `RetainSec=`: sealed segments last written longer ago than this are retired (deleted or
+    /// archived); zero = no age limit.
+    package var retain: Duration = .zero
+    /// `RetainBytes=`: the oldest sealed segments are retired while the journal is larger than
+    /// this; zero = no size limit.
+    package var retainBytes = 0
+    /// `Archive=`: retired segments are compressed with zstd into archive/ instead of deleted.
+    package var archive = JournalArchiveMode.no
+    /// `DedupWindowSec=`: how long a payload id is remembered for dedup; zero = automatic
+    /// (`effectiveDedupWindow`).
+    package var dedupWindow: Duration = .zero
+
+    /// The dedup window in force: `DedupWindowSec=` when set, else `RetainSec=` plus one day
+    /// (longer than retention, so a re-delivery of a retired record is still a duplicate), else
+    /// `nil` = unlimited (no retention, the index keeps every id as before).
+    package var effectiveDedupWindow: Duration? {
+        if dedupWindow > .zero { return dedupWindow }
+        if retain > .zero { return retain + .seconds(86_400) }
+        return nil
+    }
+}
+
+/// `[Journal] Archive=`: what retention does with a retired segment.
+package enum JournalArchiveMode: String, Sendable, Equatable, CaseIterable {
+    /// Delete it.
+    case no
+    /// Compress it with zstd into archive/ (`journal cat --archive` reads it).
+    case zstd
 }
 
 /// `[Media]`: downloading images referenced by payloads.

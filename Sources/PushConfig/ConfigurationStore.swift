@@ -81,7 +81,7 @@ extension Schema {
     /// [Limits] and categories (the normaliser options are swapped), [Metrics].
     static let restartRequired: Set<String> = Set(
         keys.filter { ["Journal", "Media", "Log", "Outbox"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
-            + ["Spool.Directory", "Status.IntervalSec"]
+            + ["Spool.Directory", "Spool.FailedRetainSec", "Status.IntervalSec"]
             // Read by pushspool-inbox once at its start.
             + ["Inbox.TokenSecretFile", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",
                "Inbox.MaxRequestSize"])

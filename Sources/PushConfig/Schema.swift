@@ -166,6 +166,7 @@ enum Schema {
         .duration("Spool", "RescanIntervalSec", \.spool.rescanInterval, range: .seconds(1) ... .day),
         .duration("Spool", "StableAgeSec", \.spool.stableAge, range: .zero ... .hour),
         .size("Spool", "MaxFileSize", \.spool.maxFileBytes, range: 1...(1 << 30)),
+        .duration("Spool", "FailedRetainSec", \.spool.failedRetain, range: .zero ... .seconds(10 * 366 * 86_400)),
 
         .absolutePath("Journal", "StateDirectory", \.journal.stateDirectory),
         .size("Journal", "SegmentSize", \.journal.segmentBytes, range: (64 << 10)...(16 << 30)),
@@ -179,6 +180,18 @@ enum Schema {
             return nil
         }, render: { [$0.journal.corruptionPolicy.rawValue] }),
         .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointInterval, range: .seconds(1) ... .day),
+        .duration("Journal", "RetainSec", \.journal.retain, range: .zero ... .seconds(10 * 366 * 86_400)),
+        .size("Journal", "RetainBytes", \.journal.retainBytes, range: 0...(64 << 30)),
+        KeySpec(section: "Journal", key: "Archive", invalidExample: "gzip", apply: { config, text in
+            // "yes" names the one compressor there is, so a boolean reads naturally too.
+            switch text {
+            case "zstd", "yes", "true", "on": config.journal.archive = .zstd
+            case "no", "false", "off": config.journal.archive = .no
+            default: return ValueError("expected no or zstd (yes = zstd), got '\(text)'")
+            }
+            return nil
+        }, render: { [$0.journal.archive.rawValue] }),
+        .duration("Journal", "DedupWindowSec", \.journal.dedupWindow, range: .zero ... .seconds(10 * 366 * 86_400)),
 
         .boolean("Media", "Enabled", \.media.enabled),
         .duration("Media", "ConnectTimeoutSec", \.media.connectTimeout, range: .milliseconds(1) ... .hour),

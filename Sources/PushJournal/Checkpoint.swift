@@ -12,25 +12,61 @@ struct DedupCheckpoint: Equatable {
     /// The segment and offset where the record `throughSeq + 1` starts (or will start).
     var segmentFirstSeq: UInt64
     var offset: Int64
-    /// Fingerprints of the keys (`KeyFingerprints`), 8 bytes each.
+    /// Fingerprints of the keys (`KeyFingerprints`), with the seq and frame offset of each
+    /// one's record in `seqs`/`offsets` (version 4; missing entries are 0 = location unknown).
     var keys: [UInt64]
     /// First seqs of every segment up to and including `segmentFirstSeq`. Recovery trusts the
     /// segments before the resume point without reading them, so it must be able to tell that
     /// one of them was deleted (version 3; version 2 had no list and is not trusted).
     var segments: [UInt64]
+    var seqs: [UInt64] = []
+    var offsets: [Int64] = []
+
+    init(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, keys: [UInt64], segments: [UInt64],
+         seqs: [UInt64] = [], offsets: [Int64] = []) {
+        self.journalID = journalID
+        self.throughSeq = throughSeq
+        self.segmentFirstSeq = segmentFirstSeq
+        self.offset = offset
+        self.keys = keys
+        self.segments = segments
+        self.seqs = seqs
+        self.offsets = offsets
+    }
+
+    init(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, entries: [KeyFingerprints.Entry],
+         segments: [UInt64]) {
+        self.init(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
+                  keys: entries.map(\.fingerprint), segments: segments, seqs: entries.map(\.seq), offsets: entries.map(\.offset))
+    }
+
+    /// Missing locations and zero locations are the same thing on disk.
+    static func == (a: DedupCheckpoint, b: DedupCheckpoint) -> Bool {
+        a.journalID == b.journalID && a.throughSeq == b.throughSeq && a.segmentFirstSeq == b.segmentFirstSeq
+            && a.offset == b.offset && a.segments == b.segments && a.entries == b.entries
+    }
+
+    var entries: [KeyFingerprints.Entry] {
+        keys.indices.map { KeyFingerprints.Entry(fingerprint: keys[$0], seq: $0 < seqs.count ? seqs[$0] : 0,
+                                                 offset: $0 < offsets.count ? offsets[$0] : 0) }
+    }
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out += Self.magic
-        out.appendLE(UInt32(3))
+        out.appendLE(UInt32(4))
         out.appendLE(UInt32(0))
         out += journalID
         out.appendLE(throughSeq)
         out.appendLE(segmentFirstSeq)
         out.appendLE(offset)
         out.appendLE(UInt64(keys.count))
-        out.reserveCapacity(out.count + keys.count * 8 + 4)
-        for key in keys { out.appendLE(key) }
+        out.reserveCapacity(out.count + keys.count * 24 + 4)
+        for (index, key) in keys.enumerated() {
+            out.appendLE(key)
+            out.appendLE(index < seqs.count ? seqs[index] : 0)
+            out.appendLE(index < offsets.count ? offsets[index] : 0)
+        }
         out.appendLE(UInt64(segments.count))
         for segment in segments { out.appendLE(segment) }
         out.appendLE(CRC32C.mask(CRC32C.checksum(out)))
@@ -42,25 +78,35 @@ struct DedupCheckpoint: Equatable {
         return bytes.withUnsafeBytes { raw -> DedupCheckpoint? in
             let body = UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 4)])
             guard raw.loadLE(raw.count - 4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(body)) else { return nil }
-            // Versions 1 and 2 are simply not trusted, so the keys are rebuilt from the frames.
-            guard raw.loadLE(8, as: UInt32.self) == 3 else { return nil }
+            // Versions 1 to 3 are simply not trusted, so the keys are rebuilt from the frames
+            // (version 3 had no record locations, which the exact dedup check needs).
+            guard raw.loadLE(8, as: UInt32.self) == 4 else { return nil }
             // Counts come from a file: bound each by the bytes there before any arithmetic.
             let words = UInt64((body.count - headerSize) / 8)
             let count = raw.loadLE(56, as: UInt64.self)
-            guard count < words else { return nil }
-            let segmentCountAt = headerSize + Int(count) * 8
+            // Each key takes 3 words, and the segment count one more.
+            guard words > 0, count <= (words - 1) / 3 else { return nil }
+            let segmentCountAt = headerSize + Int(count) * 24
             let segmentCount = raw.loadLE(segmentCountAt, as: UInt64.self)
-            guard segmentCount <= words - count - 1,
+            guard segmentCount <= words - count * 3 - 1,
                   segmentCountAt + 8 + Int(segmentCount) * 8 == body.count
             else { return nil }
             var keys: [UInt64] = []
+            var seqs: [UInt64] = []
+            var offsets: [Int64] = []
             keys.reserveCapacity(Int(count))
-            for index in 0..<Int(count) { keys.append(raw.loadLE(headerSize + index * 8, as: UInt64.self)) }
+            seqs.reserveCapacity(Int(count))
+            offsets.reserveCapacity(Int(count))
+            for index in 0..<Int(count) {
+                keys.append(raw.loadLE(headerSize + index * 24, as: UInt64.self))
+                seqs.append(raw.loadLE(headerSize + index * 24 + 8, as: UInt64.self))
+                offsets.append(raw.loadLE(headerSize + index * 24 + 16, as: Int64.self))
+            }
             let segments = (0..<Int(segmentCount)).map { raw.loadLE(segmentCountAt + 8 + $0 * 8, as: UInt64.self) }
             return DedupCheckpoint(
                 journalID: Array(raw[16..<32]), throughSeq: raw.loadLE(32, as: UInt64.self),
                 segmentFirstSeq: raw.loadLE(40, as: UInt64.self), offset: raw.loadLE(48, as: Int64.self), keys: keys,
-                segments: segments)
+                segments: segments, seqs: seqs, offsets: offsets)
         }
     }
 }

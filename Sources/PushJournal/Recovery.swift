@@ -58,18 +58,20 @@ struct Recovery {
             removedTemp = true
         }
         if removedTemp { try io.fsync(dirfd, subject: directory) }
-        let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
+        let listed = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
             .sorted { $0.firstSeq < $1.firstSeq }
+        // Seqs below RETAINED were retired on purpose (Retention.swift), not lost.
+        let (retainedFloor, segments) = try finishInterruptedRetention(directory: directory, dirfd: dirfd, io: io, segments: listed)
 
         var checkpoint: DedupCheckpoint?
         if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             checkpoint = DedupCheckpoint.decode(bytes)
         }
         let pass: Pass
-        if let checkpoint, let used = try scan(segments, checkpoint: checkpoint) {
+        if let checkpoint, let used = try scan(segments, checkpoint: checkpoint, retainedFloor: retainedFloor) {
             pass = used
         } else {
-            pass = try scan(segments, checkpoint: nil)!
+            pass = try scan(segments, checkpoint: nil, retainedFloor: retainedFloor)!
         }
 
         // Every seq up to COMMITTED was acknowledged to a producer. If the journal holds none of
@@ -167,8 +169,12 @@ struct Recovery {
 
     /// One read-only pass. Returns `nil` when the checkpoint turns out not to fit the segments
     /// (the caller then rescans everything).
-    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?) throws(JournalError) -> Pass? {
+    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?,
+                      retainedFloor: UInt64 = 1) throws(JournalError) -> Pass? {
         var pass = Pass()
+        // The journal starts at the retained floor: seqs below it were retired, not lost.
+        pass.lastSeq = retainedFloor - 1
+        pass.maxSeq = retainedFloor - 1
         var startIndex = 0
         if let checkpoint {
             guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
@@ -180,7 +186,7 @@ struct Recovery {
                   checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size,
                   // The segments it trusts without reading must all still be there: a deleted
                   // one would otherwise go unnoticed.
-                  segments[...index].map(\.firstSeq) == checkpoint.segments
+                  segments[...index].map(\.firstSeq) == checkpoint.segments.filter({ $0 >= retainedFloor })
             else { return nil }
             switch try sys({ () throws(SystemError) in try file.probe(at: checkpoint.offset, mode: .keys) }) {
             case .end: break
@@ -189,7 +195,7 @@ struct Recovery {
             }
             startIndex = index
             pass.journalID = checkpoint.journalID
-            pass.keys = KeyFingerprints(fingerprints: checkpoint.keys)
+            pass.keys = KeyFingerprints(entries: checkpoint.entries)
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true
@@ -243,9 +249,11 @@ struct Recovery {
                 // active one, and damage there must stop start-up, not hide behind the checkpoint.
                 let from = Int64(SegmentHeader.size)
                 let expected = header.firstSeq
-                var keys: [String] = []
+                var keys: [KeyFingerprints.Entry] = []
                 let scan = try sys { () throws(SystemError) in
-                    try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { _, key, _, _ in keys.append(key!) }
+                    try scanSegment(file, from: from, expectedSeq: expected, mode: .keys) { header, key, _, at in
+                        keys.append(KeyFingerprints.Entry(fingerprint: options.fingerprint(key!), seq: header.seq, offset: at))
+                    }
                 }
                 pass.records += scan.records
                 if let offset = scan.failureOffset {
@@ -258,7 +266,7 @@ struct Recovery {
                         continue
                     }
                 }
-                pass.keys.formUnion(keys)
+                for entry in keys { pass.keys.insert(fingerprint: entry.fingerprint, seq: entry.seq, offset: entry.offset) }
                 pass.lastSeq = scan.lastSeq ?? (header.firstSeq - 1)
                 pass.maxSeq = max(pass.maxSeq, pass.lastSeq)
                 pass.retained.append((header.firstSeq, scan.validEnd))

@@ -55,8 +55,14 @@ package struct JournalOptions: Sendable {
     /// (`"<scope>.write"`, `".fdatasync"`, `".fsync"`, `".ftruncate"`, `".openat"`, `".renameat"`).
     /// A distinct scope keeps an injected fault from hitting an unrelated journal or module.
     package var faultScope = "journal"
+    /// The dedup fingerprint of a key; `nil` = `KeyFingerprints.fingerprint` (SHA-256 prefix).
+    /// A test hook: a constant function forces every key to collide, to prove that a hit is
+    /// confirmed against the stored key. Recovery must use the same function as the writer.
+    package var keyFingerprint: (@Sendable (String) -> UInt64)?
 
     package init() {}
+
+    func fingerprint(_ key: String) -> UInt64 { keyFingerprint?(key) ?? KeyFingerprints.fingerprint(key) }
 }
 
 /// A journal failure. `Sendable` value; `description` says what happened and what to do.

@@ -98,16 +98,35 @@ package enum JournalVerifier {
         let mark = readCommittedMark(directory)
         report.committedSeq = mark?.seq
         let writerRunning = isWriterRunning(directory)
-        let segments: [(name: String, firstSeq: UInt64)]
-        do { segments = try listSegments(directory) } catch {
+        let listed: [(name: String, firstSeq: UInt64)]
+        do { listed = try listSegments(directory) } catch {
             report.problems.append("cannot list \(directory): \(error)")
             return report
         }
         let quarantined = quarantinedFirstSeqs(directory)
+        // Seqs below RETAINED were retired by retention (deleted or archived), not lost. Read
+        // after listing: a segment listed and then retired by the running daemon is skipped.
+        var retainedFloor = readRetainedFloor(directory)
+        if retainedFloor > 1 {
+            report.notes.append("seq 1...\(retainedFloor - 1) retired by retention (deleted or in \(JournalFiles.archive)/)")
+        }
+        var segments: [(name: String, firstSeq: UInt64)] = []
+        for segment in listed {
+            if segment.firstSeq < retainedFloor {
+                report.notes.append("\(segment.name) is below the retained floor: retirement in progress, recovery removes it")
+            } else {
+                segments.append(segment)
+            }
+        }
 
         var files: [SegmentFile] = []
         for segment in segments {
             do { files.append(try SegmentFile(directory: directory, name: segment.name)) } catch {
+                if error.errno == ENOENT, segment.firstSeq < readRetainedFloor(directory) {
+                    retainedFloor = readRetainedFloor(directory)
+                    report.notes.append("\(segment.name) was retired by retention while verify ran")
+                    continue
+                }
                 report.problems.append("cannot open \(directory)/\(segment.name): \(error)")
                 return report
             }
@@ -116,7 +135,11 @@ package enum JournalVerifier {
         var done: Int64 = 0
         // Ids are compared as bytes, as the writer's dedup index does: as `String`s an NFC and an
         // NFD spelling of one id would be equal here and distinct there.
-        var keys = Set<[UInt8]>()
+        // With the ingest time of each id's latest record: a repeat further apart than the dedup
+        // window (`RETAINED`) is a re-delivery after the window, journaled again by design.
+        var keys: [[UInt8]: Int64] = [:]
+        let dedupWindowMillis = readRetainedMark(directory)?.dedupWindowMillis ?? 0
+        var repeatedAfterWindow = 0
         var journalID: [UInt8]?
         var previousLast: UInt64?
         for (index, file) in files.enumerated() {
@@ -153,13 +176,13 @@ package enum JournalVerifier {
                 continue
             }
             journalID = header.journalID
-            if header.firstSeq != segments[index].firstSeq {
+            if header.firstSeq != JournalFiles.firstSeq(ofSegment: file.name) {
                 verdict.status = .fail
                 verdict.problem = corruption(16, "header first seq \(header.firstSeq) does not match the file name")
                 continue
             }
             // The journal starts at seq 1: a first segment named higher lost the ones before it.
-            if let previousLast = previousLast ?? (index == 0 ? 0 : nil) {
+            if let previousLast = previousLast ?? (index == 0 ? retainedFloor - 1 : nil) {
                 if header.firstSeq <= previousLast {
                     verdict.status = .fail
                     verdict.problem = corruption(16, "first seq \(header.firstSeq) overlaps the previous segment (last seq \(previousLast))")
@@ -180,8 +203,14 @@ package enum JournalVerifier {
             do {
                 let before = done
                 scan = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys,
-                                       progress: { step in done += step; progress((done, total)) }) { _, key, _, _ in
-                    if !keys.insert(Array(key!.utf8)).inserted { report.duplicateKeys += 1 }
+                                       progress: { step in done += step; progress((done, total)) }) { record, key, _, _ in
+                    if let earlier = keys.updateValue(record.ingestMillis, forKey: Array(key!.utf8)) {
+                        if dedupWindowMillis > 0 && record.ingestMillis &- earlier > dedupWindowMillis {
+                            repeatedAfterWindow += 1
+                        } else {
+                            report.duplicateKeys += 1
+                        }
+                    }
                 }
                 done = before + file.size
                 progress((done, total))
@@ -213,6 +242,9 @@ package enum JournalVerifier {
                     verdict.problem = corruption(offset, scan.failureDetail ?? "")
                 }
             }
+        }
+        if repeatedAfterWindow > 0 {
+            report.notes.append("\(repeatedAfterWindow) records repeat an id delivered again after the dedup window")
         }
         if report.duplicateKeys > 0 {
             report.problems.append("\(report.duplicateKeys) records repeat an id already journaled")

@@ -61,7 +61,8 @@ package final class JournalWriter: Sendable {
 
     private struct Shared: ~Copyable {
         var queue: [Pending] = []
-        var pendingKeys = Set<UInt64>()
+        /// Keys queued or being written, by fingerprint (a list: two colliding keys may both be pending).
+        var pendingKeys: [UInt64: [String]] = [:]
         var committedKeys: KeyFingerprints
         /// Where the synced prefix ends, updated with `committedKeys` under the same lock so a
         /// checkpoint snapshot always pairs keys with the exact prefix they cover.
@@ -217,26 +218,100 @@ package final class JournalWriter: Sendable {
             completion(.failed(JournalError(.recordTooLarge(bytes: keyLength + body.count, limit: limit), directory: directory)))
             return
         }
-        let fingerprint = KeyFingerprints.fingerprint(key)
+        let fingerprint = options.fingerprint(key)
         let pending = Pending(key: key, fingerprint: fingerprint, body: body, ingestMillis: ingestMillis,
                               completion: completion, enqueuedNanos: Posix.monotonicNanos())
-        let refusal: AppendResult? = shared.withLock { state in
-            switch state.phase {
-            case .running: break
-            case .failed(let error): return .failed(error)
-            case .closing, .closed: return .failed(JournalError(.closed, directory: directory))
+        // A fingerprint hit is only a candidate: the stored key is read back and compared (off
+        // the lock), and the submission is queued unless one matches. Candidates already read
+        // are not read again when the lock is retaken and the index has grown meanwhile.
+        var refuted: [UInt64] = []
+        while true {
+            let step: SubmitStep = shared.withLock { state in
+                switch state.phase {
+                case .running: break
+                case .failed(let error): return .done(.failed(error))
+                case .closing, .closed: return .done(.failed(JournalError(.closed, directory: directory)))
+                }
+                if let pending = state.pendingKeys[fingerprint], pending.contains(where: { $0.utf8.elementsEqual(key.utf8) }) {
+                    state.stats.duplicates += 1
+                    return .done(.duplicate)
+                }
+                let candidates = state.committedKeys.locations(fingerprint: fingerprint).filter { !refuted.contains($0.seq) }
+                if !candidates.isEmpty { return .confirm(candidates, state.position.segments) }
+                state.pendingKeys[fingerprint, default: []].append(key)
+                state.queue.append(pending)
+                state.queuedBytes += pending.frameBytes
+                return .queued
             }
-            if state.committedKeys.contains(fingerprint: fingerprint) || state.pendingKeys.contains(fingerprint) {
-                state.stats.duplicates += 1
-                return .duplicate
+            switch step {
+            case .done(let result):
+                completion(result)
+                return
+            case .queued:
+                wake.signal()
+                return
+            case .confirm(let candidates, let segments):
+                for candidate in candidates {
+                    if storedKeyMatches(key, seq: candidate.seq, offset: candidate.offset, segments: segments) {
+                        shared.withLock { $0.stats.duplicates += 1 }
+                        completion(.duplicate)
+                        return
+                    }
+                    refuted.append(candidate.seq)
+                }
             }
-            state.pendingKeys.insert(fingerprint)
-            state.queue.append(pending)
-            state.queuedBytes += pending.frameBytes
-            return nil
         }
-        if let refusal { completion(refusal) } else { wake.signal() }
     }
+
+    private enum SubmitStep {
+        case done(AppendResult)
+        case queued
+        case confirm([(seq: UInt64, offset: Int64)], [UInt64])
+    }
+
+    /// Whether the record at `seq` (frame at `offset`) has exactly `key` (UTF-8 bytes, as the
+    /// index compares): read from its segment, or from retention's key file once the segment
+    /// was retired. A record found nowhere is past the dedup window: not a duplicate. A slot
+    /// without a location (seq 0) cannot be checked and counts as a duplicate, as before.
+    private func storedKeyMatches(_ key: String, seq: UInt64, offset: Int64, segments: [UInt64]) -> Bool {
+        if seq == 0 { return true }
+        guard let firstSeq = segments.last(where: { $0 <= seq }) else { return false }
+        let name = JournalFiles.segmentName(firstSeq: firstSeq)
+        // One small pread of the frame header and key, not a buffered segment reader (which
+        // reads 256 KiB): a duplicate costs an open, a pread and a close. The key is not covered
+        // by a CRC without the body; a damaged key only fails to match, and the payload is
+        // journaled again — the safe direction.
+        if let fd = try? Posix.open(directory + "/" + name, O_RDONLY) {
+            defer { Posix.close(fd) }
+            var bytes = [UInt8](repeating: 0, count: RecordHeader.size + 255)
+            let got = bytes.withUnsafeMutableBytes { (try? Posix.pread(fd, $0, offset: offset, subject: name)) ?? 0 }
+            guard got >= RecordHeader.size else { return false }
+            return bytes.withUnsafeBytes { raw -> Bool in
+                guard case .success(let header) = RecordHeader.decode(UnsafeRawBufferPointer(rebasing: raw[0..<got])),
+                      header.seq == seq, Int(header.keyLength) == key.utf8.count,
+                      RecordHeader.size + Int(header.keyLength) <= got
+                else { return false }
+                return raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))].elementsEqual(key.utf8)
+            }
+        }
+        guard let stored = RetiredKeys.lookup(directory: directory, segment: name, seq: seq) else { return false }
+        return stored.utf8.elementsEqual(key.utf8)
+    }
+
+    /// Drops the dedup entries of records below `seq` (`[Journal] DedupWindowSec=`): a key
+    /// delivered again after that is journaled again. Rebuilds the index under the lock,
+    /// O(keys); the retention thread calls it once per pass. Returns the entries dropped.
+    @discardableResult
+    package func pruneDedupIndex(belowSeq seq: UInt64) -> Int {
+        shared.withLock { state in
+            let before = state.committedKeys.count
+            state.committedKeys = state.committedKeys.keeping(fromSeq: seq)
+            return before - state.committedKeys.count
+        }
+    }
+
+    /// Entries in the dedup index (committed keys).
+    package var dedupIndexCount: Int { shared.withLock { $0.committedKeys.count } }
 
     /// `submit` for async callers: suspends until the record is durable (or refused). The wait
     /// costs no thread; the blocking work stays on the writer thread.
@@ -248,8 +323,8 @@ package final class JournalWriter: Sendable {
 
     /// Whether `key` is committed or pending.
     package func contains(key: String) -> Bool {
-        let fingerprint = KeyFingerprints.fingerprint(key)
-        return shared.withLock { $0.committedKeys.contains(fingerprint: fingerprint) || $0.pendingKeys.contains(fingerprint) }
+        let fingerprint = options.fingerprint(key)
+        return shared.withLock { $0.committedKeys.contains(fingerprint: fingerprint) || $0.pendingKeys[fingerprint] != nil }
     }
 
     package var stats: JournalWriterStats {
@@ -348,11 +423,17 @@ package final class JournalWriter: Sendable {
             let firstSeq = core.nextSeq
             switch writeBatch(batch) {
             case .committed(let bytes):
+                // Frames lie back to back from where this batch began (after any segment cut).
+                var frameOffset = core.activeEnd - Int64(bytes)
                 let wasPaused = shared.withLock { state -> Bool in
                     state.inFlight = 0
-                    for item in batch {
-                        state.pendingKeys.remove(item.fingerprint)
-                        state.committedKeys.insert(fingerprint: item.fingerprint)
+                    for (index, item) in batch.enumerated() {
+                        if var keys = state.pendingKeys.removeValue(forKey: item.fingerprint) {
+                            keys.removeAll { $0.utf8.elementsEqual(item.key.utf8) }
+                            if !keys.isEmpty { state.pendingKeys[item.fingerprint] = keys }
+                        }
+                        state.committedKeys.insert(fingerprint: item.fingerprint, seq: firstSeq + UInt64(index), offset: frameOffset)
+                        frameOffset += Int64(item.frameBytes)
                     }
                     state.position = CheckpointPosition(throughSeq: core.nextSeq - 1, segmentFirstSeq: core.activeFirstSeq,
                                                         offset: core.activeEnd, segments: core.segmentFirstSeqs)
@@ -533,7 +614,7 @@ package final class JournalWriter: Sendable {
         }
         let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: position.throughSeq,
                                          segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
-                                         keys: keys.fingerprints, segments: position.segments)
+                                         entries: keys.entries, segments: position.segments)
         do {
             try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
             shared.withLock {

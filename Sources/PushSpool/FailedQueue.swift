@@ -144,23 +144,7 @@ package enum FailedQueue {
             }
             removed.append(name)
         case .all:
-            let started = wallNanos()
-            let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: layout.failed, filter: .noDotfiles)
-            try scanner.forEachBatch { (batch) throws(SpoolError) in
-                for entry in batch {
-                    let name = entry.name.hasSuffix(SpoolName.reasonSuffix)
-                        ? String(entry.name.dropLast(SpoolName.reasonSuffix.count)) : entry.name
-                    // A reason file whose payload exists is handled with the payload.
-                    if name != entry.name && dirs.exists(dirs.failed, name) { continue }
-                    if name.isEmpty || dirs.quarantinedAfter(name, started) { continue }
-                    do throws(SpoolError) {
-                        if try purgeOne(dirs: dirs, name: name) { removed.append(name) }
-                    } catch where error.errno == ENOTEMPTY || error.errno == EEXIST {
-                        // Only rmdir(2) of a non-empty quarantined directory fails this way.
-                        skipped(name, error)
-                    }
-                }
-            }
+            removed = try purgeQuarantined(dirs: dirs, before: wallNanos(), skipped: skipped)
         }
         do {
             try Posix.fsync(dirs.failed, subject: layout.failed)
@@ -170,7 +154,46 @@ package enum FailedQueue {
         return removed
     }
 
+    /// `[Spool] FailedRetainSec=`, Postfix's `maximal_queue_lifetime` for `failed/`: removes
+    /// every entry (payload and reason file) quarantined longer than `retain` ago, judged by
+    /// the reason file's mtime (written at quarantine), else the entry's own. Returns the names
+    /// removed; a non-empty quarantined directory is skipped (`skipped`), never removed
+    /// recursively. Blocking: the daemon runs it on its retention thread.
+    package static func expire(layout: SpoolLayout, retain: Duration, nowNanos: Int64? = nil,
+                               skipped: (_ name: String, _ why: SpoolError) -> Void = { _, _ in }) throws(SpoolError) -> [String] {
+        let dirs = try Directories(layout: layout)
+        let cutoff = (nowNanos ?? wallNanos()) &- retain.clampedNanoseconds
+        let removed = try purgeQuarantined(dirs: dirs, before: cutoff, skipped: skipped)
+        if !removed.isEmpty {
+            do { try Posix.fsync(dirs.failed, subject: layout.failed) } catch { throw SpoolError(error, while: "syncing after expiry") }
+        }
+        return removed
+    }
+
     // MARK: Internals
+
+    /// Removes every entry quarantined at or before `before` (wall-clock nanoseconds).
+    private static func purgeQuarantined(dirs: Directories, before: Int64,
+                                         skipped: (_ name: String, _ why: SpoolError) -> Void) throws(SpoolError) -> [String] {
+        var removed: [String] = []
+        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: dirs.layout.failed, filter: .noDotfiles)
+        try scanner.forEachBatch { (batch) throws(SpoolError) in
+            for entry in batch {
+                let name = entry.name.hasSuffix(SpoolName.reasonSuffix)
+                    ? String(entry.name.dropLast(SpoolName.reasonSuffix.count)) : entry.name
+                // A reason file whose payload exists is handled with the payload.
+                if name != entry.name && dirs.exists(dirs.failed, name) { continue }
+                if name.isEmpty || dirs.quarantinedAfter(name, before) { continue }
+                do throws(SpoolError) {
+                    if try purgeOne(dirs: dirs, name: name) { removed.append(name) }
+                } catch where error.errno == ENOTEMPTY || error.errno == EEXIST {
+                    // Only rmdir(2) of a non-empty quarantined directory fails this way.
+                    skipped(name, error)
+                }
+            }
+        }
+        return removed
+    }
 
     private static func validatePayloadName(_ name: String) throws(SpoolError) {
         try SpoolName.validate(name)

@@ -9,12 +9,14 @@ package struct JournalCommand: CtlSubcommand {
     package static let name = "journal"
     package static let summary = "print, follow, verify or summarise the journal"
     package static let help = """
-        usage: pushspoolctl journal cat [--json] [--from-seq N]
+        usage: pushspoolctl journal cat [--json] [--from-seq N] [--archive]
                pushspoolctl journal tail [-n N] [-f] [--json]
                pushspoolctl journal verify
                pushspoolctl journal stats [--json]
 
-        cat     every committed record from sequence number N (default 1)
+        cat     every committed record from sequence number N (default 1); with --archive
+                first the records of segments retention compressed into archive/
+                ([Journal] Archive=zstd), then the live journal
         tail    the last N records (default 10); with -f keep printing new ones as they are
                 committed, until interrupted
         verify  check every record of every segment (frame, checksums, sequence, duplicate
@@ -31,7 +33,7 @@ package struct JournalCommand: CtlSubcommand {
         """
 
     enum Action: Equatable {
-        case cat(fromSeq: UInt64)
+        case cat(fromSeq: UInt64, archive: Bool)
         case tail(count: Int, follow: Bool)
         case verify
         case stats
@@ -45,12 +47,14 @@ package struct JournalCommand: CtlSubcommand {
         var fromSeq: UInt64 = 1
         var count = 10
         var follow = false
+        var archive = false
         var cursor = ArgumentCursor(Array(arguments.dropFirst()))
         while let item = cursor.next() {
             switch item {
             case .option("--json", nil) where verb != "verify": json = true
             case .option("--from-seq", let inline) where verb == "cat":
                 fromSeq = UInt64(try cursor.positiveInteger(of: "--from-seq", inline: inline))
+            case .option("--archive", nil) where verb == "cat": archive = true
             case .option("-n", let inline) where verb == "tail", .option("--lines", let inline) where verb == "tail":
                 count = try cursor.positiveInteger(of: "-n", inline: inline, allowZero: true)
             case .option("-f", nil) where verb == "tail", .option("--follow", nil) where verb == "tail":
@@ -60,7 +64,7 @@ package struct JournalCommand: CtlSubcommand {
             }
         }
         switch verb {
-        case "cat": action = .cat(fromSeq: fromSeq)
+        case "cat": action = .cat(fromSeq: fromSeq, archive: archive)
         case "tail": action = .tail(count: count, follow: follow)
         case "verify": action = .verify
         case "stats": action = .stats
@@ -73,8 +77,19 @@ package struct JournalCommand: CtlSubcommand {
         let directory = context.journalDirectory(configuration)
         do throws(JournalError) {
             switch action {
-            case .cat(let fromSeq):
-                let reader = try JournalReader(directory: directory, fromSeq: fromSeq)
+            case .cat(let fromSeq, let archive):
+                var next = fromSeq
+                if archive {
+                    // Archived segments hold the oldest seqs; the live journal continues after them.
+                    for archived in JournalArchive.list(directory: directory) {
+                        for record in try JournalArchive.records(directory: directory, archiveName: archived.name)
+                        where record.seq >= next {
+                            context.out(line(for: record))
+                            next = record.seq + 1
+                        }
+                    }
+                }
+                let reader = try JournalReader(directory: directory, fromSeq: next)
                 while let record = try reader.next() { context.out(line(for: record)) }
                 return ExitStatus.ok
             case .tail(let count, let follow):

@@ -17,11 +17,21 @@ package struct GlobalOptions: Sendable, Equatable {
     package var spool: String?
     package var stateDir: String?
     package var config: String?
+    /// `--instance NAME`: resolved into the three paths above by `parse`.
+    package var instance: String?
 
-    package init(spool: String? = nil, stateDir: String? = nil, config: String? = nil) {
+    package init(spool: String? = nil, stateDir: String? = nil, config: String? = nil, instance: String? = nil) {
         self.spool = spool
         self.stateDir = stateDir
         self.config = config
+        self.instance = instance
+    }
+
+    /// systemd's instance names allow more, but these are the ones that are safe as a path
+    /// component and a file name without escaping.
+    static func isValidInstance(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 64 && !name.hasPrefix(".")
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_.-".contains($0)) }
     }
 }
 
@@ -93,7 +103,7 @@ package enum PushspoolCtl {
     ] }
 
     package static let usage = """
-        usage: pushspoolctl [--spool DIR] [--state-dir DIR] [--config FILE] <subcommand> [options] [args]
+        usage: pushspoolctl [--spool DIR] [--state-dir DIR] [--config FILE | --instance NAME] <subcommand> [options] [args]
                pushspoolctl help [<subcommand>] | --help | --version
         """
 
@@ -138,6 +148,13 @@ package enum PushspoolCtl {
             case "--spool": globals.spool = try value(name, inline: inline)
             case "--state-dir": globals.stateDir = try value(name, inline: inline)
             case "--config": globals.config = try value(name, inline: inline)
+            case "--instance":
+                // The paths pushspoold@NAME.service gives its daemon (systemd/pushspoold@.service).
+                let instance = try value(name, inline: inline)
+                guard GlobalOptions.isValidInstance(instance) else {
+                    throw UsageError("--instance takes a unit instance name of [A-Za-z0-9_.-] (not starting with '.'), got '\(instance)'")
+                }
+                globals.instance = instance
             case "help":
                 let topic = i + 1 < arguments.count ? arguments[i + 1] : nil
                 if let topic, lookup(topic) == nil { throw UsageError("no such subcommand: \(topic)") }
@@ -148,6 +165,7 @@ package enum PushspoolCtl {
                 let rest = Array(arguments[(i + 1)...])
                 let beforeDashDash = rest.prefix { $0 != "--" }
                 if beforeDashDash.contains("-h") || beforeDashDash.contains("--help") { return .help(topic: arg) }
+                try applyInstance(&globals)
                 do throws(UsageError) {
                     return .run(try type.init(arguments: rest), globals)
                 } catch {
@@ -157,6 +175,18 @@ package enum PushspoolCtl {
             i += 1
         }
         throw UsageError("missing subcommand")
+    }
+
+    /// `--instance NAME` stands for the three paths of `pushspoold@NAME.service`; given with
+    /// any of them it would be ambiguous which one wins.
+    static func applyInstance(_ globals: inout GlobalOptions) throws(UsageError) {
+        guard let instance = globals.instance else { return }
+        guard globals.config == nil, globals.spool == nil, globals.stateDir == nil else {
+            throw UsageError("--instance sets --config, --spool and --state-dir; do not combine them")
+        }
+        globals.config = "/etc/pushspool/\(instance).conf"
+        globals.spool = "/var/spool/pushspool/\(instance)"
+        globals.stateDir = "/var/lib/pushspool/\(instance)"
     }
 
     static func lookup(_ name: String) -> (any CtlSubcommand.Type)? {
@@ -180,6 +210,8 @@ package enum PushspoolCtl {
                      "  --spool DIR       spool root (default from the configuration, /var/spool/pushspool)",
                      "  --state-dir DIR   state directory holding the journal (default /var/lib/pushspool)",
                      "  --config FILE     configuration file (default /etc/pushspool/pushspool.conf)",
+                     "  --instance NAME   the pushspoold@NAME instance: /etc/pushspool/NAME.conf,",
+                     "                    /var/spool/pushspool/NAME, /var/lib/pushspool/NAME",
                      "  -h, --help        show this help; 'help <subcommand>' for one subcommand",
                      "  --version         print the version", "", "Subcommands:"]
         let width = subcommands.map { $0.name.count }.max() ?? 0

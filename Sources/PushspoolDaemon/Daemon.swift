@@ -29,6 +29,10 @@ package final class Daemon: Sendable {
     private let reporter: Reporter
     /// The inbox index and the outbox, following the journal on threads of their own.
     private let followers: Followers
+    /// Retires journal segments, dedup entries, media and failed/ files on its own thread.
+    private let retention: JournalRetentionService?
+    /// The exporter's acknowledged seq: retention keeps every segment above it (issue 14).
+    package let retentionFloor = RetentionFloor()
     private let state: Mutex<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
@@ -107,6 +111,9 @@ package final class Daemon: Sendable {
             reporter.error(problem)
             events.log(.outboxFailed, problem, fields: [(EventField.reasonCode, "network_denied")])
         }
+        retention = RetentionPass.service(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
+                                          layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
+                                          floor: retentionFloor, events: events)
 
         do {
             try layout.create()
@@ -171,6 +178,7 @@ package final class Daemon: Sendable {
         }
         // After READY: catching up on a long journal is the followers' business, not start-up's.
         followers.start()
+        retention?.start()
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
         // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
@@ -459,6 +467,7 @@ package final class Daemon: Sendable {
                 break drain
             }
         }
+        retention?.stop()
         do {
             try journal.close()
         } catch {
