@@ -55,6 +55,9 @@ package struct JournalOptions: Sendable {
     /// (`"<scope>.write"`, `".fdatasync"`, `".fsync"`, `".ftruncate"`, `".openat"`, `".renameat"`).
     /// A distinct scope keeps an injected fault from hitting an unrelated journal or module.
     package var faultScope = "journal"
+    /// The file system the journal's calls go through; `nil` = the real one
+    /// (`RealFileSystem(faultScope:)`). Tests pass a simulated one (crash and fault models).
+    package var fileSystem: (any FileSystem)?
 
     package init() {}
 }
