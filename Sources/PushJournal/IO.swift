@@ -6,15 +6,21 @@ import PushSystem
 /// `JournalOptions.faultScope`). Maps `SystemError` to `JournalError`.
 struct JournalIO: Sendable {
     let fs: any FileSystem
+    /// For creating the journal directory and syncing its parent: on the real file system
+    /// these calls carry the bare names (`"fsync"`), as they always have, so the scoped
+    /// `"<scope>.fsync"` counts of `PUSHSPOOL_FAULT_INJECT=...:after=N` rules stay the same.
+    let setupFS: any FileSystem
     let directory: String
 
-    init(fs: any FileSystem, directory: String) {
+    init(fs: any FileSystem, setupFS: (any FileSystem)? = nil, directory: String) {
         self.fs = fs
+        self.setupFS = setupFS ?? fs
         self.directory = directory
     }
 
     init(options: JournalOptions, directory: String) {
-        self.init(fs: options.fileSystem ?? RealFileSystem(faultScope: options.faultScope), directory: directory)
+        self.init(fs: options.fileSystem ?? RealFileSystem(faultScope: options.faultScope),
+                  setupFS: options.fileSystem ?? RealFileSystem(), directory: directory)
     }
 
     func err(_ error: SystemError) -> JournalError {

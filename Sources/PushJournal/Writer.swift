@@ -137,17 +137,17 @@ package final class JournalWriter: Sendable {
         let io = JournalIO(options: options, directory: directory)
         do {
             var isNew = false
-            if !io.fs.exists(directory) {
+            if !io.setupFS.exists(directory) {
                 isNew = true
-                try io.fs.mkdirs(directory)
+                try io.setupFS.mkdirs(directory)
             }
             // A new journal directory's own entry must survive power loss too.
-            if isNew { try io.fs.syncDirectory((directory as NSString).deletingLastPathComponent) }
+            if isNew { try io.setupFS.syncDirectory((directory as NSString).deletingLastPathComponent) }
         } catch {
             throw io.err(error)
         }
         let dirfd: Int32
-        do { dirfd = try io.fs.openDirectory(directory) } catch { throw io.err(error) }
+        do { dirfd = try io.setupFS.openDirectory(directory) } catch { throw io.err(error) }
         var lockfd: Int32 = -1
         var committedfd: Int32 = -1
         var core: Core?
