@@ -1,9 +1,10 @@
 @preconcurrency import Glibc
 import PushSystem
 
-/// TEST HOOK, not an operator feature: lets the integration tests make a system call of the
-/// real `pushspoold` process fail (e.g. `fdatasync` with EIO), which no file system offers on
-/// demand. It arms `FaultInjector.shared` from two environment variables at start-up:
+/// TEST HOOK, not an operator feature, and present in debug builds only (a release build
+/// ignores both variables, see `compiledIn`): lets the integration tests make a system call of
+/// the real `pushspoold` process fail (e.g. `fdatasync` with EIO), which no file system offers
+/// on demand. It arms `FaultInjector.shared` from two environment variables at start-up:
 ///
 ///     PUSHSPOOL_ALLOW_FAULT_INJECTION=1
 ///     PUSHSPOOL_FAULT_INJECT=<call>:<errno>[:after=N][:times=M][,<more rules>]
