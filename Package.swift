@@ -90,10 +90,13 @@ let package = Package(
         // server, a notify socket). A plain library so the benchmark can link it too; it must
         // not import Testing, and neither pushspoold nor pushspoolctl depends on it.
         .target(name: "TestSupport", dependencies: ["PushSystem"], path: "Tests/TestSupport"),
+        // An in-memory file system behind PushSystem's `FileSystem` seam that models power cuts
+        // (unsynced data and directory entries) and injected I/O errors, for crash enumeration.
+        .target(name: "SimulatedFS", dependencies: ["PushSystem"], path: "Tests/SimulatedFS"),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushFetchTests", dependencies: [

@@ -51,7 +51,7 @@ extension JournalFiles {
 package enum JournalArchive {
     /// First seqs and names of the archived segments, oldest first.
     package static func list(directory: String) -> [(name: String, firstSeq: UInt64)] {
-        let names = (try? Posix.journalListDirectory(directory + "/" + JournalFiles.archive)) ?? []
+        let names = (try? RealFileSystem().listDirectory(directory + "/" + JournalFiles.archive)) ?? []
         return names.compactMap { name -> (name: String, firstSeq: UInt64)? in
             guard name.hasSuffix(JournalFiles.archiveSuffix) else { return nil }
             let segment = String(name.dropLast(JournalFiles.archiveSuffix.count))

@@ -2,21 +2,21 @@
 import PushSystem
 
 /// Lists the segments of a journal directory, oldest first.
-func listSegments(_ directory: String) throws(JournalError) -> [(name: String, firstSeq: UInt64)] {
+func listSegments(_ directory: String, fs: any FileSystem) throws(JournalError) -> [(name: String, firstSeq: UInt64)] {
     let names: [String]
-    do { names = try Posix.journalListDirectory(directory) } catch { throw JournalError(.io(error), directory: directory) }
+    do { names = try fs.listDirectory(directory) } catch { throw JournalError(.io(error), directory: directory) }
     return names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name: name, firstSeq: $0) } }
         .sorted { $0.firstSeq < $1.firstSeq }
 }
 
 /// First seqs of the segments in `quarantine/` (names start with the segment's name).
-func quarantinedFirstSeqs(_ directory: String) -> [UInt64] {
-    ((try? Posix.journalListDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
+func quarantinedFirstSeqs(_ directory: String, fs: any FileSystem) -> [UInt64] {
+    ((try? fs.listDirectory(directory + "/" + JournalFiles.quarantine)) ?? [])
         .compactMap { name in name.count >= 24 ? JournalFiles.firstSeq(ofSegment: String(name.prefix(24))) : nil }
 }
 
-func readCommittedMark(_ directory: String) -> CommittedMark? {
-    (try? Posix.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
+func readCommittedMark(_ directory: String, fs: any FileSystem) -> CommittedMark? {
+    (try? fs.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
 }
 
 /// Reads records in seq order, read-only, alongside a running writer (JOURNAL.md b.7).
@@ -31,6 +31,7 @@ func readCommittedMark(_ directory: String) -> CommittedMark? {
 package final class JournalReader {
     package let directory: String
     package let committedOnly: Bool
+    package let fileSystem: any FileSystem
     private var fromSeq: UInt64
     private var current: SegmentFile?
     private var currentFirstSeq: UInt64 = 0
@@ -40,24 +41,25 @@ package final class JournalReader {
     package private(set) var lastError: JournalError?
 
     /// Opens a reader positioned at `fromSeq` (0 or 1 = from the beginning).
-    package init(directory: String, fromSeq: UInt64 = 0, committedOnly: Bool = true) throws(JournalError) {
+    package init(directory: String, fromSeq: UInt64 = 0, committedOnly: Bool = true,
+                 fileSystem: any FileSystem = RealFileSystem()) throws(JournalError) {
         self.directory = directory
+        self.fileSystem = fileSystem
         self.fromSeq = fromSeq
         self.committedOnly = committedOnly
-        var st = stat()
-        guard stat(directory, &st) == 0 else {
-            throw JournalError(.io(SystemError(call: "stat", errno: errno, subject: directory)), directory: directory)
+        guard fileSystem.exists(directory) else {
+            throw JournalError(.io(SystemError(call: "stat", errno: ENOENT, subject: directory)), directory: directory)
         }
     }
 
     /// The seq of the newest whole record, reading only the newest segment's frame headers
     /// (for `journal tail`: start at `lastSeq - n + 1`). `nil` for an empty journal.
-    package static func lastSeq(directory: String) throws(JournalError) -> UInt64? {
-        for segment in try listSegments(directory).reversed() {
+    package static func lastSeq(directory: String, fileSystem: any FileSystem = RealFileSystem()) throws(JournalError) -> UInt64? {
+        for segment in try listSegments(directory, fs: fileSystem).reversed() {
             let file: SegmentFile
             let decoded: Result<SegmentHeader, FrameDefect>
             do {
-                file = try SegmentFile(directory: directory, name: segment.name)
+                file = try SegmentFile(directory: directory, name: segment.name, fs: fileSystem)
                 decoded = try file.readHeader()
             } catch { throw JournalError(.io(error), directory: directory) }
             guard case .success(let header) = decoded else {
@@ -82,7 +84,7 @@ package final class JournalReader {
     package func next() throws(JournalError) -> JournalRecord? {
         while true {
             if current == nil {
-                let segments = try listSegments(directory)
+                let segments = try listSegments(directory, fs: fileSystem)
                 guard let pick = segments.last(where: { $0.firstSeq <= max(fromSeq, 1) }) ?? segments.first else { return nil }
                 try open(pick.name, firstSeq: pick.firstSeq)
             }
@@ -98,7 +100,7 @@ package final class JournalReader {
             case .record(let header, let key, let json):
                 if committedOnly, header.seq > committedBound {
                     // Re-read the watermark only when a record passes the cached one.
-                    guard let mark = readCommittedMark(directory) else {
+                    guard let mark = readCommittedMark(directory, fs: fileSystem) else {
                         committedBound = .max  // no valid COMMITTED: fall back to whole records only
                         continue
                     }
@@ -112,7 +114,7 @@ package final class JournalReader {
                 return JournalRecord(seq: header.seq, ingestMillis: header.ingestMillis, key: key!, body: json!,
                                      segment: file.name, offset: at)
             case .end, .incomplete, .invalid:
-                let newer = try listSegments(directory).first { $0.firstSeq > currentFirstSeq }
+                let newer = try listSegments(directory, fs: fileSystem).first { $0.firstSeq > currentFirstSeq }
                 guard let newer else { return nil }
                 switch probe {
                 case .incomplete(let detail), .invalid(let detail):
@@ -161,7 +163,7 @@ package final class JournalReader {
         let file: SegmentFile
         let header: Result<SegmentHeader, FrameDefect>
         do {
-            file = try SegmentFile(directory: directory, name: name)
+            file = try SegmentFile(directory: directory, name: name, fs: fileSystem)
             header = try file.readHeader()
         } catch {
             throw JournalError(.io(error), directory: directory)

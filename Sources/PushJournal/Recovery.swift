@@ -51,7 +51,7 @@ struct Recovery {
     func run() throws(JournalError) -> RecoveredJournal {
         let started = Posix.monotonicNanos()
         let names: [String]
-        do { names = try Posix.journalListDirectory(directory) } catch { throw sysErr(error) }
+        do { names = try io.fs.listDirectory(directory) } catch { throw sysErr(error) }
         var removedTemp = false
         for name in names where name.hasSuffix(".tmp") {
             try io.unlinkat(dirfd, name)
@@ -64,7 +64,7 @@ struct Recovery {
         let (retainedFloor, segments) = try finishInterruptedRetention(directory: directory, dirfd: dirfd, io: io, segments: listed)
 
         var checkpoint: DedupCheckpoint?
-        if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
+        if let bytes = try? io.fs.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             checkpoint = DedupCheckpoint.decode(bytes)
         }
         let pass: Pass
@@ -78,7 +78,7 @@ struct Recovery {
         // them past `maxSeq`, they were lost (a truncated or deleted segment, a damaged last
         // record, a device that ignored a flush): that is corruption, not a torn tail. Decided
         // before anything on disk changes, so a refusal leaves the evidence as it was.
-        let committed = readCommittedMark(directory)
+        let committed = readCommittedMark(directory, fs: io.fs)
         var lost: ClosedRange<UInt64>?
         if let committed, committed.seq > pass.maxSeq {
             let range = (pass.maxSeq + 1)...committed.seq
@@ -159,11 +159,11 @@ struct Recovery {
         let text = "acknowledged records seq \(lost.lowerBound)...\(lost.upperBound) were missing at recovery "
             + "(\(detail)); they were accepted as lost under the quarantine policy\n"
         let fd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
-        defer { Posix.close(fd) }
+        defer { io.close(fd) }
         try sys { () throws(SystemError) in try io.writeAll(fd, Array(text.utf8), subject: name) }
         try io.fsync(fd, subject: name)
         let qfd = try io.openat(dirfd, JournalFiles.quarantine, O_RDONLY | O_DIRECTORY)
-        defer { Posix.close(qfd) }
+        defer { io.close(qfd) }
         try io.fsync(qfd, subject: JournalFiles.quarantine)
     }
 
@@ -180,7 +180,7 @@ struct Recovery {
             guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
                   checkpoint.throughSeq + 1 >= checkpoint.segmentFirstSeq
             else { return nil }
-            let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segments[index].name) }
+            let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segments[index].name, fs: io.fs) }
             guard case .success(let header) = try sys({ () throws(SystemError) in try file.readHeader() }),
                   header.journalID == checkpoint.journalID,
                   checkpoint.offset >= Int64(SegmentHeader.size), checkpoint.offset <= file.size,
@@ -207,7 +207,7 @@ struct Recovery {
             let segment = segments[index]
             let isLast = index == segments.count - 1
             do {
-                let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segment.name) }
+                let file = try sys { () throws(SystemError) in try SegmentFile(directory: directory, name: segment.name, fs: io.fs) }
                 let header: SegmentHeader
                 switch try sys({ () throws(SystemError) in try file.readHeader() }) {
                 case .success(let h): header = h
@@ -233,7 +233,7 @@ struct Recovery {
                 // named higher means the ones before it are gone (unless quarantined).
                 if !resuming && header.firstSeq > pass.lastSeq + 1 {
                     let explained = pass.actions.contains { if case .quarantine = $0 { true } else { false } }
-                        || quarantinedFirstSeqs(directory).contains { $0 > pass.lastSeq && $0 < header.firstSeq }
+                        || quarantinedFirstSeqs(directory, fs: io.fs).contains { $0 > pass.lastSeq && $0 < header.firstSeq }
                     if !explained {
                         let missing = (pass.lastSeq + 1)...(header.firstSeq - 1)
                         if case .refuse = options.corruptionPolicy {
@@ -291,21 +291,21 @@ struct Recovery {
     }
 
     private func ensureQuarantineDirectory() throws(JournalError) {
-        do { try Posix.mkdirIfMissing(directory + "/" + JournalFiles.quarantine) } catch { throw sysErr(error) }
+        do { try io.fs.mkdirIfMissing(directory + "/" + JournalFiles.quarantine) } catch { throw sysErr(error) }
     }
 
     /// Keeps the cut bytes for forensics (etcd's `.broken`), then truncates and syncs.
     private func cutTornTail(segment: String, at offset: Int64, size: Int64) throws(JournalError) {
         try ensureQuarantineDirectory()
         let tail = try sys { () throws(SystemError) in
-            try SegmentFile(directory: directory, name: segment).readAll(from: offset, to: size)
+            try SegmentFile(directory: directory, name: segment, fs: io.fs).readAll(from: offset, to: size)
         }
         let name = "\(JournalFiles.quarantine)/\(segment).torn-\(offset)-\(Posix.wallClockMillis())"
         let tailfd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
-        defer { Posix.close(tailfd) }
+        defer { io.close(tailfd) }
         try sys { () throws(SystemError) in try io.writeAll(tailfd, tail, subject: name) }
         let fd = try io.openat(dirfd, segment, O_WRONLY)
-        defer { Posix.close(fd) }
+        defer { io.close(fd) }
         try io.ftruncate(fd, offset, subject: segment)
         try io.fdatasync(fd, subject: segment)
     }
@@ -316,7 +316,7 @@ struct Recovery {
         try io.renameat(dirfd, segment, dirfd, target)
         try io.fsync(dirfd, subject: directory)
         let qfd = try io.openat(dirfd, JournalFiles.quarantine, O_RDONLY | O_DIRECTORY)
-        defer { Posix.close(qfd) }
+        defer { io.close(qfd) }
         try io.fsync(qfd, subject: JournalFiles.quarantine)
     }
 }

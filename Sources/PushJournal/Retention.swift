@@ -120,13 +120,13 @@ package enum JournalRetention {
         var result = RetentionResult()
         result.firstRetainedSeq = readRetainedFloor(directory)
         guard policy.isActive else { return result }
-        let io = JournalIO(scope: policy.faultScope, directory: directory)
+        let io = JournalIO(fs: RealFileSystem(faultScope: policy.faultScope), directory: directory)
         let dirfd: Int32
         do { dirfd = try Posix.openDirectory(directory) } catch { throw io.err(error) }
         defer { Posix.close(dirfd) }
         if policy.archive { try removeArchiveLeftovers(directory: directory, io: io) }
 
-        let segments = try listSegments(directory)
+        let segments = try listSegments(directory, fs: io.fs)
         guard !segments.isEmpty else { return result }
         var sizes: [Int64] = []
         var mtimes: [Int64] = []
@@ -207,7 +207,7 @@ package enum JournalRetention {
     /// still in place (it is removed only after the rename), so the copy is simply redone.
     private static func removeArchiveLeftovers(directory: String, io: JournalIO) throws(JournalError) {
         let path = directory + "/" + JournalFiles.archive
-        guard let names = try? Posix.journalListDirectory(path) else { return }
+        guard let names = try? RealFileSystem().listDirectory(path) else { return }
         let leftovers = names.filter { $0.hasSuffix(".tmp") }
         guard !leftovers.isEmpty else { return }
         let afd: Int32
@@ -330,7 +330,7 @@ enum RetiredKeys {
         body.appendLE(lastWriteMillis)
         var entries: [(UInt64, String)] = []
         do {
-            let file = try SegmentFile(directory: directory, name: segment)
+            let file = try SegmentFile(directory: directory, name: segment, fs: io.fs)
             guard case .success(let header) = try file.readHeader() else { return }
             _ = try scanSegment(file, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .keys) { h, key, _, _ in
                 entries.append((h.seq, key!))
@@ -357,7 +357,7 @@ enum RetiredKeys {
     /// Key files oldest first, with the segment's first seq and last write.
     static func list(directory: String) -> [(name: String, firstSeq: UInt64, lastWriteMillis: Int64)] {
         let path = directory + "/" + directoryName
-        let names = (try? Posix.journalListDirectory(path)) ?? []
+        let names = (try? RealFileSystem().listDirectory(path)) ?? []
         return names.compactMap { name -> (name: String, firstSeq: UInt64, lastWriteMillis: Int64)? in
             guard name.hasSuffix(suffix), let firstSeq = JournalFiles.firstSeq(ofSegment: String(name.dropLast(suffix.count))),
                   let bytes = try? Posix.readFile(path + "/" + name, limit: 1 << 30), bytes.count >= 16

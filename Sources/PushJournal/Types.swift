@@ -59,6 +59,9 @@ package struct JournalOptions: Sendable {
     /// A test hook: a constant function forces every key to collide, to prove that a hit is
     /// confirmed against the stored key. Recovery must use the same function as the writer.
     package var keyFingerprint: (@Sendable (String) -> UInt64)?
+    /// The file system the journal's calls go through; `nil` = the real one
+    /// (`RealFileSystem(faultScope:)`). Tests pass a simulated one (crash and fault models).
+    package var fileSystem: (any FileSystem)?
 
     package init() {}
 

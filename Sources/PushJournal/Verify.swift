@@ -68,10 +68,10 @@ package struct VerifyReport: Sendable {
 }
 
 /// Whether a writer holds `LOCK` (probed with a non-blocking `flock`, released at once).
-func isWriterRunning(_ directory: String) -> Bool {
-    guard let fd = try? Posix.open(directory + "/" + JournalFiles.lock, O_RDONLY) else { return false }
-    defer { Posix.close(fd) }
-    return (try? Posix.journalTryLock(fd, subject: JournalFiles.lock)) == false
+func isWriterRunning(_ directory: String, fs: any FileSystem) -> Bool {
+    guard let fd = try? fs.open(directory + "/" + JournalFiles.lock, O_RDONLY, mode: 0) else { return false }
+    defer { fs.close(fd) }
+    return (try? fs.tryLock(fd, subject: JournalFiles.lock)) == false
 }
 
 /// `journal verify`: checks every record of every segment, read-only (JOURNAL.md b.8). Safe
@@ -79,10 +79,19 @@ func isWriterRunning(_ directory: String) -> Bool {
 package enum JournalVerifier {
     /// Verifies the journal in `directory`. `progress` receives (bytes done, bytes total) every
     /// few MiB, for a progress display on large journals.
-    package static func verify(directory: String, progress: ((bytesDone: Int64, bytesTotal: Int64)) -> Void = { _ in }) -> VerifyReport {
+    package static func verify(directory: String, fileSystem: any FileSystem = RealFileSystem(),
+                               progress: ((bytesDone: Int64, bytesTotal: Int64)) -> Void = { _ in }) -> VerifyReport {
         var report = VerifyReport()
         var status = stat()
-        if stat(directory, &status) != 0 {
+        // A simulated file system answers only through the seam; the real one says more via stat(2).
+        if !(fileSystem is RealFileSystem) {
+            if !fileSystem.exists(directory) {
+                report.noJournal = true
+                report.problems.append("no journal at \(directory): the directory does not exist")
+                return report
+            }
+            status.st_mode = S_IFDIR
+        } else if stat(directory, &status) != 0 {
             let error = SystemError(call: "stat", errno: errno, subject: directory)
             report.noJournal = true
             report.problems.append(error.errno == ENOENT ? "no journal at \(directory): the directory does not exist"
@@ -95,15 +104,15 @@ package enum JournalVerifier {
             return report
         }
         // Read before scanning: records synced while we scan can only make the journal longer.
-        let mark = readCommittedMark(directory)
+        let mark = readCommittedMark(directory, fs: fileSystem)
         report.committedSeq = mark?.seq
-        let writerRunning = isWriterRunning(directory)
+        let writerRunning = isWriterRunning(directory, fs: fileSystem)
         let listed: [(name: String, firstSeq: UInt64)]
-        do { listed = try listSegments(directory) } catch {
+        do { listed = try listSegments(directory, fs: fileSystem) } catch {
             report.problems.append("cannot list \(directory): \(error)")
             return report
         }
-        let quarantined = quarantinedFirstSeqs(directory)
+        let quarantined = quarantinedFirstSeqs(directory, fs: fileSystem)
         // Seqs below RETAINED were retired by retention (deleted or archived), not lost. Read
         // after listing: a segment listed and then retired by the running daemon is skipped.
         var retainedFloor = readRetainedFloor(directory)
@@ -121,7 +130,7 @@ package enum JournalVerifier {
 
         var files: [SegmentFile] = []
         for segment in segments {
-            do { files.append(try SegmentFile(directory: directory, name: segment.name)) } catch {
+            do { files.append(try SegmentFile(directory: directory, name: segment.name, fs: fileSystem)) } catch {
                 if error.errno == ENOENT, segment.firstSeq < readRetainedFloor(directory) {
                     retainedFloor = readRetainedFloor(directory)
                     report.notes.append("\(segment.name) was retired by retention while verify ran")
@@ -255,7 +264,7 @@ package enum JournalVerifier {
         if let committed = report.committedSeq, committed > end {
             report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(end): acknowledged records are missing")
         }
-        if let bytes = try? Posix.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
+        if let bytes = try? fileSystem.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
             if let checkpoint = DedupCheckpoint.decode(bytes) {
                 if checkpoint.throughSeq > (report.lastSeq ?? 0) {
                     report.notes.append("dedup.ckpt covers seq \(checkpoint.throughSeq), beyond the journal; it will be rebuilt at start")
@@ -286,15 +295,15 @@ package struct JournalStats: Sendable {
 }
 
 /// Reads `JournalStats` from frame headers only (bodies are not checksummed; use verify for that).
-package func journalStats(directory: String) throws(JournalError) -> JournalStats {
+package func journalStats(directory: String, fileSystem: any FileSystem = RealFileSystem()) throws(JournalError) -> JournalStats {
     var stats = JournalStats()
-    stats.committedSeq = readCommittedMark(directory)?.seq
-    for segment in try listSegments(directory) {
+    stats.committedSeq = readCommittedMark(directory, fs: fileSystem)?.seq
+    for segment in try listSegments(directory, fs: fileSystem) {
         let io = { (error: SystemError) in JournalError(.io(error), directory: directory) }
         let file: SegmentFile
         let decoded: Result<SegmentHeader, FrameDefect>
         do {
-            file = try SegmentFile(directory: directory, name: segment.name)
+            file = try SegmentFile(directory: directory, name: segment.name, fs: fileSystem)
             decoded = try file.readHeader()
         } catch { throw io(error) }
         stats.segments += 1

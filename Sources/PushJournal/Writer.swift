@@ -135,20 +135,20 @@ package final class JournalWriter: Sendable {
     /// segments and syncs): call it from a `BlockingQueue`, not the cooperative pool. The same
     /// holds for `close`.
     package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
-        let io = JournalIO(scope: options.faultScope, directory: directory)
+        let io = JournalIO(options: options, directory: directory)
         do {
             var isNew = false
-            if access(directory, F_OK) != 0 {
+            if !io.setupFS.exists(directory) {
                 isNew = true
-                try Posix.mkdirs(directory)
+                try io.setupFS.mkdirs(directory)
             }
             // A new journal directory's own entry must survive power loss too.
-            if isNew { try Posix.syncDirectory((directory as NSString).deletingLastPathComponent) }
+            if isNew { try io.setupFS.syncDirectory((directory as NSString).deletingLastPathComponent) }
         } catch {
             throw io.err(error)
         }
         let dirfd: Int32
-        do { dirfd = try Posix.openDirectory(directory) } catch { throw io.err(error) }
+        do { dirfd = try io.setupFS.openDirectory(directory) } catch { throw io.err(error) }
         var lockfd: Int32 = -1
         var committedfd: Int32 = -1
         var core: Core?
@@ -159,7 +159,7 @@ package final class JournalWriter: Sendable {
             let lockDeadline = Posix.monotonicNanos() &+ options.lockWait.clampedUInt64Nanoseconds
             while true {
                 let locked: Bool
-                do { locked = try Posix.journalTryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
+                do { locked = try io.fs.tryLock(lockfd, subject: JournalFiles.lock) } catch { throw io.err(error) }
                 if locked { break }
                 guard Posix.monotonicNanos() < lockDeadline else { throw JournalError(.locked, directory: directory) }
                 usleep(5_000)
@@ -191,10 +191,10 @@ package final class JournalWriter: Sendable {
             checkpointer.start()
             return (writer, recovered.report)
         } catch {
-            if let core, core.activefd >= 0 { Posix.close(core.activefd) }
-            if committedfd >= 0 { Posix.close(committedfd) }
-            if lockfd >= 0 { Posix.close(lockfd) }
-            Posix.close(dirfd)
+            if let core, core.activefd >= 0 { io.close(core.activefd) }
+            if committedfd >= 0 { io.close(committedfd) }
+            if lockfd >= 0 { io.close(lockfd) }
+            io.close(dirfd)
             throw error
         }
     }
@@ -358,10 +358,10 @@ package final class JournalWriter: Sendable {
             writeCheckpoint()
             Self.writeCommittedMark(core, seq: core.nextSeq - 1)
         }
-        if core.activefd >= 0 { Posix.close(core.activefd) }
-        Posix.close(core.committedfd)
-        Posix.close(core.lockfd)
-        Posix.close(core.dirfd)
+        if core.activefd >= 0 { core.io.close(core.activefd) }
+        core.io.close(core.committedfd)
+        core.io.close(core.lockfd)
+        core.io.close(core.dirfd)
         shared.withLock { state in
             if case .closing = state.phase { state.phase = .closed }
         }
@@ -522,7 +522,7 @@ package final class JournalWriter: Sendable {
         } catch {
             // Whatever part landed must go: it was never acknowledged and would sit before the retry.
             do {
-                let size = Int64((try? Posix.fstat(core.activefd, subject: name).st_size) ?? -1)
+                let size = (try? io.fs.fileSize(core.activefd, subject: name)) ?? -1
                 if size != core.activeEnd {
                     try io.ftruncate(core.activefd, core.activeEnd, subject: name)
                     try io.fdatasync(core.activefd, subject: name)
@@ -562,11 +562,11 @@ package final class JournalWriter: Sendable {
             try io.renameat(core.dirfd, temp, core.dirfd, name)
             try io.fsync(core.dirfd, subject: io.directory)
         } catch {
-            Posix.close(fd)
+            io.close(fd)
             try? io.unlinkat(core.dirfd, temp)
             throw error
         }
-        if core.activefd >= 0 { Posix.close(core.activefd) }
+        if core.activefd >= 0 { io.close(core.activefd) }
         core.activefd = fd
         core.activeFirstSeq = core.nextSeq
         core.activeEnd = Int64(SegmentHeader.size)

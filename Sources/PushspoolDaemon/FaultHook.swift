@@ -1,9 +1,10 @@
 @preconcurrency import Glibc
 import PushSystem
 
-/// TEST HOOK, not an operator feature: lets the integration tests make a system call of the
-/// real `pushspoold` process fail (e.g. `fdatasync` with EIO), which no file system offers on
-/// demand. It arms `FaultInjector.shared` from two environment variables at start-up:
+/// TEST HOOK, not an operator feature, and present in debug builds only (a release build
+/// ignores both variables, see `compiledIn`): lets the integration tests make a system call of
+/// the real `pushspoold` process fail (e.g. `fdatasync` with EIO), which no file system offers
+/// on demand. It arms `FaultInjector.shared` from two environment variables at start-up:
 ///
 ///     PUSHSPOOL_ALLOW_FAULT_INJECTION=1
 ///     PUSHSPOOL_FAULT_INJECT=<call>:<errno>[:after=N][:times=M][,<more rules>]
@@ -20,6 +21,13 @@ import PushSystem
 enum FaultHook {
     static let specVariable = "PUSHSPOOL_FAULT_INJECT"
     static let allowVariable = "PUSHSPOOL_ALLOW_FAULT_INJECTION"
+
+    /// Whether this build has the test hooks at all: debug builds (the test suites') only.
+    #if DEBUG
+    static let compiledIn = true
+    #else
+    static let compiledIn = false
+    #endif
 
     struct Rule: Equatable {
         var call: String
@@ -39,7 +47,9 @@ enum FaultHook {
 
     static func decide(environment: (String) -> String?) -> Decision {
         guard let spec = environment(specVariable), !spec.isEmpty else { return .none }
-        guard environment(allowVariable) == "1" else { return .ignored(spec: spec) }
+        // Release builds have no fault switch (`Posix.call` consults `FaultInjector` only in
+        // debug builds), so a request is ignored there whatever the allow variable says.
+        guard compiledIn, environment(allowVariable) == "1" else { return .ignored(spec: spec) }
         var rules: [Rule] = []
         for text in spec.split(separator: ",") {
             let parts = text.split(separator: ":").map { $0.trimmingSpaces }
@@ -72,7 +82,7 @@ enum FaultHook {
     static let crashVariable = "PUSHSPOOL_TEST_CRASH_ON"
 
     static func crashMarker(environment: (String) -> String?) -> [UInt8]? {
-        guard environment(allowVariable) == "1", let marker = environment(crashVariable), !marker.isEmpty else { return nil }
+        guard compiledIn, environment(allowVariable) == "1", let marker = environment(crashVariable), !marker.isEmpty else { return nil }
         return Array(marker.utf8)
     }
 

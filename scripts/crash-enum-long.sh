@@ -1,0 +1,13 @@
+#!/bin/sh
+# The long crash-point enumeration (issue 13, item 2): the same tests CI runs with about
+# 2,000 crash states, here with 50 seeds for the zero and scramble damage models (102 states
+# per crash point, about 50,000 in all) and a denser crash-during-recovery sample. Prints the
+# number of crash states checked. Override with PUSHSPOOL_CRASH_ENUM_SEEDS / _PAYLOADS /
+# _RECOVERY_STRIDE.
+set -eu
+cd "$(dirname "$0")/.."
+export PATH=/opt/swift/usr/bin:$PATH
+swift build -Xswiftc -warnings-as-errors --build-tests
+PUSHSPOOL_CRASH_ENUM_SEEDS="${PUSHSPOOL_CRASH_ENUM_SEEDS:-50}" \
+PUSHSPOOL_CRASH_ENUM_RECOVERY_STRIDE="${PUSHSPOOL_CRASH_ENUM_RECOVERY_STRIDE:-5}" \
+    swift test --skip-build --filter 'PushJournalTests.CrashEnumerationTests' 2>&1 | tee /dev/stderr | grep 'crash-enumeration:'
