@@ -33,6 +33,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
         .target(name: "CBenchBaseline"),
+        // NATS C client (libnats-dev 3.4.1) for the JetStream exporter.
+        .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
@@ -57,13 +59,15 @@ let package = Package(
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
+        // Exports journal records to NATS JetStream from a durable cursor (libnats).
+        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushExport",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents",
+            "PushInbox", "PushNcEvents", "PushExport",
         ]),
 
         // Thin executables.
@@ -73,7 +77,7 @@ let package = Package(
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
-            "TestSupport",
+            "TestSupport", "PushExport",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
@@ -97,8 +101,9 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "PushExport",
         ]),
     ]
 )
