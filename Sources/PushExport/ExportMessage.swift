@@ -14,7 +14,7 @@ package struct SubjectTemplate: Sendable, Equatable {
         guard !text.isEmpty, text.utf8.count <= 200 else { return "must be 1 to 200 characters" }
         for token in text.split(separator: ".", omittingEmptySubsequences: false) {
             guard !token.isEmpty else { return "has an empty token (leading, trailing or double '.')" }
-            guard token.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "*" && $0 != ">" && ($0.asciiValue ?? 0) >= 0x21 }) else {
+            guard token.allSatisfy({ $0.isASCII && $0 != "*" && $0 != ">" && ($0.asciiValue ?? 0) > 0x20 && ($0.asciiValue ?? 0) < 0x7f }) else {
                 return "tokens must be printable ASCII without '*', '>' or spaces"
             }
             let stripped = token.replacing("{vendor}", with: "").replacing("{platform}", with: "")
