@@ -79,7 +79,7 @@ final class Followers: Sendable {
 
     /// `[Export]` as the exporter takes it; an empty credentials or TLS file falls back to the
     /// file `LoadCredential=` put in `$CREDENTIALS_DIRECTORY` under the conventional name.
-    static func exportOptions(_ configuration: Configuration, environment: [String: String] = Self.environment()) -> ExportOptions {
+    static func exportOptions(_ configuration: Configuration, environment: [String: String] = Followers.environment()) -> ExportOptions {
         let settings = configuration.export
         var options = ExportOptions(stateDirectory: configuration.journal.stateDirectory)
         options.urls = settings.urls.isEmpty ? options.urls : settings.urls
