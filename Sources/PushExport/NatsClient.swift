@@ -47,6 +47,8 @@ package final class NatsClient {
     private var options: OpaquePointer?
     private let sink: AckSink?
     package let ackTimeout: Duration
+    /// Whether `publishAsync` ran once (libnats then has its pending map).
+    private var publishedAsync = false
 
     /// Connects to the first reachable of `urls` (and later fails over among them and the
     /// servers the cluster announces; libnats reconnects forever, buffering nothing we rely on).
@@ -197,6 +199,7 @@ package final class NatsClient {
             jsPubOptions_Init(&pub)
             pub.MaxWait = ackTimeout.clampedMilliseconds
             status = js_PublishMsgAsync(js, &msg, &pub)
+            publishedAsync = true
         }
         natsMsg_Destroy(msg)  // no-op when libnats took it
         guard status == NATS_OK else {
@@ -207,12 +210,16 @@ package final class NatsClient {
     /// Drops the publishes still waiting for a PubAck (their acks will be ignored); wraps
     /// js_PublishAsyncGetPendingList(3).
     package func dropPending() {
+        // libnats 3.4.1 dereferences its pending map unchecked: before the first async
+        // publish there is none, and the call crashes.
+        guard publishedAsync else { return }
         var list = natsMsgList()
         if js_PublishAsyncGetPendingList(&list, js) == NATS_OK { natsMsgList_Destroy(&list) }
     }
 
     /// Waits up to `timeout` for every pending PubAck; wraps js_PublishAsyncComplete(3).
     package func waitForAcks(timeout: Duration) throws(ExportError) {
+        guard publishedAsync else { return }
         var pub = jsPubOptions()
         jsPubOptions_Init(&pub)
         pub.MaxWait = timeout.clampedMilliseconds
