@@ -335,13 +335,14 @@ package final class NatsClient {
             guard fetched == NATS_OK else {
                 throw ExportError(.stream, "fetch from \(durable): \(natsText(fetched))", natsStatus: Int32(bitPattern: fetched.rawValue))
             }
-            for i in 0..<Int(list.Count) {
+            let count = Int(list.Count)
+            for i in 0..<count {
                 guard let msg = list.Msgs[i] else { continue }
                 out.append(Self.stored(msg))
                 _ = natsMsg_Ack(msg, nil)
             }
-            natsMsgList_Destroy(&list)
-            if list.Count == 0 { break }
+            natsMsgList_Destroy(&list)  // zeroes list.Count
+            if count == 0 { break }
         }
         return out
     }
