@@ -99,7 +99,12 @@ package final class Exporter: Sendable {
     /// a restart resumes after it. Journal retention must keep every record above it.
     package func acknowledgedSeq() -> UInt64 { control.withLock { $0.checkpointed } }
 
-    /// A snapshot for STATUS=, metrics and the status file.
+    /// The highest seq PubAck'ed with all earlier ones, in memory (ahead of the cursor file by
+    /// at most one checkpoint interval). Cheap: for tight polling (benchmark, tests).
+    package var acknowledgedInMemory: UInt64 { sink.window.withLock { $0.acknowledged } }
+
+    /// A snapshot for STATUS=, metrics and the status file. Without a `journalLastSeq`
+    /// closure it reads the newest segment's frame headers: not for tight loops.
     package var status: ExporterStatus {
         let last = journalLastSeq?() ?? ((try? JournalReader.lastSeq(directory: options.journalDirectory)) ?? nil) ?? 0
         let (acked, pending) = sink.window.withLock { ($0.acknowledged, $0.pending) }

@@ -91,7 +91,7 @@ func runExportBench(arguments: [String]) {
         let exporter = try Exporter(options: options)
         let aloneStart = Posix.monotonicNanos()
         exporter.start()
-        while exporter.status.acknowledgedSeq < lastSeq { usleep(500) }
+        while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
         let aloneRate = Double(lastSeq) / (Double(Posix.monotonicNanos() - aloneStart) / 1e9)
         exporter.stop()
         print(String(format: "export alone %.0f records/s (MaxPending %d); ratio to this run's ingest %.2f",
@@ -128,7 +128,7 @@ func runExportBench(arguments: [String]) {
     let poller = Thread {
         var seen: UInt64 = 0
         while polling.load(ordering: .relaxed) {
-            let acked = exporter.status.acknowledgedSeq
+            let acked = exporter.acknowledgedInMemory
             if acked > seen {
                 let now = Posix.monotonicNanos()
                 acks.withLock { for seq in (seen + 1)...acked { $0[seq] = now } }
