@@ -124,8 +124,9 @@ package final class Exporter: Sendable {
         }
         guard starting else { return }
         do {
-            // Nice 10 like the inbox follower: under a burst export lags instead of taking a core from ingest.
-            let thread = try PosixThread.spawn(niceness: 10) { [self] in loop() }
+            // Niced (10 by default) like the inbox follower: under a burst export lags instead
+            // of taking a core from ingest.
+            let thread = try PosixThread.spawn(niceness: options.niceness) { [self] in loop() }
             control.withLock { $0.thread = thread }
         } catch {
             control.withLock { c in

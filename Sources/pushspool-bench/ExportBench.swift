@@ -78,26 +78,38 @@ func runExportBench(arguments: [String]) {
                  ingestRate, exportRate, exportRate / ingestRate))
     print(String(format: "  export finished %.0f ms after ingest", Double(exportEnd - ingestEnd) / 1e6))
 
-    print("== export alone: a fresh exporter over the same \(lastSeq) records into another stream")
-    do {
-        let aloneState = natsRoot + "/alone"
-        try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: aloneState + "/journal", withDestinationPath: state + "/journal")
-        var options = ExportOptions(stateDirectory: aloneState)
-        options.urls = [server.url]
-        options.stream = "ALONE"
-        options.subject = "alone.{vendor}.{platform}"
-        options.hostId = "bench"
-        let exporter = try Exporter(options: options)
-        let aloneStart = Posix.monotonicNanos()
-        exporter.start()
-        while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
-        let aloneRate = Double(lastSeq) / (Double(Posix.monotonicNanos() - aloneStart) / 1e9)
-        exporter.stop()
-        print(String(format: "export alone %.0f records/s (MaxPending %d); ratio to this run's ingest %.2f",
-                     aloneRate, options.maxPending, aloneRate / ingestRate))
-    } catch {
-        print("export alone failed: \(error)")
+    print("== export alone: a fresh exporter over the same \(lastSeq) records into another stream, niced 10 (as in pushspoold) and not")
+    for (run, niceness) in [(1, Int32(10)), (2, Int32(0))] {
+        do {
+            let aloneState = natsRoot + "/alone\(run)"
+            try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: aloneState + "/journal", withDestinationPath: state + "/journal")
+            var options = ExportOptions(stateDirectory: aloneState)
+            options.urls = [server.url]
+            options.stream = "ALONE\(run)"
+            options.subject = "alone\(run).{vendor}.{platform}"
+            options.hostId = "bench"
+            options.niceness = niceness
+            let exporter = try Exporter(options: options)
+            // Our process's CPU (exporter thread and libnats' threads; nothing else runs here
+            // now) per record: the exporter's cost, whatever the machine's load.
+            var before = rusage(), after = rusage()
+            getrusage(RUSAGE_SELF, &before)
+            let aloneStart = Posix.monotonicNanos()
+            exporter.start()
+            while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
+            let elapsed = Double(Posix.monotonicNanos() - aloneStart) / 1e9
+            getrusage(RUSAGE_SELF, &after)
+            exporter.stop()
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
+            let aloneRate = Double(lastSeq) / elapsed
+            print(String(format: "  nice %d: export alone %.0f records/s (MaxPending %d), ratio to this run's ingest %.2f; %.1f µs CPU per record in pushspool (≈ %.0f records/s per core)",
+                         niceness, aloneRate, options.maxPending, aloneRate / ingestRate, cpu / Double(lastSeq) * 1e6,
+                         Double(lastSeq) / max(cpu, 1e-9)))
+        } catch {
+            print("export alone failed: \(error)")
+        }
     }
 
     print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck")
