@@ -94,12 +94,12 @@ func runExportBench(arguments: [String]) {
             // Our process's CPU (exporter thread and libnats' threads; nothing else runs here
             // now) per record: the exporter's cost, whatever the machine's load.
             var before = rusage(), after = rusage()
-            getrusage(RUSAGE_SELF, &before)
+            getrusage(RUSAGE_SELF.rawValue, &before)
             let aloneStart = Posix.monotonicNanos()
             exporter.start()
             while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
             let elapsed = Double(Posix.monotonicNanos() - aloneStart) / 1e9
-            getrusage(RUSAGE_SELF, &after)
+            getrusage(RUSAGE_SELF.rawValue, &after)
             exporter.stop()
             func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
             let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
