@@ -112,65 +112,68 @@ func runExportBench(arguments: [String]) {
         }
     }
 
-    print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck")
-    let steady = BenchSpool()
-    defer { steady.remove() }
-    let commits = Mutex<[UInt64: UInt64]>([:])
-    let steadyDaemon = steady.makeDaemon(inbox: false) { _, seq in
-        let now = Posix.monotonicNanos()
-        commits.withLock { $0[seq] = now }
-    }
-    Thread { _ = steadyDaemon.run() }.start()
-    while !steadyDaemon.isReady { usleep(1_000) }
-    // The exporter runs in-process beside the daemon (the daemon's own is off) so its
-    // acknowledged seq can be polled without the cursor file's checkpoint interval.
-    var options = ExportOptions(stateDirectory: steady.root + "/state")
-    options.urls = [server.url]
-    options.stream = "STEADY"
-    options.subject = "steady.{vendor}.{platform}"
-    options.hostId = "bench"
-    guard let exporter = try? Exporter(options: options) else {
-        print("cannot create the exporter")
-        exit(1)
-    }
-    exporter.start()
-    let acks = Mutex<[UInt64: UInt64]>([:])
-    let total = rate * seconds
-    let polling = Atomic<Bool>(true)
-    let poller = Thread {
-        var seen: UInt64 = 0
-        while polling.load(ordering: .relaxed) {
-            let acked = exporter.acknowledgedInMemory
-            if acked > seen {
-                let now = Posix.monotonicNanos()
-                acks.withLock { for seq in (seen + 1)...acked { $0[seq] = now } }
-                seen = acked
-            }
-            usleep(500)
-        }
-    }
-    poller.start()
-    let interval = 1_000_000_000 / UInt64(rate)
-    let begin = Posix.monotonicNanos()
-    for i in 0..<total {
-        let due = begin + UInt64(i) * interval
-        while true {
+    for niceness in [Int32(10), Int32(0)] {
+        print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck, exporter nice \(niceness)")
+        let steady = BenchSpool()
+        defer { steady.remove() }
+        let commits = Mutex<[UInt64: UInt64]>([:])
+        let steadyDaemon = steady.makeDaemon(inbox: false) { _, seq in
             let now = Posix.monotonicNanos()
-            if now >= due { break }
-            usleep(UInt32(max(50, (due - now) / 1000)))
+            commits.withLock { $0[seq] = now }
         }
-        steady.drop(name: "s\(i).json", bytes: payload(1_000_000 + i))
+        Thread { _ = steadyDaemon.run() }.start()
+        while !steadyDaemon.isReady { usleep(1_000) }
+        // The exporter runs in-process beside the daemon (the daemon's own is off) so its
+        // acknowledged seq can be polled without the cursor file's checkpoint interval.
+        var options = ExportOptions(stateDirectory: steady.root + "/state")
+        options.urls = [server.url]
+        options.hostId = "bench"
+        options.niceness = niceness
+        options.stream = "STEADY\(niceness)"
+        options.subject = "steady\(niceness).{vendor}.{platform}"
+        guard let exporter = try? Exporter(options: options) else {
+            print("cannot create the exporter")
+            exit(1)
+        }
+        exporter.start()
+        let acks = Mutex<[UInt64: UInt64]>([:])
+        let total = rate * seconds
+        let polling = Atomic<Bool>(true)
+        let poller = Thread {
+            var seen: UInt64 = 0
+            while polling.load(ordering: .relaxed) {
+                let acked = exporter.acknowledgedInMemory
+                if acked > seen {
+                    let now = Posix.monotonicNanos()
+                    acks.withLock { for seq in (seen + 1)...acked { $0[seq] = now } }
+                    seen = acked
+                }
+                usleep(500)
+            }
+        }
+        poller.start()
+        let interval = 1_000_000_000 / UInt64(rate)
+        let begin = Posix.monotonicNanos()
+        for i in 0..<total {
+            let due = begin + UInt64(i) * interval
+            while true {
+                let now = Posix.monotonicNanos()
+                if now >= due { break }
+                usleep(UInt32(max(50, (due - now) / 1000)))
+            }
+            steady.drop(name: "s\(i).json", bytes: payload(1_000_000 + i))
+        }
+        while acks.withLock({ $0.count }) < total { usleep(2_000) }
+        polling.store(false, ordering: .relaxed)
+        exporter.stop()
+        steadyDaemon.requestStop()
+        while !steadyDaemon.hasReturned { usleep(5_000) }
+        let committed = commits.withLock { $0 }
+        let acked = acks.withLock { $0 }
+        let lags = committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } }.sorted()
+        func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(Double(lags.count) * p))]) / 1e6 }
+        print(String(format: "export lag p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (exporter polls an idle journal every %.0f ms)",
+                     percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6, lags.count,
+                     Double(options.pollInterval.clampedMilliseconds)))
     }
-    while acks.withLock({ $0.count }) < total { usleep(2_000) }
-    polling.store(false, ordering: .relaxed)
-    exporter.stop()
-    steadyDaemon.requestStop()
-    while !steadyDaemon.hasReturned { usleep(5_000) }
-    let committed = commits.withLock { $0 }
-    let acked = acks.withLock { $0 }
-    let lags = committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } }.sorted()
-    func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(Double(lags.count) * p))]) / 1e6 }
-    print(String(format: "export lag p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (exporter polls an idle journal every %.0f ms)",
-                 percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6, lags.count,
-                 Double(options.pollInterval.clampedMilliseconds)))
 }
