@@ -38,6 +38,8 @@ let package = Package(
         .target(name: "CBenchBaseline"),
         // prctl(2) for pushspool-fetch's self-hardening (prctl is variadic).
         .target(name: "CFetchShim"),
+        // NATS C client (libnats-dev 3.4.1) for the JetStream exporter.
+        .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
@@ -65,13 +67,15 @@ let package = Package(
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
+        // Exports journal records to NATS JetStream from a durable cursor (libnats).
+        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents",
+            "PushInbox", "PushNcEvents", "PushExport",
         ]),
 
         // Thin executables.
@@ -82,7 +86,7 @@ let package = Package(
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
-            "TestSupport",
+            "TestSupport", "PushExport",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
@@ -112,8 +116,9 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "pushspool-fetch",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "pushspool-fetch", "PushExport",
         ]),
     ]
 )

@@ -21,6 +21,7 @@ package struct Configuration: Sendable, Equatable {
     package var status = StatusSettings()
     package var outbox = OutboxSettings()
     package var inbox = InboxSettings()
+    package var export = ExportSettings()
 
     package init() {}
 }
@@ -265,4 +266,35 @@ package struct OutboxSettings: Sendable, Equatable {
     package var retryBase: Duration = .seconds(1)
     /// `MaxAgeSec=`: an event not delivered by then is parked instead of sent stale (1s to 7d).
     package var maxAge: Duration = .seconds(86_400)
+}
+
+/// `[Export]`: journal records published to NATS JetStream (PushExport).
+package struct ExportSettings: Sendable, Equatable {
+    /// `Enabled=`: off by default.
+    package var enabled = false
+    /// `URL=`: NATS servers (`nats://host:port`, `tls://host:port`); the client fails over.
+    package var urls: [String] = ["nats://127.0.0.1:4222"]
+    /// `Subject=`: with `{vendor}` and `{platform}` placeholders.
+    package var subject = "pushspool.{vendor}.{platform}"
+    /// `Stream=`: used as it is when it exists, created (file storage) when it does not.
+    package var stream = "PUSHSPOOL"
+    /// `Replicas=`: of a stream the exporter creates (1 to 5; 3 = R3 in a cluster).
+    package var replicas = 1
+    /// `DuplicateWindowSec=`: of a stream the exporter creates (1s to 7d).
+    package var duplicateWindow: Duration = .seconds(3600)
+    /// `MaxPending=`: publishes awaiting a PubAck at most (1 to 65536).
+    package var maxPending = 1024
+    /// `AckTimeoutSec=`: a PubAck not back by then fails the publish, which is sent again (100ms to 10min).
+    package var ackTimeout: Duration = .seconds(5)
+    /// `LagWarnRecords=`: a journald event when the export lag reaches this (1 to 1000000000).
+    package var lagWarnRecords = 100_000
+    /// `HostId=`: the message id's host part; empty = /etc/machine-id.
+    package var hostId = ""
+    /// `CredentialsFile=`: a NATS .creds file; empty = `$CREDENTIALS_DIRECTORY/nats.creds` if present.
+    package var credentialsFile = ""
+    /// `TLSCAFile=`, `TLSCertFile=`, `TLSKeyFile=`: empty = `$CREDENTIALS_DIRECTORY/nats-ca.pem`,
+    /// `nats-cert.pem`, `nats-key.pem` if present.
+    package var tlsCAFile = ""
+    package var tlsCertFile = ""
+    package var tlsKeyFile = ""
 }

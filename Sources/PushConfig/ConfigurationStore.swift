@@ -80,7 +80,7 @@ extension Schema {
     /// rescan interval and stable age (the feed is rebuilt), the spool's file size limit,
     /// [Limits] and categories (the normaliser options are swapped), [Metrics].
     static let restartRequired: Set<String> = Set(
-        keys.filter { ["Journal", "Media", "Log", "Outbox"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
+        keys.filter { ["Journal", "Media", "Log", "Outbox", "Export"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
             + ["Spool.Directory", "Spool.FailedRetainSec", "Status.IntervalSec"]
             // Read by pushspool-inbox once at its start.
             + ["Inbox.TokenSecretFile", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",

@@ -157,7 +157,7 @@ extension KeySpec {
 
 /// The known sections and keys, in the order `config show` prints them.
 enum Schema {
-    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Inbox", "Outbox"]
+    static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Inbox", "Outbox", "Export"]
     /// Categories are open-ended sections named `[Category ID]`.
     static let categoryPrefix = "Category "
 
@@ -291,7 +291,78 @@ enum Schema {
         .integer("Outbox", "MaxAttempts", \.outbox.maxAttempts, range: 1...100),
         .duration("Outbox", "RetryBaseSec", \.outbox.retryBase, range: .milliseconds(10) ... .hour),
         .duration("Outbox", "MaxAgeSec", \.outbox.maxAge, range: .seconds(1) ... .week),
+        .boolean("Export", "Enabled", \.export.enabled),
+        KeySpec(section: "Export", key: "URL", isList: true, invalidExample: "http://example.com", apply: { config, text in
+            if text.isEmpty { config.export.urls = []; return nil }
+            for url in text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) {
+                if let error = natsURLError(url) { return error }
+                if !config.export.urls.contains(url) { config.export.urls.append(url) }
+            }
+            return nil
+        }, render: { [$0.export.urls.joined(separator: " ")] }),
+        KeySpec(section: "Export", key: "Subject", invalidExample: "push.*", apply: { config, text in
+            if let problem = subjectTemplateProblem(text) { return ValueError("subject '\(text)' \(problem)") }
+            config.export.subject = text
+            return nil
+        }, render: { [$0.export.subject] }),
+        KeySpec(section: "Export", key: "Stream", invalidExample: "has.dot", apply: { config, text in
+            guard !text.isEmpty, text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
+                return ValueError("expected a stream name of 1 to 64 characters [A-Za-z0-9_-], got '\(text)'")
+            }
+            config.export.stream = text
+            return nil
+        }, render: { [$0.export.stream] }),
+        .integer("Export", "Replicas", \.export.replicas, range: 1...5),
+        .duration("Export", "DuplicateWindowSec", \.export.duplicateWindow, range: .seconds(1) ... .week),
+        .integer("Export", "MaxPending", \.export.maxPending, range: 1...65_536),
+        .duration("Export", "AckTimeoutSec", \.export.ackTimeout, range: .milliseconds(100) ... .seconds(600)),
+        .integer("Export", "LagWarnRecords", \.export.lagWarnRecords, range: 1...1_000_000_000),
+        KeySpec(section: "Export", key: "HostId", invalidExample: "a:b", apply: { config, text in
+            guard text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+                return ValueError("expected up to 64 characters [A-Za-z0-9._-] (empty = /etc/machine-id), got '\(text)'")
+            }
+            config.export.hostId = text
+            return nil
+        }, render: { [$0.export.hostId] }),
+        .optionalAbsolutePath("Export", "CredentialsFile", \.export.credentialsFile),
+        .optionalAbsolutePath("Export", "TLSCAFile", \.export.tlsCAFile),
+        .optionalAbsolutePath("Export", "TLSCertFile", \.export.tlsCertFile),
+        .optionalAbsolutePath("Export", "TLSKeyFile", \.export.tlsKeyFile),
     ]
+
+    /// `nats://host:port` or `tls://host:port` (port optional), without user or path.
+    static func natsURLError(_ url: String) -> ValueError? {
+        let rest: Substring
+        if url.hasPrefix("nats://") { rest = url.dropFirst(7) } else if url.hasPrefix("tls://") { rest = url.dropFirst(6) } else {
+            return ValueError("expected a nats:// or tls:// URL, got '\(url)'")
+        }
+        guard !rest.isEmpty, url.utf8.count <= 256, !rest.hasPrefix(":"),
+              rest.allSatisfy({ $0.isASCII && !$0.isWhitespace && !"/?#@\\\"".contains($0) }) else {
+            return ValueError("expected nats://host[:port] without user, path or query, got '\(url)'")
+        }
+        if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+            guard let port = Int(rest[rest.index(after: colon)...]), (1...65_535).contains(port) else {
+                return ValueError("port of '\(url)' must be from 1 to 65535")
+            }
+        }
+        return nil
+    }
+
+    /// The rule of PushExport's `SubjectTemplate.validate` (the exporter checks again at start):
+    /// dot-separated non-empty tokens of printable ASCII without wildcards, placeholders only
+    /// `{vendor}` and `{platform}`.
+    static func subjectTemplateProblem(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.count <= 200 else { return "must be 1 to 200 characters" }
+        for token in text.split(separator: ".", omittingEmptySubsequences: false) {
+            guard !token.isEmpty else { return "has an empty token (leading, trailing or double '.')" }
+            guard token.allSatisfy({ $0.isASCII && $0 != "*" && $0 != ">" && ($0.asciiValue ?? 0) > 0x20 && ($0.asciiValue ?? 0) < 0x7f }) else {
+                return "tokens must be printable ASCII without '*', '>' or spaces"
+            }
+            let stripped = token.replacing("{vendor}", with: "").replacing("{platform}", with: "")
+            guard !stripped.contains("{"), !stripped.contains("}") else { return "only {vendor} and {platform} are placeholders" }
+        }
+        return nil
+    }
 
     static let byPath: [String: KeySpec] = Dictionary(uniqueKeysWithValues: keys.map { ($0.path, $0) })
 

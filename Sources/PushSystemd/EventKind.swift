@@ -27,6 +27,10 @@ package enum EventKind: String, CaseIterable, Sendable {
     case outboxParked
     /// One outbox POST failed and will be retried with backoff.
     case outboxFailed
+    /// The NATS export lag reached `[Export] LagWarnRecords=` (NATS down or slower than ingest).
+    case exportLag
+    /// The export lag fell back under half the threshold.
+    case exportCaughtUp
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -50,6 +54,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .aggregated: "9e7d11c59073424495f1ab099352ea7e"
         case .outboxParked: "4651bb63217a438db30b56bae8141766"
         case .outboxFailed: "7534750c0bbd4623b947e55c892f37c7"
+        case .exportLag: "0de39b8828f84baf9b45fc4a3a8161e2"
+        case .exportCaughtUp: "da44f3dd8a1c4fff80b929118fbc8a0e"
         }
     }
 
@@ -58,8 +64,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .outboxParked, .outboxFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping: 5
+        case .mediaFailed, .outboxParked, .outboxFailed, .exportLag, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp: 5
         case .ingested, .duplicate: 6
         }
     }
@@ -78,6 +84,9 @@ package enum EventField {
     package static let durationMicroseconds = "DURATION_USEC"
     package static let errno = "ERRNO"
     package static let aggregatedKind = "AGGREGATED_EVENT"
+    /// Records in the journal not yet acknowledged by NATS JetStream.
+    package static let exportLag = "EXPORT_LAG"
+    package static let exportLagThreshold = "EXPORT_LAG_THRESHOLD"
     package static let aggregatedCount = "AGGREGATED_COUNT"
     /// The outbox delivery id (`<eventId>:<target>`).
     package static let outboxDelivery = "OUTBOX_DELIVERY"

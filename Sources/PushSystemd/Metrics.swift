@@ -181,6 +181,9 @@ package struct MetricFamily: Sendable, Equatable {
     package static let startTime = "pushspool_start_time_seconds"
     package static let inboxLag = "pushspool_inbox_lag_records"
     package static let outbox = "pushspool_outbox_deliveries"
+    package static let exportLag = "pushspool_export_lag_records"
+    package static let exportAcknowledged = "pushspool_export_acknowledged_seq"
+    package static let exportConnected = "pushspool_export_connected"
 
     /// The families the daemon exports.
     package static let standard: [MetricFamily] = [
@@ -198,6 +201,9 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: inboxLag, help: "Journal records the Notification Center index has not applied yet.", type: .gauge),
         MetricFamily(name: outbox, help: "Notification Center event deliveries in the outbox, by state (pending, parked).",
                      type: .gauge, labelNames: ["state"]),
+        MetricFamily(name: exportLag, help: "Journal records not yet acknowledged by NATS JetStream.", type: .gauge),
+        MetricFamily(name: exportAcknowledged, help: "The highest journal seq acknowledged by NATS JetStream with all earlier ones.", type: .gauge),
+        MetricFamily(name: exportConnected, help: "1 while the exporter is connected to NATS.", type: .gauge),
     ]
 }
 

@@ -96,6 +96,7 @@ package enum PushspoolCtl {
         JournalCommand.self,
         FailedCommand.self,
         OutboxCommand.self,
+        ExportCommand.self,
         StatsCommand.self,
         MediaCommand.self,
         ConfigCommand.self,

@@ -111,6 +111,13 @@ package final class Daemon: Sendable {
             reporter.error(problem)
             events.log(.outboxFailed, problem, fields: [(EventField.reasonCode, "network_denied")])
         }
+        if configuration.export.enabled, let problem = NetworkProbe.problem(feature: "[Export]") {
+            // Not fatal either: ingest goes on, export lag grows and shows in STATUS= and the metrics.
+            reporter.error(problem)
+            events.log(.exportLag, problem, fields: [(EventField.reasonCode, "network_denied")])
+        }
+        let followers = followers
+        retentionFloor.set { followers.retentionFloor() }
         retention = RetentionPass.service(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
                                           layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
                                           floor: retentionFloor, events: events)

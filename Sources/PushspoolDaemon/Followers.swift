@@ -6,6 +6,7 @@ import PushConfig
 import PushInbox
 import PushOutbox
 import PushOutboxStore
+import PushExport
 
 /// The journal's followers inside pushspoold: the Notification Center index (SQLite) and the
 /// outbox that delivers its events to the vendors. Each reads the journal from its own durable
@@ -16,6 +17,8 @@ import PushOutboxStore
 final class Followers: Sendable {
     let inbox: InboxFollower?
     let outbox: OutboxFollower?
+    /// `[Export] Enabled=yes`: publishes every record to NATS JetStream.
+    let exporter: Exporter?
 
     /// Opens the index (created on first use) and, when `[Outbox] Enabled=yes`, the outbox with
     /// its key files. A follower that cannot open stops start-up with a clear message: running
@@ -27,6 +30,14 @@ final class Followers: Sendable {
                 : nil
         } catch {
             throw DaemonError(stage: "inbox index", message: "\(error) (rebuild it with `pushspoolctl nc reindex`)", errno: EIO)
+        }
+        do {
+            exporter = configuration.export.enabled
+                ? try Exporter(options: Self.exportOptions(configuration), journalLastSeq: { journal.stats.lastSeq },
+                               notify: { Self.log($0, events: events) })
+                : nil
+        } catch {
+            throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
         let settings = configuration.outbox
         guard settings.enabled else {
@@ -52,21 +63,66 @@ final class Followers: Sendable {
         }
     }
 
+    /// The lowest seq any follower still has to read, for retention: a segment holding a record
+    /// above it stays. The exporter's durable cursor, the index's applied seq and the outbox's
+    /// cursor all count — retiring past the index or the outbox would lose inbox items or
+    /// vendor events, not only exports. `nil` = no follower.
+    func retentionFloor() -> UInt64? {
+        [exporter?.acknowledgedSeq(), inbox?.appliedSeq, outbox?.status.cursor].compactMap { $0 }.min()
+    }
+
     func start() {
         inbox?.start()
         outbox?.start()
+        exporter?.start()
     }
 
-    /// Stops both threads after their current batch or request.
+    /// Stops the threads after their current batch or request (the exporter waits up to 2 s
+    /// for PubAcks in flight and checkpoints).
     func stop() {
+        exporter?.stop()
         outbox?.stop()
         inbox?.stop()
+    }
+
+    /// `[Export]` as the exporter takes it; an empty credentials or TLS file falls back to the
+    /// file `LoadCredential=` put in `$CREDENTIALS_DIRECTORY` under the conventional name.
+    static func exportOptions(_ configuration: Configuration, environment: [String: String] = Followers.environment()) -> ExportOptions {
+        let settings = configuration.export
+        var options = ExportOptions(stateDirectory: configuration.journal.stateDirectory)
+        options.urls = settings.urls.isEmpty ? options.urls : settings.urls
+        options.subject = settings.subject
+        options.stream = settings.stream
+        options.replicas = settings.replicas
+        options.duplicateWindow = settings.duplicateWindow
+        options.maxPending = settings.maxPending
+        options.ackTimeout = settings.ackTimeout
+        options.lagWarnRecords = UInt64(clamping: settings.lagWarnRecords)
+        options.hostId = settings.hostId
+        func credential(_ configured: String, _ name: String) -> String {
+            if !configured.isEmpty { return configured }
+            guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else { return "" }
+            let path = directory + "/" + name
+            return access(path, R_OK) == 0 ? path : ""
+        }
+        options.credentialsFile = credential(settings.credentialsFile, "nats.creds")
+        options.tlsCAFile = credential(settings.tlsCAFile, "nats-ca.pem")
+        options.tlsCertFile = credential(settings.tlsCertFile, "nats-cert.pem")
+        options.tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
+        return options
+    }
+
+    static func environment() -> [String: String] {
+        var out: [String: String] = [:]
+        if let value = getenv("CREDENTIALS_DIRECTORY") { out["CREDENTIALS_DIRECTORY"] = String(cString: value) }
+        return out
     }
 
     /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
     var statusSuffix: String {
         var text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
         if let outbox { text += "; " + outbox.status.summary }
+        if let exporter { text += "; " + exporter.status.summary }
         return text
     }
 
@@ -75,6 +131,21 @@ final class Followers: Sendable {
         if let status = outbox?.status {
             metrics.set(MetricFamily.outbox, labels: ["state": "pending"], to: Double(status.pending))
             metrics.set(MetricFamily.outbox, labels: ["state": "parked"], to: Double(status.parked))
+        }
+        if let status = exporter?.status {
+            metrics.set(MetricFamily.exportLag, to: Double(status.lag))
+            metrics.set(MetricFamily.exportAcknowledged, to: Double(status.acknowledgedSeq))
+            metrics.set(MetricFamily.exportConnected, to: status.connected ? 1 : 0)
+        }
+    }
+
+    private static func log(_ notice: ExportNotice, events: EventLog) {
+        switch notice {
+        case .lagHigh(let lag, let threshold, let error):
+            events.log(.exportLag, "export to NATS JetStream is lagging: \(lag) records not acknowledged" + (error.map { " (\($0))" } ?? ""),
+                       fields: [(EventField.exportLag, String(lag)), (EventField.exportLagThreshold, String(threshold))])
+        case .lagRecovered(let lag):
+            events.log(.exportCaughtUp, "export to NATS JetStream caught up", fields: [(EventField.exportLag, String(lag))])
         }
     }
 

@@ -190,7 +190,7 @@ private func residentKiB() -> Int {
 }
 
 /// A throw-away spool and state directory on the same file system as the real ones would be.
-private final class BenchSpool: @unchecked Sendable {
+final class BenchSpool: @unchecked Sendable {
     let root: String
     var incoming: String { root + "/spool/incoming" }
     var processing: String { root + "/spool/processing" }
@@ -218,9 +218,10 @@ private final class BenchSpool: @unchecked Sendable {
     }
 
     /// `inbox`: whether the Notification Center index follows the journal during the run.
-    func makeDaemon(inbox: Bool = true, onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
+    /// `extraConfig`: more sections appended to the file (the export benchmark's `[Export]`).
+    func makeDaemon(inbox: Bool = true, extraConfig: String = "", onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
         let config = root + "/pushspool.conf"
-        try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=\(inbox ? "yes" : "no")\n"
+        try! ("[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=\(inbox ? "yes" : "no")\n" + extraConfig)
             .write(toFile: config, atomically: true, encoding: .utf8)
         let store = try! ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let events = EventLog(identifier: "pushspool-bench", destination: .lines(fd: open("/dev/null", O_WRONLY)))

@@ -8,6 +8,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("spool", runSpoolBench),
     ("ingest", runIngestBench),
     ("nc", runInboxBench),
+    ("export", runExportBench),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {

@@ -1,0 +1,2 @@
+// The NATS C client (libnats-dev), JetStream included.
+#include <nats/nats.h>

@@ -1,0 +1,338 @@
+@preconcurrency import Glibc
+import PushSystem
+import PushJournal
+import Synchronization
+
+/// What the exporter reports for STATUS=, metrics and `pushspoolctl export status`. `Sendable` value.
+package struct ExporterStatus: Sendable, Equatable {
+    /// In memory: the highest seq acknowledged with all earlier ones.
+    package var acknowledgedSeq: UInt64
+    /// What `export/cursor` holds (≤ `acknowledgedSeq`).
+    package var checkpointedSeq: UInt64
+    package var journalLastSeq: UInt64
+    package var lag: UInt64 { journalLastSeq > acknowledgedSeq ? journalLastSeq - acknowledgedSeq : 0 }
+    package var connected: Bool
+    /// Publishes waiting for a PubAck.
+    package var pending: Int
+    package var running: Bool
+    /// Records published since start (resends included).
+    package var published: UInt64
+    /// The last failure (`nil` once export is flowing again).
+    package var lastError: String?
+
+    /// `export lag 0 (connected)` for STATUS=.
+    package var summary: String {
+        "export lag \(lag) (\(connected ? "connected" : "disconnected"))"
+    }
+
+    /// One JSON object, for `export/status.json` and `pushspoolctl export status --json`.
+    package var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "acknowledgedSeq": .integer(acknowledgedSeq), "checkpointedSeq": .integer(checkpointedSeq),
+            "journalLastSeq": .integer(journalLastSeq), "lag": .integer(lag), "connected": .bool(connected),
+            "pending": .integer(pending), "running": .bool(running), "published": .integer(published),
+        ]
+        if let lastError { o["lastError"] = .string(lastError) }
+        return .object(o)
+    }
+}
+
+/// Something the exporter wants an operator to hear about; the daemon routes it to journald.
+package enum ExportNotice: Sendable, Equatable {
+    /// Lag rose to `threshold` or past it (NATS down or slower than ingest).
+    case lagHigh(lag: UInt64, threshold: UInt64, error: String?)
+    /// Lag fell back under half the threshold.
+    case lagRecovered(lag: UInt64)
+}
+
+/// Follows the journal from `export/cursor` and publishes every record to NATS JetStream, on a
+/// dedicated thread (niced, never on the ingest path: it only reads the journal).
+///
+/// Exactly once: each message carries `Nats-Msg-Id` = `<host id>:<key>`; the cursor moves only
+/// over PubAck'ed records (``AckWindow``), so after a crash or a failed publish the exporter
+/// sends again from the cursor and the stream's duplicate window drops what it already holds.
+/// At most `maxPending` publishes are in flight. NATS down: the exporter retries, lag grows,
+/// ingest is untouched; it catches up when NATS returns.
+///
+/// `Sendable`: state behind locks; the connection and the journal reader belong to the thread.
+package final class Exporter: Sendable {
+    package let options: ExportOptions
+    private let hostId: String
+    private let template: SubjectTemplate
+    private let sink: AckSink
+    private let journalLastSeq: (@Sendable () -> UInt64?)?
+    private let notify: @Sendable (ExportNotice) -> Void
+
+    private struct Control {
+        var stopRequested = false
+        var thread: pthread_t?
+        var running = false
+        var connected = false
+        var published: UInt64 = 0
+        var checkpointed: UInt64 = 0
+        var lastError: String?
+        var lagWarned = false
+    }
+    private let control: Mutex<Control>
+
+    /// Reads the cursor and the host id; connects only in `start()`.
+    /// - Parameters:
+    ///   - journalLastSeq: the writer's last committed seq (the daemon passes
+    ///     `{ writer.stats.lastSeq }`); without it status reads the newest segment's headers.
+    ///   - notify: lag events, called on the exporter thread; must not block.
+    package init(options: ExportOptions, journalLastSeq: (@Sendable () -> UInt64?)? = nil,
+                 notify: @escaping @Sendable (ExportNotice) -> Void = { _ in }) throws(ExportError) {
+        guard let template = SubjectTemplate(options.subject) else {
+            throw ExportError(.config, "subject '\(options.subject)' \(SubjectTemplate.validate(options.subject) ?? "is invalid")")
+        }
+        self.options = options
+        self.template = template
+        hostId = try options.resolvedHostId()
+        let cursor = try ExportCursor.read(stateDirectory: options.stateDirectory)
+        sink = AckSink(acknowledged: cursor)
+        self.journalLastSeq = journalLastSeq
+        self.notify = notify
+        control = Mutex(Control(checkpointed: cursor))
+    }
+
+    /// The seq recorded in `export/cursor`: it and every earlier record are in the stream, and
+    /// a restart resumes after it. Journal retention must keep every record above it.
+    package func acknowledgedSeq() -> UInt64 { control.withLock { $0.checkpointed } }
+
+    /// The highest seq PubAck'ed with all earlier ones, in memory (ahead of the cursor file by
+    /// at most one checkpoint interval). Cheap: for tight polling (benchmark, tests).
+    package var acknowledgedInMemory: UInt64 { sink.window.withLock { $0.acknowledged } }
+
+    /// A snapshot for STATUS=, metrics and the status file. Without a `journalLastSeq`
+    /// closure it reads the newest segment's frame headers: not for tight loops.
+    package var status: ExporterStatus {
+        let last = journalLastSeq?() ?? ((try? JournalReader.lastSeq(directory: options.journalDirectory)) ?? nil) ?? 0
+        let (acked, pending) = sink.window.withLock { ($0.acknowledged, $0.pending) }
+        return control.withLock { c in
+            ExporterStatus(acknowledgedSeq: acked, checkpointedSeq: c.checkpointed, journalLastSeq: max(last, acked), connected: c.connected,
+                           pending: pending, running: c.running, published: c.published, lastError: c.lastError)
+        }
+    }
+
+    /// Starts the exporter thread and returns at once; a second call while running does nothing.
+    package func start() {
+        let starting = control.withLock { c -> Bool in
+            guard c.thread == nil else { return false }
+            c.stopRequested = false
+            c.running = true
+            return true
+        }
+        guard starting else { return }
+        do {
+            // Niced (10 by default) like the inbox follower: under a burst export lags instead
+            // of taking a core from ingest.
+            let thread = try PosixThread.spawn(niceness: options.niceness) { [self] in loop() }
+            control.withLock { $0.thread = thread }
+        } catch {
+            control.withLock { c in
+                c.running = false
+                c.lastError = "\(error)"
+            }
+        }
+    }
+
+    /// Stops publishing, waits briefly for the PubAcks in flight, checkpoints, and joins the thread.
+    package func stop() {
+        let thread = control.withLock { c -> pthread_t? in
+            c.stopRequested = true
+            defer { c.thread = nil }
+            return c.thread
+        }
+        if let thread { pthread_join(thread, nil) }
+        control.withLock { $0.running = false }
+    }
+
+    private var stopRequested: Bool { control.withLock { $0.stopRequested } }
+
+    private func setError(_ text: String?) { control.withLock { $0.lastError = text } }
+
+    private func loop() {
+        var client: NatsClient?
+        var reader: JournalReader?
+        var nextCheckpoint: UInt64 = 0
+        var nextStatusFile: UInt64 = 0
+        let maxPending = max(1, options.maxPending)
+        while !stopRequested {
+            let now = Posix.monotonicNanos()
+            if now >= nextCheckpoint {
+                checkpoint()
+                nextCheckpoint = now &+ options.checkpointInterval.clampedUInt64Nanoseconds
+            }
+            if now >= nextStatusFile {
+                checkLag()
+                writeStatusFile()
+                nextStatusFile = now &+ 1_000_000_000
+            }
+            if client == nil || client!.isClosed {
+                client = nil
+                control.withLock { $0.connected = false }
+                do {
+                    let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
+                                               tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
+                                               ackTimeout: options.ackTimeout, sink: sink)
+                    try fresh.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
+                                           duplicateWindow: options.duplicateWindow)
+                    client = fresh
+                    resync(client: fresh, reader: &reader)
+                } catch {
+                    setError(error.description)
+                    sleepUnlessStopped(.seconds(1))
+                    continue
+                }
+            }
+            guard let client else { continue }
+            let connected = client.isConnected
+            control.withLock { $0.connected = connected }
+            let (failed, pending) = sink.window.withLock { ($0.failed, $0.pending) }
+            if failed || !connected {
+                if let text = sink.lastFailure.withLock({ $0 }) { setError(text) }
+                if !connected { setError("NATS connection lost; reconnecting") }
+                // Start over from the cursor: what was acknowledged stays, the rest is sent
+                // again and dropped by the server if it had arrived.
+                resync(client: client, reader: &reader)
+                sleepUnlessStopped(connected ? .milliseconds(100) : .milliseconds(250))
+                continue
+            }
+            if pending >= maxPending {
+                usleep(200)
+                continue
+            }
+            if reader == nil {
+                resync(client: client, reader: &reader)
+                if reader == nil { sleepUnlessStopped(.seconds(1)); continue }
+            }
+            let record: JournalRecord?
+            do { record = try reader!.next() } catch {
+                setError("reading the journal: \(error)")
+                reader = nil
+                sleepUnlessStopped(.seconds(1))
+                continue
+            }
+            guard let record else {
+                sleepUnlessStopped(pending > 0 ? .milliseconds(1) : options.pollInterval)
+                continue
+            }
+            let message = ExportMessage(record: record, hostId: hostId, template: template)
+            sink.window.withLock { $0.published(record.seq) }
+            do {
+                try client.publishAsync(message)
+                control.withLock { c in
+                    c.published &+= 1
+                    if c.lastError != nil, sink.lastFailure.withLock({ $0 }) == nil { c.lastError = nil }
+                }
+            } catch {
+                setError(error.description)
+                sink.window.withLock { $0.failed(record.seq) }
+            }
+        }
+        if let client {
+            try? client.waitForAcks(timeout: .seconds(2))
+            client.close()
+        }
+        checkpoint()
+        control.withLock { $0.connected = false }
+        writeStatusFile()
+    }
+
+    /// Drops what is in flight and positions the reader after the acknowledged seq.
+    private func resync(client: NatsClient, reader: inout JournalReader?) {
+        client.dropPending()
+        let acked = sink.window.withLock { window -> UInt64 in
+            window.reset()
+            return window.acknowledged
+        }
+        sink.lastFailure.withLock { $0 = nil }
+        if reader == nil {
+            do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: acked + 1) } catch {
+                setError("opening the journal: \(error)")
+                return
+            }
+        }
+        reader!.seek(toSeq: acked + 1)
+    }
+
+    private func checkpoint() {
+        let acked = sink.window.withLock { $0.acknowledged }
+        guard acked != control.withLock({ $0.checkpointed }) else { return }
+        do {
+            try ExportCursor.write(acked, stateDirectory: options.stateDirectory)
+            control.withLock { $0.checkpointed = acked }
+        } catch {
+            setError(error.description)
+        }
+    }
+
+    private func checkLag() {
+        let snapshot = status
+        let threshold = max(1, options.lagWarnRecords)
+        let notice: ExportNotice? = control.withLock { c in
+            if !c.lagWarned, snapshot.lag >= threshold {
+                c.lagWarned = true
+                return .lagHigh(lag: snapshot.lag, threshold: threshold, error: c.lastError)
+            }
+            if c.lagWarned, snapshot.lag < threshold / 2 {
+                c.lagWarned = false
+                return .lagRecovered(lag: snapshot.lag)
+            }
+            return nil
+        }
+        if let notice { notify(notice) }
+    }
+
+    /// `export/status.json`, for `pushspoolctl export status` (best effort).
+    private func writeStatusFile() {
+        var value = status.jsonValue
+        if case .object(var o) = value {
+            o["updatedAt"] = .string(Timestamp.now())
+            o["pid"] = .integer(getpid())
+            value = .object(o)
+        }
+        let dir = ExportCursor.directory(stateDirectory: options.stateDirectory)
+        try? Posix.mkdirIfMissing(dir)
+        try? Posix.writeFileAtomically(directory: dir, name: "status.json", bytes: value.serialized() + [0x0a], mode: 0o640)
+    }
+
+    private func sleepUnlessStopped(_ duration: Duration) {
+        let deadline = Posix.monotonicNanos() &+ duration.clampedUInt64Nanoseconds
+        while !stopRequested {
+            let now = Posix.monotonicNanos()
+            if now >= deadline { return }
+            usleep(UInt32(clamping: min(deadline - now, 20_000_000) / 1000))
+        }
+    }
+
+    // MARK: Replay
+
+    /// Publishes journal records `from...to` (`to` = `nil`: through the last committed) again,
+    /// one PubAck at a time, without touching the cursor. The server drops those still inside
+    /// its duplicate window. Returns (published, duplicates).
+    package static func replay(options: ExportOptions, fromSeq: UInt64, toSeq: UInt64?,
+                               progress: (UInt64) -> Void = { _ in }) throws(ExportError) -> (published: UInt64, duplicates: UInt64) {
+        guard let template = SubjectTemplate(options.subject) else { throw ExportError(.config, "subject '\(options.subject)' is invalid") }
+        let hostId = try options.resolvedHostId()
+        let client = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
+                                    tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, ackTimeout: options.ackTimeout,
+                                    name: "pushspoolctl")
+        defer { client.close() }
+        try client.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
+                                duplicateWindow: options.duplicateWindow)
+        let reader: JournalReader
+        do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: fromSeq) } catch {
+            throw ExportError(.journal, "\(error)")
+        }
+        var published: UInt64 = 0, duplicates: UInt64 = 0
+        for record in reader.records(fromSeq: fromSeq) {
+            if let toSeq, record.seq > toSeq { break }
+            if try client.publish(ExportMessage(record: record, hostId: hostId, template: template)) { duplicates += 1 }
+            published += 1
+            progress(record.seq)
+        }
+        if let error = reader.lastError { throw ExportError(.journal, "\(error)") }
+        return (published, duplicates)
+    }
+}

@@ -1,0 +1,179 @@
+@preconcurrency import Glibc
+import Foundation
+import Synchronization
+import PushSystem
+import PushExport
+import PushspoolDaemon
+import TestSupport
+
+/// `pushspool-bench export [--files N] [--rate R] [--seconds S]`, against a local single-node
+/// JetStream (Debian's nats-server, started here on a free loopback port).
+///
+/// 1. Burst: N files drained by pushspoold with `[Export] Enabled=yes`: ingest files/s, and
+///    export records/s from the first commit until the cursor holds the last seq. Ratio export
+///    / ingest (≥ 1 means export keeps up with ingest at full speed).
+/// 2. Export alone: a fresh exporter over the same journal (another stream), records/s.
+/// 3. Steady: R files/s for S seconds with export on; export lag from journal commit to
+///    PubAck (p50/p99), polling the exporter's acknowledged seq every 0.5 ms.
+func runExportBench(arguments: [String]) {
+    var files = 20_000
+    var rate = 1_000
+    var seconds = 10
+    var index = 0
+    while index < arguments.count {
+        let value = index + 1 < arguments.count ? Int(arguments[index + 1]) : nil
+        switch (arguments[index], value) {
+        case ("--files", let v?) where v > 0: files = v
+        case ("--rate", let v?) where v > 0: rate = v
+        case ("--seconds", let v?) where v > 0: seconds = v
+        default:
+            print("usage: pushspool-bench export [--files N] [--rate R] [--seconds S]")
+            exit(64)
+        }
+        index += 2
+    }
+    let payload = { (i: Int) -> [UInt8] in
+        Array("""
+            {"pushspool":1,"user":"u\(i % 1000)","platform":"ios","payload":{"aps":{"alert":{"title":"Flash sale \(i)","body":"Everything −20% today only, item \(i)"},"mutable-content":1},"clickUrl":"https://shop.example/p/\(i)","uniqueKey":"exp-\(i)","payload":"{\\"pushName\\":\\"sale\\"}"}}
+            """.utf8)
+    }
+    let natsRoot = FileManager.default.temporaryDirectory.appendingPathComponent("pushspool-bench-nats-\(UUID().uuidString.prefix(8))").path
+    defer { try? FileManager.default.removeItem(atPath: natsRoot) }
+    let server: NatsServer
+    do {
+        server = try NatsServer(storeDirectory: natsRoot + "/store")
+        try server.start()
+    } catch {
+        print("cannot start nats-server: \(error)")
+        exit(1)
+    }
+    defer { server.stop() }
+    let exportConfig = { (stream: String) in
+        "[Export]\nEnabled=yes\nURL=\(server.url)\nHostId=bench\nStream=\(stream)\n"
+    }
+
+    print("== burst: \(files) files drained by pushspoold with export on (nats-server \(server.url))")
+    let burst = BenchSpool()
+    defer { burst.remove() }
+    burst.fill(count: files, payload: payload)
+    let done = Atomic<Int>(0)
+    let firstCommit = Atomic<UInt64>(0)
+    let daemon = burst.makeDaemon(inbox: false, extraConfig: exportConfig("BURST")) { _, _ in
+        _ = firstCommit.compareExchange(expected: 0, desired: Posix.monotonicNanos(), ordering: .relaxed)
+        done.add(1, ordering: .relaxed)
+    }
+    let start = Posix.monotonicNanos()
+    Thread { _ = daemon.run() }.start()
+    while done.load(ordering: .relaxed) < files { usleep(1_000) }
+    let ingestEnd = Posix.monotonicNanos()
+    let lastSeq = daemon.journalStats.lastSeq
+    let state = burst.root + "/state"
+    while ((try? ExportCursor.read(stateDirectory: state)) ?? 0) < lastSeq { usleep(2_000) }
+    let exportEnd = Posix.monotonicNanos()
+    daemon.requestStop()
+    while !daemon.hasReturned { usleep(5_000) }
+    let ingestRate = Double(files) / (Double(ingestEnd - start) / 1e9)
+    let exportRate = Double(lastSeq) / (Double(exportEnd - firstCommit.load(ordering: .relaxed)) / 1e9)
+    print(String(format: "ingest %.0f files/s; export %.0f records/s (commit of the first to PubAck of the last, cursor polled), ratio %.2f",
+                 ingestRate, exportRate, exportRate / ingestRate))
+    print(String(format: "  export finished %.0f ms after ingest", Double(exportEnd - ingestEnd) / 1e6))
+
+    print("== export alone: a fresh exporter over the same \(lastSeq) records into another stream, niced 10 (as in pushspoold) and not")
+    for (run, niceness) in [(1, Int32(10)), (2, Int32(0))] {
+        do {
+            let aloneState = natsRoot + "/alone\(run)"
+            try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: aloneState + "/journal", withDestinationPath: state + "/journal")
+            var options = ExportOptions(stateDirectory: aloneState)
+            options.urls = [server.url]
+            options.stream = "ALONE\(run)"
+            options.subject = "alone\(run).{vendor}.{platform}"
+            options.hostId = "bench"
+            options.niceness = niceness
+            let exporter = try Exporter(options: options)
+            // Our process's CPU (exporter thread and libnats' threads; nothing else runs here
+            // now) per record: the exporter's cost, whatever the machine's load.
+            var before = rusage(), after = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &before)
+            let aloneStart = Posix.monotonicNanos()
+            exporter.start()
+            while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
+            let elapsed = Double(Posix.monotonicNanos() - aloneStart) / 1e9
+            getrusage(RUSAGE_SELF.rawValue, &after)
+            exporter.stop()
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
+            let aloneRate = Double(lastSeq) / elapsed
+            print(String(format: "  nice %d: export alone %.0f records/s (MaxPending %d), ratio to this run's ingest %.2f; %.1f µs CPU per record in pushspool (≈ %.0f records/s per core)",
+                         niceness, aloneRate, options.maxPending, aloneRate / ingestRate, cpu / Double(lastSeq) * 1e6,
+                         Double(lastSeq) / max(cpu, 1e-9)))
+        } catch {
+            print("export alone failed: \(error)")
+        }
+    }
+
+    for niceness in [Int32(10), Int32(0)] {
+        print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck, exporter nice \(niceness)")
+        let steady = BenchSpool()
+        defer { steady.remove() }
+        let commits = Mutex<[UInt64: UInt64]>([:])
+        let steadyDaemon = steady.makeDaemon(inbox: false) { _, seq in
+            let now = Posix.monotonicNanos()
+            commits.withLock { $0[seq] = now }
+        }
+        Thread { _ = steadyDaemon.run() }.start()
+        while !steadyDaemon.isReady { usleep(1_000) }
+        // The exporter runs in-process beside the daemon (the daemon's own is off) so its
+        // acknowledged seq can be polled without the cursor file's checkpoint interval.
+        var options = ExportOptions(stateDirectory: steady.root + "/state")
+        options.urls = [server.url]
+        options.hostId = "bench"
+        options.niceness = niceness
+        options.stream = "STEADY\(niceness)"
+        options.subject = "steady\(niceness).{vendor}.{platform}"
+        guard let exporter = try? Exporter(options: options) else {
+            print("cannot create the exporter")
+            exit(1)
+        }
+        exporter.start()
+        let acks = Mutex<[UInt64: UInt64]>([:])
+        let total = rate * seconds
+        let polling = Atomic<Bool>(true)
+        let poller = Thread {
+            var seen: UInt64 = 0
+            while polling.load(ordering: .relaxed) {
+                let acked = exporter.acknowledgedInMemory
+                if acked > seen {
+                    let now = Posix.monotonicNanos()
+                    acks.withLock { for seq in (seen + 1)...acked { $0[seq] = now } }
+                    seen = acked
+                }
+                usleep(500)
+            }
+        }
+        poller.start()
+        let interval = 1_000_000_000 / UInt64(rate)
+        let begin = Posix.monotonicNanos()
+        for i in 0..<total {
+            let due = begin + UInt64(i) * interval
+            while true {
+                let now = Posix.monotonicNanos()
+                if now >= due { break }
+                usleep(UInt32(max(50, (due - now) / 1000)))
+            }
+            steady.drop(name: "s\(i).json", bytes: payload(1_000_000 + i))
+        }
+        while acks.withLock({ $0.count }) < total { usleep(2_000) }
+        polling.store(false, ordering: .relaxed)
+        exporter.stop()
+        steadyDaemon.requestStop()
+        while !steadyDaemon.hasReturned { usleep(5_000) }
+        let committed = commits.withLock { $0 }
+        let acked = acks.withLock { $0 }
+        let lags = committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } }.sorted()
+        func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(Double(lags.count) * p))]) / 1e6 }
+        print(String(format: "export lag p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (exporter polls an idle journal every %.0f ms)",
+                     percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6, lags.count,
+                     Double(options.pollInterval.clampedMilliseconds)))
+    }
+}

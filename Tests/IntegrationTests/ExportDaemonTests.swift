@@ -1,0 +1,171 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import TestSupport
+import PushSystem
+import PushJournal
+import PushExport
+
+/// pushspoold exporting to real nats-server processes on 127.0.0.1, started and stopped here.
+/// Serialized: each test runs servers and daemons of its own and the cores are few.
+@Suite(.serialized) struct ExportDaemonTests {
+    static func config(urls: [String], hostId: String, stream: String = "ITEXPORT", replicas: Int = 1) -> String {
+        """
+        [Media]
+        Enabled=no
+        [Journal]
+        MaxBatchDelaySec=0
+        [Export]
+        Enabled=yes
+        URL=\(urls.joined(separator: " "))
+        HostId=\(hostId)
+        Stream=\(stream)
+        Replicas=\(replicas)
+        AckTimeoutSec=2s
+        LagWarnRecords=20
+
+        """
+    }
+
+    /// Every journal record's expected `Nats-Msg-Id`.
+    static func expectedIds(_ harness: DaemonHarness, hostId: String) throws -> Set<String> {
+        Set(try harness.records().map { "\(hostId):\($0.key)" })
+    }
+
+    static func drop(_ harness: DaemonHarness, range: Range<Int>, tag: String) throws {
+        for index in range { try harness.drop(generatedPayload(index: index, tag: tag), name: "\(tag)-\(index).json") }
+    }
+
+    static func waitExported(_ harness: DaemonHarness, count: Int, timeout: Double = 90) throws {
+        try waitUntil(timeout: timeout, "export cursor at \(count)") {
+            (try? ExportCursor.read(stateDirectory: harness.state)) == UInt64(count)
+        }
+    }
+
+    static func waitIngested(_ harness: DaemonHarness, count: Int) throws {
+        try waitUntil(timeout: 60, "\(count) records journaled") { (try? harness.records().count) == count }
+    }
+
+    @Test func sigkillMidExportTwentyTimesStillExactlyOnce() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let harness = try DaemonHarness(name: "export-kill", config: Self.config(urls: [server.url], hostId: "killhost"))
+        var total = 0
+        var killedWithLag = 0
+        for round in 0..<20 {
+            try harness.start()
+            try Self.drop(harness, range: total..<(total + 40), tag: "kill")
+            total += 40
+            // Kill while records are being journaled and exported: at a different point each round.
+            usleep(UInt32(30_000 + (round * 37_000) % 250_000))
+            if let acknowledged = try? ExportCursor.read(stateDirectory: harness.state), acknowledged < UInt64(total) { killedWithLag += 1 }
+            harness.stop(signal: SIGKILL)
+        }
+        try harness.start()
+        try Self.waitIngested(harness, count: total)
+        try Self.waitExported(harness, count: total)
+        #expect(harness.stop() == 0)
+        #expect(killedWithLag > 0, "no kill landed before export finished")
+        let client = try NatsClient(urls: [server.url], name: "it-reader")
+        defer { client.close() }
+        let stored = try client.readStream("ITEXPORT")
+        #expect(stored.count == total)
+        let ids = Set(stored.map(\.msgId))
+        #expect(ids.count == total)
+        let difference = ids.symmetricDifference(try Self.expectedIds(harness, hostId: "killhost"))
+        #expect(difference.isEmpty, "ids missing or unexpected: \(difference.sorted().prefix(5))")
+    }
+
+    @Test func natsStoppedIngestGoesOnLagGrowsThenExportCatchesUp() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        let harness = try DaemonHarness(name: "export-down", config: Self.config(urls: [server.url], hostId: "downhost"))
+        try harness.start()
+        try Self.drop(harness, range: 0..<50, tag: "down")
+        try Self.waitIngested(harness, count: 50)
+        try Self.waitExported(harness, count: 50)
+
+        server.stop()
+        try Self.drop(harness, range: 50..<250, tag: "down")
+        try Self.waitIngested(harness, count: 250)  // ingest does not wait for NATS
+        #expect(harness.files(in: "incoming").isEmpty)
+        try waitUntil(timeout: 30, "status file shows the outage") {
+            let (status, out, _) = try harness.ctl(["export", "status", "--json"])
+            guard status == 0, let object = try? JSONParser().parse(out.trimmingSpaces).objectValue else { return false }
+            return object["lag"]?.intValue == 200 && object["connected"]?.boolValue == false
+        }
+        try waitUntil(timeout: 30, "the lag event") { harness.daemonStderr.contains("export to NATS JetStream is lagging") }
+
+        try server.start()
+        try Self.waitExported(harness, count: 250)
+        let (status, out, _) = try harness.ctl(["export", "status"])
+        #expect(status == 0)
+        #expect(out.contains("lag: 0 records"))
+        #expect(harness.stop() == 0)
+        let client = try NatsClient(urls: [server.url], name: "it-reader")
+        defer { client.close() }
+        let stored = try client.readStream("ITEXPORT")
+        #expect(stored.count == 250)
+        #expect(Set(stored.map(\.msgId)).symmetricDifference(try Self.expectedIds(harness, hostId: "downhost")).isEmpty)
+
+        // A replay inside the duplicate window publishes and the stream drops every one.
+        let (replayStatus, _, replayErr) = try harness.ctl(["export", "replay", "--from-seq", "10", "--to-seq", "19"])
+        #expect(replayStatus == 0, "\(replayErr)")
+        #expect(replayErr.contains("published 10 record(s); 10 dropped"))
+        #expect(try client.streamState("ITEXPORT").messages == 250)
+        server.stop()
+    }
+
+    /// Three daemons (three spools and state dirs, as the template unit runs them) export into
+    /// a 3-node cluster with an R3 stream; one node is killed during export and export goes on;
+    /// a durable pull consumer then reads every id of all three exactly once.
+    @Test func threeDaemonsIntoAThreeNodeClusterSurviveANodeKill() throws {
+        let temp = TempDir()
+        let servers = try NatsServer.cluster(count: 3, in: temp.path)
+        for server in servers { try server.start() }
+        defer { servers.forEach { $0.stop(signal: SIGKILL) } }
+        let urls = servers.map(\.url)
+        let hosts = ["host-a", "host-b", "host-c"]
+        let harnesses = try hosts.map {
+            try DaemonHarness(name: "export-\($0)", config: Self.config(urls: urls, hostId: $0, stream: "CLUSTER", replicas: 3))
+        }
+        for harness in harnesses { try harness.start() }
+        // The same payload ids on every host: the host id keeps their messages apart.
+        for harness in harnesses { try Self.drop(harness, range: 0..<100, tag: "cl") }
+        for harness in harnesses { try Self.waitIngested(harness, count: 100) }
+        try waitUntil(timeout: 90, "export under way on all three") {
+            harnesses.allSatisfy { ((try? ExportCursor.read(stateDirectory: $0.state)) ?? 0) > 0 }
+        }
+        servers[0].stop(signal: SIGKILL)
+        for harness in harnesses { try Self.drop(harness, range: 100..<200, tag: "cl") }
+        for harness in harnesses { try Self.waitIngested(harness, count: 200) }
+        for harness in harnesses { try Self.waitExported(harness, count: 200, timeout: 120) }
+        for harness in harnesses { #expect(harness.stop() == 0) }
+
+        var expected = Set<String>()
+        for (harness, host) in zip(harnesses, hosts) { expected.formUnion(try Self.expectedIds(harness, hostId: host)) }
+        #expect(expected.count == 600)
+        let client = try NatsClient(urls: [servers[1].url, servers[2].url], name: "it-consumer")
+        defer { client.close() }
+        #expect(try client.streamState("CLUSTER").messages == 600)
+        // Creating an R3 consumer needs the cluster's meta leader, which may still be moving
+        // after the kill: retry like any client would.
+        var consumed: [NatsClient.StoredMessage] = []
+        for attempt in 1...10 {
+            do {
+                consumed = try client.drainPullConsumer(stream: "CLUSTER", subject: "pushspool.*.*", durable: "it-reader")
+                break
+            } catch {
+                if attempt == 10 { throw error }
+                sleep(2)
+            }
+        }
+        #expect(consumed.count == 600)
+        let ids = Set(consumed.map(\.msgId))
+        #expect(ids.count == 600, "an id was read twice")
+        #expect(expected.subtracting(ids).isEmpty, "not consumed: \(expected.subtracting(ids).sorted().prefix(5))")
+    }
+}

@@ -1,0 +1,178 @@
+@preconcurrency import Glibc
+import Testing
+import PushExport
+import PushJournal
+import PushSystem
+import TestSupport
+import Synchronization
+
+/// A state directory with a journal written by the real writer, and a real nats-server.
+final class ExportFixture {
+    let temp: TempDir
+    let writer: JournalWriter
+    let server: NatsServer
+    var stateDirectory: String { temp.appending("state") }
+    private var counter = 0
+
+    init(_ label: String = #function) throws {
+        temp = TempDir(label)
+        try Posix.mkdirs(temp.appending("state/journal"))
+        writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+        server = try NatsServer(storeDirectory: temp.appending("nats"))
+    }
+
+    deinit {
+        try? writer.close()
+        server.stop(signal: SIGKILL)
+    }
+
+    func options(stream: String = "PUSHTEST") -> ExportOptions {
+        var options = ExportOptions(stateDirectory: stateDirectory)
+        options.urls = [server.url]
+        options.stream = stream
+        options.hostId = "testhost"
+        options.ackTimeout = .seconds(2)
+        options.lagWarnRecords = 50
+        return options
+    }
+
+    /// Appends `count` records with fresh keys `mindbox:rec-N`; returns their keys.
+    @discardableResult
+    func append(_ count: Int) async throws -> [String] {
+        var keys: [String] = []
+        for _ in 0..<count {
+            counter += 1
+            let key = "mindbox:rec-\(counter)"
+            let result = await writer.append(key: key, body: Array(#"{"platform":"ios","n":\#(counter)}"#.utf8), ingestMillis: 1)
+            guard case .committed = result else { throw NatsServerError(description: "append: \(result)") }
+            keys.append(key)
+        }
+        return keys
+    }
+
+    func stored(stream: String = "PUSHTEST") throws -> [NatsClient.StoredMessage] {
+        let client = try NatsClient(urls: [server.url], name: "test-reader")
+        defer { client.close() }
+        return try client.readStream(stream)
+    }
+}
+
+func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+    let deadline = Posix.monotonicNanos() + UInt64(timeout * 1e9)
+    while Posix.monotonicNanos() < deadline {
+        if try condition() { return }
+        usleep(20_000)
+    }
+    Issue.record("timed out after \(timeout) s waiting for \(what)")
+    throw NatsServerError(description: "timeout: \(what)")
+}
+
+/// Against a real single-node JetStream on 127.0.0.1. Serialized: each test runs its own
+/// nats-server, and the machine's cores are few.
+@Suite(.serialized) struct ExporterLiveTests {
+    @Test func everyRecordIsExportedExactlyOnceEvenWhenTheCursorIsLost() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let keys = try await f.append(500)
+        let notices = NoticeLog()
+        let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
+        exporter.start()
+        try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == 500 }
+        exporter.stop()
+        #expect(try ExportCursor.read(stateDirectory: f.stateDirectory) == 500)
+        #expect(exporter.acknowledgedSeq() == 500)
+        var stored = try f.stored()
+        #expect(stored.count == 500)
+        #expect(Set(stored.map(\.msgId)) == Set(keys.map { "testhost:" + $0 }))
+        #expect(stored.map(\.journalSeq) == (1...500).map { Optional(UInt64($0)) })
+        #expect(Set(stored.map(\.subject)) == ["pushspool.mindbox.ios"])
+
+        // Lose the cursor: the exporter sends everything again and the server drops it all.
+        _ = unlink(f.stateDirectory + "/export/cursor")
+        try await f.append(20)
+        let again = try Exporter(options: f.options())
+        #expect(again.acknowledgedSeq() == 0)
+        again.start()
+        try waitFor("all acknowledged again") { again.status.acknowledgedSeq == 520 }
+        again.stop()
+        stored = try f.stored()
+        #expect(stored.count == 520)
+        #expect(Set(stored.map(\.msgId)).count == 520)
+    }
+
+    @Test func natsDownLagGrowsThenExportCatchesUp() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let notices = NoticeLog()
+        let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
+        exporter.start()
+        defer { exporter.stop() }
+        try await f.append(100)
+        try waitFor("first batch") { exporter.status.acknowledgedSeq == 100 }
+
+        f.server.stop()
+        try await f.append(300)  // the journal takes records while NATS is away
+        try waitFor("disconnected seen") { !exporter.status.connected }
+        usleep(1_500_000)
+        let down = exporter.status
+        #expect(down.acknowledgedSeq == 100)
+        #expect(down.lag == 300)
+        try waitFor("lag event") { notices.all.contains { if case .lagHigh = $0 { true } else { false } } }
+
+        try f.server.start()
+        try waitFor("caught up", timeout: 60) { exporter.status.acknowledgedSeq == 400 }
+        try waitFor("lag recovered event") { notices.all.contains { if case .lagRecovered = $0 { true } else { false } } }
+        let stored = try f.stored()
+        #expect(stored.count == 400)
+        #expect(Set(stored.map(\.msgId)).count == 400)
+    }
+
+    @Test func startsWithNatsAbsentAndExportsWhenItArrives() async throws {
+        let f = try ExportFixture()
+        try await f.append(50)
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        defer { exporter.stop() }
+        usleep(1_500_000)
+        #expect(exporter.status.acknowledgedSeq == 0)
+        #expect(exporter.status.lastError != nil)
+        try f.server.start()
+        try waitFor("exported", timeout: 60) { exporter.status.acknowledgedSeq == 50 }
+        #expect(try f.stored().count == 50)
+    }
+
+    @Test func anExistingStreamIsUsedAsItIs() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let admin = try NatsClient(urls: [f.server.url], name: "admin")
+        #expect(try admin.ensureStream(name: "PUSHTEST", subjects: ["pushspool.>"], replicas: 1, duplicateWindow: .seconds(60)))
+        #expect(try !admin.ensureStream(name: "PUSHTEST", subjects: ["other.*"], replicas: 1, duplicateWindow: .seconds(1)))
+        admin.close()
+        try await f.append(10)
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        try waitFor("exported") { exporter.status.acknowledgedSeq == 10 }
+        exporter.stop()
+        #expect(try f.stored().count == 10)
+    }
+
+    @Test func replayRepublishesARangeAndTheServerDropsDuplicates() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        try await f.append(30)
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        try waitFor("exported") { exporter.status.acknowledgedSeq == 30 }
+        exporter.stop()
+        let result = try Exporter.replay(options: f.options(), fromSeq: 5, toSeq: 14)
+        #expect(result.published == 10)
+        #expect(result.duplicates == 10)
+        #expect(try f.stored().count == 30)
+    }
+}
+
+final class NoticeLog: Sendable {
+    private let notices = Mutex<[ExportNotice]>([])
+    func add(_ notice: ExportNotice) { notices.withLock { $0.append(notice) } }
+    var all: [ExportNotice] { notices.withLock { $0 } }
+}
