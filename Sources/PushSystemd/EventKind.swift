@@ -27,6 +27,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     case outboxParked
     /// One outbox POST failed and will be retried with backoff.
     case outboxFailed
+    /// pushspool-inbox refused a request without a valid bearer token (fields `REMOTE_ADDR`,
+    /// `HTTP_METHOD`, `INBOX_ROUTE`, `REASON_CODE`; never the token).
+    case inboxAuthFailed
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -50,6 +53,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .aggregated: "9e7d11c59073424495f1ab099352ea7e"
         case .outboxParked: "4651bb63217a438db30b56bae8141766"
         case .outboxFailed: "7534750c0bbd4623b947e55c892f37c7"
+        case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
         }
     }
 
@@ -58,7 +62,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .outboxParked, .outboxFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .mediaFailed, .outboxParked, .outboxFailed, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
         case .started, .ready, .recovery, .reload, .stopping: 5
         case .ingested, .duplicate: 6
         }
