@@ -14,7 +14,7 @@ final class InboxServerHarness: @unchecked Sendable {
     let process: Process
     let port: Int
 
-    init(name: String, extraConfig: String = "") throws {
+    init(name: String, extraConfig: String = "", arguments extra: [String] = []) throws {
         daemon = try DaemonHarness(name: name, config: "[Media]\nEnabled=no\n[Inbox]\nTokenSecretFile=__SECRET__\n\(extraConfig)")
         let secretPath = daemon.root + "/inbox-token-secret"
         try Self.secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
@@ -25,7 +25,7 @@ final class InboxServerHarness: @unchecked Sendable {
         try waitUntil(timeout: 30, "the inbox index") { FileManager.default.fileExists(atPath: indexPath) }
         process = Process()
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
-        process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config]
+        process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config] + extra
         // Files, not pipes: the tests run in parallel, and a pipe's write end leaks into every
         // child spawned meanwhile (curl, pushspoolctl), so a reader of it would wait for them all.
         let outPath = daemon.root + "/inbox.stdout"
@@ -167,8 +167,9 @@ final class InboxServerHarness: @unchecked Sendable {
         let server = try InboxServerHarness(name: "inbox-authrate")
         let total = 400
         let started = Posix.monotonicNanos()
-        let urls = (0..<total).map { "\(server.base)/v1/inbox/\($0 + 1)/read" }
-        let result = try ProcessRunner.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}\\n", "-X", "POST",
+        // One -o per URL: curl pairs them in order (a single -o covers only the first).
+        let urls = (0..<total).flatMap { ["-o", "/dev/null", "\(server.base)/v1/inbox/\($0 + 1)/read"] }
+        let result = try ProcessRunner.run("/usr/bin/curl", ["-s", "-w", "%{http_code}\\n", "-X", "POST",
                                                              "-H", "X-Pushspool-User: mallory", "-H", "Authorization: Bearer guess"] + urls)
         let seconds = Int((Posix.monotonicNanos() - started) / 1_000_000_000) + 1
         #expect(result.stdout.split(separator: "\n").allSatisfy { $0 == "401" })
@@ -182,6 +183,31 @@ final class InboxServerHarness: @unchecked Sendable {
         #expect(server.authEvents.allSatisfy { $0.contains("INBOX_ROUTE=/v1/inbox/{id}/read") && !$0.contains("guess") })
         let metrics = try server.request("GET", "/metrics", user: nil)
         #expect(metrics.body.contains("pushspool_inbox_auth_failures_total \(total)"))
+    }
+
+    /// Four libmicrohttpd workers, each with its own index connection, answering 16
+    /// connections at once: every answer is right (no connection shared across threads).
+    @Test func aThreadPoolAnswersConcurrentConnections() throws {
+        let server = try InboxServerHarness(name: "inbox-pool", arguments: ["--threads", "4"])
+        try server.push(user: "alice", title: "one")
+        try server.push(user: "bob", title: "two")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 1 && server.counts("bob").unread == 1 }
+        // The workers are threads of the process: main, the hub's poller, the status thread, 4 workers.
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.process.processIdentifier)/task").count
+        #expect(tasks >= 7, "\(tasks) threads")
+        var arguments = ["-s", "--parallel", "--parallel-immediate", "--parallel-max", "16", "-w", "%{http_code} %{size_download}\\n", "-o", "/dev/null"]
+        for index in 0..<400 {
+            let user = index % 2 == 0 ? "alice" : "bob"
+            arguments += ["-H", "X-Pushspool-User: \(user)", "-H", "Authorization: Bearer \(InboxServerHarness.token(user))",
+                          "\(server.base)/v1/inbox/counts?n=\(index)", "--next", "-o", "/dev/null", "-w", "%{http_code} %{size_download}\\n"]
+        }
+        arguments.removeLast(5)
+        let result = try ProcessRunner.run("/usr/bin/curl", arguments)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 400)
+        #expect(lines.allSatisfy { $0.hasPrefix("200 ") }, "\(Set(lines))")
+        let metrics = try server.request("GET", "/metrics", user: nil)
+        #expect(metrics.body.contains("pushspool_inbox_requests_total{route=\"counts\",code=\"200\"}"))
     }
 
     @Test func everyRouteAnswersAndStateChangesGoThroughTheJournal() throws {
