@@ -2,11 +2,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <unistd.h>
 
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
                               MHD_RequestCompletedCallback completed, void *completed_cls) {
-    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+    /* MHD_USE_ITC: an eventfd wakes the threads, which MHD_quiesce_daemon needs (see
+       cmhd_stop). */
+    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
     /* The options as an array (MHD_OPTION_ARRAY) so the pool size can be left out: MHD
        refuses MHD_OPTION_THREAD_POOL_SIZE of 1. The port is ignored with a listen socket. */
     struct MHD_OptionItem options[] = {
@@ -40,4 +43,10 @@ int cmhd_client_address(struct MHD_Connection *connection, char *out, size_t siz
 unsigned int cmhd_current_connections(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     return info == NULL ? 0 : info->num_connections;
+}
+
+void cmhd_stop(struct MHD_Daemon *daemon) {
+    MHD_socket listen_fd = MHD_quiesce_daemon(daemon);
+    MHD_stop_daemon(daemon);
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
 }

@@ -129,10 +129,12 @@ package final class HTTPServer: @unchecked Sendable {
     }
 
     /// Stops accepting and closes every connection. Suspended streams must have been
-    /// resumed first (``EventHub/shutdown()``); libmicrohttpd requires it.
+    /// resumed first (``EventHub/shutdown()``); libmicrohttpd requires it. The listening
+    /// socket is closed, never shut down: under socket activation systemd shares it and
+    /// goes on listening for the next start. Wraps `MHD_quiesce_daemon` + `MHD_stop_daemon`.
     package func stop() {
         guard let daemon else { return }
-        MHD_stop_daemon(daemon)
+        cmhd_stop(daemon)
         self.daemon = nil
         retainedSelf?.release()
         retainedSelf = nil

@@ -7,8 +7,9 @@
 #   scripts/systemd-integration/inbox-live.sh     # PASS/FAIL per check, exit 1 on any FAIL
 #
 # 1. pushspool-inbox.socket (rendered from systemd/pushspool-inbox.socket with a free port)
-#    listens while the service is inactive; the first connection starts it (sd_listen_fds),
-#    the token secret arrives through LoadCredential=, STATUS= shows connections/requests.
+#    listens while the service is inactive; the first connection starts it (sd_listen_fds);
+#    STATUS= shows connections/requests. (The secret comes from [Inbox] TokenSecretFile=:
+#    LoadCredential= does not deliver the file under this user manager; see below.)
 # 2. every route: page, metrics, list, counts, inapp, seen/read/archive/action/read-all,
 #    nc-open, media and thumb (ETag, immutable, If-None-Match -> 304).
 # 3. auth: a missing, wrong and another user's token get the same 401; journald has the
@@ -71,8 +72,11 @@ since=$(date +%s)
 trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 si_setup
 work=$(mktemp -d /tmp/pushspool-inbox-live.XXXXXX)
+# Hooks run in order, before the manager exits: the evidence first, then the units are
+# stopped (pushspoold still writes under $work), then $work goes.
+si_on_exit 'if ((failures)); then for u in '"$inbox_unit $daemon_unit"'; do echo "---- $u journal (last 40 lines):"; si_journal "$u" --since "@$since" -o short-monotonic -n 40 2>/dev/null; done; fi'
+si_on_exit "timeout 20 systemctl --user stop $socket_unit $inbox_unit $daemon_unit >/dev/null 2>&1"
 si_on_exit "rm -rf '$work'"
-si_on_exit 'if ((failures)); then for u in '"$inbox_unit $daemon_unit"'; do echo "---- $u journal (last 40 lines):"; si_journal "$u" -o short-monotonic -n 40 2>/dev/null; done; fi'
 spool=$work/spool state=$work/state conf=$work/pushspool.conf
 run=${work##*.}
 secret="inbox-live-secret-$run-0123456789abcdef"
@@ -88,7 +92,10 @@ base="http://127.0.0.1:$port"
   printf '[Journal]\nStateDirectory=%s\n' "$state"
   printf '[Media]\nEnabled=no\n'
   printf '[Status]\nIntervalSec=200ms\n'
-  printf '[Inbox]\nEnabled=yes\n'
+  # The secret by file: this user manager (systemd 252, not PID 1) sets
+  # $CREDENTIALS_DIRECTORY for LoadCredential= but leaves the file out (ENOENT), so the
+  # credential path is covered by deb-test.sh's installed unit and check-units.sh only.
+  printf '[Inbox]\nEnabled=yes\nTokenSecretFile=%s\n' "$work/inbox-token-secret"
 } >"$conf"
 
 ctl() { "$ctl_bin" --spool "$spool" --state-dir "$state" --config "$conf" "$@"; }
@@ -132,10 +139,9 @@ item_of() {  # item_of USER TITLE — the item id of USER's newest item with TIT
 # ---------------------------------------------------------------- units
 "$here/render-user-unit.sh" --exec "$daemon_bin --config $conf" --set LimitCORE=0 >"$work/$daemon_unit"
 si_install_unit "$daemon_unit" "$work/$daemon_unit"
-# The service: Type=notify, NotifyAccess, Restart, timeouts as the system unit has them; the
-# secret through LoadCredential= like the system unit (from this run's file).
+# The service: Type=notify, NotifyAccess, Restart, timeouts as the system unit has them.
 "$here/render-user-unit.sh" --unit "$root/systemd/$inbox_unit" --exec "$inbox_bin --config $conf" \
-  --set "LoadCredential=inbox-token-secret:$work/inbox-token-secret" --set LimitCORE=0 >"$work/$inbox_unit"
+  --set LimitCORE=0 >"$work/$inbox_unit"
 grep -q '^Type=notify$' "$work/$inbox_unit"
 # The socket: [Unit] and [Socket] of the system unit, ListenStream= on this run's port; the
 # IPAddress*= filters need cgroup BPF, which a user manager at the cgroup root here lacks.
@@ -156,14 +162,14 @@ check "systemctl --user start $socket_unit" systemctl --user start "$socket_unit
 check "$socket_unit is listening" si_wait_prop "$socket_unit" SubState listening 10
 check "$inbox_unit is not running before the first connection" \
   bash -c "[[ \$(systemctl --user show -p ActiveState --value $inbox_unit) == inactive ]]"
-status=$(api GET /v1/inbox/counts)
+status=$(api GET /v1/inbox/counts) || true
 check "the first request (GET /v1/inbox/counts) is answered by the activated service: $status $(body)" \
   bash -c "[[ '$status' == 200 ]] && jq -e '.unseen == 0 and .unread == 0' '$work/body' >/dev/null"
 check "$inbox_unit is active after the first connection" si_wait_prop "$inbox_unit" ActiveState active 10
 si_track_pid "$inbox_unit"
 inbox_pid=$(si_prop "$inbox_unit" MainPID)
-check "the service got its socket from systemd (no --listen) and the secret from LoadCredential=" \
-  bash -c "tr '\0' ' ' </proc/$inbox_pid/cmdline | grep -qv -- --listen && grep -qa CREDENTIALS_DIRECTORY= /proc/$inbox_pid/environ"
+check "the service got its socket from systemd (no --listen; LISTEN_FDS=1)" \
+  bash -c "tr '\0' ' ' </proc/$inbox_pid/cmdline | grep -qv -- --listen && grep -qa LISTEN_FDS=1 /proc/$inbox_pid/environ"
 check "STATUS= shows connections and requests" \
   poll 10 bash -c "systemctl --user show -p StatusText --value $inbox_unit | grep -q 'requests'"
 
@@ -174,7 +180,7 @@ push alice "two"
 push bob "for bob"
 both_counts() { counts_are alice "$1" "$2" && counts_are bob "$3" "$4"; }
 check "three pushes reach the index (alice 2 unread, bob 1)" poll "$WAIT" both_counts 2 2 1 1
-one=$(item_of alice one) two=$(item_of alice two) bobs=$(item_of bob "for bob")
+one=$(item_of alice one || true) two=$(item_of alice two || true) bobs=$(item_of bob "for bob" || true)
 check "GET /v1/inbox lists alice's two items newest first" \
   bash -c "[[ \$(curl -s -H 'X-Pushspool-User: alice' -H 'Authorization: Bearer $alice_token' '$base/v1/inbox' | jq -c '[.items[].title]') == '[\"two\",\"one\"]' ]]"
 check "GET /v1/inbox?category=promo&limit=1" \
@@ -199,7 +205,7 @@ sha=$(sha256sum "$work/media.bin" | cut -d' ' -f1)
 mkdir -p "$state/media/${sha:0:2}"
 cp "$work/media.bin" "$state/media/${sha:0:2}/${sha:2}.png"
 printf 'thumb' >"$state/media/${sha:0:2}/${sha:2}.thumb320.jpg"
-status=$(api GET "/v1/media/$sha")
+status=$(api GET "/v1/media/$sha") || true
 check "GET /v1/media/{sha256}: 200 image/png, ETag, immutable, the bytes" \
   bash -c "[[ '$status' == 200 && '$(header content-type)' == image/png && '$(header etag)' == '\"$sha\"' && '$(header cache-control)' == *immutable* ]] && cmp -s '$work/body' '$work/media.bin'"
 check "GET /v1/media/{sha256} with If-None-Match: its ETag -> 304" test "$(api GET "/v1/media/$sha" alice "" -- -H "If-None-Match: \"$sha\"")" = 304
@@ -209,7 +215,7 @@ check "GET /v1/media/{sha256}/thumb with If-None-Match -> 304" test "$(api GET "
 # ---------------------------------------------------------------- 3. auth refusals
 note "3. auth refusals"
 auth_since=$(date +%s.%N)
-api GET /v1/inbox - >/dev/null; cp "$work/body" "$work/401-missing"
+api GET /v1/inbox - >/dev/null || true; cp "$work/body" "$work/401-missing"
 check "missing token -> 401 with WWW-Authenticate" bash -c "[[ '$(api GET /v1/inbox -)' == 401 && '$(header www-authenticate)' == 'Bearer realm=\"pushspool-inbox\"' ]]"
 check "wrong token -> the same 401 body" bash -c "[[ '$(api GET /v1/inbox alice 0000)' == 401 ]] && cmp -s '$work/body' '$work/401-missing'"
 check "bob's token for alice -> the same 401 body" bash -c "[[ '$(api GET /v1/inbox alice "$bob_token")' == 401 ]] && cmp -s '$work/body' '$work/401-missing'"
@@ -229,7 +235,7 @@ check "journald: no token (nor the wrong one) anywhere in the unit's journal" no
 
 # ---------------------------------------------------------------- 4. cross-user
 note "4. cross-user"
-api POST /v1/inbox/99999999/read >/dev/null; cp "$work/body" "$work/404-none"
+api POST /v1/inbox/99999999/read >/dev/null || true; cp "$work/body" "$work/404-none"
 check "alice reading bob's item $bobs -> the 404 of a missing item" \
   bash -c "[[ '$(api POST "/v1/inbox/$bobs/read")' == 404 ]] && cmp -s '$work/body' '$work/404-none'"
 check "alice's action on bob's item -> 404" test "$(api POST "/v1/inbox/$bobs/actions/accept")" = 404
@@ -293,12 +299,12 @@ kill "$sse_pid" 2>/dev/null || true; wait "$sse_pid" 2>/dev/null || true
 
 # ---------------------------------------------------------------- 6. kill -9 between drop and apply
 note "6. state change across a pushspoold kill -9"
-target=$(item_of alice missed-1)
+target=$(item_of alice missed-1 || true)
 check "missed-1 is unread before" bash -c "[[ \$(curl -s -H 'X-Pushspool-User: alice' -H 'Authorization: Bearer $alice_token' '$base/v1/inbox?limit=100' | jq -r '.items[] | select(.item == \"$target\") | .state.read') == false ]]"
 daemon_pid=$(si_prop "$daemon_unit" MainPID)
 restarts=$(si_prop "$daemon_unit" NRestarts)
 kill -STOP "$daemon_pid"
-status=$(api POST "/v1/inbox/$target/read" alice "" -- -H "Idempotency-Key: tap-$run")
+status=$(api POST "/v1/inbox/$target/read" alice "" -- -H "Idempotency-Key: tap-$run") || true
 event_id=$(jq -r .eventId "$work/body")
 check "POST read while pushspoold is frozen: 202, read=true in the answer" \
   bash -c "[[ '$status' == 202 ]] && jq -e '.item.state.read == true' '$work/body' >/dev/null"
@@ -324,8 +330,9 @@ check "$inbox_unit kept running through it (same pid $inbox_pid)" test "$(si_pro
 note "stop"
 check "systemctl --user stop $inbox_unit: Result=success" \
   bash -c "systemctl --user stop $inbox_unit && [[ \$(systemctl --user show -p Result --value $inbox_unit) == success ]]"
-check "the socket still listens and activates it again" \
-  bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Pushspool-User: alice' -H 'Authorization: Bearer $alice_token' '$base/v1/inbox/counts') == 200 ]]"
+# The service must leave the shared listening socket usable (closed, not shut down).
+again=$(curl -s --max-time 20 -o /dev/null -w '%{http_code}' -H 'X-Pushspool-User: alice' -H "Authorization: Bearer $alice_token" "$base/v1/inbox/counts") || true
+check "the socket still listens and activates the service again (HTTP $again)" test "$again" = 200
 si_track_pid "$inbox_unit"
 
 echo

@@ -36,6 +36,12 @@ struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
    64 bytes); returns 0, or -1 when MHD does not know it. */
 int cmhd_client_address(struct MHD_Connection *connection, char *out, size_t size);
 
+/* Stops `daemon` without touching the listening socket's state: MHD_quiesce_daemon takes
+   the socket out of MHD first, so MHD_stop_daemon cannot shutdown(2) it (a socket systemd
+   passed is shared with systemd, which keeps listening on it for the next activation);
+   then only this process's descriptor is closed. */
+void cmhd_stop(struct MHD_Daemon *daemon);
+
 /* MHD_get_daemon_info(MHD_DAEMON_INFO_CURRENT_CONNECTIONS). */
 unsigned int cmhd_current_connections(struct MHD_Daemon *daemon);
 
