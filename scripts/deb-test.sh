@@ -163,9 +163,17 @@ token=debtest-$$-$(date +%s)
   # answers with the deb-test user's counts (the payload dropped above).
   sed -e '/^IPAddress\(Allow\|Deny\)=/d' -e '/^\[Install\]/,$d' /usr/lib/systemd/system/pushspool-inbox.socket >"$work/pushspool-inbox.socket"
   inbox_port=$(sed -n 's/^ListenStream=.*:\([0-9]*\)$/\1/p' "$work/pushspool-inbox.socket")
+  # The secret: a user manager that is not PID 1 fails LoadCredential= (EPROTO), so the
+  # generated secret is handed over as a file the pushspool user can read ([Inbox]
+  # TokenSecretFile=); the installed unit's LoadCredential= line is checked below.
+  grep -q '^LoadCredential=inbox-token-secret:/etc/pushspool/inbox-token-secret$' /usr/lib/systemd/system/pushspool-inbox.service
+  chmod 0711 "$work"
+  install -m 0400 -o pushspool -g pushspool /etc/pushspool/inbox-token-secret "$work/inbox-token-secret"
+  printf '[Inbox]\nTokenSecretFile=%s\n' "$work/inbox-token-secret" >"$work/inbox.conf"
+  chmod 0644 "$work/inbox.conf"
   "$root/scripts/systemd-integration/render-user-unit.sh" --unit /usr/lib/systemd/system/pushspool-inbox.service \
-    --exec /usr/sbin/pushspool-inbox --set User=pushspool --set Group=pushspool --set SupplementaryGroups=pushspool-drop \
-    --set LoadCredential=inbox-token-secret:/etc/pushspool/inbox-token-secret >"$work/pushspool-inbox.service"
+    --exec "/usr/sbin/pushspool-inbox --config $work/inbox.conf" --set User=pushspool --set Group=pushspool \
+    --set SupplementaryGroups=pushspool-drop >"$work/pushspool-inbox.service"
   si_install_unit pushspool-inbox.service "$work/pushspool-inbox.service"
   si_install_unit pushspool-inbox.socket "$work/pushspool-inbox.socket"
   systemctl --user start pushspool-inbox.socket
