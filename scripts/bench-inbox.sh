@@ -118,9 +118,13 @@ int main(int argc, char **argv) {
         double t = now();
         /* Send every due request that has an idle connection. */
         while (next < total && start + next / rate <= t) {
+            /* Round robin over the idle connections, so none sits idle past the server's
+               ConnectionTimeoutSec= at low rates. */
+            static int last = -1;
             int k = -1;
-            for (int i = 0; i < nconn; i++) if (!c[i].busy) { k = i; break; }
+            for (int j = 1; j <= nconn; j++) { int i = (last + j) % nconn; if (!c[i].busy) { k = i; break; } }
             if (k < 0) break;
+            last = k;
             long behind = (long) ((t - start) * rate) - next;
             if (behind > queued_max) queued_max = behind;
             c[k].busy = 1; c[k].due = start + next / rate; c[k].have = 0;
@@ -134,7 +138,17 @@ int main(int argc, char **argv) {
         for (int e = 0; e < n; e++) {
             struct conn *k = &c[evs[e].data.u32];
             ssize_t r = read(k->fd, k->buf + k->have, sizeof k->buf - k->have);
-            if (r <= 0) { fprintf(stderr, "connection closed by the server\n"); return 1; }
+            if (r <= 0) {
+                /* An idle keep-alive connection the server timed out: dial again. Mid-request
+                   it is a failure. */
+                if (k->busy) { fprintf(stderr, "connection closed by the server mid-request\n"); return 1; }
+                epoll_ctl(ep, EPOLL_CTL_DEL, k->fd, NULL);
+                close(k->fd);
+                k->fd = dial(port);
+                struct epoll_event ev = { .events = EPOLLIN, .data.u32 = evs[e].data.u32 };
+                epoll_ctl(ep, EPOLL_CTL_ADD, k->fd, &ev);
+                continue;
+            }
             k->have += (size_t) r;
             int status = 0;
             if (k->busy && complete(k->buf, k->have, &status)) {
