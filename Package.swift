@@ -61,7 +61,7 @@ let package = Package(
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
         .target(name: "PushInboxServer", dependencies: [
             "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
-            "CMicroHTTPDShim", "CSystemd", "CCrypto",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),

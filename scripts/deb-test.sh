@@ -103,6 +103,13 @@ done < <(grep -v '^#' systemd/pushspool.tmpfiles)
 check "catalog compiled by the trigger (journalctl --list-catalog)" \
   bash -c '[[ $(journalctl --list-catalog 2>/dev/null | grep -c " pushspool: ") -eq $(grep -c "^-- [0-9a-f]\{32\}$" systemd/pushspool.catalog) ]]'
 check "the unit was enabled by the postinst snippet" test -L /etc/systemd/system/multi-user.target.wants/pushspoold.service
+check "pushspool-inbox.socket was enabled by the postinst snippet" test -L /etc/systemd/system/sockets.target.wants/pushspool-inbox.socket
+check "the postinst generated the inbox token secret, root-only (0600 root root)" \
+  bash -c '[[ $(stat -c "%a %U %G" /etc/pushspool/inbox-token-secret) == "600 root root" && $(wc -c </etc/pushspool/inbox-token-secret) -ge 33 ]]'
+check "pushspool-inbox links libmicrohttpd and the package depends on it (shlibs)" \
+  bash -c 'ldd /usr/sbin/pushspool-inbox | grep -q libmicrohttpd && dpkg-query -W -f="\${Depends}" pushspool | grep -q libmicrohttpd'
+check "pushspool-inbox --version" bash -c 'pushspool-inbox --version | grep -q "^pushspool-inbox "'
+check "man pushspool-inbox" bash -c 'MANWIDTH=80 man -P cat pushspool-inbox 2>/dev/null | grep -q "serve the push Notification Center"'
 check "conffile registered" bash -c "dpkg-query -W -f='\${Conffiles}' pushspool | grep -q /etc/pushspool/pushspool.conf"
 
 note "3. the installed unit under a systemd manager"
@@ -151,6 +158,40 @@ token=debtest-$$-$(date +%s)
   else
     echo "FAIL: bad file not in failed/"; exit 1
   fi
+  # The installed socket and service: the socket listens on its shipped port, the first
+  # connection starts the service as pushspool with the secret from LoadCredential=, and it
+  # answers with the deb-test user's counts (the payload dropped above).
+  sed -e '/^IPAddress\(Allow\|Deny\)=/d' -e '/^\[Install\]/,$d' /usr/lib/systemd/system/pushspool-inbox.socket >"$work/pushspool-inbox.socket"
+  inbox_port=$(sed -n 's/^ListenStream=.*:\([0-9]*\)$/\1/p' "$work/pushspool-inbox.socket")
+  # The secret: a user manager that is not PID 1 fails LoadCredential= (EPROTO), so the
+  # generated secret is handed over as a file the pushspool user can read ([Inbox]
+  # TokenSecretFile=); the installed unit's LoadCredential= line is checked below.
+  grep -q '^LoadCredential=inbox-token-secret:/etc/pushspool/inbox-token-secret$' /usr/lib/systemd/system/pushspool-inbox.service
+  chmod 0711 "$work"
+  install -m 0400 -o pushspool -g pushspool /etc/pushspool/inbox-token-secret "$work/inbox-token-secret"
+  printf '[Inbox]\nTokenSecretFile=%s\n' "$work/inbox-token-secret" >"$work/inbox.conf"
+  chmod 0644 "$work/inbox.conf"
+  "$root/scripts/systemd-integration/render-user-unit.sh" --unit /usr/lib/systemd/system/pushspool-inbox.service \
+    --exec "/usr/sbin/pushspool-inbox --config $work/inbox.conf" --set User=pushspool --set Group=pushspool \
+    --set SupplementaryGroups=pushspool-drop >"$work/pushspool-inbox.service"
+  si_install_unit pushspool-inbox.service "$work/pushspool-inbox.service"
+  si_install_unit pushspool-inbox.socket "$work/pushspool-inbox.socket"
+  systemctl --user start pushspool-inbox.socket
+  echo "PASS: pushspool-inbox.socket started: $(si_prop pushspool-inbox.socket SubState) on 127.0.0.1:$inbox_port"
+  inbox_token=$(printf %s deb-test | openssl dgst -sha256 -mac HMAC -macopt "key:$(tr -d '\n' </etc/pushspool/inbox-token-secret)" | awk '{print $NF}')
+  inbox_counts() { curl -s --max-time 5 -H "X-Pushspool-User: deb-test" -H "Authorization: Bearer $inbox_token" "http://127.0.0.1:$inbox_port/v1/inbox/counts"; }
+  if poll 30 bash -c "$(declare -f inbox_counts); inbox_token=$inbox_token inbox_port=$inbox_port; inbox_counts | jq -e '.unread >= 1' >/dev/null"; then
+    echo "PASS: the socket-activated pushspool-inbox answers on port $inbox_port: $(inbox_counts)"
+  else
+    echo "FAIL: pushspool-inbox did not answer on port $inbox_port: '$(inbox_counts)'"; si_journal pushspool-inbox.service -n 20; exit 1
+  fi
+  si_track_pid pushspool-inbox.service
+  inbox_user=$(ps -o user:20= -p "$(si_prop pushspool-inbox.service MainPID)")
+  if [[ "$inbox_user" == pushspool ]]; then echo "PASS: pushspool-inbox runs as $inbox_user"; else echo "FAIL: pushspool-inbox runs as '$inbox_user'"; exit 1; fi
+  if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$inbox_port/v1/inbox") == 401 ]]; then
+    echo "PASS: without a token: 401"
+  else echo "FAIL: a request without a token was not refused"; exit 1; fi
+  systemctl --user stop pushspool-inbox.service pushspool-inbox.socket
   systemctl --user stop pushspoold.service
   result=$(si_prop pushspoold.service Result) status=$(si_prop pushspoold.service ExecMainStatus)
   if [[ "$result" == success && "$status" == 0 ]]; then echo "PASS: unit stopped: Result=$result ExecMainStatus=$status"

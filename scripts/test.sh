@@ -19,12 +19,14 @@ swift test --skip-build --parallel --filter IntegrationTests
 ./scripts/check-units.sh
 # Real journald and systemd user manager (need root; each cleans up after itself, one at a
 # time): EventLog against journald, SystemdNotifier as a Type=notify unit with a watchdog,
-# then the real daemon.
+# then the real daemon, then the inbox API in front of it.
 ./scripts/systemd-integration/journald-events.sh
 ./scripts/systemd-integration/notifier-live.sh
 ./scripts/systemd-integration/daemon-live.sh
 # pushspool-fetch behind its socket unit (Accept=yes), killed and replaced.
 ./scripts/systemd-integration/fetch-live.sh
+# pushspool-inbox socket-activated next to pushspoold, driven with curl (about 30 s).
+./scripts/systemd-integration/inbox-live.sh
 # The Debian package end to end: release build, lintian --pedantic, install with apt-get,
 # the installed unit under the systemd manager, upgrade, remove, purge (about 5 minutes on
 # top of the release build; it cleans up after itself and purges the package).

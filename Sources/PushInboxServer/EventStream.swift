@@ -5,19 +5,19 @@ import PushSystem
 import Synchronization
 import Foundation
 
-/// Where a stream's events come from: runs on libmicrohttpd's thread (it reads the index
-/// connection the handler owns).
+/// Where a stream's events come from: runs on the libmicrohttpd worker thread that serves
+/// the stream's connection (it reads that thread's index connection).
 package protocol EventFeed: AnyObject, Sendable {
     /// Appends to `stream.pending` what happened for its owner since `stream.lastSeq`, and
     /// advances `lastSeq`.
     func fill(_ stream: EventStream)
 }
 
-/// One `GET /v1/inbox/stream` (Server-Sent Events). Its content reader runs on libmicrohttpd's
-/// thread; with nothing to send it suspends its connection, and ``EventHub`` resumes it when
+/// One `GET /v1/inbox/stream` (Server-Sent Events). Its content reader runs on the worker
+/// thread that owns its connection; with nothing to send it suspends its connection, and ``EventHub`` resumes it when
 /// the index applied more records (or a keep-alive is due), so an idle stream costs no CPU.
 ///
-/// `Sendable`: every member but `connection` is touched only on libmicrohttpd's thread;
+/// `Sendable`: every member but `connection` is touched only on its connection's worker thread;
 /// `connection` is set there before the hub can see the stream.
 package final class EventStream: @unchecked Sendable {
     package let owner: InboxOwner

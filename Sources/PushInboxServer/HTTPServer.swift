@@ -53,6 +53,9 @@ package struct HTTPLimits: Sendable, Equatable {
     package var maxRequestBytes: Int
     /// libmicrohttpd's per-connection buffer: request line plus headers must fit in it.
     package var headerBufferBytes = 32 << 10
+    /// libmicrohttpd worker threads (`MHD_OPTION_THREAD_POOL_SIZE`), each with its own epoll
+    /// set; 1 = one epoll thread. Requests on different connections then run in parallel.
+    package var threads = 1
 
     package init(maxConnections: Int, maxConnectionsPerIP: Int, connectionTimeout: Duration, maxRequestBytes: Int) {
         self.maxConnections = maxConnections
@@ -68,8 +71,9 @@ package struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     package var description: String { message }
 }
 
-/// The request handler: runs on libmicrohttpd's one epoll thread, one request at a time, so
-/// it may own non-`Sendable` state (an SQLite connection) as long as only that thread uses it.
+/// The request handler: runs on libmicrohttpd's worker threads (``HTTPLimits/threads``),
+/// several requests at once; one connection's requests always on the same thread, so
+/// per-thread state (an SQLite connection each) needs no further locking.
 package protocol HTTPHandler: AnyObject, Sendable {
     func handle(_ request: HTTPRequest) -> HTTPResponse
 }
@@ -80,7 +84,7 @@ private final class RequestContext {
     var tooLarge = false
 }
 
-/// libmicrohttpd (`MHD_USE_EPOLL_INTERNAL_THREAD`) serving one ``HTTPHandler`` on a listening
+/// libmicrohttpd (`MHD_USE_EPOLL_INTERNAL_THREAD`, a pool of them) serving one ``HTTPHandler`` on a listening
 /// socket it is handed (from `--listen` or systemd's socket activation). Connection, per-IP,
 /// idle-timeout and header-size limits are libmicrohttpd's; the body limit is enforced here
 /// (413 before the body is read when `Content-Length` says so).
@@ -100,13 +104,14 @@ package final class HTTPServer: @unchecked Sendable {
         self.handler = handler
     }
 
-    /// Starts the epoll thread. Wraps `MHD_start_daemon` (through the shim).
+    /// Starts the epoll thread(s). Wraps `MHD_start_daemon` (through the shim).
     package func start() throws(HTTPServerError) {
         var c = cmhd_limits(
             connection_limit: UInt32(clamping: limits.maxConnections),
             per_ip_connection_limit: UInt32(clamping: limits.maxConnectionsPerIP),
             connection_timeout_seconds: UInt32(clamping: max(1, limits.connectionTimeout.components.seconds)),
-            connection_memory_limit: limits.headerBufferBytes)
+            connection_memory_limit: limits.headerBufferBytes,
+            thread_pool_size: UInt32(clamping: limits.threads))
         let me = Unmanaged.passRetained(self)
         guard let daemon = cmhd_start(listenFD, &c, HTTPServer.accessHandler, me.toOpaque(),
                                       HTTPServer.completed, nil) else {
@@ -124,10 +129,12 @@ package final class HTTPServer: @unchecked Sendable {
     }
 
     /// Stops accepting and closes every connection. Suspended streams must have been
-    /// resumed first (``EventHub/shutdown()``); libmicrohttpd requires it.
+    /// resumed first (``EventHub/shutdown()``); libmicrohttpd requires it. The listening
+    /// socket is closed, never shut down: under socket activation systemd shares it and
+    /// goes on listening for the next start. Wraps `MHD_quiesce_daemon` + `MHD_stop_daemon`.
     package func stop() {
         guard let daemon else { return }
-        MHD_stop_daemon(daemon)
+        cmhd_stop(daemon)
         self.daemon = nil
         retainedSelf?.release()
         retainedSelf = nil

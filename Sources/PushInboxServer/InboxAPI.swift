@@ -5,13 +5,15 @@ import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
+import Synchronization
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower
 /// applies — so answers describe the item's state *as it will be once applied*.
 ///
-/// `Sendable`: only libmicrohttpd's one thread calls ``handle(_:)`` and ``fill(_:)``; the
-/// index connection is used from there alone.
+/// `Sendable`: libmicrohttpd's worker threads call ``handle(_:)`` and ``fill(_:)`` at once;
+/// each thread reads through an index connection of its own (SQLite WAL readers do not block
+/// each other or the writer), kept in ``indexes`` under a lock taken only to find it.
 package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     package struct Settings: Sendable {
         package var indexPath: String
@@ -31,7 +33,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private let auth: TokenAuth
     package let hub: EventHub
     package let stats: ServerStats
-    private var index: InboxIndex?
+    /// One read-only index connection per worker thread, keyed by `pthread_self()`.
+    /// `@unchecked Sendable`: a box is only ever used by the thread whose key it has.
+    private final class IndexBox: @unchecked Sendable {
+        var index: InboxIndex?
+    }
+    private let indexes = Mutex([UInt: IndexBox]())
     private static let parser = JSONParser(maxDepth: 16)
 
     package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {
@@ -89,8 +96,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         let rest = Array(parts.dropFirst())
         // Every /v1/ route needs the user's token; authenticate before looking at anything else
         // so a refusal says nothing about routes, items or users.
-        guard let user = authenticate(request) else {
-            stats.authFailure(client: request.clientAddress)
+        let user: String
+        switch authenticate(request) {
+        case .success(let name): user = name
+        case .failure(let refusal):
+            stats.authFailure(client: request.clientAddress, method: request.method,
+                              route: Self.routeTemplate(rest), reason: refusal.rawValue)
             return ("unauthorized", Self.unauthorized)
         }
         let owner = InboxOwner.user(user)
@@ -106,15 +117,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                                     request: request))
         case let r where r.count == 4 && r[0] == "inbox" && r[2] == "actions" && post:
             return ("action", itemEvent(user, item: r[1], type: .action, action: r[3], request: request))
-        case let r where r.count == 2 && r[0] == "media" && get: return ("media", media(r[1], thumbnail: false))
-        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb" && get: return ("thumb", media(r[1], thumbnail: true))
+        case let r where r.count == 2 && r[0] == "media" && get: return ("media", media(r[1], thumbnail: false, request))
+        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb" && get: return ("thumb", media(r[1], thumbnail: true, request))
         default: return ("other", Self.notFound)
         }
     }
 
     /// The user when `Authorization: Bearer <token>` and `X-Pushspool-User: <id>` match (for
     /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET).
-    private func authenticate(_ request: HTTPRequest) -> String? {
+    private func authenticate(_ request: HTTPRequest) -> Result<String, AuthRefusal> {
         var user = request.headers["x-pushspool-user"]
         var token: String?
         if let header = request.headers["authorization"], header.hasPrefix("Bearer ") {
@@ -124,15 +135,51 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             user = request.query["user"]
             token = request.query["token"]
         }
-        guard let user, let token, !user.isEmpty, user.utf8.count <= PushEvent.maxNameBytes,
-              auth.verify(user: user, token: token) else { return nil }
-        return user
+        guard let user, let token, !user.isEmpty else { return .failure(.missingCredentials) }
+        guard user.utf8.count <= PushEvent.maxNameBytes, auth.verify(user: user, token: token) else { return .failure(.invalidToken) }
+        return .success(user)
+    }
+
+    /// Why a request was refused with 401: the `REASON_CODE` of its journald event (the
+    /// client is told neither).
+    enum AuthRefusal: String, Error {
+        case missingCredentials = "missing_credentials"
+        case invalidToken = "invalid_token"
+    }
+
+    /// The route of `/v1/…` path components with ids replaced by placeholders, for the
+    /// auth-failure event: bounded and free of the client's data (an item id or a hash could
+    /// be a guess at someone else's). Unknown paths are "other".
+    static func routeTemplate(_ parts: [String]) -> String {
+        switch parts {
+        case ["inbox"], ["inbox", "counts"], ["inbox", "stream"], ["inbox", "read-all"], ["inapp"], ["events", "nc-open"]:
+            return "/v1/" + parts.joined(separator: "/")
+        case let r where r.count == 3 && r[0] == "inbox" && ["seen", "read", "archive"].contains(r[2]):
+            return "/v1/inbox/{id}/" + r[2]
+        case let r where r.count == 4 && r[0] == "inbox" && r[2] == "actions":
+            return "/v1/inbox/{id}/actions/{action}"
+        case let r where r.count == 2 && r[0] == "media": return "/v1/media/{sha256}"
+        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb": return "/v1/media/{sha256}/thumb"
+        default: return "other"
+        }
+    }
+
+    /// This thread's box (created on its first request).
+    private var indexBox: IndexBox {
+        let key = UInt(pthread_self())
+        return indexes.withLock { boxes in
+            if let box = boxes[key] { return box }
+            let box = IndexBox()
+            boxes[key] = box
+            return box
+        }
     }
 
     private func openIndex() -> InboxIndex? {
-        if let index { return index }
-        index = try? InboxIndex(path: settings.indexPath, readOnly: true)
-        return index
+        let box = indexBox
+        if let index = box.index { return index }
+        box.index = try? InboxIndex(path: settings.indexPath, readOnly: true)
+        return box.index
     }
 
     private static let unavailable = problem(503, "index_unavailable", "the inbox index is not there yet (is pushspoold running with [Inbox] Enabled=yes?)")
@@ -142,8 +189,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .invalidCursor: return Self.problem(400, "invalid_cursor", error.description)
         case .invalidLimit: return Self.problem(400, "invalid_limit", error.description)
         default:
-            // A replaced or broken file: reopen on the next request.
-            index = nil
+            // A replaced or broken file: reopen on this thread's next request.
+            indexBox.index = nil
             return Self.problem(503, "index_unavailable", error.shortDescription)
         }
     }
@@ -366,7 +413,20 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     // MARK: media
 
-    private func media(_ sha: String, thumbnail: Bool) -> HTTPResponse {
+    /// Whether `If-None-Match` (RFC 9110 13.1.2: a list of entity tags or `*`, compared
+    /// weakly, so `W/"x"` matches `"x"`) matches `etag`.
+    static func noneMatchHits(_ header: String?, etag: String) -> Bool {
+        guard let header else { return false }
+        for candidate in header.split(separator: ",") {
+            var tag = candidate.trimmingCharacters(in: .whitespaces)
+            if tag == "*" { return true }
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            if tag == etag { return true }
+        }
+        return false
+    }
+
+    private func media(_ sha: String, thumbnail: Bool, _ request: HTTPRequest) -> HTTPResponse {
         guard Self.isSHA256(sha) else { return Self.notFound }
         let directory = settings.mediaDirectory + "/" + sha.prefix(2)
         let rest = String(sha.dropFirst(2))
@@ -376,13 +436,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             return name.dropFirst(rest.count + 1).hasPrefix("thumb") == thumbnail
         }.sorted()
         guard let name = candidates.first else { return Self.notFound }
+        // Content-addressed, so a matching tag means the client's copy is this file: answer
+        // 304 without reading it.
+        let etag = "\"\(sha)\(thumbnail ? "-thumb" : "")\""
+        let caching = [("ETag", etag), ("Cache-Control", "private, max-age=31536000, immutable")]
+        if Self.noneMatchHits(request.headers["if-none-match"], etag: etag) {
+            return HTTPResponse(status: 304, headers: caching)
+        }
         guard let bytes = try? Posix.readFile(directory + "/" + name, limit: 64 << 20) else { return Self.notFound }
         let ext = name.split(separator: ".").last.map(String.init) ?? ""
         let type = ["jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp",
                     "heic": "image/heic", "avif": "image/avif", "bmp": "image/bmp"][ext] ?? "application/octet-stream"
-        return HTTPResponse(status: 200, headers: [
-            ("Content-Type", type), ("ETag", "\"\(sha)\(thumbnail ? "-thumb" : "")\""),
-            ("Cache-Control", "private, max-age=31536000, immutable"), ("X-Content-Type-Options", "nosniff"),
-        ], body: .bytes(bytes))
+        return HTTPResponse(status: 200, headers: [("Content-Type", type)] + caching + [("X-Content-Type-Options", "nosniff")],
+                            body: .bytes(bytes))
     }
 }

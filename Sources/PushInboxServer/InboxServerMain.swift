@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import PushConfig
 import PushInbox
+import PushPayload
 import PushSpool
 import PushSystem
 import Foundation
@@ -9,7 +10,7 @@ import Foundation
 /// `Sendable`: case-less namespace.
 package enum InboxServerMain {
     package static let usage = """
-        usage: pushspool-inbox [--listen ADDR:PORT] [--spool DIR] [--state-dir DIR] [--config FILE]
+        usage: pushspool-inbox [--listen ADDR:PORT] [--threads N] [--spool DIR] [--state-dir DIR] [--config FILE]
 
         Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
         the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
@@ -17,6 +18,7 @@ package enum InboxServerMain {
 
           --listen ADDR:PORT   bind here (127.0.0.1:8080, [::1]:0); port 0 = any free port,
                                printed on stdout as "listening on ADDR:PORT"
+          --threads N          HTTP worker threads, 1-64 (default: the CPUs online, at most 16)
           --spool DIR          the spool root (default from [Spool] Directory=)
           --state-dir DIR      the state directory (default from [Journal] StateDirectory=)
           --config FILE        configuration file (default /etc/pushspool/pushspool.conf)
@@ -25,6 +27,7 @@ package enum InboxServerMain {
 
     struct Options {
         var listen: String?
+        var threads: Int?
         var spool: String?
         var stateDir: String?
         var config: String?
@@ -56,12 +59,17 @@ package enum InboxServerMain {
             switch name {
             case "-h", "--help": return .success(.help)
             case "--version": return .success(.version)
-            case "--listen", "--spool", "--state-dir", "--config":
+            case "--listen", "--threads", "--spool", "--state-dir", "--config":
                 switch value(name, inline: inline) {
                 case .failure(let failure): return .failure(failure)
                 case .success(let text):
                     switch name {
                     case "--listen": options.listen = text
+                    case "--threads":
+                        guard let count = Int(text), (1...64).contains(count) else {
+                            return .failure(UsageFailure(message: "--threads needs a number from 1 to 64, not '\(text)'"))
+                        }
+                        options.threads = count
                     case "--spool": options.spool = text
                     case "--state-dir": options.stateDir = text
                     default: options.config = text
@@ -89,6 +97,12 @@ package enum InboxServerMain {
         _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
 
+    /// One worker per CPU online (`sysconf(_SC_NPROCESSORS_ONLN)`), 1 to 16: more threads
+    /// than CPUs only add switching, and each holds an index connection.
+    static func defaultThreads() -> Int {
+        min(16, max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
     /// Runs the program; returns the exit status (64 usage, 78 configuration, 1 runtime).
     package static func main(_ arguments: [String]) -> Int32 {
         let options: Options
@@ -100,7 +114,7 @@ package enum InboxServerMain {
             out(usage + "\n")
             return 0
         case .success(.version):
-            out("pushspool-inbox 1\n")
+            out("pushspool-inbox \(pushspoolVersion)\n")
             return 0
         case .success(.run(let parsed)):
             options = parsed
@@ -170,8 +184,9 @@ package enum InboxServerMain {
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention),
                            auth: auth, hub: hub, stats: stats)
-        let limits = HTTPLimits(maxConnections: inbox.maxConnections, maxConnectionsPerIP: inbox.maxConnectionsPerIP,
+        var limits = HTTPLimits(maxConnections: inbox.maxConnections, maxConnectionsPerIP: inbox.maxConnectionsPerIP,
                                 connectionTimeout: inbox.connectionTimeout, maxRequestBytes: inbox.maxRequestBytes)
+        limits.threads = options.threads ?? defaultThreads()
         let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
         do {
             try server.start()
@@ -201,6 +216,7 @@ package enum InboxServerMain {
         hub.shutdown()
         usleep(100_000)
         server.stop()
+        stats.flushAuthLog(all: true)
         return 0
     }
 }

@@ -1,4 +1,5 @@
 import PushSystem
+import PushSystemd
 import Synchronization
 
 /// Request counters for `/metrics` and the STATUS line: requests by route and status, a
@@ -14,15 +15,19 @@ package final class ServerStats: Sendable {
         var latencySum = 0.0
         var authFailures = 0
         var total = 0
-        /// Auth failures not yet logged, and when the last log line went out.
-        var unloggedFailures = 0
-        var lastLogNanos: UInt64 = 0
-        var lastClient = ""
     }
 
     private let state = Mutex(State())
+    private let events: EventLog
 
-    package init() {}
+    /// Auth-failure events admitted a second before they are summarised.
+    package static let authEventsPerSecond = 10
+
+    /// `events`: where auth failures go; by default journald when stderr is a journal
+    /// stream (under systemd), else lines on stderr.
+    package init(events: EventLog = EventLog(identifier: "pushspool-inbox", maxEventsPerSecond: ServerStats.authEventsPerSecond)) {
+        self.events = events
+    }
 
     func record(route: String, status: Int, nanos: UInt64) {
         let seconds = Double(nanos) / 1e9
@@ -35,32 +40,24 @@ package final class ServerStats: Sendable {
         }
     }
 
-    /// Counts an auth failure and logs it — at most one line a second, summarising the
-    /// failures since the last line, so a token-guessing client cannot flood the journal.
-    func authFailure(client: String) {
-        let now = Posix.monotonicNanos()
-        let line: String? = state.withLock { s in
-            s.authFailures += 1
-            s.unloggedFailures += 1
-            s.lastClient = client
-            return Self.takeLogLine(&s, now: now)
-        }
-        if let line { FileDescriptor.stderr(line) }
+    /// Counts an auth failure and logs it as an `inboxAuthFailed` event (catalogued in
+    /// systemd/pushspool.catalog). ``events`` admits at most its `maxEventsPerSecond` of them
+    /// a second and summarises the rest in one `aggregated` event with the count, so a
+    /// token-guessing client cannot flood the journal. The token is never a field.
+    func authFailure(client: String, method: String, route: String, reason: String) {
+        state.withLock { $0.authFailures += 1 }
+        events.log(.inboxAuthFailed, "request refused: no valid token", fields: [
+            ("REMOTE_ADDR", client.isEmpty ? "unknown" : client),
+            ("HTTP_METHOD", String(method.prefix(16))),
+            ("INBOX_ROUTE", route),
+            (EventField.reasonCode, reason),
+        ])
     }
 
-    private static func takeLogLine(_ s: inout State, now: UInt64) -> String? {
-        guard s.unloggedFailures > 0, now &- s.lastLogNanos >= 1_000_000_000 else { return nil }
-        let line = "<4>pushspool-inbox: authentication failed: \(s.unloggedFailures) request(s) refused, last from \(s.lastClient)\n"
-        s.unloggedFailures = 0
-        s.lastLogNanos = now
-        return line
-    }
-
-    /// Flushes a pending summary of auth failures (called once a second by the status thread).
-    package func flushAuthLog() {
-        let now = Posix.monotonicNanos()
-        let line: String? = state.withLock { Self.takeLogLine(&$0, now: now) }
-        if let line { FileDescriptor.stderr(line) }
+    /// Emits the summary of auth failures not logged one by one (called once a second by
+    /// the status thread, and at shutdown with `all`).
+    package func flushAuthLog(all: Bool = false) {
+        events.flush(all: all)
     }
 
     package var totalRequests: Int { state.withLock { $0.total } }
@@ -85,13 +82,5 @@ package final class ServerStats: Sendable {
             out += "# TYPE pushspool_inbox_open_streams gauge\npushspool_inbox_open_streams \(openStreams)\n"
             return out
         }
-    }
-}
-
-/// Plain writes to the standard streams (journald reads `<N>` priority prefixes on stderr).
-enum FileDescriptor {
-    static func stderr(_ text: String) {
-        let bytes = Array(text.utf8)
-        _ = try? Posix.writeAll(2, bytes)
     }
 }

@@ -31,6 +31,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     case exportLag
     /// The export lag fell back under half the threshold.
     case exportCaughtUp
+    /// pushspool-inbox refused a request without a valid bearer token (fields `REMOTE_ADDR`,
+    /// `HTTP_METHOD`, `INBOX_ROUTE`, `REASON_CODE`; never the token).
+    case inboxAuthFailed
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -56,6 +59,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .outboxFailed: "7534750c0bbd4623b947e55c892f37c7"
         case .exportLag: "0de39b8828f84baf9b45fc4a3a8161e2"
         case .exportCaughtUp: "da44f3dd8a1c4fff80b929118fbc8a0e"
+        case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
         }
     }
 
@@ -64,7 +68,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .outboxParked, .outboxFailed, .exportLag, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .mediaFailed, .outboxParked, .outboxFailed, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp: 5
         case .ingested, .duplicate: 6
         }

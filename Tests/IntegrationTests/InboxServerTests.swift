@@ -14,7 +14,7 @@ final class InboxServerHarness: @unchecked Sendable {
     let process: Process
     let port: Int
 
-    init(name: String, extraConfig: String = "") throws {
+    init(name: String, extraConfig: String = "", arguments extra: [String] = []) throws {
         daemon = try DaemonHarness(name: name, config: "[Media]\nEnabled=no\n[Inbox]\nTokenSecretFile=__SECRET__\n\(extraConfig)")
         let secretPath = daemon.root + "/inbox-token-secret"
         try Self.secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
@@ -25,7 +25,7 @@ final class InboxServerHarness: @unchecked Sendable {
         try waitUntil(timeout: 30, "the inbox index") { FileManager.default.fileExists(atPath: indexPath) }
         process = Process()
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
-        process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config]
+        process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config] + extra
         // Files, not pipes: the tests run in parallel, and a pipe's write end leaks into every
         // child spawned meanwhile (curl, pushspoolctl), so a reader of it would wait for them all.
         let outPath = daemon.root + "/inbox.stdout"
@@ -54,6 +54,15 @@ final class InboxServerHarness: @unchecked Sendable {
 
     var base: String { "http://127.0.0.1:\(port)" }
     var stderr: String { (try? String(contentsOfFile: daemon.root + "/inbox.stderr", encoding: .utf8)) ?? "" }
+    /// The `inboxAuthFailed` event lines on stderr.
+    var authEvents: [Substring] { stderr.split(separator: "\n").filter { $0.contains(" EVENT=inboxAuthFailed") } }
+    /// The sum of `AGGREGATED_COUNT` over the summaries of suppressed `inboxAuthFailed` events.
+    var suppressedAuthEvents: Int {
+        stderr.split(separator: "\n").filter { $0.contains("AGGREGATED_EVENT=inboxAuthFailed") }.reduce(0) { sum, line in
+            let field = line.split(separator: " ").first { $0.hasPrefix("AGGREGATED_COUNT=") }
+            return sum + (field.flatMap { Int($0.dropFirst("AGGREGATED_COUNT=".count)) } ?? 0)
+        }
+    }
 
     static func token(_ user: String) -> String { TokenAuth(secret: Array(secret.utf8)).token(user: user) }
 
@@ -126,10 +135,17 @@ final class InboxServerHarness: @unchecked Sendable {
             #expect(reply.body == missing.body)
             #expect(reply.headers["www-authenticate"] == "Bearer realm=\"pushspool-inbox\"")
         }
-        // Logged, summarised at most once a second (5 refusals: one or two lines).
-        try waitUntil(timeout: 10, "the auth failures logged") { server.stderr.contains("authentication failed") }
-        let lines = server.stderr.split(separator: "\n").filter { $0.contains("authentication failed") }
-        #expect(lines.count <= 3, "\(lines)")
+        // Each refusal is an inboxAuthFailed event (stderr lines here: not a journal stream)
+        // with the address, method, route template and reason, and never the token.
+        try waitUntil(timeout: 10, "the auth failures logged") { server.authEvents.count == 5 }
+        let events = server.authEvents
+        #expect(events.allSatisfy { $0.contains("REMOTE_ADDR=127.0.0.1") && $0.contains("HTTP_METHOD=GET") })
+        #expect(events.filter { $0.contains("REASON_CODE=missing_credentials") }.count == 2)
+        #expect(events.filter { $0.contains("REASON_CODE=invalid_token") }.count == 3)
+        #expect(events.filter { $0.contains("INBOX_ROUTE=/v1/inbox/counts") }.count == 1)
+        #expect(events.filter { $0.contains("INBOX_ROUTE=other") }.count == 1)
+        #expect(!server.stderr.contains(InboxServerHarness.token("bob")))
+        #expect(!server.stderr.contains(String(repeating: "0", count: 64)))
         // Alice cannot act on bob's item: the same 404 as an item that does not exist.
         let cross = try server.request("POST", "/v1/inbox/\(bobItem)/read")
         let none = try server.request("POST", "/v1/inbox/999999/read")
@@ -142,6 +158,56 @@ final class InboxServerHarness: @unchecked Sendable {
         usleep(300_000)
         #expect(try server.counts("bob").unread == 1)
         #expect(server.daemon.files(in: "failed").isEmpty)
+    }
+
+    /// A token-guessing client: 400 refusals in one keep-alive connection as fast as curl
+    /// sends them. Events stay within the per-second budget, and the summaries account for
+    /// every one that was not logged.
+    @Test func authFailureEventsAreRateLimited() throws {
+        let server = try InboxServerHarness(name: "inbox-authrate")
+        let total = 400
+        let started = Posix.monotonicNanos()
+        // One -o per URL: curl pairs them in order (a single -o covers only the first).
+        let urls = (0..<total).flatMap { ["-o", "/dev/null", "\(server.base)/v1/inbox/\($0 + 1)/read"] }
+        let result = try ProcessRunner.run("/usr/bin/curl", ["-s", "-w", "%{http_code}\\n", "-X", "POST",
+                                                             "-H", "X-Pushspool-User: mallory", "-H", "Authorization: Bearer guess"] + urls)
+        let seconds = Int((Posix.monotonicNanos() - started) / 1_000_000_000) + 1
+        #expect(result.stdout.split(separator: "\n").allSatisfy { $0 == "401" })
+        // The status thread flushes summaries once a second.
+        try waitUntil(timeout: 10, "every refusal accounted for") {
+            server.authEvents.count + server.suppressedAuthEvents == total
+        }
+        let logged = server.authEvents.count
+        #expect(logged <= ServerStats.authEventsPerSecond * (seconds + 1), "\(logged) events in about \(seconds) s")
+        #expect(server.suppressedAuthEvents >= total - ServerStats.authEventsPerSecond * (seconds + 1))
+        #expect(server.authEvents.allSatisfy { $0.contains("INBOX_ROUTE=/v1/inbox/{id}/read") && !$0.contains("guess") })
+        let metrics = try server.request("GET", "/metrics", user: nil)
+        #expect(metrics.body.contains("pushspool_inbox_auth_failures_total \(total)"))
+    }
+
+    /// Four libmicrohttpd workers, each with its own index connection, answering 16
+    /// connections at once: every answer is right (no connection shared across threads).
+    @Test func aThreadPoolAnswersConcurrentConnections() throws {
+        let server = try InboxServerHarness(name: "inbox-pool", arguments: ["--threads", "4"])
+        try server.push(user: "alice", title: "one")
+        try server.push(user: "bob", title: "two")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 1 && server.counts("bob").unread == 1 }
+        // The workers are threads of the process: main, the hub's poller, the status thread, 4 workers.
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.process.processIdentifier)/task").count
+        #expect(tasks >= 7, "\(tasks) threads")
+        var arguments = ["-s", "--parallel", "--parallel-immediate", "--parallel-max", "16", "-w", "%{http_code} %{size_download}\\n", "-o", "/dev/null"]
+        for index in 0..<400 {
+            let user = index % 2 == 0 ? "alice" : "bob"
+            arguments += ["-H", "X-Pushspool-User: \(user)", "-H", "Authorization: Bearer \(InboxServerHarness.token(user))",
+                          "\(server.base)/v1/inbox/counts?n=\(index)", "--next", "-o", "/dev/null", "-w", "%{http_code} %{size_download}\\n"]
+        }
+        arguments.removeLast(5)
+        let result = try ProcessRunner.run("/usr/bin/curl", arguments)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 400)
+        #expect(lines.allSatisfy { $0.hasPrefix("200 ") }, "\(Set(lines))")
+        let metrics = try server.request("GET", "/metrics", user: nil)
+        #expect(metrics.body.contains("pushspool_inbox_requests_total{route=\"counts\",code=\"200\"}"))
     }
 
     @Test func everyRouteAnswersAndStateChangesGoThroughTheJournal() throws {
@@ -261,11 +327,26 @@ final class InboxServerHarness: @unchecked Sendable {
         #expect(reply.headers["etag"] == "\"\(sha)\"")
         #expect(reply.headers["cache-control"]?.contains("immutable") == true)
         #expect(reply.headers["content-length"] == String(bytes.count))
+        // A client holding the file revalidates with its ETag: 304, no body, same caching headers.
+        for tag in ["\"\(sha)\"", "W/\"\(sha)\"", "\"other\", \"\(sha)\"", "*"] {
+            let cached = try server.request("GET", "/v1/media/\(sha)", headers: ["If-None-Match: \(tag)"])
+            #expect(cached.status == 304, "If-None-Match: \(tag)")
+            #expect(cached.body.isEmpty)
+            #expect(cached.headers["etag"] == "\"\(sha)\"")
+            #expect(cached.headers["cache-control"]?.contains("immutable") == true)
+        }
+        #expect(try server.request("GET", "/v1/media/\(sha)", headers: ["If-None-Match: \"\(sha)-thumb\""]).status == 200)
+        // A tag for a file that is not there is no reason for 304.
+        let absent = String(repeating: "0", count: 64)
+        #expect(try server.request("GET", "/v1/media/\(absent)", headers: ["If-None-Match: *"]).status == 404)
         #expect(try server.request("GET", "/v1/media/\(sha)/thumb").status == 404)
         try Data([0xff, 0xd8, 0xff]).write(to: URL(fileURLWithPath: directory + "/" + sha.dropFirst(2) + ".thumb320.jpg"))
         let thumb = try server.request("GET", "/v1/media/\(sha)/thumb")
         #expect(thumb.status == 200)
         #expect(thumb.headers["content-type"] == "image/jpeg")
+        let thumbCached = try server.request("GET", "/v1/media/\(sha)/thumb", headers: ["If-None-Match: \(thumb.headers["etag"] ?? "none")"])
+        #expect(thumbCached.status == 304)
+        #expect(thumb.headers["etag"] == "\"\(sha)-thumb\"")
         #expect(try server.request("GET", "/v1/media/../../etc/passwd").status == 404)
         #expect(try server.request("GET", "/v1/media/\(sha)", user: nil).status == 401)
     }

@@ -57,5 +57,33 @@ import Testing
         guard case .failure = InboxServerMain.parse(["--bogus"]) else { Issue.record("accepted --bogus"); return }
         guard case .failure = InboxServerMain.parse(["--listen"]) else { Issue.record("accepted --listen without a value"); return }
         guard case .success(.help) = InboxServerMain.parse(["-h"]) else { Issue.record("no help"); return }
+        guard case .success(.run(let threaded)) = InboxServerMain.parse(["--threads", "4"]), threaded.threads == 4 else {
+            Issue.record("--threads 4 not parsed"); return
+        }
+        for bad in ["0", "65", "-1", "many", "99999999999999999999"] {
+            guard case .failure = InboxServerMain.parse(["--threads", bad]) else { Issue.record("accepted --threads \(bad)"); return }
+        }
+        #expect((1...16).contains(InboxServerMain.defaultThreads()))
+    }
+
+    @Test func ifNoneMatchComparesEntityTagsWeakly() {
+        let tag = "\"abc\""
+        #expect(InboxAPI.noneMatchHits("\"abc\"", etag: tag))
+        #expect(InboxAPI.noneMatchHits("W/\"abc\"", etag: tag))
+        #expect(InboxAPI.noneMatchHits("\"x\" , \"abc\"", etag: tag))
+        #expect(InboxAPI.noneMatchHits("*", etag: tag))
+        #expect(!InboxAPI.noneMatchHits(nil, etag: tag))
+        #expect(!InboxAPI.noneMatchHits("\"abc-thumb\"", etag: tag))
+        #expect(!InboxAPI.noneMatchHits("abc", etag: tag))
+        #expect(!InboxAPI.noneMatchHits("", etag: tag))
+    }
+
+    @Test func routeTemplatesCarryNoClientData() {
+        #expect(InboxAPI.routeTemplate(["inbox"]) == "/v1/inbox")
+        #expect(InboxAPI.routeTemplate(["inbox", "42", "read"]) == "/v1/inbox/{id}/read")
+        #expect(InboxAPI.routeTemplate(["inbox", "42", "actions", "accept"]) == "/v1/inbox/{id}/actions/{action}")
+        #expect(InboxAPI.routeTemplate(["media", "ab", "thumb"]) == "/v1/media/{sha256}/thumb")
+        #expect(InboxAPI.routeTemplate(["secret-token-in-path"]) == "other")
+        #expect(InboxAPI.routeTemplate(["inbox", "1", "2", "3", "4"]) == "other")
     }
 }

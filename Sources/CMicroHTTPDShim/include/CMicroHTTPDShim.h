@@ -20,10 +20,13 @@ struct cmhd_limits {
     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT: per-connection buffer, bounds the request line
        and headers (MHD answers 431/414 past it). */
     size_t connection_memory_limit;
+    /* MHD_OPTION_THREAD_POOL_SIZE: worker threads, each with its own epoll set and its share
+       of the connections; 0 or 1 = the single internal epoll thread. */
+    unsigned int thread_pool_size;
 };
 
-/* MHD_start_daemon on an already listening socket `listen_fd` with an internal epoll
-   thread, suspend/resume allowed, and the limits above. `completed` runs when a request
+/* MHD_start_daemon on an already listening socket `listen_fd` with internal epoll
+   thread(s) (a pool of them when thread_pool_size > 1), suspend/resume allowed, and the limits above. `completed` runs when a request
    ends (MHD_OPTION_NOTIFY_COMPLETED). Returns NULL when MHD refuses to start. */
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
@@ -32,6 +35,12 @@ struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
 /* The client address of a connection as text ("1.2.3.4" / "::1"), into `out` (at least
    64 bytes); returns 0, or -1 when MHD does not know it. */
 int cmhd_client_address(struct MHD_Connection *connection, char *out, size_t size);
+
+/* Stops `daemon` without touching the listening socket's state: MHD_quiesce_daemon takes
+   the socket out of MHD first, so MHD_stop_daemon cannot shutdown(2) it (a socket systemd
+   passed is shared with systemd, which keeps listening on it for the next activation);
+   then only this process's descriptor is closed. */
+void cmhd_stop(struct MHD_Daemon *daemon);
 
 /* MHD_get_daemon_info(MHD_DAEMON_INFO_CURRENT_CONNECTIONS). */
 unsigned int cmhd_current_connections(struct MHD_Daemon *daemon);
