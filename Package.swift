@@ -11,6 +11,8 @@ let package = Package(
         .executable(name: "pushspoolctl", targets: ["pushspoolctl"]),
         .executable(name: "pushspool-bench", targets: ["pushspool-bench"]),
         .executable(name: "pushspool-inbox", targets: ["pushspool-inbox"]),
+        // For the fuzz package in Fuzz/, which depends on this one by path.
+        .library(name: "PushFuzzTargets", targets: ["PushFuzzTargets"]),
     ],
     targets: [
         // C: system libraries from Debian and tiny shims.
@@ -66,6 +68,13 @@ let package = Package(
             "PushInbox", "PushNcEvents",
         ]),
 
+        // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
+        // the replay of saved crashes in FuzzRegressionTests.
+        .target(name: "PushFuzzTargets", dependencies: [
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig", "PushNcEvents", "PushInbox",
+            "PushInboxServer",
+        ]),
+
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
@@ -97,6 +106,7 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer",
         ]),
