@@ -19,9 +19,18 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
     TARGETS=(json envelope journal-frame journal-recovery config media-sniff inbox-request)
 fi
 
-# One build serves every target (FUZZ_TARGET picks one at run time).
-swift build --sanitize=fuzzer --sanitize=address -Xswiftc -warnings-as-errors 2>&1 | grep -v "ld.gold: warning: Cannot export local symbol" | tail -3
-BIN="$(swift build --sanitize=fuzzer --sanitize=address --show-bin-path)/pushspool-fuzz"
+# One build serves every target (FUZZ_TARGET picks one at run time). SwiftPM hands swiftc
+# -sanitize=fuzzer and -sanitize=address as two flags in no fixed order, and swiftc keeps only
+# the last: the Swift code got either coverage (libFuzzer then reports ~88 counters, only the
+# entry point's) or ASan, never both. The combined flag, passed last, gives both.
+FLAGS=(--sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address -Xswiftc -warnings-as-errors)
+swift build "${FLAGS[@]}" 2>&1 | grep -v "ld.gold: warning: Cannot export local symbol" | tail -3
+BIN="$(swift build "${FLAGS[@]}" --show-bin-path)/pushspool-fuzz"
+# Fail rather than fuzz blind: the library code must carry coverage counters.
+if ! objdump -h "$(dirname "$BIN")/PushJournal.build/Format.swift.o" | grep -q sancov_cntrs; then
+    echo "run-long.sh: the fuzz build has no coverage instrumentation in PushJournal" >&2
+    exit 1
+fi
 
 mkdir -p "$WORK/crashes"
 status=0
