@@ -27,7 +27,7 @@ FLAGS=(--sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address -X
 swift build "${FLAGS[@]}" 2>&1 | grep -v "ld.gold: warning: Cannot export local symbol" | tail -3
 BIN="$(swift build "${FLAGS[@]}" --show-bin-path)/pushspool-fuzz"
 # Fail rather than fuzz blind: the library code must carry coverage counters.
-if ! objdump -h "$(dirname "$BIN")/PushJournal.build/Format.swift.o" | grep -q sancov_cntrs; then
+if ! objdump -h "$(dirname "$BIN")/PushJournal.build/Format.swift.o" | grep -c sancov_cntrs >/dev/null; then
     echo "run-long.sh: the fuzz build has no coverage instrumentation in PushJournal" >&2
     exit 1
 fi
