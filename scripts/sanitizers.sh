@@ -22,6 +22,12 @@ export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTION
 start=$(date +%s)
 swift build --build-tests --sanitize="$SANITIZER" --scratch-path "$scratch" -Xswiftc -warnings-as-errors
 built=$(date +%s)
-swift test --skip-build --sanitize="$SANITIZER" --scratch-path "$scratch" --filter "$SUITES" --skip IntegrationTests
+# Media apart, as in scripts/test.sh: its tests await real downloads against deadlines, and
+# the other suites' long synchronous tests (slower still under TSan) hold the two threads of
+# the cooperative pool; run together, the media deadlines fail (measured: 260 s for a 12 s one).
+swift test --skip-build --sanitize="$SANITIZER" --scratch-path "$scratch" --filter "$SUITES" --skip IntegrationTests --skip PushMediaTests
+if [[ "PushMediaTests" =~ ^($SUITES)$ ]]; then
+    swift test --skip-build --sanitize="$SANITIZER" --scratch-path "$scratch" --filter PushMediaTests
+fi
 end=$(date +%s)
 echo "sanitizers.sh: $SANITIZER build $((built - start)) s, tests $((end - built)) s"
