@@ -32,6 +32,9 @@ if ! objdump -h "$(dirname "$BIN")/PushJournal.build/Format.swift.o" | grep -c s
     exit 1
 fi
 
+# The recovery target makes and syncs a journal per input: on tmpfs the syncs cost nothing
+# (measured: 46 inputs in 9.6 s on /dev/shm, 18.8 s on the disk).
+if [ -z "${TMPDIR:-}" ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 mkdir -p "$WORK/crashes"
 status=0
 printf '%-18s %10s %8s %8s %8s %s\n' target execs/s runs cov ft result
