@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "pushspool-bench", targets: ["pushspool-bench"]),
         .executable(name: "pushspool-inbox", targets: ["pushspool-inbox"]),
         .executable(name: "pushspool-fetch", targets: ["pushspool-fetch"]),
+        // For the fuzz package in Fuzz/, which depends on this one by path.
+        .library(name: "PushFuzzTargets", targets: ["PushFuzzTargets"]),
     ],
     targets: [
         // C: system libraries from Debian and tiny shims.
@@ -78,6 +80,13 @@ let package = Package(
             "PushInbox", "PushNcEvents", "PushExport",
         ]),
 
+        // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
+        // the replay of saved crashes in FuzzRegressionTests.
+        .target(name: "PushFuzzTargets", dependencies: [
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig", "PushNcEvents", "PushInbox",
+            "PushInboxServer",
+        ]),
+
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
@@ -117,6 +126,7 @@ let package = Package(
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "pushspool-fetch", "PushExport",
         ]),

@@ -15,6 +15,11 @@ swift build -Xswiftc -warnings-as-errors --build-tests
 swift test --skip-build --parallel --skip IntegrationTests --skip PushMediaTests
 swift test --skip-build --parallel --filter PushMediaTests
 swift test --skip-build --parallel --filter IntegrationTests
+# Fuzzing: each target of Fuzz/ for 60 s under libFuzzer + ASan (one fuzz build, ~8 min in
+# all), then the thread sanitizer on the daemon, journal and media suites (its own build
+# directory, .build-tsan). Both after the plain tests: a plain failure should show first.
+./scripts/fuzz-ci.sh
+./scripts/sanitizers.sh
 # The unit files as CI requires them (systemd-analyze verify/security, sysusers, tmpfiles, catalog).
 ./scripts/check-units.sh
 # Real journald and systemd user manager (need root; each cleans up after itself, one at a
