@@ -32,7 +32,7 @@ let package = Package(
         // MHD_start_daemon in a typed function.
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
-        .target(name: "CBenchBaseline"),
+        .target(name: "CBenchBaseline", linkerSettings: [.linkedLibrary("isal")]),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),

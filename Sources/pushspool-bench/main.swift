@@ -7,7 +7,11 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("media", runMediaBench),
     ("spool", runSpoolBench),
     ("ingest", runIngestBench),
+    ("backlog", runBacklogBench),
+    ("bigjournal", runBigJournalBench),
     ("nc", runInboxBench),
+    ("all", runAllBench),
+    ("c-loop", runCLoop),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {
