@@ -68,9 +68,11 @@ private func externalBurst(files: Int, rounds: Int) {
     print("== burst from outside: \(files) files renamed into incoming/ of a running pushspoold, "
           + "vs the C loop (\(BASELINE_RECORDS_PER_SYNC) per fdatasync) as a process; \(rounds) alternating rounds")
     var ratios: [Double] = [], daemonRates: [Double] = [], loopRates: [Double] = []
+    var daemonCPU: [Double] = [], loopCPU: [Double] = []
     for round in 1...rounds {
         let spool = ExternalSpool(label: "burst")
         spool.write(count: files, into: spool.stage)
+        let cpuBefore = childrenCPUSeconds()
         guard let daemon = try? DaemonProcess(spool: spool), daemon.waitReady() else {
             print("  pushspoold did not start (is it built next to pushspool-bench?)")
             spool.remove()
@@ -78,10 +80,11 @@ private func externalBurst(files: Int, rounds: Int) {
         }
         let start = Posix.monotonicNanos()
         spool.renameStagedIntoIncoming()
-        spool.waitDrained(pollMillis: 2)
+        spool.waitDrained(pollMillis: 10)
         let daemonSeconds = Double(Posix.monotonicNanos() - start) / 1e9
         let quarantined = ExternalSpool.names(in: spool.root + "/spool/failed").count
         daemon.stop()
+        daemonCPU.append((childrenCPUSeconds() - cpuBefore) / Double(files) * 1e6)
         spool.remove()
         precondition(quarantined == 0, "pushspoold quarantined \(quarantined) bench files")
 
@@ -91,21 +94,27 @@ private func externalBurst(files: Int, rounds: Int) {
         process.executableURL = URL(fileURLWithPath: siblingBinary("pushspool-bench"))
         process.arguments = ["c-loop", loop.incoming, loop.processing, loop.root + "/loop.log"]
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        let loopCPUBefore = childrenCPUSeconds()
         let loopStart = Posix.monotonicNanos()
         try! process.run()
         process.waitUntilExit()
         let loopSeconds = Double(Posix.monotonicNanos() - loopStart) / 1e9
+        loopCPU.append((childrenCPUSeconds() - loopCPUBefore) / Double(files) * 1e6)
         precondition(process.terminationStatus == 0 && ExternalSpool.isEmpty(loop.incoming), "the C loop failed")
         loop.remove()
         daemonRates.append(Double(files) / daemonSeconds)
         loopRates.append(Double(files) / loopSeconds)
         ratios.append(daemonRates.last! / loopRates.last!)
-        print(String(format: "  round %d: pushspoold %7.0f files/s, C loop %7.0f files/s, ratio %.2f",
-                     round, daemonRates.last!, loopRates.last!, ratios.last!))
+        print(String(format: "  round %d: pushspoold %7.0f files/s (%.1f µs CPU a file), C loop %7.0f files/s (%.1f µs CPU a file), ratio %.2f",
+                     round, daemonRates.last!, daemonCPU.last!, loopRates.last!, loopCPU.last!, ratios.last!))
     }
     let ratio = median(ratios)
     print(String(format: "median: pushspoold %.0f files/s, C loop %.0f files/s, ratio %.2f (target ≥ 1.0)",
                  median(daemonRates), median(loopRates), ratio))
+    print(String(format: "CPU a file (user+sys, all threads, start-up included): pushspoold %.1f µs, C loop %.1f µs, ratio %.2f",
+                 median(daemonCPU), median(loopCPU), median(daemonCPU) / max(0.001, median(loopCPU))))
+    BenchResults.shared.add("CPU per file in the burst", String(format: "pushspoold %.1f µs, C loop %.1f µs", median(daemonCPU), median(loopCPU)),
+                            ratio: String(format: "%.2f× C loop", median(daemonCPU) / max(0.001, median(loopCPU))))
     BenchResults.shared.add("burst \(files) files, from outside", String(format: "%.0f files/s (C loop %.0f)", median(daemonRates), median(loopRates)),
                             ratio: String(format: "%.2f× C loop (median of %d)", ratio, rounds), target: "≥ 1.0× C loop", met: ratio >= 1.0)
 }
@@ -273,4 +282,12 @@ private final class BenchSpool: @unchecked Sendable {
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: root) }
+}
+
+/// User + system CPU seconds of every child reaped so far (getrusage RUSAGE_CHILDREN).
+func childrenCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }

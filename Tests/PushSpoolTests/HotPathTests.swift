@@ -7,12 +7,15 @@ import PushSystem
 /// The per-file work the ingest hot path saves: no `lstat` a rule does not need, and no inode
 /// update from reading a file that is about to be unlinked.
 @Suite struct HotPathTests {
+    /// `UTIME_OMIT` from <sys/stat.h>, a macro Swift does not import: leave that time alone.
+    let utimeOmit = (1 << 30) - 2
+
     /// With no stable age the feed takes a scanned name without looking at it, so not even a
     /// file stamped in the future (a producer's skewed clock) waits a round.
     @Test func withNoStableAgeAScannedNameIsTakenInTheFirstBatch() throws {
         let t = try TempSpool()
         try t.write(t.layout.incoming, "future.json", "{}")
-        var times = [timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)), timespec(tv_sec: time(nil) + 3600, tv_nsec: 0)]
+        var times = [timespec(tv_sec: 0, tv_nsec: utimeOmit), timespec(tv_sec: time(nil) + 3600, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, t.layout.incoming + "/future.json", &times, 0) == 0)
         let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
         let feed = IncomingFeed(spool: spool, watcher: try IncomingWatcher(layout: t.layout), stableAgeNanos: 0)
@@ -28,7 +31,7 @@ import PushSystem
         let dayAgo = timespec(tv_sec: time(nil) - 2 * 86_400, tv_nsec: 0)
         for name in ["control.json", "claimed.json"] {
             try t.write(t.layout.processing, name, #"{"a":1}"#)
-            var times = [dayAgo, timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT))]
+            var times = [dayAgo, timespec(tv_sec: 0, tv_nsec: utimeOmit)]
             #expect(utimensat(AT_FDCWD, t.layout.processing + "/" + name, &times, 0) == 0)
         }
         let control = try Posix.readFile(t.layout.processing + "/control.json")

@@ -6,16 +6,16 @@ import Testing
 /// The acknowledger takes committed files off the journal's writer thread: every job runs,
 /// in submission order, on another thread, and a burst costs few drains, not one per job.
 @Suite struct AcknowledgerTests {
-    @Test func jobsRunInOrderOffTheSubmittingThread() async throws {
+    @Test func jobsRunInOrderOffTheSubmittingThread() throws {
         let acknowledger = Acknowledger(label: "test.ack")
         let seen = Mutex<[Int]>([])
         let offThread = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
-        let submitter = Thread.current
+        let submitter = pthread_self()
         let count = 5_000
         for i in 0..<count {
             acknowledger.submit {
-                if !Thread.current.isEqual(submitter) { offThread.add(1, ordering: .relaxed) }
+                if pthread_equal(pthread_self(), submitter) == 0 { offThread.add(1, ordering: .relaxed) }
                 seen.withLock { $0.append(i) }
                 if i == count - 1 { done.signal() }
             }
