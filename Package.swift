@@ -37,7 +37,7 @@ let package = Package(
         // MHD_start_daemon in a typed function.
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
-        .target(name: "CBenchBaseline"),
+        .target(name: "CBenchBaseline", linkerSettings: [.linkedLibrary("isal")]),
         // prctl(2) for pushspool-fetch's self-hardening (prctl is variadic).
         .target(name: "CFetchShim"),
         // NATS C client (libnats-dev 3.4.1) for the JetStream exporter.

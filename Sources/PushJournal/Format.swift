@@ -156,11 +156,18 @@ package enum RecordFrame {
 
     /// Checks the body CRC and the key's UTF-8, and splits key from JSON.
     package static func checkBody(_ header: RecordHeader, _ body: UnsafeRawBufferPointer) -> Result<(key: String, json: [UInt8]), FrameDefect> {
+        checkBody(header, body, copyJSON: true).map { ($0.key, $0.json ?? []) }
+    }
+
+    /// `checkBody` that copies the JSON out only when asked: scans that need keys alone
+    /// (dedup rebuild, verify) allocate nothing per record for the body.
+    static func checkBody(_ header: RecordHeader, _ body: UnsafeRawBufferPointer, copyJSON: Bool) -> Result<(key: String, json: [UInt8]?), FrameDefect> {
         guard body.count >= Int(header.bodyLength) else { return .failure(.init("record body incomplete")) }
         let bytes = UnsafeRawBufferPointer(rebasing: body[0..<Int(header.bodyLength)])
         guard CRC32C.mask(CRC32C.checksum(bytes)) == header.bodyCRC else { return .failure(.init("record body checksum mismatch")) }
         let keyBytes = UnsafeRawBufferPointer(rebasing: bytes[0..<Int(header.keyLength)])
         guard let key = String(validating: keyBytes, as: UTF8.self) else { return .failure(.init("record key is not UTF-8")) }
+        guard copyJSON else { return .success((key, nil)) }
         return .success((key, Array(UnsafeRawBufferPointer(rebasing: bytes[Int(header.keyLength)...]))))
     }
 }

@@ -89,10 +89,14 @@ package final class JournalReader {
                 try open(pick.name, firstSeq: pick.firstSeq)
             }
             guard let file = current else { return nil }
-            let probe: FrameProbe
+            var probe: FrameProbe
             do {
-                try file.refreshSize()
+                // The size is re-read (an fstat) only when the known part is used up, not per record.
                 probe = try file.probe(at: offset, mode: .full)
+                if case .record = probe {} else {
+                    try file.refreshSize()
+                    probe = try file.probe(at: offset, mode: .full)
+                }
             } catch {
                 throw JournalError(.io(error), directory: directory)
             }

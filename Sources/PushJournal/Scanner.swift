@@ -39,11 +39,12 @@ extension SegmentFile {
         if bodyStart + Int64(header.bodyLength) > size { return .incomplete("record body incomplete") }
         if offset + Int64(header.frameLength) > size { return .incomplete("record padding incomplete") }
         if case .headers = mode { return .record(header, key: nil, json: nil) }
-        let checked = try withBytes(at: bodyStart, count: Int(header.bodyLength)) { RecordFrame.checkBody(header, $0) }
+        var full = false
+        if case .full = mode { full = true }
+        let checked = try withBytes(at: bodyStart, count: Int(header.bodyLength)) { RecordFrame.checkBody(header, $0, copyJSON: full) }
         switch checked {
         case .success(let parts):
-            if case .full = mode { return .record(header, key: parts.key, json: parts.json) }
-            return .record(header, key: parts.key, json: nil)
+            return .record(header, key: parts.key, json: parts.json)
         case .failure(let defect):
             return .invalid(defect.detail)
         }

@@ -123,6 +123,12 @@ package final class IncomingFeed {
     }
 
     private func consider(_ name: String, now: Int64, add: (String) -> Void) throws(SpoolError) {
+        // With no stable age the rule takes every name whatever its status says: skip the
+        // `lstat`. A name gone meanwhile is found gone by the claim's rename (`.vanished`).
+        if filter.stableAgeNanos <= 0 {
+            add(name)
+            return
+        }
         guard let status = try spool.status(incoming: name) else {
             filter.forget(name)
             return

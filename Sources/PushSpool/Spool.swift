@@ -195,7 +195,7 @@ package final class Spool: Sendable {
 
         let fd: Int32
         do {
-            fd = try Posix.openat(d.processing, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            fd = try Self.openForReading(d.processing, name)
         } catch {
             switch error.errno {
             case ENOENT:
@@ -234,6 +234,28 @@ package final class Spool: Sendable {
         }
         return .contents(SpoolFile(name: name, bytes: bytes, size: Int64(bytes.count), modifiedNanos: Self.nanos(st.st_mtim),
                                    inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
+    }
+
+    /// `O_NOATIME` from <bits/fcntl-linux.h> (Glibc does not export it to Swift).
+    private static let noAtimeFlag: Int32 = 0o1000000
+    /// Cleared at the first `EPERM`: `O_NOATIME` needs the file's owner (or CAP_FOWNER), and a
+    /// spool whose producers run as other users would otherwise pay a failed `open` per file.
+    private static let noAtimeAllowed = Atomic<Bool>(true)
+
+    /// Opens a claimed file for reading without following links, blocking on a FIFO or making
+    /// a terminal ours. Asks for `O_NOATIME` while the kernel grants it: the file is unlinked
+    /// moments later, and under relatime its first read would otherwise dirty the inode (one
+    /// more metadata update per file in the file system's journal).
+    static func openForReading(_ dirfd: Int32, _ name: String) throws(SystemError) -> Int32 {
+        let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
+        if noAtimeAllowed.load(ordering: .relaxed) {
+            do {
+                return try Posix.openat(dirfd, name, flags | noAtimeFlag)
+            } catch where error.errno == EPERM {
+                noAtimeAllowed.store(false, ordering: .relaxed)
+            }
+        }
+        return try Posix.openat(dirfd, name, flags)
     }
 
     private func refusal(for st: stat, name: String) -> SpoolReadResult? {

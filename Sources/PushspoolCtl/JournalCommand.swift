@@ -78,19 +78,33 @@ package struct JournalCommand: CtlSubcommand {
         do throws(JournalError) {
             switch action {
             case .cat(let fromSeq, let archive):
+                var output = OutputBuffer()
+                var progress = CatProgress()
+                defer {
+                    output.flush()
+                    progress.finish(context)
+                }
+                func emit(_ record: JournalRecord) {
+                    if json {
+                        output.appendJSONLine(record)
+                    } else {
+                        output.append(line(for: record))
+                    }
+                    progress.tick(context)
+                }
                 var next = fromSeq
                 if archive {
                     // Archived segments hold the oldest seqs; the live journal continues after them.
                     for archived in JournalArchive.list(directory: directory) {
                         for record in try JournalArchive.records(directory: directory, archiveName: archived.name)
                         where record.seq >= next {
-                            context.out(line(for: record))
+                            emit(record)
                             next = record.seq + 1
                         }
                     }
                 }
                 let reader = try JournalReader(directory: directory, fromSeq: next)
-                while let record = try reader.next() { context.out(line(for: record)) }
+                while let record = try reader.next() { emit(record) }
                 return ExitStatus.ok
             case .tail(let count, let follow):
                 return try tail(directory: directory, count: count, follow: follow, context: context)
@@ -187,5 +201,71 @@ package struct JournalCommand: CtlSubcommand {
             summary = [title, body].compactMap { $0 }.joined(separator: " — ")
         }
         return "\(record.seq)\t\(Timestamp.iso8601(millis: record.ingestMillis))\t\(record.key)\t\(summary)\n"
+    }
+}
+
+/// Lines for stdout gathered into one `write` per 256 KiB instead of one per record, which
+/// bounded `journal cat` at the syscall rate.
+private struct OutputBuffer {
+    private var bytes: [UInt8] = []
+    private static let flushAt = 256 << 10
+
+    init() { bytes.reserveCapacity(Self.flushAt + 4096) }
+
+    mutating func append(_ line: String) {
+        bytes.append(contentsOf: line.utf8)
+        if bytes.count >= Self.flushAt { flush() }
+    }
+
+    /// `{"seq":N,` followed by the stored body without its `{`: the bytes as stored, no
+    /// `String` in between (a body that is not an object gets `"body":` around it).
+    mutating func appendJSONLine(_ record: JournalRecord) {
+        let body = record.body
+        bytes.append(contentsOf: #"{"seq":"#.utf8)
+        bytes.append(contentsOf: String(record.seq).utf8)
+        if body.count >= 2, body.first == UInt8(ascii: "{") {
+            if body.count == 2 {
+                bytes.append(UInt8(ascii: "}"))
+            } else {
+                bytes.append(UInt8(ascii: ","))
+                bytes.append(contentsOf: body[1...])
+            }
+        } else {
+            bytes.append(contentsOf: #","body":"#.utf8)
+            bytes.append(contentsOf: body)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(0x0A)
+        if bytes.count >= Self.flushAt { flush() }
+    }
+
+    mutating func flush() {
+        guard !bytes.isEmpty else { return }
+        try? Posix.writeAll(1, bytes, subject: "stdout")
+        bytes.removeAll(keepingCapacity: true)
+    }
+}
+
+/// "cat: N records" on stderr, every half second once `journal cat` has run for a second, when
+/// stderr is a terminal and stdout is not (the records go to a pipe or a file).
+private struct CatProgress {
+    private let enabled = isatty(2) != 0 && isatty(1) == 0
+    private let started = Posix.monotonicNanos()
+    private var records = 0
+    private var lastShown: UInt64 = 0
+    private var shown = false
+
+    mutating func tick(_ context: CtlContext) {
+        records += 1
+        guard enabled, records & 4095 == 0 else { return }
+        let now = Posix.monotonicNanos()
+        guard now - started >= 1_000_000_000, now - lastShown >= 500_000_000 else { return }
+        lastShown = now
+        shown = true
+        context.err("\rcat: \(records) records")
+    }
+
+    func finish(_ context: CtlContext) {
+        if shown { context.err("\r\u{1B}[K") }
     }
 }

@@ -249,7 +249,7 @@ package final class Daemon: Sendable {
                 let leftovers = try spool.scanProcessing()
                 while let batch = try leftovers.next() {
                     for entry in batch where state.withLock({ $0.admitLeftover() }) {
-                        submit(entry.name)
+                        submit([entry.name])
                     }
                     reporter.notifier.watchdogPing()
                 }
@@ -285,7 +285,7 @@ package final class Daemon: Sendable {
             guard state.withLock({ $0.admitLeftover() }) else { break }
             reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
             crashGuard.isolating(name)
-            submit(name)
+            submit([name])
             // Alone means alone: the next one starts when this one is journaled or refused.
             while state.withLock({ $0.inFlight > 0 && !$0.isStopping && !$0.isFailed && !$0.journalPaused }) {
                 reporter.notifier.watchdogPing()
@@ -298,7 +298,7 @@ package final class Daemon: Sendable {
         }
         if let failure = fatalFailure() { return failure }
         for name in plan.normal where state.withLock({ $0.admitLeftover() }) {
-            submit(name)
+            submit([name])
         }
         return nil
     }
@@ -349,15 +349,40 @@ package final class Daemon: Sendable {
     }
 
     /// Claims and processes each name; a name whose twin is still in `processing/` waits.
+    /// Claimed names go to the processing queue in chunks: one hand-off (and at most one
+    /// wake-up of that thread) per chunk instead of per file, while renames of the next chunk
+    /// overlap with reading the last. A batch of one (a quiet spool) is handed over at once.
     private func claimAndProcess(_ names: [String], feed: IncomingFeed) {
+        var claimed: [String] = []
+        claimed.reserveCapacity(Self.claimChunk)
         for name in names {
-            guard admit() else { return }
-            claim(name, feed: feed)
+            // Never wait for a slot while holding claimed files back: they may be what frees one.
+            guard admit(beforeWaiting: {
+                if !claimed.isEmpty {
+                    submit(claimed)
+                    claimed.removeAll(keepingCapacity: true)
+                }
+            }) else { break }
+            if claim(name, feed: feed, handOver: false) {
+                claimed.append(name)
+                if claimed.count >= Self.claimChunk {
+                    submit(claimed)
+                    claimed.removeAll(keepingCapacity: true)
+                }
+            }
         }
+        if !claimed.isEmpty { submit(claimed) }
     }
 
-    /// Claims one admitted name: processed when claimed, queued when busy, its slot given back otherwise.
-    private func claim(_ name: String, feed: IncomingFeed) {
+    /// Files claimed before the processing queue gets them. Small enough that the first of a
+    /// chunk does not wait long for the renames of the rest.
+    static let claimChunk = 32
+
+    /// Claims one admitted name: processed when claimed, queued when busy, its slot given back
+    /// otherwise. With `handOver: false` a claimed name is not submitted: the caller does it
+    /// (returns true then).
+    @discardableResult
+    private func claim(_ name: String, feed: IncomingFeed, handOver: Bool = true) -> Bool {
         let outcome: ClaimOutcome
         do {
             outcome = try spool.claimOutcome(name)
@@ -365,19 +390,21 @@ package final class Daemon: Sendable {
             finish()
             reporter.error("claim \(name): \(error)")
             reporter.events.log(.refused, "cannot claim file, leaving it in incoming/: \(error)", fields: [(EventField.spoolFile, name)])
-            return
+            return false
         }
         switch outcome {
         case .claimed:
             // Reading, hashing and normalising run on their own thread, so claiming the
             // next file (a rename) overlaps with them: the pipeline uses both cores.
-            submit(name)
+            if handOver { submit([name]) }
+            return true
         case .busy:
             finish()
             if state.withLock({ $0.nameBusy(name) }) == .rescanNeeded { feed.requestRescan() }
         case .vanished, .ignored:
             finish()
         }
+        return false
     }
 
     /// Names that met a same-named file still in flight get another try; one still busy
@@ -393,17 +420,19 @@ package final class Daemon: Sendable {
     private func retryHandedBack() {
         for name in state.withLock({ $0.takeHandedBack() }) {
             guard admit() else { return }
-            submit(name)
+            submit([name])
         }
     }
 
-    private func submit(_ name: String) {
+    private func submit(_ names: [String]) {
         processing.submit { [self] in
-            if state.withLock({ $0.isFailed }) {
-                // The journal stopped for good: touch nothing more; the file stays in processing/.
-                end(name, .leftForNextStart)
-            } else {
-                pipeline.process(name)
+            for name in names {
+                if state.withLock({ $0.isFailed }) {
+                    // The journal stopped for good: touch nothing more; the file stays in processing/.
+                    end(name, .leftForNextStart)
+                } else {
+                    pipeline.process(name)
+                }
             }
         }
     }
@@ -412,7 +441,7 @@ package final class Daemon: Sendable {
 
     /// Takes a slot for one file, waiting while all are taken and petting the watchdog while
     /// it waits (a full batch is not a wedged loop). False when stopping or failed: no slot.
-    private func admit() -> Bool {
+    private func admit(beforeWaiting: () -> Void = {}) -> Bool {
         while true {
             switch state.withLock({ $0.admit() }) {
             case .granted:
@@ -420,6 +449,7 @@ package final class Daemon: Sendable {
             case .refused:
                 return false
             case .full:
+                beforeWaiting()
                 _ = doorbell.wait(timeout: .now() + .milliseconds(100))
                 reporter.notifier.watchdogPing()
             }

@@ -37,11 +37,13 @@ final class FilePipeline: Sendable {
     private let mediaAllowsHTTP: Bool
     private let mediaMaxWaiting: Int
     private let onEnd: @Sendable (String, FileEnd) -> Void
-    /// Called on the journal's writer thread with the spool file name and sequence number of
-    /// every record once it is durable. For benchmarks and tests.
+    /// Called on the acknowledger's thread with the spool file name and sequence number of
+    /// every record once it is durable and its file removed. For benchmarks and tests.
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
     /// `FaultHook.crashMarker`: tests only, nil in production.
     private let crashMarker: [UInt8]?
+    /// Unlinks and reports committed files, so the journal's writer thread goes on to its next batch.
+    private let acknowledger = Acknowledger(label: "pushspool.ack")
 
     init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
@@ -173,10 +175,14 @@ final class FilePipeline: Sendable {
         journal.submit(key: key, body: body, ingestMillis: ingestMillis) { [self] result in
             switch result {
             case .committed(let seq):
-                removeProcessed(source.name)
-                onCommitted?(source.name, seq)
-                reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
-                onEnd(source.name, .done)
+                // Durable now (this runs after the covering fdatasync); the unlink that
+                // acknowledges it happens on the acknowledger's thread.
+                acknowledger.submit { [self] in
+                    removeProcessed(source.name)
+                    onCommitted?(source.name, seq)
+                    reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
+                    onEnd(source.name, .done)
+                }
             case .duplicate:
                 finishDuplicate(source.name, fields: fields)
             case .failed(let error):

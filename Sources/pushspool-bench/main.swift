@@ -7,8 +7,12 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("media", runMediaBench),
     ("spool", runSpoolBench),
     ("ingest", runIngestBench),
+    ("backlog", runBacklogBench),
+    ("bigjournal", runBigJournalBench),
     ("nc", runInboxBench),
     ("export", runExportBench),
+    ("all", runAllBench),
+    ("c-loop", runCLoop),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {

@@ -1,0 +1,50 @@
+@preconcurrency import Glibc
+import Foundation
+import PushSystem
+
+/// `pushspool-bench backlog [--sizes 20000,200000,1000000]`
+///
+/// For each size: that many files already in `incoming/` before the real `pushspoold`
+/// starts; the clock runs from the start until `incoming/` and `processing/` are empty. Prints
+/// the drain rate, its ratio to the smallest size's, and the daemon's peak RSS (VmHWM, read
+/// before it stops). Targets: peak RSS ≤ 64 MiB through a 1,000,000-file backlog, and the
+/// largest backlog drained within 25 % of the smallest's rate. The 1,000,000 case stages a
+/// million files first (minutes): ask for it with `--sizes`.
+func runBacklogBench(arguments: [String]) {
+    var sizes = [20_000, 200_000]
+    if arguments.count == 2, arguments[0] == "--sizes" {
+        sizes = arguments[1].split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+    } else if !arguments.isEmpty {
+        print("usage: pushspool-bench backlog [--sizes N,N,...]")
+        exit(64)
+    }
+    var baseRate: Double?
+    for size in sizes {
+        let spool = ExternalSpool(label: "backlog")
+        spool.write(count: size, into: spool.incoming, progressLabel: "staging \(size) files")
+        let start = Posix.monotonicNanos()
+        guard let daemon = try? DaemonProcess(spool: spool) else {
+            print("  pushspoold did not start (is it built next to pushspool-bench?)")
+            return
+        }
+        var peak = 0
+        // Poll less often for big backlogs: a readdir of a huge, emptied directory is not free.
+        let poll: UInt32 = size > 100_000 ? 50 : 5
+        while !(ExternalSpool.isEmpty(spool.incoming) && ExternalSpool.isEmpty(spool.processing)) {
+            peak = max(peak, daemon.peakRSSKiB)
+            usleep(poll * 1000)
+        }
+        let elapsed = Double(Posix.monotonicNanos() - start) / 1e9
+        peak = max(peak, daemon.peakRSSKiB)
+        daemon.stop()
+        spool.remove()
+        let rate = Double(size) / elapsed
+        let ratio = rate / (baseRate ?? rate)
+        if baseRate == nil { baseRate = rate }
+        print(String(format: "backlog %8d files: drained in %.1f s, %.0f files/s (%.2f of the smallest), peak RSS %.1f MiB",
+                     size, elapsed, rate, ratio, Double(peak) / 1024))
+        BenchResults.shared.add("backlog \(size) files", String(format: "%.0f files/s, peak RSS %.1f MiB", rate, Double(peak) / 1024),
+                                ratio: String(format: "%.2f× the %d-file drain rate", ratio, sizes[0]),
+                                target: "RSS ≤ 64 MiB, rate ≥ 0.75×", met: peak <= 64 * 1024 && ratio >= 0.75)
+    }
+}

@@ -1,0 +1,12 @@
+#!/bin/sh
+# The performance suite, one command: builds the release binaries, runs
+# `pushspool-bench all` and rewrites the results table in README.md (between the
+# bench-table markers). `scripts/bench.sh --full` adds the 1,000,000-file backlog and a
+# 5,000,000-record journal (slow: staging a million files takes minutes).
+# Not part of scripts/test.sh: figures need a quiet machine, and they are not pass/fail.
+set -eu
+cd "$(dirname "$0")/.."
+swift build -c release --product pushspool-bench
+swift build -c release --product pushspoold
+swift build -c release --product pushspoolctl
+exec .build/release/pushspool-bench all "$@" --write-readme-table README.md
