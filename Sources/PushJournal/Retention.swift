@@ -377,8 +377,8 @@ enum RetiredKeys {
     }
 
     /// The key of the record `seq` of retired `segment`, if its key file is there and whole.
-    static func lookup(directory: String, segment: String, seq: UInt64) -> String? {
-        guard let bytes = try? Posix.readFile(directory + "/" + directoryName + "/" + segment + suffix, limit: 1 << 30),
+    static func lookup(directory: String, segment: String, seq: UInt64, fs: any FileSystem) -> String? {
+        guard let bytes = try? fs.readFile(directory + "/" + directoryName + "/" + segment + suffix, limit: 1 << 30),
               bytes.count >= 24 else { return nil }
         return bytes.withUnsafeBytes { raw -> String? in
             guard raw.loadLE(0, as: UInt32.self) == magic,

@@ -252,12 +252,17 @@ package final class JournalWriter: Sendable {
                 return
             case .confirm(let candidates, let segments):
                 for candidate in candidates {
-                    if storedKeyMatches(key, seq: candidate.seq, offset: candidate.offset, segments: segments) {
+                    switch storedKeyMatches(key, seq: candidate.seq, offset: candidate.offset, segments: segments) {
+                    case .success(true):
                         shared.withLock { $0.stats.duplicates += 1 }
                         completion(.duplicate)
                         return
+                    case .success(false):
+                        refuted.append(candidate.seq)
+                    case .failure(let error):
+                        completion(.failed(core.io.err(error)))
+                        return
                     }
-                    refuted.append(candidate.seq)
                 }
             }
         }
@@ -272,30 +277,40 @@ package final class JournalWriter: Sendable {
     /// Whether the record at `seq` (frame at `offset`) has exactly `key` (UTF-8 bytes, as the
     /// index compares): read from its segment, or from retention's key file once the segment
     /// was retired. A record found nowhere is past the dedup window: not a duplicate. A slot
-    /// without a location (seq 0) cannot be checked and counts as a duplicate, as before.
-    private func storedKeyMatches(_ key: String, seq: UInt64, offset: Int64, segments: [UInt64]) -> Bool {
-        if seq == 0 { return true }
-        guard let firstSeq = segments.last(where: { $0 <= seq }) else { return false }
+    /// without a location (seq 0) cannot be checked and counts as a duplicate, as before. A
+    /// segment that exists but cannot be read is neither: the submission fails with the error
+    /// (the payload stays in the spool) rather than being journaled twice or dropped.
+    private func storedKeyMatches(_ key: String, seq: UInt64, offset: Int64, segments: [UInt64]) -> Result<Bool, SystemError> {
+        if seq == 0 { return .success(true) }
+        guard let firstSeq = segments.last(where: { $0 <= seq }) else { return .success(false) }
         let name = JournalFiles.segmentName(firstSeq: firstSeq)
+        let fs = core.io.fs
         // One small pread of the frame header and key, not a buffered segment reader (which
         // reads 256 KiB): a duplicate costs an open, a pread and a close. The key is not covered
         // by a CRC without the body; a damaged key only fails to match, and the payload is
         // journaled again — the safe direction.
-        if let fd = try? Posix.open(directory + "/" + name, O_RDONLY) {
-            defer { Posix.close(fd) }
-            var bytes = [UInt8](repeating: 0, count: RecordHeader.size + 255)
-            let got = bytes.withUnsafeMutableBytes { (try? Posix.pread(fd, $0, offset: offset, subject: name)) ?? 0 }
-            guard got >= RecordHeader.size else { return false }
-            return bytes.withUnsafeBytes { raw -> Bool in
-                guard case .success(let header) = RecordHeader.decode(UnsafeRawBufferPointer(rebasing: raw[0..<got])),
-                      header.seq == seq, Int(header.keyLength) == key.utf8.count,
-                      RecordHeader.size + Int(header.keyLength) <= got
-                else { return false }
-                return raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))].elementsEqual(key.utf8)
-            }
+        let fd: Int32
+        do { fd = try fs.open(directory + "/" + name, O_RDONLY | O_CLOEXEC, mode: 0) } catch {
+            guard error.errno == ENOENT else { return .failure(error) }
+            guard let stored = RetiredKeys.lookup(directory: directory, segment: name, seq: seq, fs: fs) else { return .success(false) }
+            return .success(stored.utf8.elementsEqual(key.utf8))
         }
-        guard let stored = RetiredKeys.lookup(directory: directory, segment: name, seq: seq) else { return false }
-        return stored.utf8.elementsEqual(key.utf8)
+        defer { fs.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: RecordHeader.size + 255)
+        var got = 0
+        var readError: SystemError?
+        bytes.withUnsafeMutableBytes { buffer in
+            do throws(SystemError) { got = try fs.pread(fd, buffer, offset: offset, subject: name) } catch { readError = error }
+        }
+        if let readError { return .failure(readError) }
+        guard got >= RecordHeader.size else { return .success(false) }
+        return .success(bytes.withUnsafeBytes { raw -> Bool in
+            guard case .success(let header) = RecordHeader.decode(UnsafeRawBufferPointer(rebasing: raw[0..<got])),
+                  header.seq == seq, Int(header.keyLength) == key.utf8.count,
+                  RecordHeader.size + Int(header.keyLength) <= got
+            else { return false }
+            return raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))].elementsEqual(key.utf8)
+        })
     }
 
     /// Drops the dedup entries of records below `seq` (`[Journal] DedupWindowSec=`): a key
