@@ -91,6 +91,7 @@ struct Recovery {
             }
         }
 
+        StopPoints.pass(.recovery)
         var report = RecoveryReport()
         report.records = pass.records
         report.checkpointUsed = pass.checkpointUsed
@@ -296,6 +297,7 @@ struct Recovery {
         let tailfd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
         defer { Posix.close(tailfd) }
         try sys { () throws(SystemError) in try io.writeAll(tailfd, tail, subject: name) }
+        StopPoints.pass(.recovery)
         let fd = try io.openat(dirfd, segment, O_WRONLY)
         defer { Posix.close(fd) }
         try io.ftruncate(fd, offset, subject: segment)

@@ -171,6 +171,7 @@ final class FilePipeline: Sendable {
         journal.submit(key: key, body: body, ingestMillis: ingestMillis) { [self] result in
             switch result {
             case .committed(let seq):
+                StopPoints.pass(.afterSync)
                 removeProcessed(source.name)
                 onCommitted?(source.name, seq)
                 reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
