@@ -152,6 +152,8 @@ import PushJournal
         let stderr = harness.daemonStderr
         #expect(stderr.contains("EVENT=fatal"), "no fatal event: \(stderr.suffix(2000))")
         #expect(stderr.contains("Read-only file system") || stderr.contains("EROFS"), "the message must name the cause: \(stderr.suffix(2000))")
+        let fatal = stderr.split(separator: "\n").first { $0.contains("EVENT=fatal") }.map(String.init) ?? "none"
+        print("read-only state directory: exit status \(process.terminationStatus); \(fatal)")
         harness.stop(signal: SIGKILL)
         let names = (0..<total).map { ("ro-\($0).json", generatedKey(index: $0, tag: "ro")) }
         try expectNothingLost(harness, names: names, "after the read-only stop")
@@ -186,14 +188,12 @@ import PushJournal
         var names: [(String, String)] = []
         var generator = SystemRandomNumberGenerator()
         for round in 0..<rounds {
-            // Enough work for several batches and a segment roll (~1 KB records, 64K segments).
-            let waiting = harness.files(in: "incoming").count + harness.files(in: "processing").count
-            if waiting < 100 || round == 0 {
-                for _ in 0..<150 {
-                    let index = names.count
-                    try harness.dropCreatingSpool(generatedPayload(index: index, tag: tag), name: "\(tag)-\(index).json")
-                    names.append(("\(tag)-\(index).json", generatedKey(index: index, tag: tag)))
-                }
+            // Enough new work in every round for several batches and two segment rolls
+            // (~1 KB records, 64K segments).
+            for _ in 0..<150 {
+                let index = names.count
+                try harness.dropCreatingSpool(generatedPayload(index: index, tag: tag), name: "\(tag)-\(index).json")
+                names.append(("\(tag)-\(index).json", generatedKey(index: index, tag: tag)))
             }
             let pass: Int = switch point {
             case .beforeWrite, .afterWrite: Int.random(in: 1...4, using: &generator)
