@@ -290,12 +290,18 @@ import PushJournal
             var extra: [String: String] = [:]
             let point = Bool.random(using: &generator) ? StopPoint.allCases.randomElement(using: &generator) : nil
             if let point {
-                let pass = point == .afterSync ? Int.random(in: 1...30, using: &generator) : Int.random(in: 1...3, using: &generator)
+                // Passes every run reaches, so no cycle waits for a point that never comes:
+                // recovery and the checkpoint (after CheckpointIntervalSec=1s) pass once per run.
+                let pass = switch point {
+                case .afterSync: Int.random(in: 1...30, using: &generator)
+                case .beforeWrite, .afterWrite: Int.random(in: 1...3, using: &generator)
+                case .rollTemp, .rollRenamed, .checkpoint, .recovery: 1
+                }
                 extra = ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "\(point.name):\(pass)"]
             }
             let process = try harness.launch(extraEnvironment: extra)
             // A point the run may never reach (a second checkpoint) ends like a timer kill.
-            let limit = Date().addingTimeInterval(point == nil ? Double.random(in: 0.01...0.25, using: &generator) : 2)
+            let limit = Date().addingTimeInterval(point == nil ? Double.random(in: 0.01...0.4, using: &generator) : 3)
             while process.isRunning && Date() < limit { usleep(2_000) }
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
