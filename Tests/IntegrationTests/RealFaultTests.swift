@@ -332,6 +332,13 @@ import PushJournal
                 }
             }
             if lost + doubled > 0 { break }
+            if (cycle + 1) % 500 == 0 {
+                let minutes = Date().timeIntervalSince(started) / 60
+                // stderr, unbuffered: a long soak shows its progress as it goes.
+                let line = "kill soak: \(cycle + 1) of \(cycles) cycles, \(Int(Double(cycle + 1) / minutes)) cycles/min, "
+                    + "\(journaled.count) records, \(lost) lost, \(doubled) doubled\n"
+                FileHandle.standardError.write(Data(line.utf8))
+            }
         }
         let seconds = Date().timeIntervalSince(started)
         try harness.start()
