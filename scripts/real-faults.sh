@@ -27,11 +27,15 @@ case "$rounds" in ''|*[!0-9]*) echo "real-faults.sh: --rounds needs a number" >&
 
 sweep() {
     # Mount points of this suite live under the temp directory as pushspool-it-realfault-*.
-    findmnt -rn -o TARGET | grep -E '/pushspool-it-realfault-[^/]+/' | sort -r | while read -r target; do
+    # Runs at every exit: finding none is the usual case and must not change the status.
+    local status=$?
+    findmnt -rn -o TARGET | { grep -E '/pushspool-it-realfault-[^/]+/' || true; } | sort -r | while read -r target; do
         umount -l "$target" || true
     done
+    exit "$status"
 }
-trap sweep EXIT INT TERM
+trap sweep EXIT
+trap 'exit 130' INT TERM
 
 export PATH="/opt/swift/usr/bin:$PATH"
 swift build -Xswiftc -warnings-as-errors --build-tests
