@@ -89,6 +89,8 @@ struct JournalIO: Sendable {
             try? unlinkat(dirfd, temp)
             throw error
         }
+        // Its only caller is the dedup checkpoint: the test stop point "mid checkpoint".
+        StopPoints.pass(.checkpoint)
         try renameat(dirfd, temp, dirfd, name)
         try fsync(dirfd, subject: directory)
     }

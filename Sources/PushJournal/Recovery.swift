@@ -93,6 +93,7 @@ struct Recovery {
             }
         }
 
+        StopPoints.pass(.recovery)
         var report = RecoveryReport()
         report.records = pass.records
         report.checkpointUsed = pass.checkpointUsed
@@ -304,6 +305,7 @@ struct Recovery {
         let tailfd = try io.openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC)
         defer { io.close(tailfd) }
         try sys { () throws(SystemError) in try io.writeAll(tailfd, tail, subject: name) }
+        StopPoints.pass(.recovery)
         let fd = try io.openat(dirfd, segment, O_WRONLY)
         defer { io.close(fd) }
         try io.ftruncate(fd, offset, subject: segment)

@@ -532,6 +532,7 @@ package final class JournalWriter: Sendable {
             seq += 1
         }
         let name = JournalFiles.segmentName(firstSeq: core.activeFirstSeq)
+        StopPoints.pass(.beforeWrite)
         do {
             try io.writeAll(core.activefd, buffer, subject: name)
         } catch {
@@ -548,6 +549,7 @@ package final class JournalWriter: Sendable {
             if error.isNoSpace { return .noSpace(JournalError(.noSpace(error), directory: directory)) }
             return .fatal(JournalError(.io(error), directory: directory))
         }
+        StopPoints.pass(.afterWrite)
         let started = Posix.monotonicNanos()
         do {
             try io.fdatasync(core.activefd, subject: name)
@@ -574,7 +576,9 @@ package final class JournalWriter: Sendable {
             let header = SegmentHeader(firstSeq: core.nextSeq, createdMillis: Posix.wallClockMillis(), journalID: core.journalID)
             do { try io.writeAll(fd, header.encoded(), subject: temp) } catch { throw io.err(error) }
             try io.fdatasync(fd, subject: temp)
+            StopPoints.pass(.rollTemp)
             try io.renameat(core.dirfd, temp, core.dirfd, name)
+            StopPoints.pass(.rollRenamed)
             try io.fsync(core.dirfd, subject: io.directory)
         } catch {
             io.close(fd)

@@ -61,6 +61,21 @@ package enum PushspoolDaemonMain {
                        + rules.map { "\($0.call) fails with errno \($0.errno) after \($0.skip) calls" }.joined(separator: "; "),
                        priority: 4)
         }
+        switch StopHook.decide(environment: { getenv($0).map { String(cString: $0) } }) {
+        case .none:
+            break
+        case .ignored(let spec):
+            events.log(.started, "ignoring \(StopHook.variable)=\(spec): it is a test hook and needs "
+                       + "\(FaultHook.allowVariable)=1 too", priority: 4)
+        case .invalid(let problem):
+            events.log(.fatal, "\(StopHook.variable): \(problem)")
+            notifier.failing(errno: EINVAL, status: "\(StopHook.variable): \(problem)")
+            return 64
+        case .arm(let point, let pass):
+            StopPoints.arm(point, pass: pass)
+            events.log(.started, "TEST STOP POINT ARMED (\(StopHook.variable)): SIGKILL at pass \(pass) of \(point.name)",
+                       priority: 4)
+        }
         events.log(.started, "pushspoold \(pushspoolVersion) starting",
                    fields: [("SPOOL_DIR", configuration.spool.directory), ("STATE_DIR", configuration.journal.stateDirectory)])
         let daemon: Daemon

@@ -177,6 +177,7 @@ final class FilePipeline: Sendable {
             case .committed(let seq):
                 // Durable now (this runs after the covering fdatasync); the unlink that
                 // acknowledges it happens on the acknowledger's thread.
+                StopPoints.pass(.afterSync)
                 acknowledger.submit { [self] in
                     removeProcessed(source.name)
                     onCommitted?(source.name, seq)
