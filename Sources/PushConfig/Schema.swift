@@ -1,3 +1,5 @@
+import PushPayload
+
 /// One key of pushspool.conf: how to parse it into the configuration and how to print it back.
 ///
 /// The table is the single place that names keys, so loading, `config show` and the shipped
@@ -348,21 +350,7 @@ enum Schema {
         return nil
     }
 
-    /// The rule of PushExport's `SubjectTemplate.validate` (the exporter checks again at start):
-    /// dot-separated non-empty tokens of printable ASCII without wildcards, placeholders only
-    /// `{vendor}` and `{platform}`.
-    static func subjectTemplateProblem(_ text: String) -> String? {
-        guard !text.isEmpty, text.utf8.count <= 200 else { return "must be 1 to 200 characters" }
-        for token in text.split(separator: ".", omittingEmptySubsequences: false) {
-            guard !token.isEmpty else { return "has an empty token (leading, trailing or double '.')" }
-            guard token.allSatisfy({ $0.isASCII && $0 != "*" && $0 != ">" && ($0.asciiValue ?? 0) > 0x20 && ($0.asciiValue ?? 0) < 0x7f }) else {
-                return "tokens must be printable ASCII without '*', '>' or spaces"
-            }
-            let stripped = token.replacing("{vendor}", with: "").replacing("{platform}", with: "")
-            guard !stripped.contains("{"), !stripped.contains("}") else { return "only {vendor} and {platform} are placeholders" }
-        }
-        return nil
-    }
+    static func subjectTemplateProblem(_ text: String) -> String? { ExportSubjectRule.problem(text) }
 
     static let byPath: [String: KeySpec] = Dictionary(uniqueKeysWithValues: keys.map { ($0.path, $0) })
 

@@ -20,11 +20,7 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-if [[ -n "${PUSHSPOOL_BIN_DIR:-}" ]]; then
-  bin_dir=$PUSHSPOOL_BIN_DIR
-else
-  bin_dir=$(cd "$root" && PATH="/opt/swift/usr/bin:$PATH" swift build --show-bin-path)
-fi
+bin_dir=$(pushspool_bin_dir "$root")
 for binary in pushspoold pushspoolctl pushspool-fetch; do
   [[ -x "$bin_dir/$binary" ]] || { echo "fetch-live: $bin_dir/$binary is missing; run 'swift build' first" >&2; exit 2; }
 done

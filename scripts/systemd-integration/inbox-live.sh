@@ -30,11 +30,7 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-if [[ -n "${PUSHSPOOL_BIN_DIR:-}" ]]; then
-  bin_dir=$PUSHSPOOL_BIN_DIR
-else
-  bin_dir=$(cd "$root" && PATH="/opt/swift/usr/bin:$PATH" swift build --show-bin-path)
-fi
+bin_dir=$(pushspool_bin_dir "$root")
 daemon_bin=$bin_dir/pushspoold ctl_bin=$bin_dir/pushspoolctl inbox_bin=$bin_dir/pushspool-inbox
 for binary in "$daemon_bin" "$ctl_bin" "$inbox_bin"; do
   [[ -x "$binary" ]] || { echo "inbox-live: $binary is missing; run 'swift build' first" >&2; exit 2; }

@@ -218,3 +218,13 @@ si_cleanup() {
   si_log "cleaned up"
   return "$status"
 }
+
+# The directory of the binaries under test: $PUSHSPOOL_BIN_DIR, or SwiftPM's (debug) bin path
+# of the checkout at $1.
+pushspool_bin_dir() {
+  if [[ -n "${PUSHSPOOL_BIN_DIR:-}" ]]; then
+    echo "$PUSHSPOOL_BIN_DIR"
+  else
+    (cd "$1" && PATH="/opt/swift/usr/bin:$PATH" swift build --show-bin-path)
+  fi
+}
