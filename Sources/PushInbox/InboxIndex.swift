@@ -93,6 +93,10 @@ package final class InboxIndex {
                 // dropped ones carry their own last-seq, so catch-up re-applies them.
                 try db.execute("PRAGMA synchronous=NORMAL")
                 try createSchema()
+            } else if try !Self.hasMetaTable(db) {
+                // A writer killed between creating the file and committing the schema (one
+                // transaction) leaves an empty database: not yet an index, like a missing one.
+                throw InboxError(.missing, path: path)
             }
             let version = try Self.meta(db, "schema_version") ?? 0
             guard version == Self.schemaVersion else { throw InboxError(.schemaMismatch(found: version), path: path) }
@@ -144,6 +148,12 @@ package final class InboxIndex {
             try insert.bind(2, Int64(0))
             try insert.run()
         }
+    }
+
+    static func hasMetaTable(_ db: SQLiteDatabase) throws(SQLiteError) -> Bool {
+        let statement = try db.statement("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+        defer { statement.reset() }
+        return try statement.step()
     }
 
     static func meta(_ db: SQLiteDatabase, _ key: String) throws(SQLiteError) -> Int64? {

@@ -38,7 +38,12 @@ import TestSupport
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal {
-                let applied = try InboxIndex(path: f.indexPath, readOnly: true).appliedSeq()
+                // Killed before the schema was committed (a loaded machine), the index is missing.
+                let applied: UInt64
+                do { applied = try InboxIndex(path: f.indexPath, readOnly: true).appliedSeq() } catch {
+                    guard case .missing = error.kind else { throw error }
+                    applied = 0
+                }
                 if applied < 30_200 { killedMidway = true }
             }
         }
@@ -50,6 +55,23 @@ import TestSupport
         let live = try InboxIndex(path: f.indexPath, readOnly: true)
         #expect(try live.appliedSeq() == 30_200)
         #expect(try live.canonicalDump() == InboxIndex(path: rebuilt, readOnly: true).canonicalDump())
+    }
+
+    /// A writer killed after SQLite created the file but before the schema transaction
+    /// committed leaves a database without tables; readers see "missing" (rebuild with
+    /// `nc reindex`), not an SQL error, and the next writer creates the schema.
+    @Test func anIndexKilledBeforeItsSchemaReadsAsMissing() throws {
+        let f = try InboxFixture()
+        try Posix.mkdirs(f.temp.appending("state/inbox"))
+        _ = try SQLiteDatabase(path: f.indexPath, mode: .readWriteCreate).pragmaText("PRAGMA journal_mode=WAL")
+        do {
+            _ = try InboxIndex(path: f.indexPath, readOnly: true)
+            Issue.record("opened an index without a schema")
+        } catch {
+            guard case .missing = error.kind else { Issue.record("expected .missing, got \(error)"); return }
+        }
+        let writer = try InboxIndex(path: f.indexPath)
+        #expect(try writer.appliedSeq() == 0)
     }
 
     @Test func ctlListCountInappAndReindex() async throws {
