@@ -35,6 +35,12 @@ final class Acknowledger: Sendable {
         if mustSchedule { queue.async { [self] in drain() } }
     }
 
+    /// Returns once every job submitted before the call has run (the drains are serial on
+    /// `queue`, and a job submitted during a drain is run by that drain).
+    func waitUntilIdle() {
+        queue.sync {}
+    }
+
     private func drain() {
         drains.add(1, ordering: .relaxed)
         var taken: [@Sendable () -> Void] = []

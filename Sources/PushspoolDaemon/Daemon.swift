@@ -510,6 +510,8 @@ package final class Daemon: Sendable {
         } catch {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
+        // Close commits what was queued; its acknowledgements run before the exit.
+        pipeline?.flushAcknowledgements()
         followers.stop()
         publishMetrics(store.current)
         reporter.flush()
@@ -522,6 +524,7 @@ package final class Daemon: Sendable {
 
     /// Logs, tells systemd why, and returns the exit status for a failing exit.
     private func fail(errno code: Int32, _ message: String) -> Int32 {
+        pipeline?.flushAcknowledgements()
         reporter.events.log(.fatal, message, fields: [(EventField.errno, String(code))])
         reporter.notifier.failing(errno: code, status: "failed: \(message)")
         return 1

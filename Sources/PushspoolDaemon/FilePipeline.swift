@@ -203,6 +203,12 @@ final class FilePipeline: Sendable {
         }
     }
 
+    /// Runs the acknowledgements of every record already durable: their spool files are
+    /// removed before a stop, so what is durable is acknowledged even when a later batch failed.
+    func flushAcknowledgements() {
+        acknowledger.waitUntilIdle()
+    }
+
     private func finishDuplicate(_ name: String, fields: [(String, String)]) {
         removeProcessed(name)
         reporter.duplicate(fields: fields)
