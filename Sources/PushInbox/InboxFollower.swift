@@ -195,7 +195,20 @@ package final class InboxFollower: Sendable {
                 sleepUnlessStopped(.seconds(1))
                 continue
             }
-            if applied == 0 { sleepUnlessStopped(pollInterval) }
+            if applied == 0 { sleepUntilNewRecords() }
+        }
+    }
+
+    /// Idle: waits up to `pollInterval`, but returns within 5 ms of the writer committing a
+    /// record past the index (the in-memory last seq, when the daemon passes it), so an app's
+    /// SSE stream sees a push well inside 100 ms without polling the journal files faster.
+    private func sleepUntilNewRecords() {
+        guard let journalLastSeq else { return sleepUnlessStopped(pollInterval) }
+        let applied = appliedSeq
+        let deadline = Posix.monotonicNanos() &+ pollInterval.clampedUInt64Nanoseconds
+        while !stopRequested, Posix.monotonicNanos() < deadline {
+            if let last = journalLastSeq(), last > applied { return }
+            usleep(5_000)
         }
     }
 
