@@ -32,6 +32,9 @@ swift test --skip-build --parallel --filter IntegrationTests
 ./scripts/systemd-integration/fetch-live.sh
 # pushspool-inbox socket-activated next to pushspoold, driven with curl (about 30 s).
 ./scripts/systemd-integration/inbox-live.sh
+# pushspoold@a/b/c from the template unit exporting into a 3-node NATS cluster (R3), a node
+# killed mid-export, a durable pull consumer reading every id once (about 40 s).
+./scripts/systemd-integration/instances-live.sh
 # The Debian package end to end: release build, lintian --pedantic, install with apt-get,
 # the installed unit under the systemd manager, upgrade, remove, purge (about 5 minutes on
 # top of the release build; it cleans up after itself and purges the package).

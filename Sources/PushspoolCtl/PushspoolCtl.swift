@@ -19,12 +19,17 @@ package struct GlobalOptions: Sendable, Equatable {
     package var config: String?
     /// `--instance NAME`: resolved into the three paths above by `parse`.
     package var instance: String?
+    /// `--root DIR`: the instance's paths are looked up under DIR (an image, a container's
+    /// root, a test's scratch tree) instead of /, like `systemctl --root=`.
+    package var root: String?
 
-    package init(spool: String? = nil, stateDir: String? = nil, config: String? = nil, instance: String? = nil) {
+    package init(spool: String? = nil, stateDir: String? = nil, config: String? = nil, instance: String? = nil,
+                 root: String? = nil) {
         self.spool = spool
         self.stateDir = stateDir
         self.config = config
         self.instance = instance
+        self.root = root
     }
 
     /// systemd's instance names allow more, but these are the ones that are safe as a path
@@ -104,7 +109,7 @@ package enum PushspoolCtl {
     ] }
 
     package static let usage = """
-        usage: pushspoolctl [--spool DIR] [--state-dir DIR] [--config FILE | --instance NAME] <subcommand> [options] [args]
+        usage: pushspoolctl [--spool DIR] [--state-dir DIR] [--config FILE | --instance NAME [--root DIR]] <subcommand> [options] [args]
                pushspoolctl help [<subcommand>] | --help | --version
         """
 
@@ -156,6 +161,10 @@ package enum PushspoolCtl {
                     throw UsageError("--instance takes a unit instance name of [A-Za-z0-9_.-] (not starting with '.'), got '\(instance)'")
                 }
                 globals.instance = instance
+            case "--root":
+                let root = try value(name, inline: inline)
+                guard root.hasPrefix("/") else { throw UsageError("--root takes an absolute directory, got '\(root)'") }
+                globals.root = root
             case "help":
                 let topic = i + 1 < arguments.count ? arguments[i + 1] : nil
                 if let topic, lookup(topic) == nil { throw UsageError("no such subcommand: \(topic)") }
@@ -181,13 +190,19 @@ package enum PushspoolCtl {
     /// `--instance NAME` stands for the three paths of `pushspoold@NAME.service`; given with
     /// any of them it would be ambiguous which one wins.
     static func applyInstance(_ globals: inout GlobalOptions) throws(UsageError) {
-        guard let instance = globals.instance else { return }
+        guard let instance = globals.instance else {
+            if globals.root != nil { throw UsageError("--root applies to --instance only") }
+            return
+        }
         guard globals.config == nil, globals.spool == nil, globals.stateDir == nil else {
             throw UsageError("--instance sets --config, --spool and --state-dir; do not combine them")
         }
-        globals.config = "/etc/pushspool/\(instance).conf"
-        globals.spool = "/var/spool/pushspool/\(instance)"
-        globals.stateDir = "/var/lib/pushspool/\(instance)"
+        // "/" and "" both mean the real root; no doubled slash in what is printed.
+        var root = globals.root ?? ""
+        while root.hasSuffix("/") { root.removeLast() }
+        globals.config = "\(root)/etc/pushspool/\(instance).conf"
+        globals.spool = "\(root)/var/spool/pushspool/\(instance)"
+        globals.stateDir = "\(root)/var/lib/pushspool/\(instance)"
     }
 
     static func lookup(_ name: String) -> (any CtlSubcommand.Type)? {
@@ -213,6 +228,7 @@ package enum PushspoolCtl {
                      "  --config FILE     configuration file (default /etc/pushspool/pushspool.conf)",
                      "  --instance NAME   the pushspoold@NAME instance: /etc/pushspool/NAME.conf,",
                      "                    /var/spool/pushspool/NAME, /var/lib/pushspool/NAME",
+                     "  --root DIR        with --instance: those paths under DIR (an image, a container)",
                      "  -h, --help        show this help; 'help <subcommand>' for one subcommand",
                      "  --version         print the version", "", "Subcommands:"]
         let width = subcommands.map { $0.name.count }.max() ?? 0

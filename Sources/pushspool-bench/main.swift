@@ -13,6 +13,8 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("export", runExportBench),
     ("all", runAllBench),
     ("c-loop", runCLoop),
+    // Not a benchmark: the durable pull consumer of scripts/systemd-integration/instances-live.sh.
+    ("nats-consume", runNatsConsume),
 ]
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 if let name = benchArguments.first, let bench = benchmarks.first(where: { $0.0 == name }) {
