@@ -16,8 +16,9 @@
 #    `pushspoolctl --instance NAME --root $root` must find each instance's paths: every drop
 #    and status below goes through it.
 # 3. The same N payload ids dropped into every spool (the host part of Nats-Msg-Id is what
-#    keeps them apart); once export is under way, the node holding most daemon connections is
-#    SIGKILLed; N more are dropped; every instance's `export status --json` must reach lag 0.
+#    keeps them apart); once export is under way, N more are dropped and, while they flow, the
+#    node holding most daemon connections is SIGKILLed; the daemons fail over to the other two
+#    and every instance's `export status --json` must reach lag 0.
 # 4. A durable pull consumer (`pushspool-bench nats-consume`, NatsClient.drainPullConsumer)
 #    reads the stream from the surviving nodes: every id of all three journals exactly once,
 #    nothing else; the same durable read again gets nothing (acks are remembered).
@@ -211,13 +212,22 @@ for n in 1 2 3; do
   echo "     (nats n$n holds $c pushspoold connection(s))"
   if (( c > most )); then most=$c victim=$n; fi
 done
-before_kill=$(for i in "${instances[@]}"; do echo -n "$i:$(status_field "$i" acknowledgedSeq)/$(status_field "$i" journalLastSeq) "; done)
+# Kill it mid-export: while the next N per instance are being dropped (a, then b, then c),
+# as soon as instance a journaled the first of them.
+drop_all $((N + 1)) $((2 * N)) &
+drop_pid=$!
+journaled_above() { local seq; seq=$(status_field "$1" journalLastSeq) || return 1; (( ${seq:-0} > $2 )); }
+check "instance a journals the second batch" poll "$WAIT" journaled_above a "$N"
 kill -KILL "${nats_pids[victim]}"
-wait "${nats_pids[victim]}" 2>/dev/null || true
-echo "     (SIGKILL to nats n$victim; acknowledged/journaled then: $before_kill)"
+at_kill=$(for i in "${instances[@]}"; do echo -n "$i:$(status_field "$i" acknowledgedSeq)/$(status_field "$i" journalLastSeq) "; done)
+unacked=0
+for i in "${instances[@]}"; do unacked=$(( unacked + 2 * N - $(status_field "$i" acknowledgedSeq) )); done
+{ wait "${nats_pids[victim]}"; } 2>/dev/null || true
+echo "     (SIGKILL to nats n$victim; acknowledged/journaled right after: $at_kill)"
 check "the killed node held at least one daemon's connection ($most)" test "$most" -ge 1
 check "nats n$victim is gone" bash -c "! kill -0 ${nats_pids[victim]} 2>/dev/null"
-drop_all $((N + 1)) $((2 * N))
+check "the kill came mid-export: $unacked of $((6 * N)) records not yet acknowledged then" test "$unacked" -gt 0
+check "the second batch was dropped into all three spools (pushspoolctl drop exit 0)" wait "$drop_pid"
 
 caught_up() {  # every instance: 2N journaled, all acknowledged, lag 0
   local i
@@ -235,6 +245,16 @@ for i in "${instances[@]}"; do
   check "pushspoolctl --instance $i export status: connected again after the kill" \
     poll "$WAIT" bash -c '[[ $("$@" | jq -r .connected) == true ]]' _ "$ctl_bin" --instance "$i" --root "$root" export status --json
 done
+all_reconnected() {  # the three daemons' connections are on the surviving nodes
+  local n total=0 c
+  for n in 1 2 3; do
+    (( n == victim )) && continue
+    c=$(daemon_connections "$n") || return 1
+    total=$(( total + c ))
+  done
+  (( total == 3 ))
+}
+check "the surviving nodes hold all three daemons' connections (failover)" poll "$WAIT" all_reconnected
 surviving=()
 for n in 1 2 3; do (( n == victim )) || surviving+=("nats://127.0.0.1:${client_port[n]}"); done
 stream_replicas() { curl -fsS "http://127.0.0.1:${monitor_port[$1]}/jsz?streams=true&config=true" | jq -r --arg s "$stream" '[.account_details[]?.stream_detail[]? | select(.name == $s) | .config.num_replicas] | first // empty'; }
