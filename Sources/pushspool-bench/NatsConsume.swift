@@ -2,8 +2,8 @@
 import Foundation
 import PushExport
 
-/// `pushspool-bench nats-consume --url URL [--url URL]... --stream S --durable D
-/// [--subject SUBJ] [--idle-sec N] [--attempts N]`
+/// `pushspool-bench nats-consume --url URL [--url URL]... --stream S --durable D --subject SUBJ
+/// [--idle-sec N] [--attempts N]`
 ///
 /// Not a benchmark: the reading side of scripts/systemd-integration/instances-live.sh. Reads
 /// `S` through the durable pull consumer `D` (created on first use) with the same
@@ -19,13 +19,14 @@ func runNatsConsume(arguments: [String]) {
     var urls: [String] = []
     var stream = ""
     var durable = ""
-    var subject = ">"
+    // Required: the consumer's filter must lie inside the stream's subjects (">" would not).
+    var subject = ""
     var idleSeconds = 2
     var attempts = 10
     func usage() -> Never {
         FileHandle.standardError.write(Data("""
             usage: pushspool-bench nats-consume --url URL [--url URL]... --stream NAME --durable NAME
-                                                [--subject SUBJECT] [--idle-sec N] [--attempts N]
+                                                --subject SUBJECT [--idle-sec N] [--attempts N]
 
             """.utf8))
         exit(64)
@@ -45,7 +46,7 @@ func runNatsConsume(arguments: [String]) {
         }
         index += 2
     }
-    guard !urls.isEmpty, !stream.isEmpty, !durable.isEmpty else { usage() }
+    guard !urls.isEmpty, !stream.isEmpty, !durable.isEmpty, !subject.isEmpty else { usage() }
 
     var lastError = ""
     for attempt in 1...attempts {
