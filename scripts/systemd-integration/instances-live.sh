@@ -33,11 +33,7 @@ repo=$(cd "$here/../.." && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-if [[ -n "${PUSHSPOOL_BIN_DIR:-}" ]]; then
-  bin_dir=$PUSHSPOOL_BIN_DIR
-else
-  bin_dir=$(cd "$repo" && PATH="/opt/swift/usr/bin:$PATH" swift build --show-bin-path)
-fi
+bin_dir=$(pushspool_bin_dir "$repo")
 daemon_bin=$bin_dir/pushspoold
 ctl_bin=$bin_dir/pushspoolctl
 bench_bin=$bin_dir/pushspool-bench
