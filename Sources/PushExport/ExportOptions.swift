@@ -19,8 +19,13 @@ package struct ExportOptions: Sendable, Equatable {
     package var ackTimeout: Duration = .seconds(5)
     /// The export lag (records) past which a journald event is logged.
     package var lagWarnRecords: UInt64 = 100_000
-    /// `<host id>` in `Nats-Msg-Id`; empty = /etc/machine-id.
+    /// `<host id>` in `Nats-Msg-Id`; empty = /etc/machine-id (with `.<instance>` for an instance).
     package var hostId = ""
+    /// The `pushspoold@NAME` instance (`PUSHSPOOL_INSTANCE`, set by the template unit; `pushspoolctl
+    /// --instance`): instances on one host share /etc/machine-id, and with the same default
+    /// host id a payload id journaled by two of them would get one message id — the stream would
+    /// drop all but the first. `nil` = the main daemon.
+    package var instance: String?
     package var credentialsFile = ""
     package var tlsCAFile = ""
     package var tlsCertFile = ""
@@ -41,7 +46,8 @@ package struct ExportOptions: Sendable, Equatable {
     package var journalDirectory: String { stateDirectory + "/journal" }
     package var exportDirectory: String { stateDirectory + "/export" }
 
-    /// The configured host id, or /etc/machine-id's first line; refuses one that is empty or
+    /// The configured host id, or /etc/machine-id's first line (plus `.<instance>` for an
+    /// instance); refuses one that is empty or
     /// holds characters a message id should not (`:` is the separator, so it is refused too).
     package func resolvedHostId(machineIdPath: String = "/etc/machine-id") throws(ExportError) -> String {
         var id = hostId
@@ -51,6 +57,10 @@ package struct ExportOptions: Sendable, Equatable {
                 throw ExportError(.config, "no [Export] HostId= and \(machineIdPath) is unreadable", cause: error)
             }
             id = String(decoding: bytes, as: UTF8.self).trimmingSpaces
+            if let instance, !instance.isEmpty {
+                // systemd instance names may hold characters a message id should not: map them.
+                id += "." + String(instance.map { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) ? $0 : "_" })
+            }
         }
         guard !id.isEmpty, id.utf8.count <= 64, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
             throw ExportError(.config, "host id '\(id.prefix(80))' must be 1 to 64 characters of [A-Za-z0-9._-]")

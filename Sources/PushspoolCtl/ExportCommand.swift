@@ -121,6 +121,7 @@ package struct ExportCommand: CtlSubcommand {
             options.duplicateWindow = settings.duplicateWindow
             options.ackTimeout = settings.ackTimeout
             options.hostId = settings.hostId
+            options.instance = context.globals.instance
             options.credentialsFile = settings.credentialsFile
             options.tlsCAFile = settings.tlsCAFile
             options.tlsCertFile = settings.tlsCertFile

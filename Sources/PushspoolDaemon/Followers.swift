@@ -94,6 +94,7 @@ final class Followers: Sendable {
         options.subject = settings.subject
         options.stream = settings.stream
         options.replicas = settings.replicas
+        options.instance = environment["PUSHSPOOL_INSTANCE"]
         options.duplicateWindow = settings.duplicateWindow
         options.maxPending = settings.maxPending
         options.ackTimeout = settings.ackTimeout
@@ -114,7 +115,9 @@ final class Followers: Sendable {
 
     static func environment() -> [String: String] {
         var out: [String: String] = [:]
-        if let value = getenv("CREDENTIALS_DIRECTORY") { out["CREDENTIALS_DIRECTORY"] = String(cString: value) }
+        for name in ["CREDENTIALS_DIRECTORY", "PUSHSPOOL_INSTANCE"] {
+            if let value = getenv(name) { out[name] = String(cString: value) }
+        }
         return out
     }
 

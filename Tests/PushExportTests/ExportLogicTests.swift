@@ -123,4 +123,21 @@ import TestSupport
         options.hostId = "a:b"
         #expect(throws: ExportError.self) { try options.resolvedHostId() }
     }
+
+    /// Instances on one host share /etc/machine-id: without the instance in the default host
+    /// id, one payload id journaled by two instances would get one `Nats-Msg-Id`, and the stream
+    /// would drop all but the first.
+    @Test func instancesGetDistinctDefaultHostIds() throws {
+        let temp = TempDir()
+        try Posix.writeFileAtomically(directory: temp.path, name: "machine-id", bytes: Array("0123abcd\n".utf8))
+        var a = ExportOptions(stateDirectory: temp.path)
+        a.instance = "a"
+        var b = a
+        b.instance = "b@x"
+        let idA = try a.resolvedHostId(machineIdPath: temp.appending("machine-id"))
+        let idB = try b.resolvedHostId(machineIdPath: temp.appending("machine-id"))
+        #expect(idA == "0123abcd.a" && idB == "0123abcd.b_x")
+        a.hostId = "web-1"
+        #expect(try a.resolvedHostId(machineIdPath: temp.appending("machine-id")) == "web-1")
+    }
 }

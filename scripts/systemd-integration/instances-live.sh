@@ -12,7 +12,8 @@
 #    manager expands it), only /usr/sbin/pushspoold replaced by the binary under test and the
 #    absolute paths moved under a scratch root ($root/etc/pushspool/%i.conf, ...). Instances
 #    a, b, c each get $root/etc/pushspool/NAME.conf ([Export] Enabled=yes, URL= all three
-#    servers, Replicas=3, HostId=si-NAME) and start (systemctl --user start blocks on READY=1).
+#    servers, Replicas=3, no HostId=: the template's PUSHSPOOL_INSTANCE=%i makes the default
+#    <machine-id>.NAME, distinct per instance) and start (systemctl --user start blocks on READY=1).
 #    `pushspoolctl --instance NAME --root $root` must find each instance's paths: every drop
 #    and status below goes through it.
 # 3. The same N payload ids dropped into every spool (the host part of Nats-Msg-Id is what
@@ -125,8 +126,12 @@ syslog_identifier=$(sed -n 's/^SyslogIdentifier=//p' "$template")
 # per instance here, so it is carried over from the template as well.
 # ExecStopPost= records how each run ended: an inactive unit is unloaded, so `systemctl show`
 # no longer has its exit status ($$ is a literal $ in a unit file).
+# The template's Environment= lines too: PUSHSPOOL_INSTANCE=%i gives each instance its own
+# default export host id, which this test relies on (no HostId= in the configs).
+template_env=()
+while IFS= read -r assignment; do template_env+=(--env "$assignment"); done < <(sed -n 's/^Environment=//p' "$template" | tr -d '"')
 "$here/render-user-unit.sh" --unit "$template" --exec "$exec_line" --set LimitCORE=0 \
-  ${syslog_identifier:+--set "SyslogIdentifier=$syslog_identifier"} \
+  ${syslog_identifier:+--set "SyslogIdentifier=$syslog_identifier"} "${template_env[@]}" \
   --set "ExecStopPost=/bin/sh -c 'echo \"%i \$\$SERVICE_RESULT \$\$EXIT_CODE \$\$EXIT_STATUS\" >>$work/exits'" \
   >"$work/pushspoold@.service"
 si_install_unit "pushspoold@.service" "$work/pushspoold@.service"
@@ -150,7 +155,6 @@ URL=$urls
 Stream=$stream
 Replicas=3
 AckTimeoutSec=2s
-HostId=si-$i
 EOF
 done
 
@@ -259,7 +263,9 @@ check "the stream $stream is R3 (from n$other's /jsz: $(stream_replicas "$other"
 
 # ---------------------------------------------------------------- 4. durable pull consumer
 note "4. a durable pull consumer reads every id of all three exactly once"
-for i in "${instances[@]}"; do ctl "$i" journal cat | cut -f3 | sed "s/^/si-$i:/"; done | sort >"$work/expected"
+# The default host id of an instance: /etc/machine-id plus ".NAME" (PUSHSPOOL_INSTANCE=%i).
+host_of() { printf '%s.%s' "$(tr -d '[:space:]' </etc/machine-id)" "$1"; }
+for i in "${instances[@]}"; do ctl "$i" journal cat | cut -f3 | sed "s/^/$(host_of "$i"):/"; done | sort >"$work/expected"
 check "the three journals hold $((6 * N)) records with distinct message ids" \
   test "$(wc -l <"$work/expected")" -eq $((6 * N)) -a "$(sort -u "$work/expected" | wc -l)" -eq $((6 * N))
 consume() { "$bench_bin" nats-consume --url "${surviving[*]}" --stream "$stream" --durable "$durable" --subject 'pushspool.*.*'; }
@@ -274,7 +280,7 @@ extra=$(comm -13 "$work/expected" <(sort -u "$work/consumed.sorted") | wc -l)
 check "every journaled id of all three instances was consumed ($missing missing)" test "$missing" -eq 0
 check "nothing consumed that no journal holds ($extra extra)" test "$extra" -eq 0
 for i in "${instances[@]}"; do
-  check "instance $i: $((2 * N)) ids with host part si-$i" test "$(grep -c "^si-$i:" "$work/consumed")" -eq $((2 * N))
+  check "instance $i: $((2 * N)) ids with host part $(host_of "$i")" test "$(grep -c "^$(host_of "$i"):" "$work/consumed")" -eq $((2 * N))
 done
 # The same payload id from the three spools is three messages: only the host part differs.
 check "payload si-$run-1 arrived once from each instance" \
