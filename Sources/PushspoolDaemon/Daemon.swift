@@ -40,8 +40,6 @@ package final class Daemon: Sendable {
     private let processing = BlockingQueue(label: "pushspool.process")
     /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
     private let waker = Mutex<Waker?>(nil)
-    /// Kept alive for the process's lifetime; set once by `run()` before any signal can matter.
-    private nonisolated(unsafe) var signalSources: [DispatchSourceSignal] = []
     private let readyFlag = Atomic<Bool>(false)
     private let returnedFlag = Atomic<Bool>(false)
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
@@ -161,7 +159,10 @@ package final class Daemon: Sendable {
     /// (exit 1, nothing more written). Call from one thread; it blocks.
     package func run() -> Int32 {
         defer { returnedFlag.store(true, ordering: .releasing) }
-        installSignalHandlers()
+        guard let signals = installSignalHandlers() else {
+            return fail(errno: EAGAIN, "cannot start the signal thread")
+        }
+        defer { signals.stop() }
         let crashGuard = CrashGuard(stateDirectory: stateDirectory)
         defer { crashGuard.end() }
         // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
@@ -533,18 +534,12 @@ package final class Daemon: Sendable {
         return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
     }
 
-    private func installSignalHandlers() {
-        let queue = DispatchQueue(label: "pushspool.signals")
-        // A parent may start us with these blocked (test runners, some supervisors pass their
-        // mask on): a blocked SIGTERM would stay pending and never stop the daemon.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, signalNumber) }
-        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            source.setEventHandler { [self] in
+    /// Starts taking SIGTERM/SIGINT (drain and stop) and SIGHUP (reload) on a thread of
+    /// their own; `SignalWatcher` says why not a dispatch source. Nil (and an error logged)
+    /// when the thread cannot be made: the caller stops then, since it could not be stopped.
+    private func installSignalHandlers() -> SignalWatcher? {
+        do {
+            return try SignalWatcher { [self] signalNumber in
                 if signalNumber == SIGHUP {
                     state.withLock { $0.requestReload() }
                 } else {
@@ -552,8 +547,9 @@ package final class Daemon: Sendable {
                 }
                 waker.withLock { $0?.wake() }
             }
-            source.resume()
-            signalSources.append(source)
+        } catch {
+            reporter.error("cannot start the signal thread: \(error)")
+            return nil
         }
     }
 
