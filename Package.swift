@@ -124,7 +124,9 @@ let package = Package(
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
-        .testTarget(name: "PushspoolDaemonTests", dependencies: ["PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool"]),
+        .testTarget(name: "PushspoolDaemonTests", dependencies: [
+            "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
+        ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [

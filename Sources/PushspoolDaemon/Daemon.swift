@@ -36,12 +36,15 @@ package final class Daemon: Sendable {
     private let state: Mutex<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
-    /// Where claimed files are read, normalised and handed to the journal.
+    /// Where claimed files are read, normalised and handed to the journal under a burst.
     private let processing = BlockingQueue(label: "pushspool.process")
+    /// Jobs submitted to `processing` and not finished: inline processing waits for zero, so
+    /// a file never overtakes files claimed before it.
+    private let processingPending = Atomic<Int>(0)
+    /// Files processed on the ingest thread itself (a quiet spool): for tests and benchmarks.
+    package let inlineProcessed = Atomic<Int>(0)
     /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
     private let waker = Mutex<Waker?>(nil)
-    /// Kept alive for the process's lifetime; set once by `run()` before any signal can matter.
-    private nonisolated(unsafe) var signalSources: [DispatchSourceSignal] = []
     private let readyFlag = Atomic<Bool>(false)
     private let returnedFlag = Atomic<Bool>(false)
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
@@ -161,7 +164,10 @@ package final class Daemon: Sendable {
     /// (exit 1, nothing more written). Call from one thread; it blocks.
     package func run() -> Int32 {
         defer { returnedFlag.store(true, ordering: .releasing) }
-        installSignalHandlers()
+        guard let signals = installSignalHandlers() else {
+            return fail(errno: EAGAIN, "cannot start the signal thread")
+        }
+        defer { signals.stop() }
         let crashGuard = CrashGuard(stateDirectory: stateDirectory)
         defer { crashGuard.end() }
         // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
@@ -349,10 +355,23 @@ package final class Daemon: Sendable {
     }
 
     /// Claims and processes each name; a name whose twin is still in `processing/` waits.
-    /// Claimed names go to the processing queue in chunks: one hand-off (and at most one
-    /// wake-up of that thread) per chunk instead of per file, while renames of the next chunk
-    /// overlap with reading the last. A batch of one (a quiet spool) is handed over at once.
+    /// Adaptive: a small batch (a quiet spool, files arriving one by one) while the processing
+    /// queue is idle is processed right here on the ingest thread — a hand-off would cost a
+    /// wake-up and two context switches per file for a few microseconds of work. Under a
+    /// burst, claimed names go to the processing queue in chunks: one hand-off (and at most
+    /// one wake-up of that thread) per chunk instead of per file, while renames of the next
+    /// chunk overlap with reading the last.
     private func claimAndProcess(_ names: [String], feed: IncomingFeed) {
+        if names.count <= Self.inlineBatchLimit && processingPending.load(ordering: .acquiring) == 0 {
+            for name in names {
+                guard admit() else { return }
+                if claim(name, feed: feed, handOver: false) {
+                    inlineProcessed.add(1, ordering: .relaxed)
+                    processClaimed(name)
+                }
+            }
+            return
+        }
         var claimed: [String] = []
         claimed.reserveCapacity(Self.claimChunk)
         for name in names {
@@ -373,6 +392,10 @@ package final class Daemon: Sendable {
         }
         if !claimed.isEmpty { submit(claimed) }
     }
+
+    /// Batches up to this size are processed inline when the processing queue is idle: more
+    /// than a file or two at once means a burst has begun, and both cores should work.
+    static let inlineBatchLimit = 2
 
     /// Files claimed before the processing queue gets them. Small enough that the first of a
     /// chunk does not wait long for the renames of the rest.
@@ -425,15 +448,20 @@ package final class Daemon: Sendable {
     }
 
     private func submit(_ names: [String]) {
+        processingPending.add(1, ordering: .relaxed)
         processing.submit { [self] in
-            for name in names {
-                if state.withLock({ $0.isFailed }) {
-                    // The journal stopped for good: touch nothing more; the file stays in processing/.
-                    end(name, .leftForNextStart)
-                } else {
-                    pipeline.process(name)
-                }
-            }
+            for name in names { processClaimed(name) }
+            processingPending.subtract(1, ordering: .releasing)
+        }
+    }
+
+    /// One claimed file through the pipeline, on whichever thread decided to run it.
+    private func processClaimed(_ name: String) {
+        if state.withLock({ $0.isFailed }) {
+            // The journal stopped for good: touch nothing more; the file stays in processing/.
+            end(name, .leftForNextStart)
+        } else {
+            pipeline.process(name)
         }
     }
 
@@ -536,18 +564,12 @@ package final class Daemon: Sendable {
         return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
     }
 
-    private func installSignalHandlers() {
-        let queue = DispatchQueue(label: "pushspool.signals")
-        // A parent may start us with these blocked (test runners, some supervisors pass their
-        // mask on): a blocked SIGTERM would stay pending and never stop the daemon.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, signalNumber) }
-        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            source.setEventHandler { [self] in
+    /// Starts taking SIGTERM/SIGINT (drain and stop) and SIGHUP (reload) on a thread of
+    /// their own; `SignalWatcher` says why not a dispatch source. Nil (and an error logged)
+    /// when the thread cannot be made: the caller stops then, since it could not be stopped.
+    private func installSignalHandlers() -> SignalWatcher? {
+        do {
+            return try SignalWatcher { [self] signalNumber in
                 if signalNumber == SIGHUP {
                     state.withLock { $0.requestReload() }
                 } else {
@@ -555,8 +577,9 @@ package final class Daemon: Sendable {
                 }
                 waker.withLock { $0?.wake() }
             }
-            source.resume()
-            signalSources.append(source)
+        } catch {
+            reporter.error("cannot start the signal thread: \(error)")
+            return nil
         }
     }
 

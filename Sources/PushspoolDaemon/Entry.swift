@@ -9,6 +9,10 @@ import PushConfig
 /// `pushspoold`'s whole program; the executable only calls `main` and exits with its status.
 package enum PushspoolDaemonMain {
     package static func main(_ argv: [String]) -> Int32 {
+        // Before any thread exists, so that every thread inherits the mask: a SIGTERM that
+        // comes during start-up waits pending for the signal thread `run()` starts, instead
+        // of killing the process mid-recovery or being dropped (see `SignalWatcher`).
+        SignalWatcher.blockInThisThread()
         let arguments: DaemonArguments
         do {
             arguments = try DaemonArguments.parse(Array(argv.dropFirst()))

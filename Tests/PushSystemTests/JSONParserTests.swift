@@ -99,4 +99,27 @@ import PushSystem
         let v = try parse(text)
         #expect(v.serializedCount == v.serialized().count)
     }
+
+    /// Keys are ordered by their UTF-8 bytes (code point order) — not by Swift's `String <`
+    /// — including prefixes, the empty key and characters outside the BMP; the memcmp sort
+    /// agrees with a plain byte-array sort on random keys.
+    @Test func keysSortByUTF8BytesWhateverTheirScript() throws {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [String] = ["a", "b", "A", "Z", "_", "0", "é", "ſ", "Я", "中", "😀", "\u{FFFF}", "~", " "]
+        var keys: Set<String> = ["", "a", "aa", "ab", "a\u{0}"]
+        while keys.count < 300 {
+            keys.insert((0..<Int.random(in: 1...6, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined())
+        }
+        let object = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.null) }))
+        guard case .object(let reparsed) = try JSONParser(maxDepth: 4).parse(object.serialized()) else {
+            Issue.record("not an object"); return
+        }
+        #expect(reparsed.count == keys.count)
+        // The order written: keys in the order their members appear in the output.
+        let text = object.serializedString()
+        let expected = keys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+        let rebuilt = "{" + expected.map { "\(JSONValue.string(String(decoding: $0, as: UTF8.self)).serializedString()):null" }
+            .joined(separator: ",") + "}"
+        #expect(text == rebuilt)
+    }
 }

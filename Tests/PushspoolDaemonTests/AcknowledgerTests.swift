@@ -3,11 +3,12 @@ import Synchronization
 import Testing
 @testable import PushspoolDaemon
 
-/// The acknowledger takes committed files off the journal's writer thread: every job runs,
-/// in submission order, on another thread, and a burst costs few drains, not one per job.
+/// The acknowledger takes committed files off the journal's writer thread under a burst:
+/// every job runs, in submission order, a burst on another thread and in few drains; a job
+/// that comes alone runs at once on the submitting thread, with no hand-off at all.
 @Suite struct AcknowledgerTests {
     @Test func jobsRunInOrderOffTheSubmittingThread() throws {
-        let acknowledger = Acknowledger(label: "test.ack")
+        let acknowledger = Acknowledger(label: "test.ack", burstGapNanos: 1_000_000_000)
         let seen = Mutex<[Int]>([])
         let offThread = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
@@ -22,15 +23,59 @@ import Testing
         }
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(seen.withLock { $0 } == Array(0..<count))
-        #expect(offThread.load(ordering: .relaxed) == count)
+        // The first job of a burst comes alone (nothing before it) and runs inline; the rest
+        // follow within microseconds and are handed over.
+        #expect(offThread.load(ordering: .relaxed) >= count - 1)
+        #expect(acknowledger.inlineRuns.load(ordering: .relaxed) <= 1)
+    }
+
+    /// Files arriving slowly: each completion comes alone and runs on the submitting thread,
+    /// so no drain (no wake-up of another thread) is ever scheduled.
+    @Test func spacedJobsRunInlineWithoutAHandOff() throws {
+        let acknowledger = Acknowledger(label: "test.ack.slow", burstGapNanos: 200_000)
+        let submitter = pthread_self()
+        let onSubmitter = Atomic<Int>(0)
+        let seen = Mutex<[Int]>([])
+        for i in 0..<20 {
+            acknowledger.submit {
+                if pthread_equal(pthread_self(), submitter) != 0 { onSubmitter.add(1, ordering: .relaxed) }
+                seen.withLock { $0.append(i) }
+            }
+            usleep(2_000)
+        }
+        #expect(seen.withLock { $0 } == Array(0..<20))
+        #expect(onSubmitter.load(ordering: .relaxed) == 20)
+        #expect(acknowledger.inlineRuns.load(ordering: .relaxed) == 20)
+        #expect(acknowledger.drains.load(ordering: .relaxed) == 0)
+    }
+
+    /// A job submitted while a drain still runs queues behind it even when it comes alone:
+    /// order is kept, it never overtakes the jobs before it.
+    @Test func aLoneJobDuringADrainQueuesBehindIt() throws {
+        let acknowledger = Acknowledger(label: "test.ack.order", burstGapNanos: 2_000_000)
+        let gate = DispatchSemaphore(value: 0)
+        let seen = Mutex<[Int]>([])
+        acknowledger.submit { seen.withLock { $0.append(0) } }   // alone: inline
+        acknowledger.submit {                                    // a burst: handed over
+            gate.wait()
+            seen.withLock { $0.append(1) }
+        }
+        usleep(20_000)                                           // past the gap, drain blocked
+        acknowledger.submit { seen.withLock { $0.append(2) } }
+        #expect(seen.withLock { $0 } == [0])
+        gate.signal()
+        let deadline = Date().addingTimeInterval(10)
+        while seen.withLock({ $0.count }) < 3 && Date() < deadline { usleep(1_000) }
+        #expect(seen.withLock { $0 } == [0, 1, 2])
     }
 
     /// Jobs submitted while a drain runs join it: a slow first job lets the rest pile up, and
     /// they all run in the same drain rather than one scheduled each.
     @Test func jobsSubmittedDuringADrainJoinIt() throws {
-        let acknowledger = Acknowledger(label: "test.ack.join")
+        let acknowledger = Acknowledger(label: "test.ack.join", burstGapNanos: 1_000_000_000)
         let gate = DispatchSemaphore(value: 0)
         let ran = Atomic<Int>(0)
+        acknowledger.submit { ran.add(1, ordering: .relaxed) }   // alone: inline
         acknowledger.submit {
             gate.wait()
             ran.add(1, ordering: .relaxed)
@@ -42,8 +87,8 @@ import Testing
         }
         gate.signal()
         let deadline = Date().addingTimeInterval(10)
-        while ran.load(ordering: .relaxed) < 101 && Date() < deadline { usleep(1_000) }
-        #expect(ran.load(ordering: .relaxed) == 101)
+        while ran.load(ordering: .relaxed) < 102 && Date() < deadline { usleep(1_000) }
+        #expect(ran.load(ordering: .relaxed) == 102)
         #expect(acknowledger.drains.load(ordering: .relaxed) == 1)
     }
 }

@@ -1,0 +1,86 @@
+@preconcurrency import Glibc
+import Foundation
+import Synchronization
+import Testing
+import PushConfig
+import PushSystem
+import PushSystemd
+import PushJournal
+@testable import PushspoolDaemon
+
+/// The hand-off to the processing queue pays only under a burst: files arriving one by one
+/// are processed on the ingest thread itself, a burst goes to the processing queue in chunks;
+/// either way every file ends durable and its spool file removed.
+@Suite(.serialized) struct AdaptiveHandOffTests {
+    @Test func slowArrivalIsProcessedInlineAndABurstIsHandedOver() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("pushspool-adaptive-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let config = root + "/pushspool.conf"
+        try "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Inbox]\nEnabled=no\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let store = try ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
+        let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer { close(devNull) }
+        let committed = Mutex<Set<String>>([])
+        let daemon = try Daemon(arguments: DaemonArguments(), store: store,
+                                events: EventLog(identifier: "adaptive-test", destination: .lines(fd: devNull)),
+                                notifier: SystemdNotifier(), metrics: Metrics(),
+                                onCommitted: { name, _ in _ = committed.withLock { $0.insert(name) } })
+        Thread { _ = daemon.run() }.start()
+        defer {
+            daemon.requestStop()
+            let deadline = Date().addingTimeInterval(30)
+            while !daemon.hasReturned && Date() < deadline { usleep(10_000) }
+        }
+        try waitFor("READY") { daemon.isReady }
+
+        func drop(_ name: String, _ index: Int) throws {
+            let json = "{\"pushspool\":1,\"user\":\"u\",\"platform\":\"ios\",\"payload\":{\"aps\":{\"alert\":{\"title\":\"t\",\"body\":\"b \(index)\"}},\"uniqueKey\":\"\(name)\"}}"
+            try json.write(toFile: root + "/spool/tmp/" + name, atomically: false, encoding: .utf8)
+            guard rename(root + "/spool/tmp/" + name, root + "/spool/incoming/" + name) == 0 else {
+                throw SystemError(call: "rename", errno: errno, subject: name)
+            }
+        }
+
+        // One file every 20 ms: each is alone, the processing queue idle.
+        let slow = 30
+        for i in 0..<slow {
+            try drop("slow-\(i).json", i)
+            usleep(20_000)
+        }
+        try waitFor("the slow files to be durable") { committed.withLock { $0.count } == slow }
+        let inlineAfterSlow = daemon.inlineProcessed.load(ordering: .relaxed)
+        #expect(inlineAfterSlow >= slow * 2 / 3, "only \(inlineAfterSlow) of \(slow) slow files processed inline")
+
+        // A burst: staged first, then renamed in as fast as possible.
+        let burst = 3_000
+        for i in 0..<burst {
+            let name = "burst-\(i).json"
+            let json = "{\"pushspool\":1,\"user\":\"u\",\"platform\":\"ios\",\"payload\":{\"aps\":{\"alert\":{\"title\":\"t\",\"body\":\"b \(i)\"}},\"uniqueKey\":\"\(name)\"}}"
+            try json.write(toFile: root + "/spool/tmp/" + name, atomically: false, encoding: .utf8)
+        }
+        for i in 0..<burst {
+            let name = "burst-\(i).json"
+            #expect(rename(root + "/spool/tmp/" + name, root + "/spool/incoming/" + name) == 0)
+        }
+        try waitFor("the burst to be durable") { committed.withLock { $0.count } == slow + burst }
+        let inlineInBurst = daemon.inlineProcessed.load(ordering: .relaxed) - inlineAfterSlow
+        #expect(inlineInBurst < burst / 4, "\(inlineInBurst) of \(burst) burst files processed inline: the burst was not handed over")
+        // Acknowledged means removed: nothing is left in the spool once every record is durable.
+        try waitFor("the spool to empty") {
+            let incoming = try FileManager.default.contentsOfDirectory(atPath: root + "/spool/incoming")
+            let processing = try FileManager.default.contentsOfDirectory(atPath: root + "/spool/processing")
+            return incoming.isEmpty && processing.isEmpty
+        }
+    }
+
+    private func waitFor(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return }
+            usleep(5_000)
+        }
+        Issue.record("timed out waiting for \(what)")
+        throw CancellationError()
+    }
+}
