@@ -311,9 +311,13 @@ package final class NatsClient {
 
     /// Reads through a durable pull consumer `durable` on `stream` (created on first use),
     /// acknowledging each message, until a fetch of up to `batch` returns nothing within
-    /// `idle`. Wraps js_PullSubscribe(3), natsSubscription_Fetch(3), natsMsg_Ack(3).
+    /// `idle` — but not before `atLeast` messages were read or `patience` has passed: right
+    /// after a node of a cluster died, fetches time out empty until the consumer has a leader
+    /// again. Wraps js_PullSubscribe(3), natsSubscription_Fetch(3), natsMsg_Ack(3).
     package func drainPullConsumer(stream: String, subject: String, durable: String, batch: Int = 256,
-                                   idle: Duration = .seconds(2)) throws(ExportError) -> [StoredMessage] {
+                                   idle: Duration = .seconds(2), atLeast: Int = 0,
+                                   patience: Duration = .seconds(60)) throws(ExportError) -> [StoredMessage] {
+        let patienceEnd = Posix.monotonicNanos() &+ patience.clampedUInt64Nanoseconds
         var sub: OpaquePointer?
         var code = jsErrCode(0)
         var subOpts = jsSubOptions()
@@ -331,7 +335,10 @@ package final class NatsClient {
         while true {
             var list = natsMsgList()
             let fetched = natsSubscription_Fetch(&list, sub, Int32(clamping: batch), idle.clampedMilliseconds, &code)
-            if fetched == NATS_TIMEOUT { break }
+            if fetched == NATS_TIMEOUT {
+                if out.count < atLeast, Posix.monotonicNanos() < patienceEnd { continue }
+                break
+            }
             guard fetched == NATS_OK else {
                 throw ExportError(.stream, "fetch from \(durable): \(natsText(fetched))", natsStatus: Int32(bitPattern: fetched.rawValue))
             }
@@ -342,7 +349,7 @@ package final class NatsClient {
                 _ = natsMsg_Ack(msg, nil)
             }
             natsMsgList_Destroy(&list)  // zeroes list.Count
-            if count == 0 { break }
+            if count == 0 && (out.count >= atLeast || Posix.monotonicNanos() >= patienceEnd) { break }
         }
         return out
     }

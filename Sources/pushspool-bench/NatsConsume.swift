@@ -23,10 +23,13 @@ func runNatsConsume(arguments: [String]) {
     var subject = ""
     var idleSeconds = 2
     var attempts = 10
+    // Keep fetching through empty timeouts until this many arrived (or 60 s): right after a
+    // cluster node died, the consumer has no leader for a moment.
+    var atLeast = 0
     func usage() -> Never {
         FileHandle.standardError.write(Data("""
             usage: pushspool-bench nats-consume --url URL [--url URL]... --stream NAME --durable NAME
-                                                --subject SUBJECT [--idle-sec N] [--attempts N]
+                                                --subject SUBJECT [--idle-sec N] [--attempts N] [--at-least N]
 
             """.utf8))
         exit(64)
@@ -42,6 +45,7 @@ func runNatsConsume(arguments: [String]) {
         case "--subject": subject = value
         case "--idle-sec": guard let v = Int(value), (1...600).contains(v) else { usage() }; idleSeconds = v
         case "--attempts": guard let v = Int(value), (1...100).contains(v) else { usage() }; attempts = v
+        case "--at-least": guard let v = Int(value), (0...10_000_000).contains(v) else { usage() }; atLeast = v
         default: usage()
         }
         index += 2
@@ -54,7 +58,7 @@ func runNatsConsume(arguments: [String]) {
             let client = try NatsClient(urls: urls, name: "pushspool-bench-consumer")
             defer { client.close() }
             let messages = try client.drainPullConsumer(stream: stream, subject: subject, durable: durable,
-                                                        idle: .seconds(idleSeconds))
+                                                        idle: .seconds(idleSeconds), atLeast: atLeast)
             var text = ""
             for message in messages { text += message.msgId + "\n" }
             FileHandle.standardOutput.write(Data(text.utf8))

@@ -156,7 +156,7 @@ import PushExport
         var consumed: [NatsClient.StoredMessage] = []
         for attempt in 1...10 {
             do {
-                consumed = try client.drainPullConsumer(stream: "CLUSTER", subject: "pushspool.*.*", durable: "it-reader")
+                consumed = try client.drainPullConsumer(stream: "CLUSTER", subject: "pushspool.*.*", durable: "it-reader", atLeast: 600)
                 break
             } catch {
                 if attempt == 10 { throw error }
