@@ -65,6 +65,9 @@ package struct SegmentHeader: Sendable, Equatable {
         }
         guard bytes.loadLE(10, as: UInt16.self) == 0 else { return .failure(.init("unknown segment flags")) }
         guard bytes.loadLE(12, as: UInt32.self) == UInt32(size) else { return .failure(.init("bad segment header size")) }
+        // Reserved for later versions: a header that sets them is not one this version wrote
+        // (and would not re-encode to the same bytes). Found by the journal-frame fuzzer.
+        guard bytes[48..<60].allSatisfy({ $0 == 0 }) else { return .failure(.init("reserved segment header bytes are not zero")) }
         return .success(SegmentHeader(
             firstSeq: bytes.loadLE(16, as: UInt64.self),
             createdMillis: bytes.loadLE(24, as: Int64.self),
