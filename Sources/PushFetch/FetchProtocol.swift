@@ -467,7 +467,7 @@ struct WireReader {
     mutating func string() throws(FetchProtocolError) -> String {
         let length = try u32()
         // Compare in UInt32 space: a length near 2^32 must not wrap into a small Int.
-        guard length <= UInt32(remaining) else {
+        guard length <= UInt32(clamping: remaining) else {
             throw FetchProtocolError(.truncated, "string of \(length) bytes at offset \(offset), \(remaining) left")
         }
         let slice = try bytes(Int(length))

@@ -10,7 +10,7 @@ package enum ChildProcess {
     /// with `extra` set over it, `socket` as fd 3
     /// and every other fd from 4 up closed.
     package static func spawn(executable: String, arguments: [String], environment extra: [String: String] = [:],
-                              socket: Int32) throws(SystemError) -> pid_t {
+                              socket: Int32) throws(SystemError) -> Glibc.pid_t {
         var source = socket
         if source == 3 {
             // dup2(3, 3) would not clear close-on-exec; move it out of the way first.
@@ -27,7 +27,7 @@ package enum ChildProcess {
         defer { posix_spawnattr_destroy(&attributes) }
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, Int32(signal)) }
+        for signal: Int32 in 1..<32 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
         var mask = sigset_t()
         sigemptyset(&mask)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
@@ -60,7 +60,7 @@ package enum ChildProcess {
     }
 
     /// `waitpid(2)`, blocking; the raw status, or nil when there is no such child.
-    package static func reap(_ pid: pid_t) -> Int32? {
+    package static func reap(_ pid: Glibc.pid_t) -> Int32? {
         var status: Int32 = 0
         while true {
             let result = waitpid(pid, &status, 0)
@@ -71,7 +71,7 @@ package enum ChildProcess {
     }
 
     /// `waitpid(2)` with WNOHANG, for up to `timeoutMillis`; nil if it is still running.
-    package static func reap(_ pid: pid_t, timeoutMillis: Int) -> Int32? {
+    package static func reap(_ pid: Glibc.pid_t, timeoutMillis: Int) -> Int32? {
         var status: Int32 = 0
         for _ in 0...max(0, timeoutMillis / 10) {
             let result = waitpid(pid, &status, WNOHANG)

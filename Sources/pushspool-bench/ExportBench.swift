@@ -156,11 +156,7 @@ func runExportBench(arguments: [String]) {
         let begin = Posix.monotonicNanos()
         for i in 0..<total {
             let due = begin + UInt64(i) * interval
-            while true {
-                let now = Posix.monotonicNanos()
-                if now >= due { break }
-                usleep(UInt32(max(50, (due - now) / 1000)))
-            }
+            sleepUntil(monotonicNanos: due)
             steady.drop(name: "s\(i).json", bytes: payload(1_000_000 + i))
         }
         while acks.withLock({ $0.count }) < total { usleep(2_000) }
@@ -171,7 +167,7 @@ func runExportBench(arguments: [String]) {
         let committed = commits.withLock { $0 }
         let acked = acks.withLock { $0 }
         let lags = committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } }.sorted()
-        func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(Double(lags.count) * p))]) / 1e6 }
+        func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(clamping: UInt64(Double(lags.count) * min(max(p, 0), 1))))]) / 1e6 }
         print(String(format: "export lag p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (exporter polls an idle journal every %.0f ms)",
                      percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6, lags.count,
                      Double(options.pollInterval.clampedMilliseconds)))

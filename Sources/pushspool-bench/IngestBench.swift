@@ -207,11 +207,7 @@ private func steadyLatency(rate: Int, seconds: Int) {
     let begin = Posix.monotonicNanos()
     for i in 0..<total {
         let due = begin + UInt64(i) * interval
-        while true {
-            let now = Posix.monotonicNanos()
-            if now >= due { break }
-            usleep(UInt32(max(20, (due - now) / 1000)))
-        }
+        sleepUntil(monotonicNanos: due)
         let name = "s\(i).json"
         let bytes = benchPayload(1_000_000 + i)
         steady.stage(name: name, bytes: bytes)
@@ -291,4 +287,14 @@ func childrenCPUSeconds() -> Double {
     getrusage(RUSAGE_CHILDREN.rawValue, &usage)
     return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
         + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
+/// Paces a fixed-rate producer: sleeps until the monotonic clock reaches `due` (usleep steps of
+/// at least 20 µs, each bounded so the conversion cannot trap).
+func sleepUntil(monotonicNanos due: UInt64) {
+    while true {
+        let now = Posix.monotonicNanos()
+        if now >= due { return }
+        usleep(UInt32(clamping: max(20, (due - now) / 1000)))
+    }
 }
