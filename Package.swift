@@ -106,7 +106,7 @@ let package = Package(
         // An in-memory file system behind PushSystem's `FileSystem` seam that models power cuts
         // (unsynced data and directory entries) and injected I/O errors, for crash enumeration.
         .target(name: "SimulatedFS", dependencies: ["PushSystem"], path: "Tests/SimulatedFS"),
-        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
+        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport", "PushSystem"]),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS"]),

@@ -1,4 +1,4 @@
-import Synchronization
+import PushSystem
 
 /// The daemon's current configuration, replaced whole on SIGHUP.
 ///
@@ -7,14 +7,14 @@ import Synchronization
 /// reconfigured. The outcome says which keys changed, and which of those only take effect
 /// after a restart (directories the daemon has open).
 ///
-/// `Sendable`: the current value is behind a `Mutex`.
+/// `Sendable`: the current value is behind a lock.
 package final class ConfigurationStore: Sendable {
     package let mainFile: String
     /// Whether `mainFile` was named explicitly and so must exist, at start and at each reload.
     package let mainFileRequired: Bool
     package let dropInDirectory: String?
     package let overrides: [ConfigOverride]
-    private let state: Mutex<(Configuration, [String: ConfigurationSource])>
+    private let state: Locked<(Configuration, [String: ConfigurationSource])>
 
     /// What a reload did.
     package enum ReloadOutcome: Sendable, Equatable {
@@ -36,7 +36,7 @@ package final class ConfigurationStore: Sendable {
         self.overrides = overrides
         let loaded = try ConfigurationLoader.load(mainFile: mainFile, mainFileRequired: mainFileRequired,
                                                   dropInDirectory: dropInDirectory, overrides: overrides)
-        state = Mutex((loaded.0, loaded.provenance))
+        state = Locked((loaded.0, loaded.provenance))
     }
 
     package var current: Configuration { state.withLock { $0.0 } }

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import PushSystem
 import PushJournal
-import Synchronization
 
 /// What the exporter reports for STATUS=, metrics and `pushspoolctl export status`. `Sendable` value.
 package struct ExporterStatus: Sendable, Equatable {
@@ -73,7 +72,7 @@ package final class Exporter: Sendable {
         var lastError: String?
         var lagWarned = false
     }
-    private let control: Mutex<Control>
+    private let control: Locked<Control>
 
     /// Reads the cursor and the host id; connects only in `start()`.
     /// - Parameters:
@@ -92,7 +91,7 @@ package final class Exporter: Sendable {
         sink = AckSink(acknowledged: cursor)
         self.journalLastSeq = journalLastSeq
         self.notify = notify
-        control = Mutex(Control(checkpointed: cursor))
+        control = Locked(Control(checkpointed: cursor))
     }
 
     /// The seq recorded in `export/cursor`: it and every earlier record are in the stream, and

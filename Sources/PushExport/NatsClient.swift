@@ -1,17 +1,16 @@
 @preconcurrency import Glibc
 import PushSystem
-import Synchronization
 internal import CNats
 
 /// Where PubAcks land: libnats calls the ack handler on its own thread with this object as
 /// the closure. It outlives every connection that points at it (the exporter holds it), so a
 /// late callback after a connection is torn down still finds it alive. `Sendable`: locked.
 package final class AckSink: Sendable {
-    package let window: Mutex<AckWindow>
+    package let window: Locked<AckWindow>
     /// The last publish error text, for status.
-    let lastFailure = Mutex<String?>(nil)
+    let lastFailure = Locked<String?>(nil)
 
-    package init(acknowledged: UInt64) { window = Mutex(AckWindow(acknowledged: acknowledged)) }
+    package init(acknowledged: UInt64) { window = Locked(AckWindow(acknowledged: acknowledged)) }
 
     func handle(seq: UInt64?, ok: Bool, failure: @autoclosure () -> String) {
         guard let seq else { return }

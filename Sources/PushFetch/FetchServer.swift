@@ -85,7 +85,7 @@ package enum FetchServer {
     /// continuously; if it stops, replies wait rather than vanish).
     final class Output: Sendable {
         let fd: Int32
-        let lock = Mutex(())
+        let lock = Locked(())
         /// Set by a `hang` fault: nothing more is sent.
         let muted = Atomic<Bool>(false)
 

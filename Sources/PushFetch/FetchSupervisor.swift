@@ -17,7 +17,7 @@ import Dispatch
 ///   hung, is killed (spawned) or disconnected (socket) and replaced.
 /// - Restarts back off from 100 ms doubling to 10 s; a fetcher that lived 10 s resets that.
 ///
-/// `Sendable`: state is behind a `Mutex`; completions run on the supervisor thread.
+/// `Sendable`: state is behind a lock; completions run on the supervisor thread.
 package final class FetchSupervisor: MediaSource, Sendable {
     /// How a fetcher is obtained.
     package enum Launch: Sendable, Equatable {
@@ -70,7 +70,7 @@ package final class FetchSupervisor: MediaSource, Sendable {
     private let thumbnailMaxEdge: Int
     private let requestDeadline: Duration
     private let onEvent: @Sendable (Event) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
     /// `pthread_self()` of the supervisor thread: `shutdown` from a completion must not wait for itself.
     private let thread = Atomic<UInt>(0)

@@ -3,7 +3,6 @@ import PushInbox
 import PushInboxServer
 import PushSpool
 import PushSystem
-import Synchronization
 
 /// The inbox API behind one fixture: an empty index, a spool and a fixed secret in a
 /// temporary directory made on first use. The fuzz binary runs one input at a time; the lock
@@ -15,7 +14,7 @@ final class InboxFixture: Sendable {
     let api: InboxAPI
     let auth = TokenAuth(secret: Array("pushspool fuzz secret, 32 bytes!".utf8))
     let layout: SpoolLayout
-    let lock = Mutex<Int>(0)
+    let lock = Locked<Int>(0)
 
     private init() {
         root = FileManager.default.temporaryDirectory.path + "/pushspool-fuzz-inbox-\(getpid())"

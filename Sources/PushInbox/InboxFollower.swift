@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import PushJournal
 import PushSystem
-import Synchronization
 
 /// What ``InboxFollower`` reports for STATUS= and metrics. `Sendable` value.
 package struct InboxFollowerStatus: Sendable, Equatable {
@@ -43,8 +42,8 @@ package final class InboxFollower: Sendable {
         var thread: pthread_t?
     }
 
-    private let worker: Mutex<Worker>
-    private let control: Mutex<Control>
+    private let worker: Locked<Worker>
+    private let control: Locked<Control>
 
     /// Opens (creating when missing) `<stateDirectory>/inbox/index.sqlite`; applies nothing
     /// until `start()` or `catchUp()`.
@@ -64,8 +63,8 @@ package final class InboxFollower: Sendable {
         self.journalLastSeq = journalLastSeq
         let index = try InboxIndex(path: indexPath)
         let applied = try index.appliedSeq()
-        worker = Mutex(Worker(index: index))
-        control = Mutex(Control(status: InboxFollowerStatus(appliedSeq: applied, journalLastSeq: applied, running: false)))
+        worker = Locked(Worker(index: index))
+        control = Locked(Control(status: InboxFollowerStatus(appliedSeq: applied, journalLastSeq: applied, running: false)))
     }
 
     /// The seq of the last journal record in the index.

@@ -2,7 +2,6 @@
 import PushInbox
 import PushJournal
 import PushSystem
-import Synchronization
 import Foundation
 
 /// Where a stream's events come from: runs on the libmicrohttpd worker thread that serves
@@ -79,7 +78,7 @@ package final class EventStream: @unchecked Sendable {
 /// connection) every `pollInterval` and resumes every suspended stream when it moved, or
 /// when a keep-alive is due. Also counts open streams.
 ///
-/// `Sendable`: state behind a `Mutex`.
+/// `Sendable`: state behind a lock.
 package final class EventHub: Sendable {
     static let keepAliveNanos: UInt64 = 15_000_000_000
 
@@ -104,7 +103,7 @@ package final class EventHub: Sendable {
         var open = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let indexPath: String
     private let journalDirectory: String?
     private let pollInterval: Duration

@@ -5,7 +5,6 @@ import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
-import Synchronization
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower
@@ -38,7 +37,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private final class IndexBox: @unchecked Sendable {
         var index: InboxIndex?
     }
-    private let indexes = Mutex([UInt: IndexBox]())
+    private let indexes = Locked([UInt: IndexBox]())
     private static let parser = JSONParser(maxDepth: 16)
 
     package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {

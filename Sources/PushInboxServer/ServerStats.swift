@@ -1,9 +1,8 @@
 import PushSystem
 import PushSystemd
-import Synchronization
 
 /// Request counters for `/metrics` and the STATUS line: requests by route and status, a
-/// latency histogram, auth failures. `Sendable`: state behind a `Mutex`.
+/// latency histogram, auth failures. `Sendable`: state behind a lock.
 package final class ServerStats: Sendable {
     /// Histogram bucket bounds in seconds.
     static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
@@ -17,7 +16,7 @@ package final class ServerStats: Sendable {
         var total = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let events: EventLog
 
     /// Auth-failure events admitted a second before they are summarised.

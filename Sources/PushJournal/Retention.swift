@@ -2,7 +2,6 @@
 import Dispatch
 import Foundation
 import PushSystem
-import Synchronization
 
 /// `RETAINED`: the first seq the journal still holds. Every seq below it was retired by
 /// retention on purpose (deleted, or archived under `archive/`), so recovery and `journal
@@ -265,11 +264,11 @@ func finishInterruptedRetention(directory: String, dirfd: Int32, io: JournalIO,
 }
 
 /// Runs retention passes on a thread of its own, every `interval` and once at start, until
-/// `stop`. `Sendable`: state behind a `Mutex`, the thread owns nothing else.
+/// `stop`. `Sendable`: state behind a lock, the thread owns nothing else.
 package final class JournalRetentionService: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
-    private let state = Mutex<(stopped: Bool, started: Bool, passes: UInt64)>((false, false, 0))
+    private let state = Locked<(stopped: Bool, started: Bool, passes: UInt64)>((false, false, 0))
     private let pass: @Sendable () -> Void
     private let interval: Duration
 

@@ -2,7 +2,6 @@
 import Dispatch
 import Foundation
 import PushSystem
-import Synchronization
 
 /// The journal's single writer: group commit on a dedicated thread (JOURNAL.md b.5).
 ///
@@ -25,12 +24,12 @@ import Synchronization
 /// on the checkpoint thread): they must not block and must not call `close` (which waits for
 /// those threads).
 ///
-/// `Sendable`: shared state is behind a `Mutex`; the file descriptors are confined to the
+/// `Sendable`: shared state is behind a lock; the file descriptors are confined to the
 /// writer thread (and to `close` after that thread has ended).
 package final class JournalWriter: Sendable {
     package let directory: String
     private let options: JournalOptions
-    private let shared: Mutex<Shared>
+    private let shared: Locked<Shared>
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let core: Core
@@ -124,7 +123,7 @@ package final class JournalWriter: Sendable {
         stats.lastSeq = lastSeq
         let position = CheckpointPosition(throughSeq: core.nextSeq - 1, segmentFirstSeq: core.activeFirstSeq,
                                           offset: core.activeEnd, segments: core.segmentFirstSeqs)
-        shared = Mutex(Shared(committedKeys: keys, position: position, stats: stats))
+        shared = Locked(Shared(committedKeys: keys, position: position, stats: stats))
     }
 
     /// Opens (creating if needed) the journal in `directory`: takes `LOCK`, runs recovery,

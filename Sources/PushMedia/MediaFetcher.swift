@@ -10,7 +10,7 @@ import Synchronization
 /// cooperative pool. Finished bodies are verified, stored and thumbnailed on a few
 /// finishing threads so disk and image work never stalls the network loop.
 ///
-/// `Sendable`: shared state is behind a `Mutex`; curl handles belong to the network thread.
+/// `Sendable`: shared state is behind a lock; curl handles belong to the network thread.
 package final class MediaFetcher: Sendable {
     private let core: FetcherCore
 
@@ -50,7 +50,7 @@ package final class MediaFetcher: Sendable {
     /// returns at once with a `cancelled` failure; the download itself continues for any
     /// other payload waiting for the same URL and for the dedup window.
     package func fetch(url: String) async -> MediaOutcome {
-        let registration = Mutex(Registration.initial)
+        let registration = Locked(Registration.initial)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let proceed = registration.withLock { state -> Bool in
@@ -145,7 +145,7 @@ final class FetcherCore: Sendable {
     let options: MediaOptions
     let policy: AddressPolicy
     let multi: MultiHandle
-    let state = Mutex(SharedState())
+    let state = Locked(SharedState())
     let finishers: [DispatchQueue]
     /// Marks the finishing queues, so `shutdown` called from a completion does not wait for
     /// the queue it runs on.

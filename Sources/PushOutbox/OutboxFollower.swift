@@ -21,10 +21,10 @@ import Synchronization
 /// status snapshot under another.
 package final class OutboxFollower: Sendable {
     package let options: OutboxOptions
-    private let work: Mutex<Worker>
-    private let snapshot = Mutex(OutboxStatus())
+    private let work: Locked<Worker>
+    private let snapshot = Locked(OutboxStatus())
     private let stopping = Atomic<Bool>(false)
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = Locked<pthread_t?>(nil)
     private let onNotice: @Sendable (OutboxNotice) -> Void
 
     /// Creates `<state>/outbox/` and loads pending deliveries; does not start the thread.
@@ -36,7 +36,7 @@ package final class OutboxFollower: Sendable {
         let store = OutboxStore(stateDirectory: options.stateDirectory)
         try store.create()
         let worker = try Worker(options: options, store: store)
-        work = Mutex(worker)
+        work = Locked(worker)
         let status = work.withLock { $0.status() }
         snapshot.withLock { $0 = status }
     }

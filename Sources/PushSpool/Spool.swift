@@ -45,7 +45,7 @@ package struct EntryStatus: Sendable, Equatable {
 /// The daemon's handle on the spool: owns one fd per directory and does every move through
 /// `*at` calls on them, so a path component replaced behind its back is never followed.
 ///
-/// `Sendable`: the fds sit behind a `Mutex` and every operation is a single `*at` system call
+/// `Sendable`: the fds sit behind a lock and every operation is a single `*at` system call
 /// sequence on them, so the ingest thread, the journal's completion thread and media threads
 /// may share one `Spool`. Its operations block on the file system: keep them off the
 /// cooperative pool. Two `Spool`s (daemon and `pushspoolctl`) on one root are safe too: every
@@ -60,7 +60,7 @@ package final class Spool: Sendable {
     }
     /// The open directories; swapped whole by `reopenIfReplaced`. Every operation takes a
     /// reference first, so a swap never closes an fd another thread is using.
-    private let current: Mutex<Directories>
+    private let current: Locked<Directories>
 
     /// One fd per spool directory, closed when the last operation using them lets go.
     private final class Directories: Sendable {
@@ -97,7 +97,7 @@ package final class Spool: Sendable {
         precondition(maxFileBytes > 0)
         self.layout = layout
         self.maxFileBytesLimit = Atomic(maxFileBytes)
-        current = Mutex(try Directories(layout))
+        current = Locked(try Directories(layout))
     }
 
     /// When `layoutIsIntact()` is false, recreates the layout and reopens the directories;

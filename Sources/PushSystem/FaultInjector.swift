@@ -11,7 +11,7 @@ import Synchronization
 /// prefix instead (`JournalOptions.faultScope`), because its writer thread is not the arming
 /// task.
 ///
-/// `Sendable`: all state is behind a `Mutex`. Production code arms it only through the
+/// `Sendable`: all state is behind a lock. Production code arms it only through the
 /// daemon's test hook (`PUSHSPOOL_FAULT_INJECT`); the check in `Posix.call` is one atomic
 /// load when nothing is armed.
 package final class FaultInjector: Sendable {
@@ -43,7 +43,7 @@ package final class FaultInjector: Sendable {
     @TaskLocal private static var scopes: [UInt64] = []
 
     private let armed = Atomic<Bool>(false)
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Makes the `skip+1`-th and following calls named `call` fail with `errno`, `times` times
     /// (`nil` = until disarmed), whichever thread makes them.

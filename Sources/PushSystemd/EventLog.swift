@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 internal import CSystemd
 import PushSystem
-import Synchronization
 
 /// Structured events to journald through `sd_journal_sendv(3)`, or plain lines on stderr
 /// when stderr is not connected to the journal.
@@ -17,7 +16,7 @@ import Synchronization
 /// count. The summary goes out with the next event of any kind after the second ends, or
 /// from `flush()`.
 ///
-/// `Sendable`: the rate state is behind a `Mutex`; `sd_journal_sendv` and `write(2)` are
+/// `Sendable`: the rate state is behind a lock; `sd_journal_sendv` and `write(2)` are
 /// thread-safe.
 package final class EventLog: Sendable {
     /// Where events go.
@@ -33,7 +32,7 @@ package final class EventLog: Sendable {
     package let maxEventsPerSecond: Int
     /// Longer field values are cut, with "…" appended.
     package static let maxValueBytes = 1024
-    private let windows = Mutex([EventKind: Window]())
+    private let windows = Locked([EventKind: Window]())
     /// The current second on the monotonic clock; replaceable in tests.
     private let clock: @Sendable () -> UInt64
     private let metrics: Metrics?

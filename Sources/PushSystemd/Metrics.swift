@@ -1,6 +1,5 @@
 import Foundation
 import PushSystem
-import Synchronization
 
 /// The daemon's counters, gauges and histograms, rendered in Prometheus text exposition
 /// format (version 0.0.4) for node_exporter's textfile collector, and as a snapshot for
@@ -10,10 +9,10 @@ import Synchronization
 /// always exist; a name that was not declared is a programming error and traps in debug
 /// builds (in release it is declared on the fly with a generic help text).
 ///
-/// `Sendable`: all state is behind one `Mutex`; updates are a dictionary write, cheap enough
+/// `Sendable`: all state is behind one lock; updates are a dictionary write, cheap enough
 /// for the ingest loop.
 package final class Metrics: Sendable {
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var families: [String: MetricFamily]
@@ -30,7 +29,7 @@ package final class Metrics: Sendable {
     }
 
     package init(families: [MetricFamily] = MetricFamily.standard) {
-        state = Mutex(State(families: Dictionary(uniqueKeysWithValues: families.map { ($0.name, $0) }), order: families.map(\.name)))
+        state = Locked(State(families: Dictionary(uniqueKeysWithValues: families.map { ($0.name, $0) }), order: families.map(\.name)))
     }
 
     /// Adds `amount` to a counter (or gauge).

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 internal import CSystemd
 import PushSystem
-import Synchronization
 
 /// Tells the service manager about the daemon's state through `sd_notify(3)` (libsystemd).
 ///
@@ -9,7 +8,7 @@ import Synchronization
 /// no-op: libsystemd returns 0. libsystemd reads `$NOTIFY_SOCKET` at each call, so the
 /// environment is left in place for children that are meant to inherit it.
 ///
-/// `Sendable`: throttling state is behind a `Mutex`; `sd_notify` itself is thread-safe.
+/// `Sendable`: throttling state is behind a lock; `sd_notify` itself is thread-safe.
 package final class SystemdNotifier: Sendable {
     /// Half of `$WATCHDOG_USEC`, the period at which `watchdogPing()` actually sends; `nil`
     /// when the watchdog is off, including when `$WATCHDOG_PID` names another process
@@ -17,7 +16,7 @@ package final class SystemdNotifier: Sendable {
     package let watchdogInterval: Duration?
     private let watchdogNanos: UInt64
     private let statusIntervalNanos: UInt64
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var lastStatusNanos: UInt64?

@@ -18,14 +18,14 @@ import PushSystem
 /// Nothing is acknowledged earlier than before: a job is queued only from a `.committed`
 /// completion, which the writer runs after the covering `fdatasync`.
 ///
-/// `Sendable`: the job list is behind a `Mutex`; one drain (or inline run) at a time consumes it.
+/// `Sendable`: the job list is behind a lock; one drain (or inline run) at a time consumes it.
 final class Acknowledger: Sendable {
     private struct State {
         var queue: [@Sendable () -> Void] = []
         var draining = false
         var lastSubmitNanos: UInt64 = 0
     }
-    private let jobs = Mutex<State>(State())
+    private let jobs = Locked<State>(State())
     /// Jobs closer together than this are a burst and are handed over.
     let burstGapNanos: UInt64
     /// Jobs run inline on the submitting thread: a measure of hand-offs saved, for tests.

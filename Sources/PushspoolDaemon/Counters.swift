@@ -1,4 +1,5 @@
 import Synchronization
+import PushSystem
 import PushSystemd
 
 /// Live counts for `STATUS=`, the status file and metrics. Updated from the ingest thread, the
@@ -12,7 +13,7 @@ package final class Counters: Sendable {
     package let mediaStored = Atomic<Int>(0)
     package let mediaFailed = Atomic<Int>(0)
     package let mediaSkipped = Atomic<Int>(0)
-    private let lastErrorText = Mutex<String?>(nil)
+    private let lastErrorText = Locked<String?>(nil)
 
     package init() {}
 

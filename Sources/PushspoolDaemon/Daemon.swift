@@ -33,7 +33,7 @@ package final class Daemon: Sendable {
     private let retention: JournalRetentionService?
     /// The exporter's acknowledged seq: retention keeps every segment above it (issue 14).
     package let retentionFloor = RetentionFloor()
-    private let state: Mutex<IntakeState>
+    private let state: Locked<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
     /// Where claimed files are read, normalised and handed to the journal under a burst.
@@ -44,7 +44,7 @@ package final class Daemon: Sendable {
     /// Files processed on the ingest thread itself (a quiet spool): for tests and benchmarks.
     package let inlineProcessed = Atomic<Int>(0)
     /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
-    private let waker = Mutex<Waker?>(nil)
+    private let waker = Locked<Waker?>(nil)
     private let readyFlag = Atomic<Bool>(false)
     private let returnedFlag = Atomic<Bool>(false)
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
@@ -79,7 +79,7 @@ package final class Daemon: Sendable {
         self.onCommitted = onCommitted
         self.layout = SpoolLayout(root: configuration.spool.directory)
         self.stateDirectory = configuration.journal.stateDirectory
-        self.state = Mutex(IntakeState(capacityLimit: 4096))
+        self.state = Locked(IntakeState(capacityLimit: 4096))
         self.reporter = Reporter(counters: Counters(), events: events, notifier: notifier, metrics: metrics,
                                  stateDirectory: configuration.journal.stateDirectory)
 

@@ -1,4 +1,3 @@
-import Synchronization
 import PushSystem
 import PushPayload
 import PushJournal
@@ -25,14 +24,14 @@ enum FileEnd: Sendable, Equatable {
 /// reports each file's end through `onEnd`, and `Daemon` turns that into state.
 ///
 /// `Sendable`: `process` runs on the processing queue; media completions on media threads;
-/// journal completions on the writer thread. Mutable state is behind `Mutex`es.
+/// journal completions on the writer thread. Mutable state is behind locks.
 final class FilePipeline: Sendable {
     private let spool: Spool
     private let journal: JournalWriter
     /// `pushspool-fetch` behind its supervisor in production; never libcurl/libvips in this process.
     private let media: (any MediaSource)?
     private let reporter: Reporter
-    private let normalizerOptions: Mutex<NormalizerOptions>
+    private let normalizerOptions: Locked<NormalizerOptions>
     /// `[Media] AllowHTTP` and `MaxWaiting` as the fetcher was opened with (a change needs a restart).
     private let mediaAllowsHTTP: Bool
     private let mediaMaxWaiting: Int
@@ -52,7 +51,7 @@ final class FilePipeline: Sendable {
         self.journal = journal
         self.media = media
         self.reporter = reporter
-        self.normalizerOptions = Mutex(options)
+        self.normalizerOptions = Locked(options)
         self.mediaAllowsHTTP = mediaAllowsHTTP
         self.mediaMaxWaiting = mediaMaxWaiting
         self.onCommitted = onCommitted

@@ -1,6 +1,6 @@
 /// The daemon's lifecycle and intake as one value: events go in through `mutating` methods,
 /// decisions come out as return values, and no method does I/O. `Daemon` holds it in a
-/// `Mutex` and runs the returned actions after releasing the lock (swift-service-lifecycle's
+/// lock and runs the returned actions after releasing the lock (swift-service-lifecycle's
 /// pattern), so capacity, READY gating, draining and busy-name retry are testable without a
 /// process, a spool or a clock.
 ///

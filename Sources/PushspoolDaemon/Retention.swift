@@ -4,14 +4,13 @@ import PushMediaStore
 import PushSpool
 import PushSystem
 import PushSystemd
-import Synchronization
 
 /// The exporter's acknowledged seq, for retention: a segment holding a record above it is
 /// kept. `nil` (the default, until an exporter sets a source) = export off.
 ///
-/// `Sendable`: the source is behind a `Mutex`.
+/// `Sendable`: the source is behind a lock.
 package final class RetentionFloor: Sendable {
-    private let source = Mutex<(@Sendable () -> UInt64?)?>(nil)
+    private let source = Locked<(@Sendable () -> UInt64?)?>(nil)
 
     package init() {}
 
@@ -48,7 +47,7 @@ enum RetentionPass {
         let failedRetain = configuration.spool.failedRetain
         guard policy.isActive || failedRetain > .zero else { return nil }
         let grace = configuration.media.dedupWindow + configuration.media.payloadDeadline + mediaGraceMargin
-        let lastMedia = Mutex<UInt64?>(nil)
+        let lastMedia = Locked<UInt64?>(nil)
         return JournalRetentionService(interval: interval) {
             if policy.isActive {
                 do throws(JournalError) {

@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import Foundation
-import Synchronization
 import PushSystem
 import TestSupport
 
@@ -16,7 +15,7 @@ struct BenchRow: Sendable {
 /// Rows collected by every bench in this run, in order.
 final class BenchResults: Sendable {
     static let shared = BenchResults()
-    private let rows = Mutex<[BenchRow]>([])
+    private let rows = Locked<[BenchRow]>([])
 
     func add(_ name: String, _ value: String, ratio: String = "", target: String = "", met: Bool? = nil) {
         rows.withLock { $0.append(BenchRow(name: name, value: value, ratio: ratio, target: target, met: met)) }

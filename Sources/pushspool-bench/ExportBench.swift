@@ -116,7 +116,7 @@ func runExportBench(arguments: [String]) {
         print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck, exporter nice \(niceness)")
         let steady = BenchSpool()
         defer { steady.remove() }
-        let commits = Mutex<[UInt64: UInt64]>([:])
+        let commits = Locked<[UInt64: UInt64]>([:])
         let steadyDaemon = steady.makeDaemon(inbox: false) { _, seq in
             let now = Posix.monotonicNanos()
             commits.withLock { $0[seq] = now }
@@ -136,7 +136,7 @@ func runExportBench(arguments: [String]) {
             exit(1)
         }
         exporter.start()
-        let acks = Mutex<[UInt64: UInt64]>([:])
+        let acks = Locked<[UInt64: UInt64]>([:])
         let total = rate * seconds
         let polling = Atomic<Bool>(true)
         let poller = Thread {

@@ -191,8 +191,8 @@ private func inboxComparison(files: Int, rounds: Int) {
 private func steadyLatency(rate: Int, seconds: Int) {
     print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency")
     let steady = BenchSpool()
-    let dropTimes = Mutex<[String: UInt64]>([:])
-    let latencies = Mutex<[UInt64]>([])
+    let dropTimes = Locked<[String: UInt64]>([:])
+    let latencies = Locked<[UInt64]>([])
     let steadyDaemon = steady.makeDaemon { name, _ in
         let now = Posix.monotonicNanos()
         if let dropped = dropTimes.withLock({ $0.removeValue(forKey: name) }) {

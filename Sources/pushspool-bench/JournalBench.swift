@@ -3,7 +3,6 @@ import Dispatch
 import Foundation
 import PushJournal
 import PushSystem
-import Synchronization
 
 /// `pushspool-bench journal [--records N] [--baseline-records N] [--size BYTES] [--dir PATH]`
 ///
@@ -57,7 +56,7 @@ func runJournalBench(arguments: [String]) {
         let (writer, _) = try! JournalWriter.open(directory: dir, options: options)
         let window = DispatchSemaphore(value: inFlight)
         let group = DispatchGroup()
-        let latencies = Mutex<[UInt64]>([])
+        let latencies = Locked<[UInt64]>([])
         latencies.withLock { $0.reserveCapacity(count) }
         let start = Posix.monotonicNanos()
         for i in 0..<count {

@@ -9,7 +9,7 @@ import PushSystem
 /// would hold pipe ends that leak into the other tests' children while it runs.
 final class StreamClient: @unchecked Sendable {
     final class Buffer: Sendable {
-        let text = Mutex("")
+        let text = Locked("")
         let stop = Atomic(false)
     }
 

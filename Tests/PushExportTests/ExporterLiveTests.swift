@@ -4,7 +4,6 @@ import PushExport
 import PushJournal
 import PushSystem
 import TestSupport
-import Synchronization
 
 /// A state directory with a journal written by the real writer, and a real nats-server.
 final class ExportFixture {
@@ -172,7 +171,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
 }
 
 final class NoticeLog: Sendable {
-    private let notices = Mutex<[ExportNotice]>([])
+    private let notices = Locked<[ExportNotice]>([])
     func add(_ notice: ExportNotice) { notices.withLock { $0.append(notice) } }
     var all: [ExportNotice] { notices.withLock { $0 } }
 }

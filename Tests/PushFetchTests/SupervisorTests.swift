@@ -29,13 +29,13 @@ import TestSupport
 
     /// Collects events and waits for outcomes.
     final class Recorder: Sendable {
-        let events = Mutex<[FetchSupervisor.Event]>([])
+        let events = Locked<[FetchSupervisor.Event]>([])
         func record(_ event: FetchSupervisor.Event) { events.withLock { $0.append(event) } }
         var started: Int { events.withLock { $0.filter { if case .started = $0 { true } else { false } }.count } }
     }
 
     static func fetch(_ supervisor: FetchSupervisor, _ url: String, timeout: Double = 30) throws -> MediaOutcome {
-        let result = Mutex<MediaOutcome?>(nil)
+        let result = Locked<MediaOutcome?>(nil)
         supervisor.fetch(url: url) { outcome in result.withLock { $0 = outcome } }
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
@@ -104,7 +104,7 @@ import TestSupport
                                              onEvent: recorder.record)
         defer { supervisor.shutdown() }
         try Self.waitFor("the first fetcher") { supervisor.fetcherPID != nil }
-        let slow = Mutex<MediaOutcome?>(nil)
+        let slow = Locked<MediaOutcome?>(nil)
         supervisor.fetch(url: server.url("/slow.png")) { outcome in slow.withLock { $0 = outcome } }
         try Self.waitFor("the slow download to start") { server.hits("/slow.png") == 1 }
         let crashing = try Self.fetch(supervisor, server.url("/crash.png"))
@@ -203,7 +203,7 @@ import TestSupport
         server.route("/silent.png", .silent)
         let supervisor = try FetchSupervisor(options: Self.options(dir), launch: .spawn(executable: Self.executable, arguments: []),
                                              requestDeadline: .seconds(30))
-        let outcome = Mutex<MediaOutcome?>(nil)
+        let outcome = Locked<MediaOutcome?>(nil)
         supervisor.fetch(url: server.url("/silent.png")) { result in outcome.withLock { $0 = result } }
         try Self.waitFor("the request to reach the server") { server.hits("/silent.png") == 1 }
         let pid = try #require(supervisor.fetcherPID)
@@ -237,7 +237,7 @@ final class AcceptSpawner: Sendable {
     let fd: Int32
     let executable: String
     let count = Atomic<Int>(0)
-    let children = Mutex<[pid_t]>([])
+    let children = Locked<[pid_t]>([])
 
     init(path: String, executable: String) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
@@ -46,7 +45,7 @@ func runWorkload(_ fs: SimulatedFileSystem, payloads: Int, options: JournalOptio
         log.failures.append("open: \(error)")
         return (log, nil)
     }
-    let box = Mutex(WorkloadLog())
+    let box = Locked(WorkloadLog())
     var plan: [(key: String, body: String)] = []
     for i in 0..<payloads {
         if i % 11 == 10 {

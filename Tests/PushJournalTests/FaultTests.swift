@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
@@ -12,7 +11,7 @@ import TestSupport
 @Suite(.serialized) struct FaultTests {
     @Test func enospcOnWritePausesAcksNothingAndResumes() throws {
         let temp = TempDir()
-        let events = Mutex<[String]>([])
+        let events = Locked<[String]>([])
         let options = testOptions {
             $0.noSpaceRetryInterval = .milliseconds(50)
             $0.eventHandler = { event in
@@ -32,7 +31,7 @@ import TestSupport
 
         let arming = FaultInjector.shared.arm(call: options.faultScope + ".write", errno: ENOSPC, times: 1_000_000)
         defer { FaultInjector.shared.disarm(arming) }
-        let acked = Mutex<[AppendResult]>([])
+        let acked = Locked<[AppendResult]>([])
         let done = DispatchSemaphore(value: 0)
         for i in 0..<5 {
             writer.submit(key: "during-\(i)", body: Array("x".utf8), ingestMillis: 0) { result in

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 import TestSupport
 @testable import PushJournal
@@ -33,7 +32,7 @@ import PushSystem
             gate.wait()
         }
         entered.wait()
-        let results = Mutex<[String: AppendResult]>([:])
+        let results = Locked<[String: AppendResult]>([:])
         let done = DispatchSemaphore(value: 0)
         let order = nfcFirst ? [("nfc", Self.nfc), ("nfd", Self.nfd)] : [("nfd", Self.nfd), ("nfc", Self.nfc)]
         for (label, key) in order {

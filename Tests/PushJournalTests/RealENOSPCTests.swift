@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
@@ -24,7 +23,7 @@ import TestSupport
         }
         defer { umount2(mountPoint, Int32(MNT_DETACH)) }
         let dir = mountPoint + "/journal"
-        let paused = Mutex(0)
+        let paused = Locked(0)
         let options = testOptions {
             $0.noSpaceRetryInterval = .milliseconds(20)
             $0.checkpointEvery = 0
@@ -32,7 +31,7 @@ import TestSupport
         }
         let (writer, _) = try JournalWriter.open(directory: dir, options: options)
         let count = 60
-        let committed = Mutex<[UInt64]>([])
+        let committed = Locked<[UInt64]>([])
         let group = DispatchGroup()
         for i in 1...count {
             group.enter()

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
@@ -23,7 +22,7 @@ func testOptions(_ adjust: (inout JournalOptions) -> Void = { _ in }) -> Journal
 /// Submits and waits for the completion.
 @discardableResult
 func append(_ writer: JournalWriter, _ key: String, _ body: String = "", ingest: Int64 = 1_700_000_000_000) -> AppendResult {
-    let box = Mutex<AppendResult?>(nil)
+    let box = Locked<AppendResult?>(nil)
     let done = DispatchSemaphore(value: 0)
     writer.submit(key: key, body: Array(body.utf8), ingestMillis: ingest) { result in
         box.withLock { $0 = result }

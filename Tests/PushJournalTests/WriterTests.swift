@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import PushJournal
 import PushSystem
@@ -39,7 +38,7 @@ import TestSupport
     @Test func duplicatesAreRefusedWhilePendingAndAfterCommit() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(50) })
-        let results = Mutex<[AppendResult]>([])
+        let results = Locked<[AppendResult]>([])
         let done = DispatchSemaphore(value: 0)
         for _ in 0..<3 {
             writer.submit(key: "same", body: [1], ingestMillis: 0) { result in
@@ -143,7 +142,7 @@ import TestSupport
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(2) })
         let count = 2000
-        let committed = Mutex<[UInt64]>([])
+        let committed = Locked<[UInt64]>([])
         let group = DispatchGroup()
         DispatchQueue.concurrentPerform(iterations: 8) { worker in
             for i in 0..<(count / 8) {
@@ -177,7 +176,7 @@ import TestSupport
     @Test func completionRunsOnlyAfterTheSync() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
-        let syncsAtAck = Mutex<UInt64>(0)
+        let syncsAtAck = Locked<UInt64>(0)
         let done = DispatchSemaphore(value: 0)
         let before = writer.stats.fsyncs
         writer.submit(key: "a", body: [], ingestMillis: 0) { _ in
@@ -220,7 +219,7 @@ import TestSupport
     @Test func readerFollowsAWriterInTheSameProcess() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.segmentBytes = 1024 })
-        let seen = Mutex<[String]>([])
+        let seen = Locked<[String]>([])
         let finished = DispatchSemaphore(value: 0)
         let directory = temp.journal
         Thread {
@@ -295,7 +294,7 @@ import TestSupport
     @Test func verifyReportsProgressDuplicatesAndSummary() throws {
         let temp = TempDir()
         try makeJournal(temp.journal, count: 30, options: testOptions { $0.segmentBytes = 1024 })
-        let calls = Mutex<[(Int64, Int64)]>([])
+        let calls = Locked<[(Int64, Int64)]>([])
         let report = JournalVerifier.verify(directory: temp.journal) { done, total in calls.withLock { $0.append((done, total)) } }
         #expect(report.exitCode == 0 && report.records == 30)
         let last = try #require(calls.withLock { $0.last })

@@ -1,6 +1,5 @@
 import Testing
 @preconcurrency import Glibc
-import Synchronization
 @testable import PushMedia
 import PushSystem
 import TestSupport
@@ -18,7 +17,7 @@ import TestSupport
         options.payloadDeadline = .seconds(30)
         let fetcher = try MediaFetcher(options: options)
 
-        let results = Mutex<[MediaOutcome]>([])
+        let results = Locked<[MediaOutcome]>([])
         for index in 0..<4 {
             fetcher.fetch(url: server.url("/stall\(index)")) { outcome in results.withLock { $0.append(outcome) } }
         }
@@ -59,7 +58,7 @@ import TestSupport
         options.retryBaseDelay = 20
         let fetcher = try MediaFetcher(options: options)
 
-        let results = Mutex<[MediaOutcome]>([])
+        let results = Locked<[MediaOutcome]>([])
         let urls = ["/silent", "/trickle", "/retry", "/queued"].map { server.url($0) }
         // "/retry" first: it fails at once and then sits in its 10–20 s backoff.
         fetcher.fetch(url: urls[2]) { outcome in results.withLock { $0.append(outcome) } }
@@ -131,7 +130,7 @@ struct WaitTimeout: Error {}
         options.transferDeadline = .seconds(30)
         options.payloadDeadline = .seconds(30)
         let fetcher = try MediaFetcher(options: options)
-        let silent = Mutex<MediaOutcome?>(nil)
+        let silent = Locked<MediaOutcome?>(nil)
         fetcher.fetch(url: server.url("/silent")) { outcome in silent.withLock { $0 = outcome } }
         let outcome = await withCheckedContinuation { continuation in
             fetcher.fetch(url: server.url(path)) { outcome in
@@ -174,7 +173,7 @@ struct WaitTimeout: Error {}
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let other = Mutex<MediaOutcome?>(nil)
+        let other = Locked<MediaOutcome?>(nil)
         let task = Task { await fetcher.fetch(url: server.url("/slow.png")) }
         try await waitUntil { server.hits("/slow.png") == 1 }
         fetcher.fetch(url: server.url("/slow.png")) { outcome in other.withLock { $0 = outcome } }

@@ -3,7 +3,6 @@ import Foundation
 import PushOutbox
 import PushOutboxStore
 import PushSystem
-import Synchronization
 import Testing
 
 /// The outbox against a real HTTP receiver on 127.0.0.1: URLs, headers and bodies as sent.
@@ -123,7 +122,7 @@ import Testing
         fixture.server.route(Self.mindboxPath, .respond(status: 400, headers: [("Content-Type", "application/json")],
                                                         body: Array(#"{"status":"ValidationError","echo":"SecretKey \#(OutboxFixture.mindboxKey)"}"#.utf8)))
         try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
-        let collected = Mutex<[OutboxNotice]>([])
+        let collected = Locked<[OutboxNotice]>([])
         let follower = try OutboxFollower(options: fixture.options()) { notice in collected.withLock { $0.append(notice) } }
         let status = follower.catchUp()
         #expect(status.parked == 1 && status.pending == 0 && status.delivered == 0)

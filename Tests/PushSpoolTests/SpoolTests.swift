@@ -2,7 +2,6 @@
 import Foundation
 import Testing
 import PushSystem
-import Synchronization
 @testable import PushSpool
 
 @Suite struct LayoutTests {
@@ -99,7 +98,7 @@ import Synchronization
         for i in 0..<count { try t.write(t.layout.incoming, "f\(i).json", "\(i)") }
         // Two Spools, as two daemons (or a daemon and a restarted one) would have.
         let spools = [try Spool(layout: t.layout, maxFileBytes: 1 << 20), try Spool(layout: t.layout, maxFileBytes: 1 << 20)]
-        let wins = Mutex([Int](repeating: 0, count: count))
+        let wins = Locked([Int](repeating: 0, count: count))
         DispatchQueue.concurrentPerform(iterations: 2) { claimer in
             for i in 0..<count {
                 // Each claimer walks the names in its own order so the races are real.
@@ -122,7 +121,7 @@ import Synchronization
         let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
         // A replaced failed/ makes the spool reopen while the workers run.
         #expect(rename(t.layout.failed, t.root + "/failed.old") == 0)
-        let done = Mutex(0)
+        let done = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 5) { worker in
             if worker == 4 {
                 #expect((try? spool.reopenIfReplaced()) == true)

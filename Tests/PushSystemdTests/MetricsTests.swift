@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
-import Synchronization
 @testable import PushSystemd
 import PushSystem
 import TestSupport
@@ -158,7 +157,7 @@ import TestSupport
 }
 
 final class ErrorList: Sendable {
-    private let errors = Mutex<[SystemError]>([])
+    private let errors = Locked<[SystemError]>([])
     func append(_ error: SystemError) { errors.withLock { $0.append(error) } }
     var all: [SystemError] { errors.withLock { $0 } }
 }

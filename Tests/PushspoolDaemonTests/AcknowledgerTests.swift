@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import PushSystem
 import Testing
 @testable import PushspoolDaemon
 
@@ -9,7 +10,7 @@ import Testing
 @Suite struct AcknowledgerTests {
     @Test func jobsRunInOrderOffTheSubmittingThread() throws {
         let acknowledger = Acknowledger(label: "test.ack", burstGapNanos: 1_000_000_000)
-        let seen = Mutex<[Int]>([])
+        let seen = Locked<[Int]>([])
         let offThread = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
         let submitter = pthread_self()
@@ -35,7 +36,7 @@ import Testing
         let acknowledger = Acknowledger(label: "test.ack.slow", burstGapNanos: 200_000)
         let submitter = pthread_self()
         let onSubmitter = Atomic<Int>(0)
-        let seen = Mutex<[Int]>([])
+        let seen = Locked<[Int]>([])
         for i in 0..<20 {
             acknowledger.submit {
                 if pthread_equal(pthread_self(), submitter) != 0 { onSubmitter.add(1, ordering: .relaxed) }
@@ -54,7 +55,7 @@ import Testing
     @Test func aLoneJobDuringADrainQueuesBehindIt() throws {
         let acknowledger = Acknowledger(label: "test.ack.order", burstGapNanos: 2_000_000)
         let gate = DispatchSemaphore(value: 0)
-        let seen = Mutex<[Int]>([])
+        let seen = Locked<[Int]>([])
         acknowledger.submit { seen.withLock { $0.append(0) } }   // alone: inline
         acknowledger.submit {                                    // a burst: handed over
             gate.wait()

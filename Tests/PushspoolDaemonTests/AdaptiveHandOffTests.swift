@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import Foundation
-import Synchronization
 import Testing
 import PushConfig
 import PushSystem
@@ -21,7 +20,7 @@ import PushJournal
         let store = try ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { close(devNull) }
-        let committed = Mutex<Set<String>>([])
+        let committed = Locked<Set<String>>([])
         let daemon = try Daemon(arguments: DaemonArguments(), store: store,
                                 events: EventLog(identifier: "adaptive-test", destination: .lines(fd: devNull)),
                                 notifier: SystemdNotifier(), metrics: Metrics(),

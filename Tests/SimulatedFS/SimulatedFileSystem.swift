@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import PushSystem
-import Synchronization
 
 /// What a power cut does to data and directory entries that were not synced.
 package enum DamageModel: String, Sendable, CaseIterable {
@@ -30,7 +29,7 @@ package enum DamageModel: String, Sendable, CaseIterable {
 /// make a write short. `crashAfter(mutations:)` makes the machine "die" after the N-th
 /// mutating call: that call and every later one fail with EIO and change nothing.
 ///
-/// `Sendable`: all state is behind a `Mutex`.
+/// `Sendable`: all state is behind a lock.
 package final class SimulatedFileSystem: FileSystem {
     /// One fault: the `nth` (0-based) call whose name is in `calls` (empty = any call) fails
     /// with `errno`; `persistent` = that call and every later matching one. `short` instead
@@ -114,10 +113,10 @@ package final class SimulatedFileSystem: FileSystem {
         var images: [Image] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     package init() {
-        state = Mutex(State())
+        state = Locked(State())
     }
 
     /// A fresh file system holding what a power cut at `image` leaves under `model`.
@@ -152,7 +151,7 @@ package final class SimulatedFileSystem: FileSystem {
             }
             result.inodes[id] = inode
         }
-        state = Mutex(State(image: result))
+        state = Locked(State(image: result))
     }
 
     static func damage(synced: [UInt8], current: [UInt8], model: DamageModel, rng: inout SplitMix) -> [UInt8] {

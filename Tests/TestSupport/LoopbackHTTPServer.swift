@@ -8,7 +8,7 @@ import Synchronization
 /// never answer, redirect, fail first then succeed). Not for production traffic: it lives in
 /// `TestSupport`, which neither pushspoold nor pushspoolctl links.
 ///
-/// `Sendable`: routes and counters are behind a `Mutex`.
+/// `Sendable`: routes and counters are behind a lock.
 package final class LoopbackHTTPServer: Sendable {
     /// What the server does for a path.
     package indirect enum Behavior: Sendable {
@@ -67,7 +67,7 @@ package final class LoopbackHTTPServer: Sendable {
     package let host: String
     package let port: Int
     private let listener: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopping = Atomic<Bool>(false)
     private let acceptDone = Atomic<Bool>(false)
 

@@ -8,7 +8,7 @@ import Synchronization
 /// `net.unix.max_dgram_qlen` (often 10) datagrams, and a full queue would block the sender's
 /// `sd_notify`.
 ///
-/// `Sendable`: what the reading thread shares is behind a `Mutex` and a semaphore.
+/// `Sendable`: what the reading thread shares is behind a lock and a semaphore.
 package final class NotifySocket: Sendable {
     package let path: String
     private let reader: Reader
@@ -18,7 +18,7 @@ package final class NotifySocket: Sendable {
     private final class Reader: Sendable {
         let fd: Int32
         /// Every datagram, in order, and how many `receive` has handed out.
-        let received = Mutex<(all: [String], taken: Int)>(([], 0))
+        let received = Locked<(all: [String], taken: Int)>(([], 0))
         /// Counts datagrams not yet handed out by `receive`.
         let available = DispatchSemaphore(value: 0)
         let stopping = Atomic<Bool>(false)

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
-import Synchronization
+import PushSystem
 
 /// What a finished child process left behind.
 package struct ProcessResult: Sendable {
@@ -54,7 +54,7 @@ package enum ProcessRunner {
             try? writer.close()
         }
         let errReader = err.fileHandleForReading
-        let errData = Mutex(Data())
+        let errData = Locked(Data())
         let errDone = background { errData.withLock { $0 = errReader.readDataToEndOfFile() } }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         errDone.wait()

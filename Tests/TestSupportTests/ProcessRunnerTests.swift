@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
-import Synchronization
 import Testing
+import PushSystem
 import TestSupport
 
 @Suite struct ProcessRunnerTests {
@@ -20,7 +20,7 @@ import TestSupport
             printf out
             i=0; while [ $i -lt 70 ]; do printf %s "$kib" >&2; i=$((i + 1)); done
             """
-        let outcome = Mutex<Result<ProcessResult, any Error>?>(nil)
+        let outcome = Locked<Result<ProcessResult, any Error>?>(nil)
         let finished = DispatchSemaphore(value: 0)
         Thread {
             let result = Result { try ProcessRunner.run("/bin/sh", ["-c", script, pidFile]) }
