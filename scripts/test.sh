@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 # The version is set once (Sources/PushPayload/Version.swift); debian/changelog must agree.
 ./packaging/build-deb --check-version
 export PATH="/opt/swift/usr/bin:$PATH"
+# One lock type, PushSystem's Locked (a pthread mutex TSan sees): a Synchronization.Mutex would
+# blind the thread sanitizer stage below to everything it guards.
+if grep -rnE '\bMutex *[<(]' Sources Tests Fuzz --include='*.swift'; then
+    echo "test.sh: use PushSystem's Locked, not Synchronization.Mutex (see README, Sanitizers)" >&2
+    exit 1
+fi
 swift build -Xswiftc -warnings-as-errors --build-tests
 # Three runs. The media tests await real downloads against deadlines; on two cores the
 # cooperative thread pool has two threads, and long synchronous suites (200,000-file scans,
