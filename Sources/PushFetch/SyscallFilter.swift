@@ -52,7 +52,7 @@ package enum SyscallFilter {
         // Memory and threads (glibc's pthread_create, GLib's and Dispatch's workers).
         allow("brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "membarrier",
               "futex", "set_robust_list", "get_robust_list", "rseq", "set_tid_address",
-              "exit", "exit_group", "sched_yield", "sched_getaffinity", "gettid", "getpid", "getppid",
+              "exit", "exit_group", "pause", "sched_yield", "sched_getaffinity", "gettid", "getpid", "getppid",
               "restart_syscall")
         // Signals: the Swift runtime's and libcurl's handlers; raise() is tgkill to itself.
         allow("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack")

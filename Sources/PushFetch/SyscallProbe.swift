@@ -52,7 +52,9 @@ struct SyscallProbe: Sendable, Equatable {
         case .ptrace:
             result = cseccomp_raw_syscall(Self.number("ptrace"), 0 /* PTRACE_TRACEME */, 0, 0, 0, 0)
         case .mount:
-            result = Int(Glibc.mount("none", "/tmp", "tmpfs", 0, nil))
+            // A target that does not exist: should the filter be missing, the call fails with
+            // ENOENT instead of mounting over a real directory (the test runs as root).
+            result = Int(Glibc.mount("none", "/nonexistent/pushspool-fetch-probe", "tmpfs", 0, nil))
         case .unshare:
             result = cseccomp_raw_syscall(Self.number("unshare"), Self.cloneNewUser, 0, 0, 0, 0)
         case .chdir:
