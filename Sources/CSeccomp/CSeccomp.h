@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <seccomp.h>
 
 /// SCMP_ACT_ERRNO and SCMP_ACT_KILL_PROCESS are macros Swift cannot import; these return
@@ -16,5 +17,8 @@ static inline uint32_t cseccomp_act_allow(void) { return SCMP_ACT_ALLOW; }
 static inline long cseccomp_raw_syscall(long number, long a, long b, long c, long d, long e) {
     return syscall(number, a, b, c, d, e);
 }
+
+/// prctl(PR_GET_SECCOMP) (prctl is variadic): 0 none, 2 a filter is in force; -1 with errno.
+static inline int cseccomp_current_mode(void) { return prctl(PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL); }
 
 #endif

@@ -45,6 +45,12 @@ package enum FetchServer {
             do {
                 let allowed = try SyscallFilter.install()
                 log("seccomp filter active: \(allowed) system calls allowed, \(SyscallFilter.killed.count) kill the process")
+            } catch where error.errno == EOPNOTSUPP && SyscallFilter.alreadyFiltered {
+                // An outer filter (a unit's SystemCallFilter= without `seccomp`) refuses
+                // seccomp(2), so ours cannot cover every thread. That outer filter confines
+                // the process; say so loudly rather than fetch nothing at all.
+                log("warning: seccomp filter not installed (\(error)); only the outer filter applies. "
+                    + "Allow seccomp in SystemCallFilter= or pass --no-seccomp")
             } catch {
                 try? SeqPacket.send(fd, FetchMessage.refused(message: "cannot install the seccomp filter: \(error)").encoded(), wait: true)
                 log("cannot install the seccomp filter: \(error)")

@@ -100,6 +100,8 @@ package enum SyscallFilter {
             throw SystemError(call: "seccomp_init", errno: ENOMEM)
         }
         defer { seccomp_release(context) }
+        // TSYNC needs seccomp(2) itself; libseccomp answers EOPNOTSUPP when an outer filter
+        // refuses it (systemd's @system-service does not include it; our units allow it).
         try check("seccomp_attr_set", "SCMP_FLTATR_CTL_TSYNC") { seccomp_attr_set(context, SCMP_FLTATR_CTL_TSYNC, 1) }
         try check("seccomp_attr_set", "SCMP_FLTATR_CTL_NNP") { seccomp_attr_set(context, SCMP_FLTATR_CTL_NNP, 1) }
         var count = 0
@@ -138,6 +140,10 @@ package enum SyscallFilter {
         try check("seccomp_load", "") { seccomp_load(context) }
         return count
     }
+
+    /// Whether some seccomp filter already confines this process (PR_GET_SECCOMP = 2), e.g. a
+    /// unit's `SystemCallFilter=`.
+    package static var alreadyFiltered: Bool { cseccomp_current_mode() == 2 }
 
     /// The call's number on this architecture, nil when it has no such call.
     static func resolve(_ name: String) -> Int32? {

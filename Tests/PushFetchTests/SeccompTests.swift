@@ -17,10 +17,12 @@ import TestSupport
         let pid: pid_t
         let fd: Int32
 
-        init(_ dir: TempDir, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        /// `wrapper`: a program and its arguments that exec the fetcher (its path appended).
+        init(_ dir: TempDir, arguments: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) throws {
             let (mine, theirs) = try SeqPacket.pair()
             defer { close(theirs) }
-            pid = try ChildProcess.spawn(executable: SeccompTests.executable, arguments: arguments,
+            let command = wrapper + [SeccompTests.executable] + arguments
+            pid = try ChildProcess.spawn(executable: command[0], arguments: Array(command.dropFirst()),
                                          environment: environment, socket: theirs)
             fd = mine
             let configuration = FetchConfiguration(SupervisorTests.options(dir))
@@ -95,6 +97,44 @@ import TestSupport
         let inherited = try #require(Self.filterCount("/proc/self"))
         #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited)
         #expect(Self.statusField("/proc/\(fetcher.pid)", "NoNewPrivs") == "1")
+        _ = fetcher.finish()
+    }
+
+    /// What systemd does for a unit's `SystemCallFilter=`, done by python3 with libseccomp
+    /// before it execs the fetcher: a filter that fails ptrace (like `~@debug`) and, unless
+    /// `allowSeccomp`, seccomp(2) too (as `@system-service` alone does) with EPERM.
+    static func outerFilter(allowSeccomp: Bool) -> [String] {
+        let script = """
+            import ctypes, os, sys
+            lib = ctypes.CDLL("libseccomp.so.2")
+            lib.seccomp_init.restype = ctypes.c_void_p
+            ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7fff0000)))
+            names = [b"ptrace"] + ([] if sys.argv[1] == "1" else [b"seccomp"])
+            for name in names:
+                assert lib.seccomp_rule_add_array(ctx, ctypes.c_uint32(0x00050001), lib.seccomp_syscall_resolve_name(name), 0, None) == 0
+            assert lib.seccomp_attr_set(ctx, 3, 1) == 0 and lib.seccomp_load(ctx) == 0
+            os.execv(sys.argv[2], sys.argv[2:])
+            """
+        return ["/usr/bin/python3", "-c", script, allowSeccomp ? "1" : "0"]
+    }
+
+    /// Under the shipped units (`SystemCallFilter=seccomp` added to @system-service) the
+    /// fetcher's filter stacks on the unit's. Where a unit refuses seccomp(2) the fetcher
+    /// cannot sync its filter to every thread: it says so and runs under the outer filter
+    /// rather than fetching nothing.
+    @Test(arguments: [true, false])
+    func stacksOnAnOuterFilterLikeSystemds(allowSeccomp: Bool) throws {
+        let dir = TempDir()
+        let fetcher = try Fetcher(dir, wrapper: Self.outerFilter(allowSeccomp: allowSeccomp))
+        let answer = try fetcher.firstAnswer()
+        guard case .ready = answer else {
+            Issue.record("expected ready, got \(String(describing: answer))")
+            _ = fetcher.finish()
+            return
+        }
+        let inherited = try #require(Self.filterCount("/proc/self"))
+        #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited + (allowSeccomp ? 2 : 1))
+        #expect(Self.statusField("/proc/\(fetcher.pid)", "Seccomp") == "2")
         _ = fetcher.finish()
     }
 
