@@ -45,16 +45,22 @@ package enum FetchMain {
             writeStderr("pushspool-fetch: \(error)\n")
             return 64
         }
-        var afterFilter: (@Sendable () -> Void)?
+        // The system-call test hook exists in debug builds only (see SyscallProbe).
+        let afterFilter: (@Sendable () -> Void)?
         #if DEBUG
         do {
-            if let probe = try SyscallProbe.from(environment: { getenv($0).map { String(cString: $0) } }) {
+            let probe = try SyscallProbe.from(environment: { getenv($0).map { String(cString: $0) } })
+            if let probe {
                 afterFilter = { probe.run() }
+            } else {
+                afterFilter = nil
             }
         } catch {
             writeStderr("pushspool-fetch: \(error)\n")
             return 64
         }
+        #else
+        afterFilter = nil
         #endif
         let code = FetchServer.serve(fd: fd, fault: fault, seccomp: seccomp, afterFilter: afterFilter, log: { writeStderr("pushspool-fetch: \($0)\n") })
         return code.rawValue

@@ -146,7 +146,7 @@ package enum SyscallFilter {
     package static var alreadyFiltered: Bool { cseccomp_current_mode() == 2 }
 
     /// The call's number on this architecture, nil when it has no such call.
-    static func resolve(_ name: String) -> Int32? {
+    package static func resolve(_ name: String) -> Int32? {
         let number = seccomp_syscall_resolve_name(name)
         return number >= 0 ? number : nil
     }

@@ -205,3 +205,35 @@ import TestSupport
         #expect(supervisor.restarts == 0, "\(recorder.events.withLock { $0 })")
     }
 }
+
+/// The filter's lists as data: a name in two lists would leave its action to libseccomp's
+/// rule order, and a misspelt name would be skipped silently as "not on this architecture".
+@Suite struct SyscallFilterPolicyTests {
+    @Test func listsAreDisjoint() {
+        let allowed = Set(SyscallFilter.allowed.map(\.name))
+        let killed = Set(SyscallFilter.killed)
+        let unsupported = Set(SyscallFilter.unsupported)
+        #expect(allowed.intersection(killed).isEmpty, "\(allowed.intersection(killed))")
+        #expect(allowed.intersection(unsupported).isEmpty)
+        #expect(killed.intersection(unsupported).isEmpty)
+        #expect(allowed.count == SyscallFilter.allowed.count, "a call is listed twice")
+    }
+
+    #if arch(x86_64)
+    /// Every name is a real x86_64 system call (this is the architecture CI and the .deb build on).
+    @Test func everyNameResolvesOnX86_64() {
+        for name in SyscallFilter.allowed.map(\.name) + SyscallFilter.killed + SyscallFilter.unsupported {
+            #expect(SyscallFilter.resolve(name) != nil, "\(name)")
+        }
+        #expect(SyscallFilter.resolve("no_such_call") == nil)
+    }
+    #endif
+
+    /// The first steps of a container escape or of code injection are not merely refused:
+    /// they end the process.
+    @Test(arguments: ["execve", "execveat", "ptrace", "process_vm_writev", "mount", "unshare", "setns", "bpf",
+                      "init_module", "finit_module", "kexec_load", "keyctl"])
+    func hostileCallsAreOnTheKillList(_ name: String) {
+        #expect(SyscallFilter.killed.contains(name))
+    }
+}
