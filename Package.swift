@@ -40,6 +40,8 @@ let package = Package(
         .target(name: "CBenchBaseline", linkerSettings: [.linkedLibrary("isal")]),
         // prctl(2) for pushspool-fetch's self-hardening (prctl is variadic).
         .target(name: "CFetchShim"),
+        // libseccomp (libseccomp-dev) for pushspool-fetch's own system-call filter.
+        .systemLibrary(name: "CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         // NATS C client (libnats-dev 3.4.1) for the JetStream exporter.
         .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
 
@@ -53,7 +55,7 @@ let package = Package(
         .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
         // Privilege separation for media: the protocol, the supervisor pushspoold runs and the
         // server pushspool-fetch runs (libcurl and libvips live only in the latter's process).
-        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMedia", "PushMediaStore", "CFetchShim"]),
+        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMedia", "PushMediaStore", "CFetchShim", "CSeccomp"]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),

@@ -4,16 +4,22 @@ import PushSystem
 /// `pushspool-fetch`: the media fetcher that pushspoold starts (or that systemd starts per
 /// connection on pushspool-fetch.socket). It serves the connection on fd 3.
 ///
-///     pushspool-fetch [--fd=N] [--max-memory=BYTES]
+///     pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp]
+///
+/// `--no-seccomp` is for debugging a system call the filter refuses (with strace); nothing
+/// passes it by default.
 package enum FetchMain {
     package static func run(arguments: [String]) -> Int32 {
         var fd: Int32 = 3
         var limits = Hardening.Limits()
+        var seccomp = true
         for argument in arguments {
             if argument == "-h" || argument == "--help" {
-                writeStderr("usage: pushspool-fetch [--fd=N] [--max-memory=BYTES]\n"
+                writeStderr("usage: pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp]\n"
                             + "Started by pushspoold (or systemd's pushspool-fetch.socket); not for interactive use.\n")
                 return 0
+            } else if argument == "--no-seccomp" {
+                seccomp = false
             } else if argument.hasPrefix("--fd="), let value = Int32(argument.dropFirst(5)), value >= 0 {
                 fd = value
             } else if argument.hasPrefix("--max-memory="), let value = UInt64(argument.dropFirst(13)), value >= 64 << 20 {
@@ -39,7 +45,24 @@ package enum FetchMain {
             writeStderr("pushspool-fetch: \(error)\n")
             return 64
         }
-        let code = FetchServer.serve(fd: fd, fault: fault, log: { writeStderr("pushspool-fetch: \($0)\n") })
+        // The system-call test hook exists in debug builds only (see SyscallProbe).
+        let afterFilter: (@Sendable () -> Void)?
+        #if DEBUG
+        do {
+            let probe = try SyscallProbe.from(environment: { getenv($0).map { String(cString: $0) } })
+            if let probe {
+                afterFilter = { probe.run() }
+            } else {
+                afterFilter = nil
+            }
+        } catch {
+            writeStderr("pushspool-fetch: \(error)\n")
+            return 64
+        }
+        #else
+        afterFilter = nil
+        #endif
+        let code = FetchServer.serve(fd: fd, fault: fault, seccomp: seccomp, afterFilter: afterFilter, log: { writeStderr("pushspool-fetch: \($0)\n") })
         return code.rawValue
     }
 

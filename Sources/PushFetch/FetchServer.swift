@@ -15,8 +15,11 @@ package enum FetchServer {
         case ioError = 3
     }
 
-    /// Serves `fd`; returns when the peer closes it or breaks the protocol.
-    package static func serve(fd: Int32, fault: FetchFault?, log: @escaping @Sendable (String) -> Void) -> ExitCode {
+    /// Serves `fd`; returns when the peer closes it or breaks the protocol. With `seccomp`,
+    /// `SyscallFilter` is installed once libcurl and libvips are initialised, before the
+    /// first request; `afterFilter` runs right after that (debug builds' `SyscallProbe`).
+    package static func serve(fd: Int32, fault: FetchFault?, seccomp: Bool = true, afterFilter: (@Sendable () -> Void)? = nil,
+                              log: @escaping @Sendable (String) -> Void) -> ExitCode {
         let first: FetchMessage
         do {
             guard case .message(let bytes) = try SeqPacket.receive(fd) else { return .peerClosed }
@@ -38,6 +41,25 @@ package enum FetchServer {
             log("configuration refused: \(error)")
             return .refusedConfiguration
         }
+        if seccomp {
+            do {
+                let allowed = try SyscallFilter.install()
+                log("seccomp filter active: \(allowed) system calls allowed, \(SyscallFilter.killed.count) kill the process")
+            } catch where error.errno == EOPNOTSUPP && SyscallFilter.alreadyFiltered {
+                // An outer filter (a unit's SystemCallFilter= without `seccomp`) refuses
+                // seccomp(2), so ours cannot cover every thread. That outer filter confines
+                // the process; say so loudly rather than fetch nothing at all.
+                log("warning: seccomp filter not installed (\(error)); only the outer filter applies. "
+                    + "Allow seccomp in SystemCallFilter= or pass --no-seccomp")
+            } catch {
+                try? SeqPacket.send(fd, FetchMessage.refused(message: "cannot install the seccomp filter: \(error)").encoded(), wait: true)
+                log("cannot install the seccomp filter: \(error)")
+                return .refusedConfiguration
+            }
+        } else {
+            log("seccomp filter off (--no-seccomp)")
+        }
+        afterFilter?()
         let output = Output(fd: fd)
         guard output.send(.ready(pid: getpid())) else { return .ioError }
         while true {

@@ -7,7 +7,8 @@
 #
 # 1. the socket unit listens; pushspoold (PUSHSPOOL_FETCHER_SOCKET=) connects and systemd
 #    starts one pushspool-fetch@ instance, which is not a child of pushspoold.
-# 2. a payload's image (from a loopback HTTP server) is stored by that instance.
+# 2. a payload's image (from a loopback HTTP server) is stored by that instance, which runs
+#    under its own seccomp filter and logs so to the journal.
 # 3. SIGKILL of the instance: pushspoold reconnects, systemd starts a new instance, the next
 #    payload's image is stored; both payloads are journaled exactly once.
 #
@@ -119,6 +120,11 @@ stored() { [[ "$(media_status "$1")" == stored ]]; }
 poll "$WAIT" test -d "$spool/incoming"
 drop_with_image "live-a-$$" a.png
 check "the first image is stored through the socket-activated fetcher" poll "$WAIT" stored "live-a-$$"
+# Its own seccomp filter (the user manager applies none of the unit's), logged to the journal.
+seccomp_on() { grep -Eq '^Seccomp:[[:space:]]+2$' "/proc/$first_pid/status"; }
+check "the instance runs under its own seccomp filter (Seccomp: 2)" seccomp_on
+seccomp_logged() { journalctl --no-pager -u "$first" 2>/dev/null | grep -q 'seccomp filter active'; }
+check "the instance logged that its seccomp filter is active" poll "$WAIT" seccomp_logged
 
 kill -KILL "$first_pid"
 new_instance() { local name; name=$(instances | head -1); [[ -n "$name" && "$name" != "$first" ]]; }

@@ -1,0 +1,301 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import PushFetch
+import PushMedia
+import PushSystem
+import TestSupport
+
+/// The fetcher's own seccomp filter, on the real `pushspool-fetch` binary: in force on every
+/// thread once it is ready, forbidden calls kill it (SIGSYS) or fail with EPERM, and
+/// downloads with JPEG/PNG/WebP decoding and thumbnails still work under it.
+@Suite struct SeccompTests {
+    static let executable = SupervisorTests.executable
+
+    /// A fetcher spawned the way pushspoold spawns it, configured, with its end of the pair.
+    struct Fetcher {
+        let pid: pid_t
+        let fd: Int32
+
+        /// `wrapper`: a program and its arguments that exec the fetcher (its path appended).
+        init(_ dir: TempDir, arguments: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) throws {
+            let (mine, theirs) = try SeqPacket.pair()
+            defer { close(theirs) }
+            let command = wrapper + [SeccompTests.executable] + arguments
+            pid = try ChildProcess.spawn(executable: command[0], arguments: Array(command.dropFirst()),
+                                         environment: environment, socket: theirs)
+            fd = mine
+            let configuration = FetchConfiguration(SupervisorTests.options(dir))
+            try SeqPacket.send(fd, FetchMessage.configure(configuration).encoded(), wait: true)
+        }
+
+        /// The fetcher's first answer (nil when it closed the connection without one).
+        func firstAnswer() throws -> FetchMessage? {
+            #expect(SeqPacket.readable(fd, timeoutMillis: 20_000), "no answer from pushspool-fetch within 20 s")
+            guard case .message(let bytes) = try SeqPacket.receive(fd) else { return nil }
+            return try FetchMessage.decode(bytes)
+        }
+
+        /// Closes the connection (the fetcher exits 0) and reaps it; the raw wait status.
+        func finish() -> Int32? {
+            close(fd)
+            if let status = ChildProcess.reap(pid, timeoutMillis: 10_000) { return status }
+            kill(pid, SIGKILL)
+            return ChildProcess.reap(pid)
+        }
+    }
+
+    /// "Seccomp:" and friends from /proc/PID[/task/TID]/status.
+    static func statusField(_ path: String, _ name: String) -> String? {
+        guard let text = try? String(contentsOfFile: path + "/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix(name + ":") {
+            return line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
+        }
+        return nil
+    }
+
+    static func filterCount(_ path: String) -> Int? {
+        statusField(path, "Seccomp_filters").flatMap { Int($0) }
+    }
+
+    @Test func filterIsInForceOnEveryThreadOnceReady() throws {
+        let dir = TempDir()
+        let fetcher = try Fetcher(dir)
+        let answer = try fetcher.firstAnswer()
+        guard case .ready = answer else {
+            Issue.record("expected ready, got \(String(describing: answer))")
+            _ = fetcher.finish()
+            return
+        }
+        let proc = "/proc/\(fetcher.pid)"
+        #expect(Self.statusField(proc, "Seccomp") == "2")
+        #expect(Self.statusField(proc, "NoNewPrivs") == "1")
+        // One filter more than this test process has (a container may have its own).
+        let inherited = try #require(Self.filterCount("/proc/self"))
+        #expect(Self.filterCount(proc) == inherited + 1)
+        // TSYNC: libcurl's network thread and the finishing threads, started before the
+        // filter was loaded, are under it too.
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: proc + "/task")
+        #expect(tasks.count > 1, "the fetcher runs threads before its first request")
+        for task in tasks {
+            #expect(Self.statusField("\(proc)/task/\(task)", "Seccomp") == "2", "thread \(task)")
+        }
+        let status = try #require(fetcher.finish())
+        #expect(ChildProcess.describe(status: status) == "exit status 0")
+    }
+
+    /// The documented switch for debugging: no filter of its own (the rest of the hardening stays).
+    @Test func noSeccompOptionLeavesTheFilterOff() throws {
+        let dir = TempDir()
+        let fetcher = try Fetcher(dir, arguments: ["--no-seccomp"])
+        let answer = try fetcher.firstAnswer()
+        guard case .ready = answer else {
+            Issue.record("expected ready, got \(String(describing: answer))")
+            _ = fetcher.finish()
+            return
+        }
+        let inherited = try #require(Self.filterCount("/proc/self"))
+        #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited)
+        #expect(Self.statusField("/proc/\(fetcher.pid)", "NoNewPrivs") == "1")
+        _ = fetcher.finish()
+    }
+
+    /// What systemd does for a unit's `SystemCallFilter=`, done by python3 with libseccomp
+    /// before it execs the fetcher: a filter that fails ptrace (like `~@debug`) and, unless
+    /// `allowSeccomp`, seccomp(2) too (as `@system-service` alone does) with EPERM.
+    static func outerFilter(allowSeccomp: Bool) -> [String] {
+        let script = """
+            import ctypes, os, sys
+            lib = ctypes.CDLL("libseccomp.so.2")
+            lib.seccomp_init.restype = ctypes.c_void_p
+            ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7fff0000)))
+            names = [b"ptrace"] + ([] if sys.argv[1] == "1" else [b"seccomp"])
+            for name in names:
+                assert lib.seccomp_rule_add_array(ctx, ctypes.c_uint32(0x00050001), lib.seccomp_syscall_resolve_name(name), 0, None) == 0
+            assert lib.seccomp_attr_set(ctx, 3, 1) == 0 and lib.seccomp_load(ctx) == 0
+            os.execv(sys.argv[2], sys.argv[2:])
+            """
+        return ["/usr/bin/python3", "-c", script, allowSeccomp ? "1" : "0"]
+    }
+
+    /// Under the shipped units (`SystemCallFilter=seccomp` added to @system-service) the
+    /// fetcher's filter stacks on the unit's. Where a unit refuses seccomp(2) the fetcher
+    /// cannot sync its filter to every thread: it says so and runs under the outer filter
+    /// rather than fetching nothing.
+    @Test(arguments: [true, false])
+    func stacksOnAnOuterFilterLikeSystemds(allowSeccomp: Bool) throws {
+        let dir = TempDir()
+        let fetcher = try Fetcher(dir, wrapper: Self.outerFilter(allowSeccomp: allowSeccomp))
+        let answer = try fetcher.firstAnswer()
+        guard case .ready = answer else {
+            Issue.record("expected ready, got \(String(describing: answer))")
+            _ = fetcher.finish()
+            return
+        }
+        let inherited = try #require(Self.filterCount("/proc/self"))
+        #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited + (allowSeccomp ? 2 : 1))
+        #expect(Self.statusField("/proc/\(fetcher.pid)", "Seccomp") == "2")
+        _ = fetcher.finish()
+    }
+
+    static func probe(_ call: String, arguments: [String] = []) throws -> Int32 {
+        let dir = TempDir()
+        let fetcher = try Fetcher(dir, arguments: arguments, environment: [
+            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FETCH_TEST_SYSCALL": call,
+        ])
+        // The probe runs before the ready message: the connection just closes.
+        _ = try fetcher.firstAnswer()
+        return try #require(fetcher.finish())
+    }
+
+    /// Hostile calls end the process inside the kernel, before they do anything.
+    @Test(arguments: ["execve", "ptrace", "mount", "unshare"])
+    func hostileCallKillsTheFetcher(_ call: String) throws {
+        let status = try Self.probe(call)
+        #expect(ChildProcess.describe(status: status) == "killed by signal 31 (SIGSYS)", "\(call)")
+    }
+
+    /// Calls outside the allow-list that are not on the kill list fail with EPERM (exit 101
+    /// from the hook); a new user namespace by clone(2) and a netlink socket among them.
+    @Test(arguments: ["chdir", "socket-netlink", "clone-newuser"])
+    func otherCallFailsWithEPERM(_ call: String) throws {
+        let status = try Self.probe(call)
+        #expect(ChildProcess.describe(status: status) == "exit status \(100 + EPERM)", "\(call)")
+    }
+
+    /// The control: the same calls without the filter are not refused by it (chdir succeeds,
+    /// exit 99; execve runs /bin/true, exit 0), so the two tests above measure the filter.
+    @Test func withoutTheFilterTheProbesAreNotRefused() throws {
+        #expect(ChildProcess.describe(status: try Self.probe("chdir", arguments: ["--no-seccomp"])) == "exit status 99")
+        #expect(ChildProcess.describe(status: try Self.probe("execve", arguments: ["--no-seccomp"])) == "exit status 0")
+    }
+
+    /// Downloads, the type sniffer and libvips decoding + thumbnails of JPEG, PNG and WebP
+    /// under the filter (an allow-list that is too tight fails here, or kills the fetcher).
+    @Test func decodesAndThumbnailsUnderTheFilter() throws {
+        let dir = TempDir()
+        let server = try LoopbackHTTPServer()
+        let images: [(String, [UInt8], String)] = [
+            ("/a.jpg", ImageFixtures.jpeg, "image/jpeg"), ("/a.png", SupervisorTests.png, "image/png"),
+            ("/a.webp", ImageFixtures.webp, "image/webp"),
+        ]
+        for (path, bytes, type) in images { server.route(path, .ok(bytes, contentType: type)) }
+        let recorder = SupervisorTests.Recorder()
+        let supervisor = try FetchSupervisor(options: SupervisorTests.options(dir),
+                                             launch: .spawn(executable: Self.executable, arguments: []),
+                                             requestDeadline: .seconds(30), onEvent: recorder.record)
+        defer { supervisor.shutdown() }
+        try SupervisorTests.waitFor("the fetcher") { supervisor.fetcherPID != nil }
+        let pid = try #require(supervisor.fetcherPID)
+        #expect(Self.statusField("/proc/\(pid)", "Seccomp") == "2")
+        for (path, bytes, type) in images {
+            let outcome = try SupervisorTests.fetch(supervisor, server.url(path))
+            #expect(outcome.status == .stored, "\(path): \(outcome.encodeJSON())")
+            #expect(outcome.contentType == type, "\(path)")
+            #expect(outcome.sha256 == PushSystem.SHA256.hex(of: bytes), "\(path)")
+            #expect(outcome.decodable == true, "\(path): \(outcome.encodeJSON())")
+            let thumbnail = try #require(outcome.thumbnail, "\(path): \(outcome.encodeJSON())")
+            #expect(FileManager.default.fileExists(atPath: thumbnail.path), "\(thumbnail.path)")
+        }
+        // A name, not an address: getaddrinfo (glibc's resolver, /etc/hosts, nsswitch) under the filter.
+        let named = try SupervisorTests.fetch(supervisor, server.url("/a.png").replacingOccurrences(of: "127.0.0.1", with: "localhost"))
+        #expect(named.status == .stored, "\(named.encodeJSON())")
+        // Same process throughout: nothing killed it.
+        #expect(supervisor.fetcherPID == pid)
+        #expect(supervisor.restarts == 0, "\(recorder.events.withLock { $0 })")
+    }
+
+    /// https under the filter: OpenSSL reads the CA file, handshakes and verifies against
+    /// `openssl s_server -WWW` on 127.0.0.1 with a certificate made for the test.
+    @Test func httpsUnderTheFilter() throws {
+        let dir = TempDir()
+        let www = dir.appending("www")
+        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+        try Data(ImageFixtures.jpeg).write(to: URL(fileURLWithPath: www + "/a.jpg"))
+        let certificate = dir.appending("server.pem"), key = dir.appending("server.key")
+        let request = Process()
+        request.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        request.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
+                             "-keyout", key, "-out", certificate]
+        request.standardError = FileHandle.nullDevice
+        try request.run()
+        request.waitUntilExit()
+        // A port that was free a moment ago (s_server cannot report the one it bound).
+        let probe = try LoopbackHTTPServer()
+        let port = probe.port
+        probe.stop()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        server.arguments = ["s_server", "-quiet", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-WWW"]
+        server.currentDirectoryURL = URL(fileURLWithPath: www)
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        server.standardInput = Pipe()
+        try server.run()
+        defer {
+            // s_server ignores SIGTERM.
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
+        try SupervisorTests.waitFor("s_server to accept") { Self.accepting(port) }
+
+        var options = SupervisorTests.options(dir)
+        options.allowHTTP = false
+        options.caFile = certificate
+        let supervisor = try FetchSupervisor(options: options, launch: .spawn(executable: Self.executable, arguments: []),
+                                             requestDeadline: .seconds(30))
+        defer { supervisor.shutdown() }
+        try SupervisorTests.waitFor("the fetcher") { supervisor.fetcherPID != nil }
+        let pid = try #require(supervisor.fetcherPID)
+        #expect(Self.statusField("/proc/\(pid)", "Seccomp") == "2")
+        let outcome = try SupervisorTests.fetch(supervisor, "https://127.0.0.1:\(port)/a.jpg")
+        #expect(outcome.status == .stored, "\(outcome.encodeJSON())")
+        #expect(outcome.sha256 == PushSystem.SHA256.hex(of: ImageFixtures.jpeg))
+        #expect(supervisor.restarts == 0)
+    }
+
+    static func accepting(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(clamping: port).bigEndian
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}
+
+/// The filter's lists as data: a name in two lists would leave its action to libseccomp's
+/// rule order, and a misspelt name would be skipped silently as "not on this architecture".
+@Suite struct SyscallFilterPolicyTests {
+    @Test func listsAreDisjoint() {
+        let allowed = Set(SyscallFilter.allowed.map(\.name))
+        let killed = Set(SyscallFilter.killed)
+        let unsupported = Set(SyscallFilter.unsupported)
+        #expect(allowed.intersection(killed).isEmpty, "\(allowed.intersection(killed))")
+        #expect(allowed.intersection(unsupported).isEmpty)
+        #expect(killed.intersection(unsupported).isEmpty)
+        #expect(allowed.count == SyscallFilter.allowed.count, "a call is listed twice")
+    }
+
+    #if arch(x86_64)
+    /// Every name is a real x86_64 system call (this is the architecture CI and the .deb build on).
+    @Test func everyNameResolvesOnX86_64() {
+        for name in SyscallFilter.allowed.map(\.name) + SyscallFilter.killed + SyscallFilter.unsupported {
+            #expect(SyscallFilter.resolve(name) != nil, "\(name)")
+        }
+        #expect(SyscallFilter.resolve("no_such_call") == nil)
+    }
+    #endif
+
+    /// The first steps of a container escape or of code injection are not merely refused:
+    /// they end the process.
+    @Test(arguments: ["execve", "execveat", "ptrace", "process_vm_writev", "mount", "unshare", "setns", "bpf",
+                      "init_module", "finit_module", "kexec_load", "keyctl"])
+    func hostileCallsAreOnTheKillList(_ name: String) {
+        #expect(SyscallFilter.killed.contains(name))
+    }
+}
