@@ -197,7 +197,8 @@ extension FileSystem {
             let start = bytes.count
             bytes.reserveCapacity(capacity)
             let spare = capacity - start
-            bytes.append(contentsOf: repeatElement(0, count: spare))
+            // One memset, not an element-by-element append (that dominates a debug build's tests).
+            bytes += [UInt8](repeating: 0, count: spare)
             let result: Result<Int, SystemError> = bytes.withUnsafeMutableBytes { buffer in
                 Result { () throws(SystemError) in try read(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), subject: subject) }
             }
