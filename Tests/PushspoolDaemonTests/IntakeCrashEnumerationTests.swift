@@ -228,7 +228,7 @@ private func restartAndCheck(_ fs: SimulatedFileSystem, plan: IntakePlan) -> [St
     /// left in incoming/ or processing/, verify clean, a second restart changes nothing.
     @Test func everyIntakeCrashPointRecovers() throws {
         let seeds = envCount("PUSHSPOOL_INTAKE_CRASH_SEEDS", default: 1)
-        let payloads = envCount("PUSHSPOOL_INTAKE_CRASH_PAYLOADS", default: 80)
+        let payloads = envCount("PUSHSPOOL_INTAKE_CRASH_PAYLOADS", default: 100)
         let plan = IntakePlan(count: payloads)
         let fs = SimulatedFileSystem()
         try produce(plan, on: fs)
