@@ -204,8 +204,13 @@ private func restartAndCheck(_ fs: SimulatedFileSystem, plan: IntakePlan) -> [St
     for name in plan.refused {
         let copies = payloads.filter { $0 == name || $0.hasPrefix(name + "~") }
         if copies.count != 1 { problems.append("\(name) quarantined \(copies.count) times: \(copies)") }
-        for copy in copies where !after.failed.contains(copy + SpoolName.reasonSuffix) {
-            problems.append("failed/\(copy) without its reason file")
+        for copy in copies {
+            guard let reason = fs.contents(simSpool.failed + "/" + copy + SpoolName.reasonSuffix) else {
+                problems.append("failed/\(copy) without its reason file")
+                continue
+            }
+            // The reason file is synced before it is renamed in: it must read whole after any crash.
+            if (try? QuarantineReason.decode(reason))?.file != name { problems.append("failed/\(copy)\(SpoolName.reasonSuffix) is damaged") }
         }
     }
     let orphans = after.failed.filter { $0.hasSuffix(SpoolName.reasonSuffix) && !payloads.contains(String($0.dropLast(SpoolName.reasonSuffix.count))) }
