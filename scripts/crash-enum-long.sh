@@ -6,7 +6,7 @@
 # _RECOVERY_STRIDE.
 # Then the intake path (spool claim -> journal -> unlink / quarantine, the daemon's FilePipeline
 # over the simulated file system): 150 dropped payloads and 10 seeds for zero and scramble
-# (CI: 90 payloads, 1 seed). Override with PUSHSPOOL_INTAKE_CRASH_PAYLOADS / _SEEDS.
+# (CI: 72 payloads, 1 seed). Override with PUSHSPOOL_INTAKE_CRASH_PAYLOADS / _SEEDS.
 set -eu
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
