@@ -5,6 +5,10 @@
 /// (`SimulatedFileSystem` in the `SimulatedFS` test-support target) or that fails the N-th call
 /// with EIO, ENOSPC, EDQUOT or a short write.
 ///
+/// The spool (`Spool`, `FailedQueue`, `DirectoryScanner`, `SpoolLayout.create`) goes through it
+/// too, with every move and removal an `*at` call on its open directory handles; only the
+/// inotify watcher and the producer-side dropper call the system directly.
+///
 /// Handles are `Int32` "fds": real descriptors for `RealFileSystem`, table indexes for a
 /// simulated one; a caller never mixes handles of two file systems. Every call either
 /// succeeds or throws a `SystemError` carrying the errno, like the `Posix` wrappers it
