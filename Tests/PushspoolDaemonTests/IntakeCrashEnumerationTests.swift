@@ -286,6 +286,53 @@ private func envCount(_ name: String, default value: Int) -> Int {
     getenv(name).flatMap { Int(String(cString: $0)) }.map { max(1, $0) } ?? value
 }
 
+extension IntakeCrashEnumerationTests {
+    /// A crash during the restart is recovered too: for sampled crash points of the intake,
+    /// the restart itself (journal recovery, leftovers, the drain) is crashed after every
+    /// `step`-th of its mutating calls, and the restart after that must still meet every
+    /// invariant.
+    @Test func crashDuringRestartRecovers() throws {
+        let stride = envCount("PUSHSPOOL_INTAKE_CRASH_RESTART_STRIDE", default: 41)
+        let step = envCount("PUSHSPOOL_INTAKE_CRASH_RESTART_STEP", default: 3)
+        let plan = IntakePlan(count: 40)
+        let fs = SimulatedFileSystem()
+        try produce(plan, on: fs)
+        fs.recordImages(true)
+        let workload = runIntake(on: fs, group: 4)
+        #expect(workload.failures.isEmpty, "\(workload.failures)")
+        let images = fs.images
+        var states = 0
+        var failures = 0
+        for index in Swift.stride(from: 0, to: images.count, by: stride) {
+            for model in [DamageModel.zero, .scramble] {
+                let seed = UInt64(index + 1)
+                // How many mutating calls a whole restart of this state makes.
+                let probe = SimulatedFileSystem(crashed: images[index], model: model, seed: seed)
+                let before = probe.mutations
+                _ = runIntake(on: probe, group: 256)
+                let restartMutations = probe.mutations - before
+                for m in Swift.stride(from: 1, through: max(1, restartMutations), by: step) {
+                    let first = SimulatedFileSystem(crashed: images[index], model: model, seed: seed)
+                    first.crashAfter(mutations: m)
+                    _ = runIntake(on: first, group: 256)
+                    let second = SimulatedFileSystem(crashed: first.image, model: model, seed: seed &* 31 &+ UInt64(m))
+                    states += 1
+                    let problems = restartAndCheck(second, plan: plan)
+                    if !problems.isEmpty {
+                        failures += 1
+                        if failures <= 5 {
+                            Issue.record("crash after intake mutation \(index + 1), restart crashed after \(m), \(model): \(problems.prefix(5))")
+                        }
+                    }
+                }
+            }
+        }
+        print("intake-crash-enumeration: \(states) crash-during-restart states checked, \(failures) failed")
+        #expect(failures == 0)
+        #expect(states > 50)
+    }
+}
+
 /// The spool's own calls over the simulated file system: the seam semantics the enumeration
 /// relies on (never replacing on a move, exclusive creation, scans that release their handles).
 @Suite struct SpoolOverSimulatedFileSystemTests {
