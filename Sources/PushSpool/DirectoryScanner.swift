@@ -35,7 +35,8 @@ package final class DirectoryScanner {
         package var type: EntryType
     }
 
-    private var dir: OpaquePointer?
+    /// The listing; `nil` once exhausted (the handle is then released).
+    private var stream: (any DirectoryStream)?
     private let path: String
     private let filter: Filter
     package let batchSize: Int
@@ -44,75 +45,63 @@ package final class DirectoryScanner {
     /// Entries skipped by the filter so far.
     package private(set) var skipped = 0
 
-    /// Starts a scan of the directory open at `directoryFD` (not consumed; may be closed after).
-    package init(directoryFD: Int32, path: String, filter: Filter = .spool, batchSize: Int = 1024) throws(SpoolError) {
+    /// Starts a scan of the directory open at `directoryFD` (not consumed; may be closed after)
+    /// on `fileSystem`, which `directoryFD` belongs to.
+    package init(directoryFD: Int32, path: String, filter: Filter = .spool, batchSize: Int = 1024,
+                 fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) {
         precondition(batchSize > 0)
         self.path = path
         self.filter = filter
         self.batchSize = batchSize
-        let fd: Int32
         do {
-            fd = try Posix.openat(directoryFD, ".", O_RDONLY | O_DIRECTORY)
+            stream = try fileSystem.openDirectoryStream(directoryFD, subject: path)
         } catch {
             throw SpoolError(error, while: "opening \(path) for a scan")
         }
-        guard let dir = fdopendir(fd) else {
-            let error = SystemError(call: "fdopendir", errno: Glibc.errno, subject: path)
-            Posix.close(fd)
-            throw SpoolError(error, while: "opening \(path) for a scan")
-        }
-        self.dir = dir
     }
 
     /// Starts a scan of the directory at `path`.
-    package convenience init(path: String, filter: Filter = .spool, batchSize: Int = 1024) throws(SpoolError) {
+    package convenience init(path: String, filter: Filter = .spool, batchSize: Int = 1024,
+                             fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) {
         let fd: Int32
         do {
-            fd = try Posix.openDirectory(path)
+            fd = try fileSystem.openDirectory(path)
         } catch {
             throw SpoolError(error, while: "opening \(path) for a scan")
         }
-        defer { Posix.close(fd) }
-        try self.init(directoryFD: fd, path: path, filter: filter, batchSize: batchSize)
-    }
-
-    deinit {
-        if let dir { closedir(dir) }
+        defer { fileSystem.close(fd) }
+        try self.init(directoryFD: fd, path: path, filter: filter, batchSize: batchSize, fileSystem: fileSystem)
     }
 
     /// The next at most `batchSize` entries; `nil` once the directory is exhausted (the scanner
     /// then releases the directory).
     package func next() throws(SpoolError) -> [Entry]? {
-        guard let dir else { return nil }
+        guard let stream else { return nil }
         var batch: [Entry] = []
         batch.reserveCapacity(min(batchSize, 256))
         while batch.count < batchSize {
-            Glibc.errno = 0
-            guard let entry = readdir(dir) else {
-                let code = Glibc.errno
-                closedir(dir)
-                self.dir = nil
-                if code != 0 {
-                    throw SpoolError(SystemError(call: "readdir", errno: code, subject: path), while: "scanning \(path)")
-                }
+            let entry: RawDirectoryEntry?
+            do {
+                entry = try stream.next()
+            } catch {
+                self.stream = nil
+                throw SpoolError(error, while: "scanning \(path)")
+            }
+            guard let entry else {
+                self.stream = nil
                 break
             }
-            let raw: [UInt8] = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
-                tuple.withMemoryRebound(to: UInt8.self, capacity: 256) { base in
-                    Array(UnsafeBufferPointer(start: base, count: strlen(UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self))))
-                }
-            }
-            if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
+            let raw = entry.name
             let valid = String(validating: raw, as: UTF8.self)
             let name = valid ?? SpoolName.escape(raw: raw)
             if !accepts(name) {
                 skipped += 1
                 continue
             }
-            batch.append(Entry(name: name, rawName: valid == nil ? raw : nil, type: Self.type(of: entry.pointee.d_type)))
+            batch.append(Entry(name: name, rawName: valid == nil ? raw : nil, type: Self.type(of: entry.type)))
         }
         largestBatch = max(largestBatch, batch.count)
-        if batch.isEmpty && self.dir == nil { return nil }
+        if batch.isEmpty && self.stream == nil { return nil }
         return batch
     }
 

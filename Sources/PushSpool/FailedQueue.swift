@@ -58,9 +58,9 @@ package enum FailedQueue {
     private static let reasonLimit = 1 << 20
 
     /// Every entry in `failed/`, streamed in batches and handed to `body` one at a time.
-    package static func forEach(layout: SpoolLayout, _ body: (FailedEntry) throws(SpoolError) -> Void) throws(SpoolError) {
-        let dirs = try Directories(layout: layout)
-        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: layout.failed, filter: .noDotfiles)
+    package static func forEach(layout: SpoolLayout, fileSystem: any FileSystem = RealFileSystem(), _ body: (FailedEntry) throws(SpoolError) -> Void) throws(SpoolError) {
+        let dirs = try Directories(layout: layout, fileSystem: fileSystem)
+        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: layout.failed, filter: .noDotfiles, fileSystem: fileSystem)
         try scanner.forEachBatch { (batch) throws(SpoolError) in
             for entry in batch {
                 if entry.name.hasSuffix(SpoolName.reasonSuffix) {
@@ -76,30 +76,30 @@ package enum FailedQueue {
     }
 
     /// Every entry in `failed/`, sorted by name.
-    package static func list(layout: SpoolLayout) throws(SpoolError) -> [FailedEntry] {
+    package static func list(layout: SpoolLayout, fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) -> [FailedEntry] {
         var entries: [FailedEntry] = []
-        try forEach(layout: layout) { (entry) throws(SpoolError) in entries.append(entry) }
+        try forEach(layout: layout, fileSystem: fileSystem) { (entry) throws(SpoolError) in entries.append(entry) }
         return entries.sorted { $0.name < $1.name }
     }
 
     /// The reason file's text and the payload's size and type.
-    package static func show(layout: SpoolLayout, name: String) throws(SpoolError) -> FailedDetail {
+    package static func show(layout: SpoolLayout, name: String, fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) -> FailedDetail {
         try validatePayloadName(name)
-        let dirs = try Directories(layout: layout)
+        let dirs = try Directories(layout: layout, fileSystem: fileSystem)
         let reason = dirs.readReason(name)
-        let st = try? Posix.lstatat(dirs.failed, name)
+        let st = try? dirs.fs.statusAt(dirs.failed, name)
         if st == nil && reason == nil {
             throw SpoolError(.notFound, "failed/\(name) does not exist; see `pushspoolctl failed list`")
         }
         return FailedDetail(
             name: name, reasonJSON: reason.map { String(decoding: $0, as: UTF8.self) },
-            size: st.map { Int64($0.st_size) }, fileType: st.map { typeName($0.st_mode & S_IFMT) })
+            size: st.map(\.size), fileType: st.map { typeName(mode_t(truncatingIfNeeded: $0.type)) })
     }
 
     /// Moves `failed/NAME` back to `incoming/` — under the name it had when quarantined if that
     /// is free, else a `~N` variant — then removes its reason file and fsyncs both directories.
-    package static func retry(layout: SpoolLayout, _ selection: FailedSelection) throws(SpoolError) -> [FailedRetry] {
-        let dirs = try Directories(layout: layout)
+    package static func retry(layout: SpoolLayout, _ selection: FailedSelection, fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) -> [FailedRetry] {
+        let dirs = try Directories(layout: layout, fileSystem: fileSystem)
         var moved: [FailedRetry] = []
         switch selection {
         case .name(let name):
@@ -118,8 +118,8 @@ package enum FailedQueue {
             }
         }
         do {
-            try Posix.fsync(dirs.incoming, subject: layout.incoming)
-            try Posix.fsync(dirs.failed, subject: layout.failed)
+            try dirs.fs.fsync(dirs.incoming, subject: layout.incoming)
+            try dirs.fs.fsync(dirs.failed, subject: layout.failed)
         } catch {
             throw SpoolError(error, while: "syncing after retry")
         }
@@ -132,9 +132,9 @@ package enum FailedQueue {
     /// With `.all`, an entry that cannot be removed on its own — a quarantined directory that
     /// is not empty (never removed recursively) — is skipped: `skipped` hears its name and
     /// why, and the purge goes on with the next entry. Other failures still end the purge.
-    package static func purge(layout: SpoolLayout, _ selection: FailedSelection,
+    package static func purge(layout: SpoolLayout, _ selection: FailedSelection, fileSystem: any FileSystem = RealFileSystem(),
                               skipped: (_ name: String, _ why: SpoolError) -> Void = { _, _ in }) throws(SpoolError) -> [String] {
-        let dirs = try Directories(layout: layout)
+        let dirs = try Directories(layout: layout, fileSystem: fileSystem)
         var removed: [String] = []
         switch selection {
         case .name(let name):
@@ -147,7 +147,7 @@ package enum FailedQueue {
             removed = try purgeQuarantined(dirs: dirs, before: wallNanos(), skipped: skipped)
         }
         do {
-            try Posix.fsync(dirs.failed, subject: layout.failed)
+            try dirs.fs.fsync(dirs.failed, subject: layout.failed)
         } catch {
             throw SpoolError(error, while: "syncing after purge")
         }
@@ -159,13 +159,13 @@ package enum FailedQueue {
     /// the reason file's mtime (written at quarantine), else the entry's own. Returns the names
     /// removed; a non-empty quarantined directory is skipped (`skipped`), never removed
     /// recursively. Blocking: the daemon runs it on its retention thread.
-    package static func expire(layout: SpoolLayout, retain: Duration, nowNanos: Int64? = nil,
+    package static func expire(layout: SpoolLayout, retain: Duration, nowNanos: Int64? = nil, fileSystem: any FileSystem = RealFileSystem(),
                                skipped: (_ name: String, _ why: SpoolError) -> Void = { _, _ in }) throws(SpoolError) -> [String] {
-        let dirs = try Directories(layout: layout)
+        let dirs = try Directories(layout: layout, fileSystem: fileSystem)
         let cutoff = (nowNanos ?? wallNanos()) &- retain.clampedNanoseconds
         let removed = try purgeQuarantined(dirs: dirs, before: cutoff, skipped: skipped)
         if !removed.isEmpty {
-            do { try Posix.fsync(dirs.failed, subject: layout.failed) } catch { throw SpoolError(error, while: "syncing after expiry") }
+            do { try dirs.fs.fsync(dirs.failed, subject: layout.failed) } catch { throw SpoolError(error, while: "syncing after expiry") }
         }
         return removed
     }
@@ -176,7 +176,7 @@ package enum FailedQueue {
     private static func purgeQuarantined(dirs: Directories, before: Int64,
                                          skipped: (_ name: String, _ why: SpoolError) -> Void) throws(SpoolError) -> [String] {
         var removed: [String] = []
-        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: dirs.layout.failed, filter: .noDotfiles)
+        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: dirs.layout.failed, filter: .noDotfiles, fileSystem: dirs.fs)
         try scanner.forEachBatch { (batch) throws(SpoolError) in
             for entry in batch {
                 let name = entry.name.hasSuffix(SpoolName.reasonSuffix)
@@ -203,7 +203,7 @@ package enum FailedQueue {
     }
 
     private static func eachPayload(dirs: Directories, quarantinedBefore started: Int64, _ body: (String) throws(SpoolError) -> Void) throws(SpoolError) {
-        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: dirs.layout.failed, filter: .noDotfiles)
+        let scanner = try DirectoryScanner(directoryFD: dirs.failed, path: dirs.layout.failed, filter: .noDotfiles, fileSystem: dirs.fs)
         try scanner.forEachBatch { (batch) throws(SpoolError) in
             for entry in batch where !entry.name.hasSuffix(SpoolName.reasonSuffix) {
                 if dirs.quarantinedAfter(entry.name, started) { continue }
@@ -224,7 +224,7 @@ package enum FailedQueue {
         if original.isEmpty { original = UniqueName.next(suffix: ".json") }
         for target in Spool.candidateNames(original) {
             do {
-                try Posix.renameNoReplace(dirs.failed, name, dirs.incoming, target)
+                try dirs.fs.renameNoReplace(dirs.failed, name, dirs.incoming, target)
             } catch where error.errno == EEXIST {
                 continue
             } catch where error.errno == ENOENT {
@@ -233,7 +233,7 @@ package enum FailedQueue {
                 throw SpoolError(error, while: "moving failed/\(name) to incoming/\(target)")
             }
             do {
-                try Posix.unlinkat(dirs.failed, name + SpoolName.reasonSuffix)
+                try dirs.fs.unlinkat(dirs.failed, name + SpoolName.reasonSuffix, flags: 0)
             } catch where error.errno == ENOENT {
             } catch {
                 throw SpoolError(error, while: "removing failed/\(name)\(SpoolName.reasonSuffix)")
@@ -247,13 +247,13 @@ package enum FailedQueue {
         var removed = false
         for entry in [name, name + SpoolName.reasonSuffix] {
             do {
-                try Posix.unlinkat(dirs.failed, entry)
+                try dirs.fs.unlinkat(dirs.failed, entry, flags: 0)
                 removed = true
             } catch where error.errno == ENOENT {
             } catch where error.errno == EISDIR {
                 // A quarantined directory: remove it only if empty, never recursively.
                 do {
-                    try Posix.unlinkat(dirs.failed, entry, flags: AT_REMOVEDIR)
+                    try dirs.fs.unlinkat(dirs.failed, entry, flags: AT_REMOVEDIR)
                     removed = true
                 } catch where error.errno == ENOTEMPTY || error.errno == EEXIST {
                     throw SpoolError(error, while: "removing directory failed/\(entry) (not removed recursively; inspect and empty it first)")
@@ -268,10 +268,10 @@ package enum FailedQueue {
     }
 
     private static func makeEntry(dirs: Directories, name: String, payloadMissing: Bool) -> FailedEntry {
-        let st = payloadMissing ? nil : try? Posix.lstatat(dirs.failed, name)
+        let st = payloadMissing ? nil : try? dirs.fs.statusAt(dirs.failed, name)
         let reason = dirs.readReason(name).flatMap { try? ReasonFields.decode($0) }
         return FailedEntry(
-            name: name, size: st.map { Int64($0.st_size) },
+            name: name, size: st.map(\.size),
             code: reason?.code ?? "unknown", message: reason?.message ?? "no readable reason file",
             stage: reason?.stage ?? "unknown", at: reason?.at ?? "", file: reason?.file,
             payloadMissing: payloadMissing, reasonMissing: reason == nil)
@@ -309,43 +309,44 @@ package enum FailedQueue {
         let layout: SpoolLayout
         let incoming: Int32
         let failed: Int32
+        let fs: any FileSystem
 
-        init(layout: SpoolLayout) throws(SpoolError) {
+        init(layout: SpoolLayout, fileSystem: any FileSystem) throws(SpoolError) {
             self.layout = layout
+            self.fs = fileSystem
             do {
-                failed = try Posix.openDirectory(layout.failed)
+                failed = try fileSystem.openDirectory(layout.failed)
             } catch {
                 throw SpoolError(error, while: "opening \(layout.failed)")
             }
             do {
-                incoming = try Posix.openDirectory(layout.incoming)
+                incoming = try fileSystem.openDirectory(layout.incoming)
             } catch {
-                Posix.close(failed)
+                fileSystem.close(failed)
                 throw SpoolError(error, while: "opening \(layout.incoming)")
             }
         }
 
         deinit {
-            Posix.close(incoming)
-            Posix.close(failed)
+            fs.close(incoming)
+            fs.close(failed)
         }
 
         func exists(_ dirfd: Int32, _ name: String) -> Bool {
-            var st = stat()
-            return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+            (try? fs.statusAt(dirfd, name)) != nil
         }
 
         func readReason(_ name: String) -> [UInt8]? {
-            guard let fd = try? Posix.openat(failed, name + SpoolName.reasonSuffix, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return nil }
-            defer { Posix.close(fd) }
-            return try? Posix.readAll(fd, limit: FailedQueue.reasonLimit, subject: name)
+            guard let fd = try? fs.openat(failed, name + SpoolName.reasonSuffix, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0) else { return nil }
+            defer { fs.close(fd) }
+            return try? fs.readAll(fd, limit: FailedQueue.reasonLimit, subject: name)
         }
 
         /// Whether `name`'s reason file (or, without one, the entry) changed after `nanos`.
         func quarantinedAfter(_ name: String, _ nanos: Int64) -> Bool {
-            let st = (try? Posix.lstatat(failed, name + SpoolName.reasonSuffix)) ?? (try? Posix.lstatat(failed, name))
+            let st = (try? fs.statusAt(failed, name + SpoolName.reasonSuffix)) ?? (try? fs.statusAt(failed, name))
             guard let st else { return false }
-            return Spool.nanos(st.st_mtim) > nanos
+            return st.modifiedNanos > nanos
         }
     }
 }

@@ -225,6 +225,6 @@ package final class IncomingWatcher {
             throw SpoolError(error, while: "opening \(path)")
         }
         defer { Posix.close(fd) }
-        return try Spool.repairName(directoryFD: fd, path: path, raw: raw)
+        return try Spool.repairName(directoryFD: fd, path: path, raw: raw, fileSystem: RealFileSystem())
     }
 }

@@ -61,6 +61,9 @@ package final class Spool: Sendable {
     /// The open directories; swapped whole by `reopenIfReplaced`. Every operation takes a
     /// reference first, so a swap never closes an fd another thread is using.
     private let current: Locked<Directories>
+    /// Every file operation goes through it: `RealFileSystem` in production, a simulated one
+    /// in the crash-point enumeration of the intake path.
+    package let fileSystem: any FileSystem
 
     /// One fd per spool directory, closed when the last operation using them lets go.
     private final class Directories: Sendable {
@@ -68,14 +71,16 @@ package final class Spool: Sendable {
         let incoming: Int32
         let processing: Int32
         let failed: Int32
+        let fileSystem: any FileSystem
 
-        init(_ layout: SpoolLayout) throws(SpoolError) {
+        init(_ layout: SpoolLayout, _ fileSystem: any FileSystem) throws(SpoolError) {
+            self.fileSystem = fileSystem
             var fds: [Int32] = []
             for path in [layout.tmp, layout.incoming, layout.processing, layout.failed] {
                 do {
-                    fds.append(try Posix.openDirectory(path))
+                    fds.append(try fileSystem.openDirectory(path))
                 } catch {
-                    for fd in fds { Posix.close(fd) }
+                    for fd in fds { fileSystem.close(fd) }
                     throw SpoolError(error, while: "opening spool directory \(path)")
                 }
             }
@@ -86,18 +91,19 @@ package final class Spool: Sendable {
         }
 
         deinit {
-            for fd in [tmp, incoming, processing, failed] { Posix.close(fd) }
+            for fd in [tmp, incoming, processing, failed] { fileSystem.close(fd) }
         }
     }
 
     private var directories: Directories { current.withLock { $0 } }
 
-    /// Opens the four directories. Call `layout.create()` first.
-    package init(layout: SpoolLayout, maxFileBytes: Int) throws(SpoolError) {
+    /// Opens the four directories on `fileSystem`. Call `layout.create(fileSystem:)` first.
+    package init(layout: SpoolLayout, maxFileBytes: Int, fileSystem: any FileSystem = RealFileSystem()) throws(SpoolError) {
         precondition(maxFileBytes > 0)
         self.layout = layout
         self.maxFileBytesLimit = Atomic(maxFileBytes)
-        current = Locked(try Directories(layout))
+        self.fileSystem = fileSystem
+        current = Locked(try Directories(layout, fileSystem))
     }
 
     /// When `layoutIsIntact()` is false, recreates the layout and reopens the directories;
@@ -107,8 +113,8 @@ package final class Spool: Sendable {
     /// `IN_DELETE_SELF` from firing.
     package func reopenIfReplaced() throws(SpoolError) -> Bool {
         if layoutIsIntact() { return false }
-        try layout.create()
-        let fresh = try Directories(layout)
+        try layout.create(fileSystem: fileSystem)
+        let fresh = try Directories(layout, fileSystem)
         current.withLock { $0 = fresh }
         return true
     }
@@ -121,10 +127,8 @@ package final class Spool: Sendable {
         let d = directories
         let pairs = [(layout.tmp, d.tmp), (layout.incoming, d.incoming), (layout.processing, d.processing), (layout.failed, d.failed)]
         for (path, fd) in pairs {
-            var byPath = stat()
-            var byFD = stat()
-            guard lstat(path, &byPath) == 0, Glibc.fstat(fd, &byFD) == 0 else { return false }
-            if byPath.st_ino != byFD.st_ino || byPath.st_dev != byFD.st_dev || byFD.st_nlink == 0 { return false }
+            guard let byPath = try? fileSystem.linkStatus(path), let byFD = try? fileSystem.status(fd, subject: path) else { return false }
+            if byPath.inode != byFD.inode || byPath.device != byFD.device || byFD.linkCount == 0 { return false }
         }
         return true
     }
@@ -144,7 +148,7 @@ package final class Spool: Sendable {
         try SpoolName.validate(name)
         if SpoolName.isIgnored(name) { return .ignored }
         do {
-            try Posix.renameNoReplace(d.incoming, name, d.processing, name)
+            try fileSystem.renameNoReplace(d.incoming, name, d.processing, name)
             return .claimed
         } catch where error.errno == ENOENT {
             return .vanished
@@ -160,9 +164,8 @@ package final class Spool: Sendable {
         let d = directories
         try SpoolName.validate(name)
         do {
-            let st = try Posix.lstatat(d.incoming, name)
-            return EntryStatus(size: Int64(st.st_size), modifiedNanos: Self.nanos(st.st_mtim),
-                               isRegular: st.st_mode & S_IFMT == S_IFREG)
+            let st = try fileSystem.statusAt(d.incoming, name)
+            return EntryStatus(size: st.size, modifiedNanos: st.modifiedNanos, isRegular: st.isRegular)
         } catch where error.errno == ENOENT {
             return nil
         } catch {
@@ -183,9 +186,9 @@ package final class Spool: Sendable {
     package func read(processing name: String) throws(SpoolError) -> SpoolReadResult {
         let d = directories
         try SpoolName.validate(name)
-        let before: stat
+        let before: FileStatus
         do {
-            before = try Posix.lstatat(d.processing, name)
+            before = try fileSystem.statusAt(d.processing, name)
         } catch where error.errno == ENOENT {
             throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
         } catch {
@@ -195,7 +198,7 @@ package final class Spool: Sendable {
 
         let fd: Int32
         do {
-            fd = try Self.openForReading(d.processing, name)
+            fd = try Self.openForReading(fileSystem, d.processing, name)
         } catch {
             switch error.errno {
             case ENOENT:
@@ -210,21 +213,21 @@ package final class Spool: Sendable {
                 throw SpoolError(error, while: "opening processing/\(name)")
             }
         }
-        defer { Posix.close(fd) }
-        let st: stat
+        defer { fileSystem.close(fd) }
+        let st: FileStatus
         do {
-            st = try Posix.fstat(fd, subject: name)
+            st = try fileSystem.status(fd, subject: name)
         } catch {
             throw SpoolError(error, while: "inspecting processing/\(name)")
         }
-        if st.st_ino != before.st_ino || st.st_dev != before.st_dev {
+        if st.inode != before.inode || st.device != before.device {
             return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
         }
         if let refusal = refusal(for: st, name: name) { return refusal }
 
         let bytes: [UInt8]
         do {
-            bytes = try Posix.readAll(fd, limit: maxFileBytes, sizeHint: Int(st.st_size), regularFile: true, subject: name)
+            bytes = try fileSystem.readAll(fd, limit: maxFileBytes, sizeHint: Int(clamping: st.size), regularFile: true, subject: name)
         } catch where error.errno == EFBIG {
             return .refused(code: ReasonCode.fileTooLarge.rawValue, message: "\(name) grew past the limit of \(maxFileBytes) bytes while being read; split the payload or raise [Spool] MaxFileSize=")
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
@@ -232,8 +235,8 @@ package final class Spool: Sendable {
         } catch {
             throw SpoolError(error, while: "reading processing/\(name)")
         }
-        return .contents(SpoolFile(name: name, bytes: bytes, size: Int64(bytes.count), modifiedNanos: Self.nanos(st.st_mtim),
-                                   inode: UInt64(st.st_ino), device: UInt64(st.st_dev)))
+        return .contents(SpoolFile(name: name, bytes: bytes, size: Int64(bytes.count), modifiedNanos: st.modifiedNanos,
+                                   inode: st.inode, device: st.device))
     }
 
     /// `O_NOATIME` from <bits/fcntl-linux.h> (Glibc does not export it to Swift).
@@ -246,28 +249,28 @@ package final class Spool: Sendable {
     /// a terminal ours. Asks for `O_NOATIME` while the kernel grants it: the file is unlinked
     /// moments later, and under relatime its first read would otherwise dirty the inode (one
     /// more metadata update per file in the file system's journal).
-    static func openForReading(_ dirfd: Int32, _ name: String) throws(SystemError) -> Int32 {
+    static func openForReading(_ fileSystem: any FileSystem, _ dirfd: Int32, _ name: String) throws(SystemError) -> Int32 {
         let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
         if noAtimeAllowed.load(ordering: .relaxed) {
             do {
-                return try Posix.openat(dirfd, name, flags | noAtimeFlag)
+                return try fileSystem.openat(dirfd, name, flags | noAtimeFlag, mode: 0)
             } catch where error.errno == EPERM {
                 noAtimeAllowed.store(false, ordering: .relaxed)
             }
         }
-        return try Posix.openat(dirfd, name, flags)
+        return try fileSystem.openat(dirfd, name, flags, mode: 0)
     }
 
-    private func refusal(for st: stat, name: String) -> SpoolReadResult? {
-        let type = st.st_mode & S_IFMT
+    private func refusal(for st: FileStatus, name: String) -> SpoolReadResult? {
+        let type = mode_t(truncatingIfNeeded: st.type)
         if type == S_IFLNK {
             return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) is a symbolic link; symlinks are never followed, drop the file itself")
         }
         if type != S_IFREG {
             return .refused(code: ReasonCode.notRegularFile.rawValue, message: "\(name) is a \(Self.typeName(type)), not a regular file; drop plain files only")
         }
-        if st.st_size > maxFileBytes {
-            return .refused(code: ReasonCode.fileTooLarge.rawValue, message: "\(name) is \(st.st_size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
+        if st.size > maxFileBytes {
+            return .refused(code: ReasonCode.fileTooLarge.rawValue, message: "\(name) is \(st.size) bytes, over the limit of \(maxFileBytes); split the payload or raise [Spool] MaxFileSize=")
         }
         return nil
     }
@@ -308,8 +311,8 @@ package final class Spool: Sendable {
         try SpoolName.validate(name)
         var reason = reason
         reason.file = name
-        if reason.size == nil, let st = try? Posix.lstatat(d.processing, name), st.st_mode & S_IFMT == S_IFREG {
-            reason.size = Int64(st.st_size)
+        if reason.size == nil, let st = try? fileSystem.statusAt(d.processing, name), st.isRegular {
+            reason.size = st.size
         }
         let reserve = SpoolName.reasonSuffix.utf8.count
         // A dotfile in failed/ would be hidden from `failed list` (dotfiles there are staging).
@@ -327,30 +330,31 @@ package final class Spool: Sendable {
             var written = reason
             if target != name { written.detail = (reason.detail ?? [:]).merging(["failedName": target]) { $1 } }
             do {
-                guard try Self.stage(written.encoded(), tmpFD: d.tmp, into: d.failed, as: target + SpoolName.reasonSuffix) else { continue }
+                guard try Self.stage(written.encoded(), tmpFD: d.tmp, into: d.failed, as: target + SpoolName.reasonSuffix,
+                                     fileSystem: fileSystem) else { continue }
             } catch {
                 throw SpoolError(error, while: "writing failed/\(target)\(SpoolName.reasonSuffix)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
-                try Posix.fsync(d.failed, subject: layout.failed)
+                try fileSystem.fsync(d.failed, subject: layout.failed)
             } catch {
                 // The payload has not moved: take the reason back so a retry starts clean.
-                try? Posix.unlinkat(d.failed, target + SpoolName.reasonSuffix)
+                try? fileSystem.unlinkat(d.failed, target + SpoolName.reasonSuffix, flags: 0)
                 throw SpoolError(error, while: "syncing failed/ after writing \(target)\(SpoolName.reasonSuffix)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
-                try Posix.renameNoReplace(d.processing, name, d.failed, target)
+                try fileSystem.renameNoReplace(d.processing, name, d.failed, target)
             } catch {
-                try? Posix.unlinkat(d.failed, target + SpoolName.reasonSuffix)
+                try? fileSystem.unlinkat(d.failed, target + SpoolName.reasonSuffix, flags: 0)
                 if error.errno == EEXIST { continue }
-                if error.errno == ENOENT, (try? Posix.lstatat(d.processing, name)) == nil {
+                if error.errno == ENOENT, (try? fileSystem.statusAt(d.processing, name)) == nil {
                     throw SpoolError(.notFound, "processing/\(name) vanished before it could be quarantined", system: error)
                 }
                 throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
-                try Posix.fsync(d.failed, subject: layout.failed)
-                try Posix.fsync(d.processing, subject: layout.processing)
+                try fileSystem.fsync(d.failed, subject: layout.failed)
+                try fileSystem.fsync(d.processing, subject: layout.processing)
             } catch {
                 // The move is done (a retry would find nothing in processing/); only its
                 // durability is in doubt, so this is not retryable.
@@ -402,7 +406,7 @@ package final class Spool: Sendable {
         let d = directories
         try SpoolName.validate(name)
         do {
-            try Posix.unlinkat(d.processing, name)
+            try fileSystem.unlinkat(d.processing, name, flags: 0)
             return true
         } catch where error.errno == ENOENT {
             return false
@@ -420,7 +424,7 @@ package final class Spool: Sendable {
         try SpoolName.validate(name)
         for target in Self.candidateNames(name) {
             do {
-                try Posix.renameNoReplace(d.processing, name, d.incoming, target)
+                try fileSystem.renameNoReplace(d.processing, name, d.incoming, target)
             } catch where error.errno == EEXIST {
                 continue
             } catch where error.errno == ENOENT {
@@ -429,7 +433,7 @@ package final class Spool: Sendable {
                 throw SpoolError(error, while: "moving processing/\(name) back to incoming/")
             }
             do {
-                try Posix.fsync(d.incoming, subject: layout.incoming)
+                try fileSystem.fsync(d.incoming, subject: layout.incoming)
             } catch {
                 throw SpoolError(error, while: "syncing incoming/")
             }
@@ -442,7 +446,7 @@ package final class Spool: Sendable {
     package func syncProcessing() throws(SpoolError) {
         let d = directories
         do {
-            try Posix.fsync(d.processing, subject: layout.processing)
+            try fileSystem.fsync(d.processing, subject: layout.processing)
         } catch {
             throw SpoolError(error, while: "syncing processing/")
         }
@@ -455,14 +459,13 @@ package final class Spool: Sendable {
     package func cleanTmp(olderThanNanos: Int64 = 36 * 3600 * 1_000_000_000) throws(SpoolError) -> Int {
         let d = directories
         let cutoff = Posix.wallClockMillis() * 1_000_000 - olderThanNanos
-        let scanner = try DirectoryScanner(directoryFD: d.tmp, path: layout.tmp, filter: .all)
+        let scanner = try DirectoryScanner(directoryFD: d.tmp, path: layout.tmp, filter: .all, fileSystem: fileSystem)
         var removed = 0
         while let batch = try scanner.next() {
             for entry in batch {
-                guard let st = try? Posix.lstatat(d.tmp, entry.name), st.st_mode & S_IFMT == S_IFREG,
-                      Self.nanos(st.st_mtim) < cutoff else { continue }
+                guard let st = try? fileSystem.statusAt(d.tmp, entry.name), st.isRegular, st.modifiedNanos < cutoff else { continue }
                 do {
-                    try Posix.unlinkat(d.tmp, entry.name)
+                    try fileSystem.unlinkat(d.tmp, entry.name, flags: 0)
                     removed += 1
                 } catch where error.errno == ENOENT {
                 } catch {
@@ -480,7 +483,7 @@ package final class Spool: Sendable {
     /// every name the scan yields can be claimed.
     package func scanIncoming(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
         let d = directories
-        return try SpoolScan(directoryFD: d.incoming, path: layout.incoming, filter: .spool, batchSize: batchSize)
+        return try SpoolScan(directoryFD: d.incoming, path: layout.incoming, filter: .spool, batchSize: batchSize, fileSystem: fileSystem)
     }
 
     /// A streaming scan of `processing/` for start-up recovery: every entry, whatever its
@@ -488,7 +491,7 @@ package final class Spool: Sendable {
     /// names are repaired as in `scanIncoming`.
     package func scanProcessing(batchSize: Int = 1024) throws(SpoolError) -> SpoolScan {
         let d = directories
-        return try SpoolScan(directoryFD: d.processing, path: layout.processing, filter: .all, batchSize: batchSize)
+        return try SpoolScan(directoryFD: d.processing, path: layout.processing, filter: .all, batchSize: batchSize, fileSystem: fileSystem)
     }
 
     /// The names in `processing/`, all at once. It holds at most the in-flight files plus what
@@ -504,14 +507,14 @@ package final class Spool: Sendable {
     /// `~N` variant). Returns the new name, `nil` if the entry vanished.
     package func repairIncomingName(raw: [UInt8]) throws(SpoolError) -> String? {
         let d = directories
-        return try Self.repairName(directoryFD: d.incoming, path: layout.incoming, raw: raw)
+        return try Self.repairName(directoryFD: d.incoming, path: layout.incoming, raw: raw, fileSystem: fileSystem)
     }
 
-    static func repairName(directoryFD: Int32, path: String, raw: [UInt8]) throws(SpoolError) -> String? {
+    static func repairName(directoryFD: Int32, path: String, raw: [UInt8], fileSystem: any FileSystem) throws(SpoolError) -> String? {
         let escaped = SpoolName.escape(raw: raw)
         for target in candidateNames(escaped) {
             do {
-                try Posix.renameNoReplace(directoryFD, raw, directoryFD, target)
+                try fileSystem.renameNoReplace(directoryFD, raw: raw, directoryFD, target, subject: escaped)
                 return target
             } catch where error.errno == EEXIST {
                 continue
@@ -530,7 +533,7 @@ package final class Spool: Sendable {
     /// ENOENT: an unreadable directory must not look like one full of taken names.
     private func exists(_ dirfd: Int32, _ name: String) throws(SystemError) -> Bool {
         do {
-            _ = try Posix.lstatat(dirfd, name)
+            _ = try fileSystem.statusAt(dirfd, name)
             return true
         } catch where error.errno == ENOENT {
             return false
@@ -544,13 +547,14 @@ package final class Spool: Sendable {
     /// producer (or anything else sharing `tmp/`) already holds it, another name is drawn
     /// instead of failing. `stagingName` is for tests that play that producer.
     static func stage(_ bytes: [UInt8], tmpFD: Int32, into dirfd: Int32, as name: String,
+                      fileSystem fs: any FileSystem = RealFileSystem(),
                       stagingName: () -> String = Spool.stagingName) throws(SystemError) -> Bool {
         var attempt = 0
         var temp = stagingName()
         var fd: Int32 = -1
         while true {
             do {
-                fd = try Posix.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
+                fd = try fs.openat(tmpFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o640)
                 break
             } catch where error.errno == EEXIST && attempt < 16 {
                 attempt += 1
@@ -558,19 +562,19 @@ package final class Spool: Sendable {
             }
         }
         do throws(SystemError) {
-            try Posix.writeAll(fd, bytes, subject: temp)
-            try Posix.fsync(fd, subject: temp)
-            Posix.close(fd)
+            try fs.writeAll(fd, bytes, subject: temp)
+            try fs.fsync(fd, subject: temp)
+            fs.close(fd)
         } catch {
-            Posix.close(fd)
-            try? Posix.unlinkat(tmpFD, temp)
+            fs.close(fd)
+            try? fs.unlinkat(tmpFD, temp, flags: 0)
             throw error
         }
         do {
-            try Posix.renameNoReplace(tmpFD, temp, dirfd, name)
+            try fs.renameNoReplace(tmpFD, temp, dirfd, name)
             return true
         } catch {
-            try? Posix.unlinkat(tmpFD, temp)
+            try? fs.unlinkat(tmpFD, temp, flags: 0)
             if error.errno == EEXIST { return false }
             throw error
         }
@@ -593,19 +597,21 @@ package final class SpoolScan {
     package let scanner: DirectoryScanner
     private let directoryFD: Int32
     private let path: String
+    private let fileSystem: any FileSystem
 
-    init(directoryFD: Int32, path: String, filter: DirectoryScanner.Filter, batchSize: Int) throws(SpoolError) {
-        scanner = try DirectoryScanner(directoryFD: directoryFD, path: path, filter: filter, batchSize: batchSize)
+    init(directoryFD: Int32, path: String, filter: DirectoryScanner.Filter, batchSize: Int, fileSystem: any FileSystem) throws(SpoolError) {
+        scanner = try DirectoryScanner(directoryFD: directoryFD, path: path, filter: filter, batchSize: batchSize, fileSystem: fileSystem)
         do {
             // Its own fd: the Spool may reopen its directories while a scan is running.
-            self.directoryFD = try Posix.dupCloexec(directoryFD)
+            self.directoryFD = try fileSystem.duplicate(directoryFD)
         } catch {
             throw SpoolError(error, while: "opening \(path) for a scan")
         }
         self.path = path
+        self.fileSystem = fileSystem
     }
 
-    deinit { Posix.close(directoryFD) }
+    deinit { fileSystem.close(directoryFD) }
 
     /// The next batch of entries; `nil` at the end. Every `name` is usable as is.
     package func next() throws(SpoolError) -> [DirectoryScanner.Entry]? {
@@ -613,7 +619,7 @@ package final class SpoolScan {
         var index = 0
         while index < batch.count {
             if let raw = batch[index].rawName {
-                if let repaired = try Spool.repairName(directoryFD: directoryFD, path: path, raw: raw) {
+                if let repaired = try Spool.repairName(directoryFD: directoryFD, path: path, raw: raw, fileSystem: fileSystem) {
                     batch[index] = DirectoryScanner.Entry(name: repaired, rawName: nil, type: batch[index].type)
                 } else {
                     batch.remove(at: index)

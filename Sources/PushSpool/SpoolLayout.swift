@@ -35,41 +35,49 @@ package struct SpoolLayout: Sendable, Equatable {
     /// layout survives a crash. Existing directories keep their modes (the operator's
     /// choice); an existing non-directory is an error.
     package func create() throws(SpoolError) {
+        try create(fileSystem: RealFileSystem())
+    }
+
+    /// `create()` on `fileSystem`.
+    package func create(fileSystem fs: any FileSystem) throws(SpoolError) {
         do {
-            try Posix.mkdirs(root, mode: 0o750)
+            try fs.mkdirs(root, mode: 0o750)
         } catch {
             throw SpoolError(error, while: "creating spool root \(root)")
         }
         let rootfd: Int32
         do {
-            rootfd = try Posix.openDirectory(root)
+            rootfd = try fs.openDirectory(root)
         } catch {
             throw SpoolError(error, while: "opening spool root \(root)")
         }
-        defer { Posix.close(rootfd) }
+        defer { fs.close(rootfd) }
         var created = false
         for name in Self.directoryNames {
-            let st: stat
+            let st: FileStatus
             do {
-                let mode = Self.directoryModes[name] ?? 0o750
-                if try Posix.mkdiratIfMissing(rootfd, name, mode: mode) {
+                let mode = UInt32(Self.directoryModes[name] ?? 0o750)
+                do {
+                    try fs.mkdirat(rootfd, name, mode: mode)
                     created = true
-                    _ = try Posix.call("fchmodat", name) { fchmodat(rootfd, name, mode, 0) }
+                    try fs.chmodat(rootfd, name, mode: mode)
+                } catch where error.errno == EEXIST {
+                    // Existing directories keep their modes; checked to be directories below.
                 }
-                st = try Posix.lstatat(rootfd, name)
+                st = try fs.statusAt(rootfd, name)
             } catch {
                 throw SpoolError(error, while: "creating spool directory \(root)/\(name)")
             }
-            if st.st_mode & S_IFMT != S_IFDIR {
+            if !st.isDirectory {
                 throw SpoolError(.system, "\(root)/\(name) exists but is not a directory; move it away and restart",
                                  system: SystemError(call: "mkdirat", errno: ENOTDIR, subject: "\(root)/\(name)"))
             }
         }
         do {
-            if created { try Posix.fsync(rootfd, subject: root) }
+            if created { try fs.fsync(rootfd, subject: root) }
             // The root itself may be new: make its entry in the parent durable too.
             let parent = Self.parent(of: root)
-            try Posix.syncDirectory(parent)
+            try fs.syncDirectory(parent)
         } catch {
             throw SpoolError(error, while: "syncing spool root \(root)")
         }

@@ -301,6 +301,10 @@ package final class SimulatedFileSystem: FileSystem {
                 _ = Self.check(&state, call, mutating: false)
                 throw Self.error(call, ENOENT, path)
             }
+            if existing != nil && flags & O_CREAT != 0 && flags & O_EXCL != 0 {
+                _ = Self.check(&state, call, mutating: false)
+                throw Self.error(call, EEXIST, path)
+            }
             switch Self.check(&state, call, mutating: creates) {
             case .fail(let code): throw Self.error(call, code, path)
             case .proceed, .short: break
@@ -514,6 +518,117 @@ package final class SimulatedFileSystem: FileSystem {
         state.withLock { Self.resolve($0.image, path) != nil }
     }
 
+    // MARK: The spool's calls
+
+    private static func status(_ image: Image, _ id: Int) -> FileStatus {
+        let inode = image.inodes[id]
+        var links: UInt64 = id == 0 ? 1 : 0
+        for other in image.inodes.values where other.isDirectory {
+            for child in other.entries.values where child == id { links += 1 }
+        }
+        return FileStatus(type: UInt32(inode?.isDirectory == true ? S_IFDIR : S_IFREG), size: Int64(inode?.data.count ?? 0),
+                          modifiedNanos: 0, inode: UInt64(id), device: 1, linkCount: links)
+    }
+
+    package func statusAt(_ dirfd: Int32, _ name: String) throws(SystemError) -> FileStatus {
+        try state.withLock { (state) throws(SystemError) -> FileStatus in
+            guard let base = dirInode(state, dirfd) else { throw Self.error("fstatat", EBADF, name) }
+            if case .fail(let code) = Self.check(&state, "fstatat", mutating: false) { throw Self.error("fstatat", code, name) }
+            guard let id = Self.resolve(state.image, name, base: base) else { throw Self.error("fstatat", ENOENT, name) }
+            return Self.status(state.image, id)
+        }
+    }
+
+    package func status(_ fd: Int32, subject: String) throws(SystemError) -> FileStatus {
+        try state.withLock { (state) throws(SystemError) -> FileStatus in
+            guard let file = state.files[fd] else { throw Self.error("fstat", EBADF, subject) }
+            if case .fail(let code) = Self.check(&state, "fstat", mutating: false) { throw Self.error("fstat", code, subject) }
+            return Self.status(state.image, file.inode)
+        }
+    }
+
+    package func linkStatus(_ path: String) throws(SystemError) -> FileStatus {
+        try state.withLock { (state) throws(SystemError) -> FileStatus in
+            if case .fail(let code) = Self.check(&state, "lstat", mutating: false) { throw Self.error("lstat", code, path) }
+            guard let id = Self.resolve(state.image, path) else { throw Self.error("lstat", ENOENT, path) }
+            return Self.status(state.image, id)
+        }
+    }
+
+    /// Names are `String`s here: raw bytes that are not UTF-8 are decoded with replacement.
+    package func renameNoReplace(_ fromDir: Int32, raw from: [UInt8], _ toDir: Int32, _ to: String, subject: String) throws(SystemError) {
+        let fromName = String(decoding: from, as: UTF8.self)
+        let label = "\(subject) -> \(to)"
+        try state.withLock { (state) throws(SystemError) in
+            guard let a = dirInode(state, fromDir), let b = dirInode(state, toDir),
+                  let (sd, sn) = Self.parent(state.image, base: a, fromName), let (td, tn) = Self.parent(state.image, base: b, to),
+                  let inode = state.image.inodes[sd]?.entries[sn] else {
+                _ = Self.check(&state, "renameat2", mutating: false)
+                throw Self.error("renameat2", ENOENT, label)
+            }
+            if state.image.inodes[td]?.entries[tn] != nil {
+                _ = Self.check(&state, "renameat2", mutating: false)
+                throw Self.error("renameat2", EEXIST, label)
+            }
+            if case .fail(let code) = Self.check(&state, "renameat2", mutating: true) { throw Self.error("renameat2", code, label) }
+            state.image.inodes[sd]?.entries[sn] = nil
+            state.image.inodes[td]?.entries[tn] = inode
+            state.image.log.append(.rename(fromDir: sd, from: sn, toDir: td, to: tn, inode: inode))
+            Self.record(&state)
+        }
+    }
+
+    package func mkdirat(_ dirfd: Int32, _ name: String, mode: UInt32) throws(SystemError) {
+        try state.withLock { (state) throws(SystemError) in
+            guard let base = dirInode(state, dirfd), let (dir, last) = Self.parent(state.image, base: base, name) else {
+                throw Self.error("mkdirat", ENOENT, name)
+            }
+            if state.image.inodes[dir]?.entries[last] != nil { throw Self.error("mkdirat", EEXIST, name) }
+            if case .fail(let code) = Self.check(&state, "mkdirat", mutating: true) { throw Self.error("mkdirat", code, name) }
+            let id = state.image.nextInode
+            state.image.nextInode += 1
+            state.image.inodes[id] = Inode(isDirectory: true)
+            state.image.inodes[dir]?.entries[last] = id
+            state.image.log.append(.link(dir: dir, name: last, inode: id))
+            Self.record(&state)
+        }
+    }
+
+    /// Modes are not modelled: only checks that the entry exists.
+    package func chmodat(_ dirfd: Int32, _ name: String, mode: UInt32) throws(SystemError) {
+        try state.withLock { (state) throws(SystemError) in
+            guard let base = dirInode(state, dirfd) else { throw Self.error("fchmodat", EBADF, name) }
+            if case .fail(let code) = Self.check(&state, "fchmodat", mutating: false) { throw Self.error("fchmodat", code, name) }
+            if Self.resolve(state.image, name, base: base) == nil { throw Self.error("fchmodat", ENOENT, name) }
+        }
+    }
+
+    package func duplicate(_ fd: Int32) throws(SystemError) -> Int32 {
+        try state.withLock { (state) throws(SystemError) -> Int32 in
+            guard let file = state.files[fd] else { throw Self.error("fcntl", EBADF, "") }
+            if case .fail(let code) = Self.check(&state, "fcntl", mutating: false) { throw Self.error("fcntl", code, "") }
+            let copy = state.nextFD
+            state.nextFD += 1
+            state.files[copy] = file
+            return copy
+        }
+    }
+
+    /// A listing of the names present when it is opened, in name order (a snapshot; POSIX
+    /// leaves entries added or removed during a scan open either way). Holds a handle of its
+    /// own until the end, so `openFileCount` sees a scan left open.
+    package func openDirectoryStream(_ dirfd: Int32, subject: String) throws(SystemError) -> any DirectoryStream {
+        let handle = try openat(dirfd, ".", O_RDONLY | O_DIRECTORY, mode: 0)
+        let entries = try state.withLock { (state) throws(SystemError) -> [RawDirectoryEntry] in
+            guard let id = dirInode(state, handle), let inode = state.image.inodes[id] else { throw Self.error("fdopendir", ENOTDIR, subject) }
+            if case .fail(let code) = Self.check(&state, "readdir", mutating: false) { throw Self.error("readdir", code, subject) }
+            return inode.entries.sorted { $0.key < $1.key }.map { name, child in
+                RawDirectoryEntry(name: Array(name.utf8), type: UInt8(state.image.inodes[child]?.isDirectory == true ? DT_DIR : DT_REG))
+            }
+        }
+        return SimulatedDirectoryStream(fs: self, handle: handle, entries: entries)
+    }
+
     /// The bytes of the file at `path` as they are now (for assertions).
     package func contents(_ path: String) -> [UInt8]? {
         state.withLock { state in Self.resolve(state.image, path).flatMap { state.image.inodes[$0]?.data } }
@@ -534,5 +649,33 @@ package struct SplitMix: Sendable {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// A snapshot listing of a simulated directory; releases its handle at the end or when dropped.
+final class SimulatedDirectoryStream: DirectoryStream {
+    private let fs: SimulatedFileSystem
+    private var handle: Int32?
+    private var entries: [RawDirectoryEntry]
+    private var index = 0
+
+    init(fs: SimulatedFileSystem, handle: Int32, entries: [RawDirectoryEntry]) {
+        self.fs = fs
+        self.handle = handle
+        self.entries = entries
+    }
+
+    deinit {
+        if let handle { fs.close(handle) }
+    }
+
+    func next() throws(SystemError) -> RawDirectoryEntry? {
+        guard index < entries.count else {
+            if let handle { fs.close(handle) }
+            handle = nil
+            return nil
+        }
+        index += 1
+        return entries[index - 1]
     }
 }
