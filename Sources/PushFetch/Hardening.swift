@@ -30,7 +30,11 @@ package enum Hardening {
             _ = try Posix.call("prctl", "PR_SET_PDEATHSIG") { cfetch_parent_death_signal(SIGKILL) }
         }
         try setLimit(RLIMIT_CORE, 0, "RLIMIT_CORE")
-        try setLimit(RLIMIT_AS, limits.addressSpaceBytes, "RLIMIT_AS")
+        // A sanitizer build (the tests under scripts/sanitizers.sh) reserves terabytes of
+        // shadow address space: RLIMIT_AS would fail its first allocation, so it goes without.
+        if cfetch_sanitizer_runtime_present() == 0 {
+            try setLimit(RLIMIT_AS, limits.addressSpaceBytes, "RLIMIT_AS")
+        }
         try setLimit(RLIMIT_NOFILE, limits.openFiles, "RLIMIT_NOFILE")
     }
 

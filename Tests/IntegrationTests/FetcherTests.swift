@@ -133,9 +133,13 @@ import TestSupport
         let daemonPID = try #require(harness.process?.processIdentifier)
         try waitUntil(timeout: 30, "the fetcher process") { Self.fetchers(of: daemonPID).count == 1 }
         let fetcher = Self.fetchers(of: daemonPID)[0]
-        // NO_NEW_PRIVS, set by the fetcher itself first thing after exec (seen in /proc/<pid>/status).
+        // NO_NEW_PRIVS is set first thing after exec, RLIMIT_FSIZE once the configuration has
+        // come, the seccomp filter last, before the fetcher answers ready: once /proc/<pid>/status
+        // shows the filter, every limit below is in place (waiting for NoNewPrivs alone read
+        // the limits too early under load).
         try waitUntil(timeout: 20, "the fetcher to harden itself") {
-            ((try? String(contentsOfFile: "/proc/\(fetcher)/status", encoding: .utf8)) ?? "").contains("NoNewPrivs:\t1")
+            let status = (try? String(contentsOfFile: "/proc/\(fetcher)/status", encoding: .utf8)) ?? ""
+            return status.contains("NoNewPrivs:\t1") && status.contains("Seccomp:\t2")
         }
         let targets = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(fetcher)/fd").compactMap {
             try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(fetcher)/fd/\($0)")

@@ -16,4 +16,9 @@ int cfetch_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 /// sigabbrev_np (glibc 2.32, behind _GNU_SOURCE): "SEGV" for 11; NULL when unknown. MT-safe.
 const char *cfetch_signal_name(int signal);
 
+/// 1 when this process carries AddressSanitizer's or ThreadSanitizer's runtime (a sanitizer
+/// build of the tests): their shadow memory is terabytes of reserved address space, so an
+/// RLIMIT_AS makes their first allocation fail.
+int cfetch_sanitizer_runtime_present(void);
+
 #endif
