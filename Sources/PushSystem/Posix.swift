@@ -165,29 +165,7 @@ package enum Posix {
     /// which saves the `read(2)` that would only return 0.
     package static func readAll(_ fd: Int32, limit: Int, sizeHint: Int = 0, regularFile: Bool = false,
                                 subject: String = "") throws(SystemError) -> [UInt8] {
-        var capacity = min(max(sizeHint + 1, 4096), limit + 1)
-        var bytes = [UInt8]()
-        while true {
-            let start = bytes.count
-            bytes.reserveCapacity(capacity)
-            let spare = capacity - start
-            var failure: SystemError?
-            bytes.append(contentsOf: repeatElement(0, count: spare))
-            let n = bytes.withUnsafeMutableBytes { buffer -> Int in
-                do throws(SystemError) {
-                    return try read(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[start...]), subject: subject)
-                } catch {
-                    failure = error
-                    return 0
-                }
-            }
-            bytes.removeLast(spare - n)
-            if let failure { throw failure }
-            if n == 0 { return bytes }
-            if bytes.count > limit { throw SystemError(call: "read", errno: EFBIG, subject: subject) }
-            if regularFile && n < spare { return bytes }
-            if bytes.count == capacity { capacity = min(capacity * 2, limit + 1) }
-        }
+        try RealFileSystem().readAll(fd, limit: limit, sizeHint: sizeHint, regularFile: regularFile, subject: subject)
     }
 
     /// Writes `bytes` to `directory/name` durably: temp file, fsync, rename, directory fsync.

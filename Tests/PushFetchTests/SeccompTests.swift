@@ -37,6 +37,17 @@ import TestSupport
         }
 
         /// Closes the connection (the fetcher exits 0) and reaps it; the raw wait status.
+        /// Whether the first answer is `ready`; if not, records an issue and finishes the fetcher.
+        func isReady() throws -> Bool {
+            let answer = try firstAnswer()
+            guard case .ready = answer else {
+                Issue.record("expected ready, got \(String(describing: answer))")
+                _ = finish()
+                return false
+            }
+            return true
+        }
+
         func finish() -> Int32? {
             close(fd)
             if let status = ChildProcess.reap(pid, timeoutMillis: 10_000) { return status }
@@ -61,12 +72,7 @@ import TestSupport
     @Test func filterIsInForceOnEveryThreadOnceReady() throws {
         let dir = TempDir()
         let fetcher = try Fetcher(dir)
-        let answer = try fetcher.firstAnswer()
-        guard case .ready = answer else {
-            Issue.record("expected ready, got \(String(describing: answer))")
-            _ = fetcher.finish()
-            return
-        }
+        guard try fetcher.isReady() else { return }
         let proc = "/proc/\(fetcher.pid)"
         #expect(Self.statusField(proc, "Seccomp") == "2")
         #expect(Self.statusField(proc, "NoNewPrivs") == "1")
@@ -88,12 +94,7 @@ import TestSupport
     @Test func noSeccompOptionLeavesTheFilterOff() throws {
         let dir = TempDir()
         let fetcher = try Fetcher(dir, arguments: ["--no-seccomp"])
-        let answer = try fetcher.firstAnswer()
-        guard case .ready = answer else {
-            Issue.record("expected ready, got \(String(describing: answer))")
-            _ = fetcher.finish()
-            return
-        }
+        guard try fetcher.isReady() else { return }
         let inherited = try #require(Self.filterCount("/proc/self"))
         #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited)
         #expect(Self.statusField("/proc/\(fetcher.pid)", "NoNewPrivs") == "1")
@@ -126,12 +127,7 @@ import TestSupport
     func stacksOnAnOuterFilterLikeSystemds(allowSeccomp: Bool) throws {
         let dir = TempDir()
         let fetcher = try Fetcher(dir, wrapper: Self.outerFilter(allowSeccomp: allowSeccomp))
-        let answer = try fetcher.firstAnswer()
-        guard case .ready = answer else {
-            Issue.record("expected ready, got \(String(describing: answer))")
-            _ = fetcher.finish()
-            return
-        }
+        guard try fetcher.isReady() else { return }
         let inherited = try #require(Self.filterCount("/proc/self"))
         #expect(Self.filterCount("/proc/\(fetcher.pid)") == inherited + (allowSeccomp ? 2 : 1))
         #expect(Self.statusField("/proc/\(fetcher.pid)", "Seccomp") == "2")
@@ -209,62 +205,20 @@ import TestSupport
     /// `openssl s_server -WWW` on 127.0.0.1 with a certificate made for the test.
     @Test func httpsUnderTheFilter() throws {
         let dir = TempDir()
-        let www = dir.appending("www")
-        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-        try Data(ImageFixtures.jpeg).write(to: URL(fileURLWithPath: www + "/a.jpg"))
-        let certificate = dir.appending("server.pem"), key = dir.appending("server.key")
-        let request = Process()
-        request.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        request.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1",
-                             "-keyout", key, "-out", certificate]
-        request.standardError = FileHandle.nullDevice
-        try request.run()
-        request.waitUntilExit()
-        // A port that was free a moment ago (s_server cannot report the one it bound).
-        let probe = try LoopbackHTTPServer()
-        let port = probe.port
-        probe.stop()
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        server.arguments = ["s_server", "-quiet", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-WWW"]
-        server.currentDirectoryURL = URL(fileURLWithPath: www)
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        server.standardInput = Pipe()
-        try server.run()
-        defer {
-            // s_server ignores SIGTERM.
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-        }
-        try SupervisorTests.waitFor("s_server to accept") { Self.accepting(port) }
-
+        let server = try TLSFileServer(dir, files: ["a.jpg": ImageFixtures.jpeg])
         var options = SupervisorTests.options(dir)
         options.allowHTTP = false
-        options.caFile = certificate
+        options.caFile = server.certificate
         let supervisor = try FetchSupervisor(options: options, launch: .spawn(executable: Self.executable, arguments: []),
                                              requestDeadline: .seconds(30))
         defer { supervisor.shutdown() }
         try SupervisorTests.waitFor("the fetcher") { supervisor.fetcherPID != nil }
         let pid = try #require(supervisor.fetcherPID)
         #expect(Self.statusField("/proc/\(pid)", "Seccomp") == "2")
-        let outcome = try SupervisorTests.fetch(supervisor, "https://127.0.0.1:\(port)/a.jpg")
+        let outcome = try SupervisorTests.fetch(supervisor, server.url("a.jpg"))
         #expect(outcome.status == .stored, "\(outcome.encodeJSON())")
         #expect(outcome.sha256 == PushSystem.SHA256.hex(of: ImageFixtures.jpeg))
         #expect(supervisor.restarts == 0)
-    }
-
-    static func accepting(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(clamping: port).bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
     }
 }
 

@@ -8,9 +8,9 @@ import TestSupport
 /// Downloads against real HTTP servers on 127.0.0.1 started by each test.
 @Suite struct FetchTests {
     static let images: [(String, [UInt8], String, String)] = [
-        ("png", Fixtures.png, "image/png", "png"), ("jpeg", Fixtures.jpeg, "image/jpeg", "jpg"),
-        ("gif", Fixtures.gif, "image/gif", "gif"), ("webp", Fixtures.webp, "image/webp", "webp"),
-        ("heic", Fixtures.heic, "image/heic", "heic"),
+        ("png", ImageFixtures.png, "image/png", "png"), ("jpeg", ImageFixtures.jpeg, "image/jpeg", "jpg"),
+        ("gif", ImageFixtures.gif, "image/gif", "gif"), ("webp", ImageFixtures.webp, "image/webp", "webp"),
+        ("heic", ImageFixtures.heic, "image/heic", "heic"),
     ]
 
     @Test(arguments: images.indices)
@@ -40,7 +40,7 @@ import TestSupport
     @Test func trickleEndsAtTransferDeadline() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slow", .trickle(headers: [("Content-Type", "image/png")], body: Fixtures.png, interval: 1))
+        server.route("/slow", .trickle(headers: [("Content-Type", "image/png")], body: ImageFixtures.png, interval: 1))
         var options = testOptions(dir)
         options.attempts = 1
         let fetcher = try MediaFetcher(options: options)
@@ -63,7 +63,7 @@ import TestSupport
     @Test func lowSpeedCutOffStopsTrickleBeforeDeadline() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
+        server.route("/slow", .trickle(headers: [], body: ImageFixtures.png, interval: 1))
         var options = testOptions(dir)
         options.attempts = 1
         options.transferDeadline = .seconds(20)
@@ -103,9 +103,9 @@ import TestSupport
     @Test func bodyOverCapIsCutOffAndRemoved() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        let chunk = Fixtures.png + [UInt8](repeating: 0x41, count: 64 * 1024)
+        let chunk = ImageFixtures.png + [UInt8](repeating: 0x41, count: 64 * 1024)
         server.route("/endless", .endless(headers: [("Content-Type", "image/png")], chunk: chunk))
-        server.route("/announced", .ok(Fixtures.png + [UInt8](repeating: 0, count: 300_000), contentType: "image/png"))
+        server.route("/announced", .ok(ImageFixtures.png + [UInt8](repeating: 0, count: 300_000), contentType: "image/png"))
         var options = testOptions(dir)
         options.maxBytes = 256 * 1024
         let fetcher = try MediaFetcher(options: options)
@@ -138,7 +138,7 @@ import TestSupport
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
         server.route("/r", .redirect(location: "/img.png"))
-        server.route("/img.png", .ok(Fixtures.gif))
+        server.route("/img.png", .ok(ImageFixtures.gif))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -151,7 +151,7 @@ import TestSupport
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
         let inner = try LoopbackHTTPServer(host: "127.0.0.2")
-        inner.route("/secret.png", .ok(Fixtures.png))
+        inner.route("/secret.png", .ok(ImageFixtures.png))
         server.route("/r", .redirect(location: inner.url("/secret.png")))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
@@ -182,7 +182,7 @@ import TestSupport
     @Test func loopbackRefusedWithoutAllowList() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/img", .ok(Fixtures.png))
+        server.route("/img", .ok(ImageFixtures.png))
         var options = testOptions(dir)
         options.allowNetworks = []
         let fetcher = try MediaFetcher(options: options)
@@ -213,7 +213,7 @@ import TestSupport
     @Test func serviceUnavailableThenOkIsRetried() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/flaky", .sequence([.status(503), .ok(Fixtures.jpeg)]))
+        server.route("/flaky", .sequence([.status(503), .ok(ImageFixtures.jpeg)]))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -227,8 +227,8 @@ import TestSupport
     @Test func tooManyRequestsHonoursRetryAfter() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "1")]), .ok(Fixtures.png)]))
-        server.route("/limited-no-hint", .sequence([.status(429), .ok(Fixtures.png)]))
+        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "1")]), .ok(ImageFixtures.png)]))
+        server.route("/limited-no-hint", .sequence([.status(429), .ok(ImageFixtures.png)]))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -276,7 +276,7 @@ import TestSupport
     @Test func disallowedTypeIsRefused() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a.gif", .ok(Fixtures.gif))
+        server.route("/a.gif", .ok(ImageFixtures.gif))
         var options = testOptions(dir)
         options.allowedTypes = [.png, .jpeg]
         let fetcher = try MediaFetcher(options: options)
@@ -291,7 +291,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: "http://127.0.0.1:\(closedPort())/a.png")
+        let outcome = await fetcher.fetch(url: "http://127.0.0.1:\(closedLoopbackPort())/a.png")
         #expect(outcome.error?.code == .connectFailed, "\(outcome.encodeJSON())")
         #expect(outcome.attempts == 3)
     }
@@ -310,7 +310,7 @@ import TestSupport
     @Test func httpRefusedWithoutAllowHTTP() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a.png", .ok(Fixtures.png))
+        server.route("/a.png", .ok(ImageFixtures.png))
         server.route("/to-http", .redirect(location: "/a.png"))
         var options = testOptions(dir)
         options.allowHTTP = false
@@ -330,7 +330,7 @@ import TestSupport
     @Test func mediaAltFallbackAppliesToFailedDownload() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/ok.png", .ok(Fixtures.png))
+        server.route("/ok.png", .ok(ImageFixtures.png))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -345,7 +345,7 @@ import TestSupport
     @Test func sameURLIsDownloadedOnce() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slowish.png", .trickle(headers: [], body: Fixtures.webp, interval: 0.002))
+        server.route("/slowish.png", .trickle(headers: [], body: ImageFixtures.webp, interval: 0.002))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -369,8 +369,8 @@ import TestSupport
     @Test func dedupWindowZeroFetchesAgainButStoresOnce() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a.png", .ok(Fixtures.png))
-        server.route("/b.png", .ok(Fixtures.png))
+        server.route("/a.png", .ok(ImageFixtures.png))
+        server.route("/b.png", .ok(ImageFixtures.png))
         var options = testOptions(dir)
         options.dedupWindow = .seconds(0)
         let fetcher = try MediaFetcher(options: options)
@@ -383,14 +383,14 @@ import TestSupport
         #expect(first.path == second.path && second.path == other.path)
         let stats = try MediaStore.stats(directory: dir.store)
         #expect(stats.files == 1)
-        #expect(stats.bytes == Int64(Fixtures.png.count))
+        #expect(stats.bytes == Int64(ImageFixtures.png.count))
         #expect(stats.tempFiles == 0)
     }
 
     @Test func callbackFormDeliversOnce() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a.jpg", .ok(Fixtures.jpeg))
+        server.route("/a.jpg", .ok(ImageFixtures.jpeg))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
@@ -426,7 +426,7 @@ import TestSupport
     @Test func trickleEndsWithinPayloadDeadlineAcrossRetries() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slow", .trickle(headers: [], body: Fixtures.png, interval: 1))
+        server.route("/slow", .trickle(headers: [], body: ImageFixtures.png, interval: 1))
         var options = testOptions(dir)
         options.transferDeadline = .seconds(2)
         options.payloadDeadline = .seconds(3)

@@ -59,8 +59,8 @@ import PushSystem
     func hostileRetryAfterFromAServerDoesNotCrash(_ header: String) async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/ok", .respond(status: 200, headers: [("Content-Type", "image/png"), ("Retry-After", header)], body: Fixtures.png))
-        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", header)]), .ok(Fixtures.png)]))
+        server.route("/ok", .respond(status: 200, headers: [("Content-Type", "image/png"), ("Retry-After", header)], body: ImageFixtures.png))
+        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", header)]), .ok(ImageFixtures.png)]))
         var options = testOptions(dir)
         options.maxRetryAfter = 0.2
         let fetcher = try MediaFetcher(options: options)
@@ -83,8 +83,8 @@ import PushSystem
     @Test func hugeConfiguredDurationsDoNotTrap() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/img", .ok(Fixtures.png))
-        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "99999999999")]), .ok(Fixtures.png)]))
+        server.route("/img", .ok(ImageFixtures.png))
+        server.route("/limited", .sequence([.status(429, headers: [("Retry-After", "99999999999")]), .ok(ImageFixtures.png)]))
         var options = testOptions(dir)
         options.dedupWindow = .seconds(99_999_999_999)
         options.payloadDeadline = .seconds(Int64.max)

@@ -10,7 +10,7 @@ import TestSupport
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
         for index in 0..<4 { server.route("/stall\(index)", .silent) }
-        server.route("/ok.png", .ok(Fixtures.png))
+        server.route("/ok.png", .ok(ImageFixtures.png))
         var options = testOptions(dir)
         options.maxConcurrent = 3
         options.transferDeadline = .seconds(30)
@@ -49,7 +49,7 @@ import TestSupport
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
         server.route("/silent", .silent)
-        server.route("/trickle", .trickle(headers: [], body: Fixtures.png, interval: 1))
+        server.route("/trickle", .trickle(headers: [], body: ImageFixtures.png, interval: 1))
         server.route("/retry", .status(503))
         var options = testOptions(dir)
         options.maxConcurrent = 2
@@ -89,7 +89,7 @@ import TestSupport
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
         server.route("/silent", .silent)
-        server.route("/ok.gif", .ok(Fixtures.gif))
+        server.route("/ok.gif", .ok(ImageFixtures.gif))
         var options = testOptions(dir)
         options.transferDeadline = .seconds(30)
         options.payloadDeadline = .seconds(30)
@@ -124,7 +124,7 @@ struct WaitTimeout: Error {}
         // "/missing" completes on the network thread, "/ok.png" on a finishing thread.
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/ok.png", .ok(Fixtures.png))
+        server.route("/ok.png", .ok(ImageFixtures.png))
         server.route("/silent", .silent)
         var options = testOptions(dir)
         options.transferDeadline = .seconds(30)
@@ -165,7 +165,7 @@ struct WaitTimeout: Error {}
     @Test func cancelledTaskReturnsAtOnceWhileOthersKeepWaiting() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/slow.png", .trickle(headers: [], body: Fixtures.webp, interval: 0.002))
+        server.route("/slow.png", .trickle(headers: [], body: ImageFixtures.webp, interval: 0.002))
         server.route("/silent", .silent)
         var options = testOptions(dir)
         options.transferDeadline = .seconds(30)
@@ -197,7 +197,7 @@ struct WaitTimeout: Error {}
     @Test func alreadyCancelledTaskDoesNotFetch() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a.png", .ok(Fixtures.png))
+        server.route("/a.png", .ok(ImageFixtures.png))
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 

@@ -8,7 +8,7 @@ import TestSupport
 /// Thumbnails with libvips, including hostile images.
 @Suite struct ThumbnailTests {
     static let images: [(String, [UInt8])] = [
-        ("png", Fixtures.png), ("jpeg", Fixtures.jpeg), ("gif", Fixtures.gif), ("webp", Fixtures.webp), ("heic", Fixtures.heic),
+        ("png", ImageFixtures.png), ("jpeg", ImageFixtures.jpeg), ("gif", ImageFixtures.gif), ("webp", ImageFixtures.webp), ("heic", ImageFixtures.heic),
     ]
 
     private func fetcher(_ dir: TempDir, maxEdge: Int = 32, maxPixels: Int = 40_000_000) throws -> MediaFetcher {
@@ -44,7 +44,7 @@ import TestSupport
     @Test func smallImagesAreNotEnlarged() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/img", .ok(Fixtures.png))
+        server.route("/img", .ok(ImageFixtures.png))
         let fetcher = try fetcher(dir, maxEdge: 320)
         defer { fetcher.shutdown() }
 
@@ -55,7 +55,7 @@ import TestSupport
     @Test func decompressionBombIsStoredButNotDecoded() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/bomb.png", .ok(Fixtures.bomb, contentType: "image/png"))
+        server.route("/bomb.png", .ok(ImageFixtures.bomb, contentType: "image/png"))
         // 9 MP in 9 KB: over a 4 MP limit. With the limit raised the same file decodes, so the
         // refusal comes from the header check.
         let strict = try fetcher(dir, maxPixels: 4_000_000)
@@ -66,7 +66,7 @@ import TestSupport
         #expect(refused.thumbnail == nil)
         #expect(refused.thumbnailError?.contains("3000x3000") == true)
         #expect(strict.stats.undecodable == 1)
-        #expect(refused.path.map { readBytes($0) == Fixtures.bomb } == true)
+        #expect(refused.path.map { readBytes($0) == ImageFixtures.bomb } == true)
 
         let otherDir = TempDir()
         let lenient = try fetcher(otherDir, maxPixels: 10_000_000)
@@ -79,8 +79,8 @@ import TestSupport
     @Test func truncatedImageIsStoredAndMarked() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/cut.jpg", .ok(Array(Fixtures.jpeg.prefix(Fixtures.jpeg.count * 2 / 3))))
-        server.route("/cut.png", .ok(Array(Fixtures.png.prefix(Fixtures.png.count / 2))))
+        server.route("/cut.jpg", .ok(Array(ImageFixtures.jpeg.prefix(ImageFixtures.jpeg.count * 2 / 3))))
+        server.route("/cut.png", .ok(Array(ImageFixtures.png.prefix(ImageFixtures.png.count / 2))))
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
 
@@ -122,15 +122,15 @@ import TestSupport
     @Test func storeStatsCountThumbnailsApart() async throws {
         let dir = TempDir()
         let server = try LoopbackHTTPServer()
-        server.route("/a", .ok(Fixtures.png))
-        server.route("/b", .ok(Fixtures.jpeg))
+        server.route("/a", .ok(ImageFixtures.png))
+        server.route("/b", .ok(ImageFixtures.jpeg))
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
         _ = await fetcher.fetch(url: server.url("/a"))
         _ = await fetcher.fetch(url: server.url("/b"))
         let stats = try MediaStore.stats(directory: dir.store)
         #expect(stats.files == 2)
-        #expect(stats.bytes == Int64(Fixtures.png.count + Fixtures.jpeg.count))
+        #expect(stats.bytes == Int64(ImageFixtures.png.count + ImageFixtures.jpeg.count))
         #expect(stats.thumbnails == 2)
         #expect(stats.thumbnailBytes > 0)
     }

@@ -4,7 +4,7 @@ import PushMediaStore
 
 @Suite struct SnifferTests {
     static let cases: [([UInt8], MediaType?)] = [
-        (Fixtures.png, .png), (Fixtures.jpeg, .jpeg), (Fixtures.gif, .gif), (Fixtures.webp, .webp), (Fixtures.heic, .heic),
+        (ImageFixtures.png, .png), (ImageFixtures.jpeg, .jpeg), (ImageFixtures.gif, .gif), (ImageFixtures.webp, .webp), (ImageFixtures.heic, .heic),
         ([0, 0, 0, 0x20] + Array("ftypisom".utf8) + [0, 0, 2, 0], .mp4),
         ([0, 0, 0, 0x18] + Array("ftypmp42".utf8) + [0, 0, 0, 0], .mp4),
         ([0, 0, 0, 0x20] + Array("ftypM4A ".utf8) + [0, 0, 0, 0], .m4a),

@@ -262,6 +262,15 @@ package final class SimulatedFileSystem: FileSystem {
         if state.recordImages { state.images.append(state.image) }
     }
 
+    /// A rename's effect: the entry moves, and the move is logged (durable only once a
+    /// directory fsync commits it).
+    private static func move(_ state: inout State, inode: Int, fromDir sd: Int, from sn: String, toDir td: Int, to tn: String) {
+        state.image.inodes[sd]?.entries[sn] = nil
+        state.image.inodes[td]?.entries[tn] = inode
+        state.image.log.append(.rename(fromDir: sd, from: sn, toDir: td, to: tn, inode: inode))
+        record(&state)
+    }
+
     private static func resolve(_ image: Image, _ path: String, base: Int = 0) -> Int? {
         var current = path.hasPrefix("/") ? 0 : base
         for component in path.split(separator: "/") where component != "." {
@@ -464,10 +473,7 @@ package final class SimulatedFileSystem: FileSystem {
                   let (sd, sn) = Self.parent(state.image, base: a, from), let (td, tn) = Self.parent(state.image, base: b, to),
                   let inode = state.image.inodes[sd]?.entries[sn] else { throw Self.error("renameat", ENOENT, subject) }
             if case .fail(let code) = Self.check(&state, "renameat", mutating: true) { throw Self.error("renameat", code, subject) }
-            state.image.inodes[sd]?.entries[sn] = nil
-            state.image.inodes[td]?.entries[tn] = inode
-            state.image.log.append(.rename(fromDir: sd, from: sn, toDir: td, to: tn, inode: inode))
-            Self.record(&state)
+            Self.move(&state, inode: inode, fromDir: sd, from: sn, toDir: td, to: tn)
         }
     }
 
@@ -571,10 +577,7 @@ package final class SimulatedFileSystem: FileSystem {
                 throw Self.error("renameat2", EEXIST, label)
             }
             if case .fail(let code) = Self.check(&state, "renameat2", mutating: true) { throw Self.error("renameat2", code, label) }
-            state.image.inodes[sd]?.entries[sn] = nil
-            state.image.inodes[td]?.entries[tn] = inode
-            state.image.log.append(.rename(fromDir: sd, from: sn, toDir: td, to: tn, inode: inode))
-            Self.record(&state)
+            Self.move(&state, inode: inode, fromDir: sd, from: sn, toDir: td, to: tn)
         }
     }
 
