@@ -14,18 +14,32 @@ final class InboxServerHarness: @unchecked Sendable {
     let process: Process
     let port: Int
 
-    init(name: String, extraConfig: String = "", arguments extra: [String] = []) throws {
-        daemon = try DaemonHarness(name: name, config: "[Media]\nEnabled=no\n[Inbox]\nTokenSecretFile=__SECRET__\n\(extraConfig)")
-        let secretPath = daemon.root + "/inbox-token-secret"
-        try Self.secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
-        let text = try String(contentsOfFile: daemon.config, encoding: .utf8).replacingOccurrences(of: "__SECRET__", with: secretPath)
-        try text.write(toFile: daemon.config, atomically: true, encoding: .utf8)
+    /// `secretByCredential`: no `TokenSecretFile=`; the secret sits where systemd's
+    /// `LoadCredential=inbox-token-secret:…` puts it, `$CREDENTIALS_DIRECTORY/inbox-token-secret`
+    /// (the user manager here cannot run LoadCredential= itself).
+    init(name: String, extraConfig: String = "", arguments extra: [String] = [], secretByCredential: Bool = false) throws {
+        let secretLine = secretByCredential ? "" : "TokenSecretFile=__SECRET__\n"
+        daemon = try DaemonHarness(name: name, config: "[Media]\nEnabled=no\n[Inbox]\n\(secretLine)\(extraConfig)")
+        var environment = ProcessInfo.processInfo.environment
+        if secretByCredential {
+            let credentials = daemon.root + "/credentials"
+            try Posix.mkdirs(credentials)
+            try Posix.writeFileAtomically(directory: credentials, name: "inbox-token-secret", bytes: Array(Self.secret.utf8), mode: 0o400)
+            environment["CREDENTIALS_DIRECTORY"] = credentials
+        } else {
+            let secretPath = daemon.root + "/inbox-token-secret"
+            try Self.secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
+            let text = try String(contentsOfFile: daemon.config, encoding: .utf8).replacingOccurrences(of: "__SECRET__", with: secretPath)
+            try text.write(toFile: daemon.config, atomically: true, encoding: .utf8)
+            environment["CREDENTIALS_DIRECTORY"] = nil
+        }
         try daemon.start()
         let indexPath = daemon.state + "/inbox/index.sqlite"
         try waitUntil(timeout: 30, "the inbox index") { FileManager.default.fileExists(atPath: indexPath) }
         process = Process()
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
         process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config] + extra
+        process.environment = environment
         // Files, not pipes: the tests run in parallel, and a pipe's write end leaks into every
         // child spawned meanwhile (curl, pushspoolctl), so a reader of it would wait for them all.
         let outPath = daemon.root + "/inbox.stdout"
@@ -119,6 +133,30 @@ final class InboxServerHarness: @unchecked Sendable {
 }
 
 @Suite struct InboxServerTests {
+    /// The secret as LoadCredential= delivers it: tokens made with it are accepted, others not;
+    /// with neither a credential nor TokenSecretFile= the server refuses to start and says how.
+    @Test func theSecretComesFromTheCredentialsDirectory() throws {
+        let server = try InboxServerHarness(name: "inbox-credential", secretByCredential: true)
+        #expect(try server.request("GET", "/v1/inbox/counts", user: "alice").status == 200)
+        #expect(try server.request("GET", "/v1/inbox/counts", user: "alice", token: String(repeating: "0", count: 64)).status == 401)
+
+        let bare = Process()
+        bare.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
+        bare.arguments = ["--listen", "127.0.0.1:0", "--spool", server.daemon.spool, "--state-dir", server.daemon.state,
+                          "--config", server.daemon.config]
+        var environment = ProcessInfo.processInfo.environment
+        environment["CREDENTIALS_DIRECTORY"] = nil
+        bare.environment = environment
+        let errorPath = server.daemon.root + "/bare.stderr"
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        bare.standardError = FileHandle(forWritingAtPath: errorPath)
+        bare.standardOutput = FileHandle.nullDevice
+        try bare.run()
+        bare.waitUntilExit()
+        #expect(bare.terminationStatus == 78)
+        #expect(try String(contentsOfFile: errorPath, encoding: .utf8).contains("LoadCredential=inbox-token-secret"))
+    }
+
     @Test func refusalsAreIdenticalAndRevealNothing() throws {
         let server = try InboxServerHarness(name: "inbox-auth")
         try server.push(user: "bob", title: "for bob")

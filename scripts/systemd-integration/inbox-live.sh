@@ -90,7 +90,8 @@ base="http://127.0.0.1:$port"
   printf '[Status]\nIntervalSec=200ms\n'
   # The secret by file: this user manager (systemd 252, not PID 1) sets
   # $CREDENTIALS_DIRECTORY for LoadCredential= but leaves the file out (ENOENT), so the
-  # credential path is covered by deb-test.sh's installed unit and check-units.sh only.
+  # unit's LoadCredential= line is checked by deb-test.sh and check-units.sh, and reading the
+  # secret from $CREDENTIALS_DIRECTORY by InboxServerTests.theSecretComesFromTheCredentialsDirectory.
   printf '[Inbox]\nEnabled=yes\nTokenSecretFile=%s\n' "$work/inbox-token-secret"
 } >"$conf"
 
