@@ -630,11 +630,11 @@ package final class JournalWriter: Sendable {
             state.sinceCheckpoint = 0
             return (state.committedKeys, state.position)
         }
-        let checkpoint = DedupCheckpoint(journalID: core.journalID, throughSeq: position.throughSeq,
-                                         segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
-                                         entries: keys.entries, segments: position.segments)
+        let bytes = DedupCheckpoint.encoded(journalID: core.journalID, throughSeq: position.throughSeq,
+                                            segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
+                                            table: keys, segments: position.segments)
         do {
-            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: checkpoint.encoded())
+            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: bytes)
             shared.withLock {
                 $0.stats.checkpoints += 1
                 $0.checkpointedSeq = position.throughSeq

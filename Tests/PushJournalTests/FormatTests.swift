@@ -103,6 +103,23 @@ import Testing
         #expect(DedupCheckpoint.decode(damaged) == nil)
     }
 
+    /// The writer encodes its checkpoint straight from the table: the same bytes as through
+    /// an instance, and they decode to the table's entries with their record locations.
+    @Test func checkpointEncodedFromTheTableMatchesTheInstance() {
+        var table = KeyFingerprints()
+        for index in 0..<1_000 {
+            table.insert(fingerprint: KeyFingerprints.fingerprint("key-\(index)"), seq: UInt64(index + 1), offset: Int64(index) * 64)
+        }
+        let direct = DedupCheckpoint.encoded(journalID: Array(0..<16), throughSeq: 1_000, segmentFirstSeq: 1, offset: 64_000,
+                                             table: table, segments: [1])
+        let instance = DedupCheckpoint(journalID: Array(0..<16), throughSeq: 1_000, segmentFirstSeq: 1, offset: 64_000,
+                                       entries: table.entries, segments: [1])
+        #expect(direct == instance.encoded())
+        let decoded = DedupCheckpoint.decode(direct)
+        #expect(decoded?.entries == table.entries)
+        #expect(decoded?.entries.count == 1_000)
+    }
+
     @Test func segmentNamesSortBySeq() {
         #expect(JournalFiles.segmentName(firstSeq: 1) == "00000000000000000001.seg")
         #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg") == 52312)
