@@ -291,6 +291,9 @@ after_ids=(); for i in $(seq 1 10); do after_ids+=("wd-$run-after-$i"); done
 before_files=(); for id in "${before_ids[@]}"; do before_files+=("$(make_payload "$id")"); done
 dropped_ids+=("${before_ids[@]}")
 # drop prints a line per file as it renames it into incoming/.
+# Created first: the background job opens it only when it starts, and an absent file would
+# make the wc below print nothing (an arithmetic syntax error, not a count).
+: >"$work/burst.out"
 ctl drop --platform ios "${before_files[@]}" >"$work/burst.out" &
 drop_pid=$!
 until (( $(wc -l <"$work/burst.out") >= ${#before_ids[@]} / 2 )) || ! kill -0 "$drop_pid" 2>/dev/null; do sleep 0.01; done
