@@ -43,6 +43,8 @@ poll() {  # poll SECONDS COMMAND...
 trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 
 si_setup
+# This run's journal entries only: journald outlives the run, and instance names repeat.
+since=$(date +%s)
 work=$(mktemp -d /tmp/pushspool-fetch-live.XXXXXX)
 si_on_exit "rm -rf '$work'"
 spool=$work/spool state=$work/state conf=$work/pushspool.conf
@@ -123,7 +125,7 @@ check "the first image is stored through the socket-activated fetcher" poll "$WA
 # Its own seccomp filter (the user manager applies none of the unit's), logged to the journal.
 seccomp_on() { grep -Eq '^Seccomp:[[:space:]]+2$' "/proc/$first_pid/status"; }
 check "the instance runs under its own seccomp filter (Seccomp: 2)" seccomp_on
-seccomp_logged() { journalctl --no-pager -u "$first" 2>/dev/null | grep -q 'seccomp filter active'; }
+seccomp_logged() { journalctl --no-pager --since "@$since" -u "$first" 2>/dev/null | grep -q 'seccomp filter active'; }
 check "the instance logged that its seccomp filter is active" poll "$WAIT" seccomp_logged
 
 kill -KILL "$first_pid"
