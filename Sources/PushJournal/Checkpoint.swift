@@ -52,47 +52,81 @@ struct DedupCheckpoint: Equatable {
     }
 
     func encoded() -> [UInt8] {
-        Self.encode(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
-                    keyCount: keys.count, segments: segments) { append in
-            for (index, key) in keys.enumerated() {
-                append(key, index < seqs.count ? seqs[index] : 0, index < offsets.count ? offsets[index] : 0)
-            }
+        var encoder = Encoder(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
+                              keyCount: keys.count, chunkBytes: .max)
+        for (index, key) in keys.enumerated() {
+            encoder.append(key, index < seqs.count ? seqs[index] : 0, index < offsets.count ? offsets[index] : 0)
         }
+        return encoder.finish(segments: segments)
     }
 
-    /// The bytes of a checkpoint of `table`, encoded straight from it: building an instance
-    /// first (an entry array, then three per-key arrays, then these bytes) held four copies of
-    /// the keys at once — at a million keys, with the table's copy-on-write snapshot, most of
-    /// the daemon's peak RSS through a million-file backlog.
+    /// The bytes of a checkpoint of `table`, encoded straight from it (no entry array).
     static func encoded(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, table: KeyFingerprints,
                         segments: [UInt64]) -> [UInt8] {
-        encode(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
-               keyCount: table.count, segments: segments) { append in table.forEachEntry(append) }
+        var encoder = Encoder(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
+                              keyCount: table.count, chunkBytes: .max)
+        table.forEachEntry { encoder.append($0, $1, $2) }
+        return encoder.finish(segments: segments)
+    }
+
+    /// The same bytes as `encoded(…table:…)`, handed to `emit` in chunks of about `chunkBytes`
+    /// while `table` (the writer's copy-on-write snapshot) is drained shard by shard. At a
+    /// million keys the whole encoding was 24 MB, on top of the snapshot's copy of every shard
+    /// the writer touched meanwhile; streamed, the checkpoint costs a chunk and the few shards
+    /// written to before their turn.
+    static func stream(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64,
+                       table: inout KeyFingerprints, segments: [UInt64], chunkBytes: Int = 1 << 20,
+                       emit: ([UInt8]) throws(JournalError) -> Void) throws(JournalError) {
+        var encoder = Encoder(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
+                              keyCount: table.count, chunkBytes: chunkBytes)
+        for shard in 0..<KeyFingerprints.shardCount {
+            table.drain(shard: shard) { encoder.append($0, $1, $2) }
+            if let chunk = encoder.takeChunkIfFull() { try emit(chunk) }
+        }
+        try emit(encoder.finish(segments: segments))
     }
 
     /// The format (version 4): header, `keyCount` × (fingerprint, seq, offset), the segment
-    /// list, a masked CRC32C of everything before it. `keys` must append exactly `keyCount`.
-    private static func encode(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, keyCount: Int,
-                               segments: [UInt64], keys: ((UInt64, UInt64, Int64) -> Void) -> Void) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(headerSize + keyCount * 24 + 8 + segments.count * 8 + 4)
-        out += magic
-        out.appendLE(UInt32(4))
-        out.appendLE(UInt32(0))
-        out += journalID
-        out.appendLE(throughSeq)
-        out.appendLE(segmentFirstSeq)
-        out.appendLE(offset)
-        out.appendLE(UInt64(keyCount))
-        keys { fingerprint, seq, offset in
+    /// list, a masked CRC32C of everything before it. Exactly `keyCount` entries must be
+    /// appended. The CRC runs over each chunk as it is taken, so no chunk is kept.
+    private struct Encoder {
+        private var out: [UInt8] = []
+        private var crc = CRC32C.initial
+        private let chunkBytes: Int
+
+        init(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, keyCount: Int, chunkBytes: Int) {
+            self.chunkBytes = chunkBytes
+            let expected = headerSize + keyCount * 24 + 4
+            out.reserveCapacity(chunkBytes == .max ? expected : min(expected, chunkBytes + 4096))
+            out += magic
+            out.appendLE(UInt32(4))
+            out.appendLE(UInt32(0))
+            out += journalID
+            out.appendLE(throughSeq)
+            out.appendLE(segmentFirstSeq)
+            out.appendLE(offset)
+            out.appendLE(UInt64(keyCount))
+        }
+
+        mutating func append(_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) {
             out.appendLE(fingerprint)
             out.appendLE(seq)
             out.appendLE(offset)
         }
-        out.appendLE(UInt64(segments.count))
-        for segment in segments { out.appendLE(segment) }
-        out.appendLE(CRC32C.mask(CRC32C.checksum(out)))
-        return out
+
+        mutating func takeChunkIfFull() -> [UInt8]? {
+            guard out.count >= chunkBytes else { return nil }
+            crc = CRC32C.update(crc, out)
+            defer { out.removeAll(keepingCapacity: true) }
+            return out
+        }
+
+        mutating func finish(segments: [UInt64]) -> [UInt8] {
+            out.appendLE(UInt64(segments.count))
+            for segment in segments { out.appendLE(segment) }
+            out.appendLE(CRC32C.mask(CRC32C.finalize(CRC32C.update(crc, out))))
+            return out
+        }
     }
 
     static func decode(_ bytes: [UInt8]) -> DedupCheckpoint? {

@@ -78,10 +78,19 @@ struct JournalIO: Sendable {
 
     /// Replaces `name` durably: temp file, fsync, rename, directory fsync (JOURNAL.md b.1).
     func writeFileAtomically(dirfd: Int32, name: String, bytes: [UInt8]) throws(JournalError) {
+        try writeFileAtomically(dirfd: dirfd, name: name) { write throws(JournalError) in try write(bytes) }
+    }
+
+    /// `name` written through `name.tmp`, fsync, rename and a directory fsync, its contents
+    /// handed over in pieces by `produce` (so a big file is never whole in memory).
+    func writeFileAtomically(dirfd: Int32, name: String,
+                             produce: (_ write: ([UInt8]) throws(JournalError) -> Void) throws(JournalError) -> Void) throws(JournalError) {
         let temp = name + ".tmp"
         let fd = try openat(dirfd, temp, O_WRONLY | O_CREAT | O_TRUNC)
         do throws(JournalError) {
-            do { try writeAll(fd, bytes, subject: temp) } catch { throw err(error) }
+            try produce { bytes throws(JournalError) in
+                do throws(SystemError) { try writeAll(fd, bytes, subject: temp) } catch { throw err(error) }
+            }
             try fsync(fd, subject: temp)
             close(fd)
         } catch {

@@ -1,9 +1,8 @@
 import PushSystem
 
-/// The dedup index: 64-bit fingerprints of record keys in one flat open-addressing table,
-/// each with where its record is (seq and frame offset) — 20 bytes a slot, ~25–38 bytes a key —
-/// where a `Set<String>` spent over 100 bytes a key and grew the daemon by ~130 MB per million
-/// records.
+/// The dedup index: 64-bit fingerprints of record keys in open-addressing tables, each with
+/// where its record is (seq and frame offset) — 16 bytes a slot, ~20–30 bytes a key — where a
+/// `Set<String>` spent over 100 bytes a key and grew the daemon by ~130 MB per million records.
 ///
 /// A fingerprint is the first 8 bytes of the key's SHA-256, so producers cannot aim for
 /// collisions; by the birthday bound two distinct keys among a million share one with
@@ -12,22 +11,82 @@ import PushSystem
 /// counts a duplicate only when the bytes are equal, so a collision never drops a payload.
 /// Two keys that collide both get slots (same fingerprint, different seqs).
 ///
+/// The table is split into `shardCount` shards by the fingerprint's top byte, each growing on
+/// its own: a growth step holds the old and new copy of one shard, not of the whole index, and
+/// a copy-on-write snapshot (the checkpoint's) costs a copy only of the shards written while it
+/// lives — and `drain` gives each shard back as soon as it is encoded. Both were the bulk of
+/// the daemon's peak RSS through a million-file backlog.
+///
+/// Seqs are kept as 32-bit offsets from `seqBase`; a dedup window of more than ~4.29 billion
+/// records drops its oldest records from the index (`rebase`), which a million-key table at
+/// ~25 MB per million could never hold in memory anyway.
+///
 /// `Sendable`: a value type.
 struct KeyFingerprints: Sendable, Equatable {
-    /// 0 marks an empty slot; a real fingerprint of 0 is stored as 1.
-    private var slots: [UInt64]
-    /// The record of each slot: its seq (0 = unknown, a slot from a caller that has no
-    /// location; such a hit is trusted as a duplicate) and its frame offset / 8 (frames are
-    /// 8-aligned, so 32 bits reach 32 GiB, past the largest segment).
-    private var seqs: [UInt64]
-    private var offsets8: [UInt32]
+    static let shardCount = 256
+
+    /// One shard: parallel arrays, so a probe touches only the fingerprints.
+    struct Shard: Sendable, Equatable {
+        /// 0 marks an empty slot; a real fingerprint of 0 is stored as 1.
+        var slots: [UInt64]
+        /// 0 = location unknown (a slot from a caller that has none; such a hit is trusted as a
+        /// duplicate), else `seq - seqBase + 1`.
+        var seqCodes: [UInt32]
+        /// The frame offset / 8 (frames are 8-aligned, so 32 bits reach 32 GiB, past the largest
+        /// segment).
+        var offsets8: [UInt32]
+        var count = 0
+
+        init(capacity: Int) {
+            slots = [UInt64](repeating: 0, count: capacity)
+            seqCodes = [UInt32](repeating: 0, count: capacity)
+            offsets8 = [UInt32](repeating: 0, count: capacity)
+        }
+
+        /// The slot a fingerprint starts probing at: multiply-shift of the bits below the shard
+        /// byte, so the table needs no power-of-two size.
+        func home(_ fingerprint: UInt64) -> Int {
+            Int((fingerprint &<< 8).multipliedFullWidth(by: UInt64(slots.count)).high)
+        }
+
+        func next(_ index: Int) -> Int { index + 1 == slots.count ? 0 : index + 1 }
+
+        /// Adds a slot unless this fingerprint already has one with this code (or the code is
+        /// unknown). Grows by half past 80 % load, so ~1.25–1.9 slots a key.
+        mutating func insert(_ fingerprint: UInt64, code: UInt32, offset8: UInt32) {
+            if (count + 1) * 5 > slots.count * 4 { grow() }
+            var index = home(fingerprint)
+            while true {
+                let slot = slots[index]
+                if slot == fingerprint && (seqCodes[index] == code || code == 0) { return }
+                if slot == 0 {
+                    slots[index] = fingerprint
+                    seqCodes[index] = code
+                    offsets8[index] = offset8
+                    count += 1
+                    return
+                }
+                index = next(index)
+            }
+        }
+
+        private mutating func grow() {
+            var bigger = Shard(capacity: KeyFingerprints.capacity(forShardKeys: max(count * 3 / 2, 8)))
+            for index in slots.indices where slots[index] != 0 {
+                bigger.insert(slots[index], code: seqCodes[index], offset8: offsets8[index])
+            }
+            self = bigger
+        }
+    }
+
+    private var shards: [Shard]
+    /// The seq a code of 1 stands for; set by the first located insert.
+    private var seqBase: UInt64 = 0
     private(set) var count = 0
 
     init(minimumCapacity: Int = 0) {
-        let capacity = Self.capacity(for: minimumCapacity)
-        slots = [UInt64](repeating: 0, count: capacity)
-        seqs = [UInt64](repeating: 0, count: capacity)
-        offsets8 = [UInt32](repeating: 0, count: capacity)
+        let perShard = Self.capacity(forShardKeys: max(0, minimumCapacity) / Self.shardCount + 1)
+        shards = [Shard](repeating: Shard(capacity: perShard), count: Self.shardCount)
     }
 
     init(fingerprints: [UInt64]) {
@@ -38,6 +97,8 @@ struct KeyFingerprints: Sendable, Equatable {
     /// A table from checkpoint entries (`entries`).
     init(entries: [Entry]) {
         self.init(minimumCapacity: entries.count)
+        // The lowest seq first: no entry then needs a rebase.
+        if let lowest = entries.lazy.map(\.seq).filter({ $0 != 0 }).min() { seqBase = lowest }
         for entry in entries { insert(fingerprint: entry.fingerprint, seq: entry.seq, offset: entry.offset) }
     }
 
@@ -56,16 +117,20 @@ struct KeyFingerprints: Sendable, Equatable {
         return value == 0 ? 1 : value
     }
 
+    private static func stored(_ fingerprint: UInt64) -> UInt64 { fingerprint == 0 ? 1 : fingerprint }
+    private static func shardIndex(_ fingerprint: UInt64) -> Int { Int(truncatingIfNeeded: fingerprint >> 56) }
+
     func contains(_ key: String) -> Bool { contains(fingerprint: Self.fingerprint(key)) }
 
     func contains(fingerprint: UInt64) -> Bool {
-        let fingerprint = fingerprint == 0 ? 1 : fingerprint
-        var index = home(fingerprint)
+        let fingerprint = Self.stored(fingerprint)
+        let shard = shards[Self.shardIndex(fingerprint)]
+        var index = shard.home(fingerprint)
         while true {
-            let slot = slots[index]
+            let slot = shard.slots[index]
             if slot == fingerprint { return true }
             if slot == 0 { return false }
-            index = index + 1 == slots.count ? 0 : index + 1
+            index = shard.next(index)
         }
     }
 
@@ -76,85 +141,113 @@ struct KeyFingerprints: Sendable, Equatable {
     /// Adds a slot for the record at `seq`/`offset`. The same fingerprint with another seq gets
     /// a slot of its own (a collision, or one key journaled twice after its dedup window).
     mutating func insert(fingerprint: UInt64, seq: UInt64, offset: Int64) {
-        let fingerprint = fingerprint == 0 ? 1 : fingerprint
-        if (count + 1) * 5 > slots.count * 4 { grow() }
-        var index = home(fingerprint)
-        while true {
-            let slot = slots[index]
-            if slot == fingerprint && (seqs[index] == seq || seq == 0) { return }
-            if slot == 0 {
-                slots[index] = fingerprint
-                seqs[index] = seq
-                offsets8[index] = UInt32(truncatingIfNeeded: max(0, offset) >> 3)
-                count += 1
-                return
-            }
-            index = index + 1 == slots.count ? 0 : index + 1
+        let fingerprint = Self.stored(fingerprint)
+        var code: UInt32 = 0
+        if seq != 0 {
+            if seqBase == 0 { seqBase = seq }
+            if seq < seqBase || seq - seqBase >= UInt64(UInt32.max) { rebase(including: seq) }
+            guard seq >= seqBase else { return }  // older than the window the codes can reach
+            code = UInt32(truncatingIfNeeded: seq - seqBase + 1)
         }
+        let offset8 = UInt32(truncatingIfNeeded: max(0, offset) >> 3)
+        let shard = Self.shardIndex(fingerprint)
+        let before = shards[shard].count
+        shards[shard].insert(fingerprint, code: code, offset8: offset8)
+        count += shards[shard].count - before
     }
 
     /// Where the records whose key has this fingerprint are: candidates to confirm.
     func locations(fingerprint: UInt64) -> [(seq: UInt64, offset: Int64)] {
-        let fingerprint = fingerprint == 0 ? 1 : fingerprint
+        let fingerprint = Self.stored(fingerprint)
+        let shard = shards[Self.shardIndex(fingerprint)]
         var found: [(seq: UInt64, offset: Int64)] = []
-        var index = home(fingerprint)
+        var index = shard.home(fingerprint)
         while true {
-            let slot = slots[index]
+            let slot = shard.slots[index]
             if slot == 0 { return found }
-            if slot == fingerprint { found.append((seqs[index], Int64(offsets8[index]) << 3)) }
-            index = index + 1 == slots.count ? 0 : index + 1
+            if slot == fingerprint { found.append((seq(shard.seqCodes[index]), Int64(shard.offsets8[index]) << 3)) }
+            index = shard.next(index)
         }
     }
+
+    private func seq(_ code: UInt32) -> UInt64 { code == 0 ? 0 : seqBase + UInt64(code) - 1 }
 
     mutating func formUnion(_ keys: [String]) {
         for key in keys { insert(key) }
     }
 
-    /// Every stored fingerprint, for the checkpoint.
-    var fingerprints: [UInt64] { slots.filter { $0 != 0 } }
+    /// Every stored fingerprint.
+    var fingerprints: [UInt64] {
+        var all: [UInt64] = []
+        all.reserveCapacity(count)
+        forEachEntry { fingerprint, _, _ in all.append(fingerprint) }
+        return all
+    }
 
-    /// Every slot, for the checkpoint.
-    /// Calls `body` with every occupied slot, in slot order (the order of `entries`), without
-    /// building the array: a checkpoint of a million keys encodes straight from the table.
+    /// Calls `body` with every occupied slot, shard by shard in slot order (the order of
+    /// `entries`), without building an array.
     func forEachEntry(_ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
-        for index in slots.indices where slots[index] != 0 {
-            body(slots[index], seqs[index], Int64(offsets8[index]) << 3)
+        for shard in shards.indices { forEachEntry(inShard: shard, body) }
+    }
+
+    func forEachEntry(inShard index: Int, _ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
+        let shard = shards[index]
+        for slot in shard.slots.indices where shard.slots[slot] != 0 {
+            body(shard.slots[slot], seq(shard.seqCodes[slot]), Int64(shard.offsets8[slot]) << 3)
         }
     }
 
-    var entries: [Entry] {
-        slots.indices.compactMap { slots[$0] == 0 ? nil : Entry(fingerprint: slots[$0], seq: seqs[$0], offset: Int64(offsets8[$0]) << 3) }
+    /// Calls `body` with the entries of shard `index` and then lets the shard go: a snapshot
+    /// being encoded releases what it has written, so the live table, which shares its
+    /// buffers until it writes to them, does not copy a shard that is already on its way out.
+    mutating func drain(shard index: Int, _ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
+        forEachEntry(inShard: index, body)
+        count -= shards[index].count
+        shards[index] = Shard(capacity: 8)
     }
+
+    var entries: [Entry] {
+        var all: [Entry] = []
+        all.reserveCapacity(count)
+        forEachEntry { all.append(Entry(fingerprint: $0, seq: $1, offset: $2)) }
+        return all
+    }
+
+    /// Slots allocated over all shards (for the memory tests and the README's figures).
+    var slotCapacity: Int { shards.reduce(0) { $0 + $1.slots.count } }
 
     /// The index without the records below `seq` (`[Journal] DedupWindowSec=`): rebuilt, as
     /// open addressing cannot delete in place without tombstones.
     func keeping(fromSeq seq: UInt64) -> KeyFingerprints {
         var kept = KeyFingerprints(minimumCapacity: count)
-        for index in slots.indices where slots[index] != 0 && (seqs[index] >= seq || seqs[index] == 0) {
-            kept.insert(fingerprint: slots[index], seq: seqs[index], offset: Int64(offsets8[index]) << 3)
+        kept.seqBase = max(seqBase, seq)
+        forEachEntry { fingerprint, entrySeq, offset in
+            if entrySeq >= seq || entrySeq == 0 { kept.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }
         }
         return kept
     }
 
-    /// Maps a fingerprint onto the table without a power-of-two size (multiply-shift).
-    private func home(_ fingerprint: UInt64) -> Int {
-        Int(fingerprint.multipliedFullWidth(by: UInt64(slots.count)).high)
-    }
-
-    /// Grows by half, so the table stays within 80% load and ~1.25–1.9 slots a key.
-    private mutating func grow() {
-        let old = (slots, seqs, offsets8)
-        let capacity = Self.capacity(for: max(count * 3 / 2, 16))
-        slots = [UInt64](repeating: 0, count: capacity)
-        seqs = [UInt64](repeating: 0, count: capacity)
-        offsets8 = [UInt32](repeating: 0, count: capacity)
-        count = 0
-        for index in old.0.indices where old.0[index] != 0 {
-            insert(fingerprint: old.0[index], seq: old.1[index], offset: Int64(old.2[index]) << 3)
+    /// Makes `seq` representable: the base moves down to it, or, when the seqs would then span
+    /// more than 32 bits, up to the newest ~4.29 billion records, dropping older ones.
+    private mutating func rebase(including seq: UInt64) {
+        var lowest = seq
+        var highest = seq
+        forEachEntry { _, entrySeq, _ in
+            guard entrySeq != 0 else { return }
+            lowest = min(lowest, entrySeq)
+            highest = max(highest, entrySeq)
         }
+        let span = UInt64(UInt32.max) - 1
+        let base = highest - lowest > span ? highest - span : lowest
+        var rebuilt = KeyFingerprints(minimumCapacity: count)
+        rebuilt.seqBase = base
+        forEachEntry { fingerprint, entrySeq, offset in
+            if entrySeq == 0 || entrySeq >= base { rebuilt.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }
+        }
+        self = rebuilt
     }
 
-    private static func capacity(for keys: Int) -> Int {
-        max(64, keys * 5 / 4 + 1)
+    fileprivate static func capacity(forShardKeys keys: Int) -> Int {
+        max(8, keys * 5 / 4 + 1)
     }
 }

@@ -625,16 +625,21 @@ package final class JournalWriter: Sendable {
     /// Never two at once (`dedup.ckpt.tmp` is one name): only that thread calls it while it runs.
     private func writeCheckpoint() {
         // Copying the table under the lock is O(1) (copy-on-write); the writer's next insert
-        // pays one copy of it, on the order of a millisecond per million keys.
-        let (keys, position): (KeyFingerprints, CheckpointPosition) = shared.withLock { state in
+        // into a shard the snapshot still holds copies that shard, and the snapshot lets each
+        // shard go once encoded (`DedupCheckpoint.stream`).
+        // Two names, no tuple left holding the table: the drain must release its shards.
+        var keys: KeyFingerprints
+        let position: CheckpointPosition
+        (keys, position) = shared.withLock { state in
             state.sinceCheckpoint = 0
             return (state.committedKeys, state.position)
         }
-        let bytes = DedupCheckpoint.encoded(journalID: core.journalID, throughSeq: position.throughSeq,
-                                            segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
-                                            table: keys, segments: position.segments)
         do {
-            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint, bytes: bytes)
+            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint) { write throws(JournalError) in
+                try DedupCheckpoint.stream(journalID: core.journalID, throughSeq: position.throughSeq,
+                                           segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
+                                           table: &keys, segments: position.segments, emit: write)
+            }
             shared.withLock {
                 $0.stats.checkpoints += 1
                 $0.checkpointedSeq = position.throughSeq

@@ -120,6 +120,23 @@ import Testing
         #expect(decoded?.entries.count == 1_000)
     }
 
+    /// Streamed in small chunks while the snapshot drains: the same bytes as encoded whole.
+    @Test func checkpointStreamedInChunksMatchesTheWholeEncoding() throws {
+        var table = KeyFingerprints()
+        for index in 0..<5_000 {
+            table.insert(fingerprint: KeyFingerprints.fingerprint("key-\(index)"), seq: UInt64(index + 1), offset: Int64(index) * 64)
+        }
+        let whole = DedupCheckpoint.encoded(journalID: Array(0..<16), throughSeq: 5_000, segmentFirstSeq: 1, offset: 320_000,
+                                            table: table, segments: [1, 2_001])
+        var snapshot = table
+        var chunks: [[UInt8]] = []
+        try DedupCheckpoint.stream(journalID: Array(0..<16), throughSeq: 5_000, segmentFirstSeq: 1, offset: 320_000,
+                                   table: &snapshot, segments: [1, 2_001], chunkBytes: 4_096) { chunks.append($0) }
+        #expect(chunks.count > 10)
+        #expect(Array(chunks.joined()) == whole)
+        #expect(DedupCheckpoint.decode(whole)?.entries.count == 5_000)
+    }
+
     @Test func segmentNamesSortBySeq() {
         #expect(JournalFiles.segmentName(firstSeq: 1) == "00000000000000000001.seg")
         #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg") == 52312)

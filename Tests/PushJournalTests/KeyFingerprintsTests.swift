@@ -29,15 +29,55 @@ import Testing
         #expect(set.count == 1)
     }
 
-    /// About ten bytes a key, where a `Set<String>` of such keys took over a hundred.
+    /// At most 32 bytes a located key whatever the growth phase (16-byte slots at ≤ 1.9 slots a
+    /// key), where 20-byte slots reached 37.5 and a `Set<String>` over a hundred.
     @Test func staysCompact() {
         var set = KeyFingerprints()
-        for i in 0..<100_000 { set.insert(fingerprint: UInt64(i) &* 0x9E37_79B9_7F4A_7C15 | 1) }
+        for i in 0..<100_000 {
+            set.insert(fingerprint: UInt64(i) &* 0x9E37_79B9_7F4A_7C15 | 1, seq: UInt64(i + 1), offset: Int64(i) * 512)
+            if i % 9_973 == 0 { #expect(capacityOf(set) * 16 <= max(i + 1, 2_048) * 32, "after \(i + 1) keys") }
+        }
         #expect(set.fingerprints.count == 100_000)
-        #expect(MemoryLayout<UInt64>.stride * capacityOf(set) <= 100_000 * 16)
+        #expect(capacityOf(set) * 16 <= 100_000 * 32)
     }
 
-    private func capacityOf(_ set: KeyFingerprints) -> Int {
-        Mirror(reflecting: set).children.first { $0.label == "slots" }.map { ($0.value as! [UInt64]).count } ?? .max
+    /// Seqs are 32-bit offsets from a base: one below the base moves the base down, and a
+    /// window wider than 32 bits keeps the newest records' locations exact and drops the oldest.
+    @Test func seqsOutsideTheBaseAreRebased() {
+        var set = KeyFingerprints()
+        set.insert(fingerprint: 11, seq: 1_000, offset: 64)
+        set.insert(fingerprint: 12, seq: 5, offset: 128)        // below the base
+        set.insert(fingerprint: 13, seq: 1_000_000_000_000, offset: 4096)
+        #expect(set.locations(fingerprint: 11).map(\.seq) == [], "more than 2^32 below the newest: dropped")
+        #expect(set.locations(fingerprint: 12).map(\.seq) == [])
+        #expect(set.locations(fingerprint: 13).map(\.seq) == [1_000_000_000_000])
+        #expect(set.locations(fingerprint: 13).map(\.offset) == [4096])
+        var near = KeyFingerprints()
+        near.insert(fingerprint: 21, seq: 70_000, offset: 8)
+        near.insert(fingerprint: 22, seq: 3, offset: 16)
+        near.insert(fingerprint: 23, seq: 70_000 + UInt64(UInt32.max) - 10, offset: 24)
+        #expect(near.locations(fingerprint: 21).map(\.seq) == [70_000])
+        #expect(near.locations(fingerprint: 22).map(\.seq) == [], "older than the 32-bit window below the newest")
+        #expect(near.locations(fingerprint: 23).map(\.seq) == [70_000 + UInt64(UInt32.max) - 10])
+        #expect(near.count == 2)
     }
+
+    /// The checkpoint drains its snapshot shard by shard; the live table it was copied from
+    /// keeps every entry, and both see their own inserts only.
+    @Test func drainingASnapshotLeavesTheLiveTableWhole() {
+        var live = KeyFingerprints()
+        for i in 0..<20_000 { live.insert(fingerprint: KeyFingerprints.fingerprint("k\(i)"), seq: UInt64(i + 1), offset: Int64(i) * 8) }
+        var snapshot = live
+        var drained = 0
+        for shard in 0..<KeyFingerprints.shardCount {
+            snapshot.drain(shard: shard) { _, _, _ in drained += 1 }
+            if shard % 16 == 0 { live.insert(fingerprint: KeyFingerprints.fingerprint("new\(shard)"), seq: UInt64(30_000 + shard), offset: 0) }
+        }
+        #expect(drained == 20_000)
+        #expect(snapshot.count == 0)
+        #expect(live.count == 20_016)
+        #expect((0..<20_000).allSatisfy { live.locations(fingerprint: KeyFingerprints.fingerprint("k\($0)")).map(\.seq) == [UInt64($0 + 1)] })
+    }
+
+    private func capacityOf(_ set: KeyFingerprints) -> Int { set.slotCapacity }
 }
