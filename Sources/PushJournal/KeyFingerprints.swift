@@ -89,6 +89,13 @@ struct KeyFingerprints: Sendable, Equatable {
         shards = [Shard](repeating: Shard(capacity: perShard), count: Self.shardCount)
     }
 
+    /// An empty table whose seq codes start at `seqBase` (0 = at the first located insert), so
+    /// entries loaded in any seq order from `seqBase` up never need a rebase.
+    init(minimumCapacity: Int, seqBase: UInt64) {
+        self.init(minimumCapacity: minimumCapacity)
+        self.seqBase = seqBase
+    }
+
     init(fingerprints: [UInt64]) {
         self.init(minimumCapacity: fingerprints.count)
         for fingerprint in fingerprints { insert(fingerprint: fingerprint) }

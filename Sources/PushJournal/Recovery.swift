@@ -63,9 +63,9 @@ struct Recovery {
         // Seqs below RETAINED were retired on purpose (Retention.swift), not lost.
         let (retainedFloor, segments) = try finishInterruptedRetention(directory: directory, dirfd: dirfd, io: io, segments: listed)
 
-        var checkpoint: DedupCheckpoint?
+        var checkpoint: (checkpoint: DedupCheckpoint, table: KeyFingerprints)?
         if let bytes = try? io.fs.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
-            checkpoint = DedupCheckpoint.decode(bytes)
+            checkpoint = DedupCheckpoint.decodeWithTable(bytes)
         }
         let pass: Pass
         if let checkpoint, let used = try scan(segments, checkpoint: checkpoint, retainedFloor: retainedFloor) {
@@ -170,14 +170,15 @@ struct Recovery {
 
     /// One read-only pass. Returns `nil` when the checkpoint turns out not to fit the segments
     /// (the caller then rescans everything).
-    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint: DedupCheckpoint?,
+    private func scan(_ segments: [(name: String, firstSeq: UInt64)], checkpoint loaded: (checkpoint: DedupCheckpoint, table: KeyFingerprints)?,
                       retainedFloor: UInt64 = 1) throws(JournalError) -> Pass? {
         var pass = Pass()
         // The journal starts at the retained floor: seqs below it were retired, not lost.
         pass.lastSeq = retainedFloor - 1
         pass.maxSeq = retainedFloor - 1
         var startIndex = 0
-        if let checkpoint {
+        let checkpoint = loaded?.checkpoint
+        if let checkpoint, let table = loaded?.table {
             guard let index = segments.firstIndex(where: { $0.firstSeq == checkpoint.segmentFirstSeq }),
                   checkpoint.throughSeq + 1 >= checkpoint.segmentFirstSeq
             else { return nil }
@@ -196,7 +197,7 @@ struct Recovery {
             }
             startIndex = index
             pass.journalID = checkpoint.journalID
-            pass.keys = KeyFingerprints(entries: checkpoint.entries)
+            pass.keys = table
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true

@@ -135,6 +135,17 @@ import Testing
         #expect(chunks.count > 10)
         #expect(Array(chunks.joined()) == whole)
         #expect(DedupCheckpoint.decode(whole)?.entries.count == 5_000)
+        // Recovery's decoding, straight into a table, gives every entry back with its location.
+        let loaded = try #require(DedupCheckpoint.decodeWithTable(whole))
+        #expect(loaded.table.count == 5_000)
+        #expect(loaded.checkpoint.throughSeq == 5_000 && loaded.checkpoint.segments == [1, 2_001] && loaded.checkpoint.keys.isEmpty)
+        #expect((0..<5_000).allSatisfy {
+            loaded.table.locations(fingerprint: KeyFingerprints.fingerprint("key-\($0)")).map(\.seq) == [UInt64($0 + 1)]
+                && loaded.table.locations(fingerprint: KeyFingerprints.fingerprint("key-\($0)")).map(\.offset) == [Int64($0) * 64]
+        })
+        var damaged = whole
+        damaged[100] ^= 1
+        #expect(DedupCheckpoint.decodeWithTable(damaged) == nil)
     }
 
     @Test func segmentNamesSortBySeq() {
