@@ -2,7 +2,9 @@
 import Foundation
 import Testing
 import PushFetch
+import PushFetchServer
 import PushMedia
+import PushMediaModel
 import PushSystem
 import TestSupport
 

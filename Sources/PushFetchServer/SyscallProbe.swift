@@ -1,5 +1,6 @@
 #if DEBUG
 @preconcurrency import Glibc
+import PushFetch
 import PushSystem
 internal import CSeccomp
 

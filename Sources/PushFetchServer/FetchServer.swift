@@ -1,5 +1,7 @@
 @preconcurrency import Glibc
+import PushFetch
 import PushMedia
+import PushMediaModel
 import PushSystem
 import Synchronization
 

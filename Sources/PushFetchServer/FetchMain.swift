@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushFetch
 import PushSystem
 
 /// `pushspool-fetch`: the media fetcher that pushspoold starts (or that systemd starts per
