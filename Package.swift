@@ -52,10 +52,21 @@ let package = Package(
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
         // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
         .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
-        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaStore", "CCurl", "CVipsShim"]),
-        // Privilege separation for media: the protocol, the supervisor pushspoold runs and the
-        // server pushspool-fetch runs (libcurl and libvips live only in the latter's process).
-        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMedia", "PushMediaStore", "CFetchShim", "CSeccomp"]),
+        // What pushspoold knows of media: options, outcomes, stats, types, and the URL check
+        // (libcurl's URL parser; no transfers, no libvips).
+        .target(name: "PushMediaModel", dependencies: ["PushSystem", "CCurl"]),
+        // Downloads, sniffing, storing, thumbnails: libcurl transfers and libvips. Linked only
+        // into pushspool-fetch (and the tests and benchmark), never into pushspoold.
+        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CCurl", "CVipsShim"]),
+        // Privilege separation for media, pushspoold's side: the protocol, the socket channel,
+        // the supervisor and the spawn of pushspool-fetch. No PushMedia: scripts/test.sh fails
+        // if pushspoold ever links libvips again.
+        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CFetchShim"]),
+        // pushspool-fetch's side: the server loop around MediaFetcher, its self-hardening
+        // (limits, seccomp, Landlock) and the debug-only probes the tests drive.
+        .target(name: "PushFetchServer", dependencies: [
+            "PushSystem", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
+        ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
@@ -74,7 +85,7 @@ let package = Package(
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushSystemd", "PushConfig",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
@@ -85,19 +96,19 @@ let package = Package(
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
         // the replay of saved crashes in FuzzRegressionTests.
         .target(name: "PushFuzzTargets", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushConfig", "PushNcEvents", "PushInbox",
-            "PushInboxServer",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushConfig", "PushNcEvents",
+            "PushInbox", "PushInboxServer",
         ]),
 
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
         .executableTarget(name: "pushspool-inbox", dependencies: ["PushInboxServer"]),
-        .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetch"]),
+        .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetchServer"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushspoolDaemon", "CBenchBaseline", "PushInbox",
-            "TestSupport", "PushExport",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
+            "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
@@ -113,9 +124,10 @@ let package = Package(
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaStore", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushFetchTests", dependencies: [
-            "PushFetch", "PushMedia", "PushMediaStore", "PushSystem", "TestSupport", "pushspool-fetch",
+            "PushFetch", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
+            "pushspool-fetch",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
@@ -128,12 +140,13 @@ let package = Package(
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
-            "SimulatedFS",
+            "PushMediaModel", "SimulatedFS",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "TestSupport", "PushInboxServer", "pushspool-fetch", "PushExport",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
+            "PushExport",
         ]),
     ]
 )

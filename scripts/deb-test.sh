@@ -75,6 +75,7 @@ for binary in /usr/sbin/pushspoold /usr/bin/pushspoolctl; do
   check "$binary: ldd names no /opt/swift library, none missing" \
     bash -c "! ldd $binary | grep -q -e /opt/swift -e 'not found'"
 done
+check "pushspoold links no libvips (only pushspool-fetch decodes images)" bash -c '! ldd /usr/sbin/pushspoold | grep -q libvips'
 out=$(env -i PATH=/usr/sbin:/usr/bin pushspoold --version)
 check "env -i pushspoold --version prints '$out' (= pushspoold $version)" test "$out" == "pushspoold $version"
 hidden=$(unshare --mount sh -c 'mount -t tmpfs none /opt/swift 2>/dev/null || mount -t tmpfs none /opt; ls /opt/swift 2>/dev/null | wc -l; env -i PATH=/usr/sbin:/usr/bin pushspoold --version; env -i PATH=/usr/sbin:/usr/bin pushspoolctl --version')

@@ -13,6 +13,13 @@ if grep -rnE '\bMutex *[<(]' Sources Tests Fuzz --include='*.swift'; then
     exit 1
 fi
 swift build -Xswiftc -warnings-as-errors --build-tests
+# Privilege separation: libvips (and the ~70 libraries it drags in) belongs to pushspool-fetch
+# only. A target of pushspoold that depends on PushMedia again would link it back silently.
+daemon="$(swift build --show-bin-path)/pushspoold"
+if ldd "$daemon" | grep -E 'libvips'; then
+    echo "test.sh: $daemon links libvips; keep PushMedia out of PushspoolDaemon's dependencies (see Package.swift)" >&2
+    exit 1
+fi
 # Three runs. The media tests await real downloads against deadlines; on two cores the
 # cooperative thread pool has two threads, and long synchronous suites (200,000-file scans,
 # fault loops) occupy them for many seconds, so those awaits would resume late. They run

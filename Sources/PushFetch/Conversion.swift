@@ -1,4 +1,4 @@
-import PushMedia
+import PushMediaModel
 import PushMediaStore
 
 extension FetchResult {

@@ -1,4 +1,4 @@
-import PushMedia
+import PushMediaModel
 import PushMediaStore
 
 /// The messages between pushspoold and `pushspool-fetch`, one per SOCK_SEQPACKET datagram.

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import PushMedia
+import PushMediaModel
 import PushSystem
 import Synchronization
 import Dispatch

@@ -1,7 +1,8 @@
-import PushMedia
+import PushMediaModel
 
-/// Where the daemon's pipeline gets media from: the in-process `MediaFetcher` (tests,
-/// benchmarks) or a `FetchSupervisor` driving the separate `pushspool-fetch` process.
+/// Where the daemon's pipeline gets media from: a `FetchSupervisor` driving the separate
+/// `pushspool-fetch` process, or the in-process `MediaFetcher` (tests, benchmarks; its
+/// conformance lives in PushFetchServer so that pushspoold does not link libvips).
 ///
 /// `Sendable`: both implementations are called from the processing queue and complete on
 /// threads of their own.
@@ -13,5 +14,3 @@ package protocol MediaSource: Sendable {
     /// Counters for STATUS=, metrics and status.json.
     var stats: MediaStats { get }
 }
-
-extension MediaFetcher: MediaSource {}

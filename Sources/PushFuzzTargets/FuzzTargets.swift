@@ -8,6 +8,7 @@ import PushInbox
 import PushInboxServer
 import PushJournal
 import PushMedia
+import PushMediaModel
 import PushNcEvents
 import PushPayload
 import PushSpool

@@ -4,6 +4,7 @@ import Dispatch
 import PushMediaStore
 import PushSystem
 import Synchronization
+import PushMediaModel
 
 /// Downloads media with libcurl's multi interface on one dedicated network thread: many
 /// slow servers cost file descriptors, not threads or CPU, and nothing blocks Swift's

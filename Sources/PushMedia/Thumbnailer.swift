@@ -3,6 +3,7 @@ internal import CVipsShim
 import PushMediaStore
 import PushSystem
 import Synchronization
+import PushMediaModel
 
 /// Makes the thumbnail of a stored image with libvips, the way the SFMC rich-notification
 /// extension shows a scaled-down attachment. Hostile input is contained: the pixel count is

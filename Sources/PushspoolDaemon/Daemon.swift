@@ -5,7 +5,7 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMedia
+import PushMediaModel
 import PushFetch
 import PushSystemd
 import PushConfig

@@ -2,7 +2,7 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMedia
+import PushMediaModel
 import PushFetch
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import PushSystem
 import PushPayload
-import PushMedia
+import PushMediaModel
 import PushJournal
 
 /// Builds the journal record body: the normalised notification plus what the daemon knows

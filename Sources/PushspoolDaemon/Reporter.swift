@@ -2,7 +2,7 @@ import Dispatch
 import PushSystem
 import PushPayload
 import PushJournal
-import PushMedia
+import PushMediaModel
 import PushSystemd
 import PushConfig
 

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import PushMedia
+import PushMediaModel
 import TestSupport
 import PushSystem
 import Synchronization

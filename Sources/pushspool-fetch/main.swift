@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import PushFetch
+import PushFetchServer
 
 // Exit without unwinding: libcurl and libvips threads may still be running.
 _exit(FetchMain.run(arguments: Array(CommandLine.arguments.dropFirst())))

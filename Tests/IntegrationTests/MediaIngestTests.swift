@@ -4,6 +4,7 @@ import Testing
 import PushSystem
 import PushJournal
 import PushMedia
+import PushMediaModel
 import TestSupport
 
 /// The daemon's media path end to end: the real `pushspoold` downloading from real HTTP

@@ -1,6 +1,7 @@
 import Testing
 import PushFetch
 import PushMedia
+import PushMediaModel
 import PushSystem
 
 /// The wire codec: every message survives a round trip, and no byte string from a broken or

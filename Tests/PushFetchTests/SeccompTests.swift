@@ -2,7 +2,10 @@
 import Foundation
 import Testing
 import PushFetch
+import PushFetchServer
 import PushMedia
+import PushMediaModel
+import PushMediaStore
 import PushSystem
 import TestSupport
 
@@ -134,8 +137,7 @@ import TestSupport
         _ = fetcher.finish()
     }
 
-    static func probe(_ call: String, arguments: [String] = []) throws -> Int32 {
-        let dir = TempDir()
+    static func probe(_ call: String, arguments: [String] = [], in dir: TempDir = TempDir()) throws -> Int32 {
         let fetcher = try Fetcher(dir, arguments: arguments, environment: [
             "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FETCH_TEST_SYSCALL": call,
         ])
@@ -251,5 +253,113 @@ import TestSupport
                       "init_module", "finit_module", "kexec_load", "keyctl"])
     func hostileCallsAreOnTheKillList(_ name: String) {
         #expect(SyscallFilter.killed.contains(name))
+    }
+}
+
+/// The fetcher's Landlock self-restriction, by behaviour (/proc/PID/status does not show
+/// Landlock): the debug-only probe writes a file after the fetcher has confined itself.
+/// It runs as the daemon's user, so only Landlock stands between it and the daemon's
+/// state directory next to the media store.
+@Suite struct LandlockTests {
+    /// The probe's exit status for a write the kernel refused with `errno`, or for success.
+    static func refused(_ errno: Int32) -> String { "exit status \(100 + errno)" }
+    static let written = "exit status 99"
+
+    /// `dir/state` with a journal segment in it, as pushspoold keeps next to `dir/media`.
+    static func stateDirectory(_ dir: TempDir) throws -> (directory: String, segment: String) {
+        let state = dir.appending("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let segment = state + "/journal-0000000001.seg"
+        try Data("records".utf8).write(to: URL(fileURLWithPath: segment))
+        return (state, segment)
+    }
+
+    @Test func cannotCreateOrWriteFilesBesideTheMediaStore() throws {
+        let dir = TempDir()
+        let (state, segment) = try Self.stateDirectory(dir)
+        let created = state + "/planted"
+        var status = try SeccompTests.probe("write-file:" + created, in: dir)
+        #expect(ChildProcess.describe(status: status) == Self.refused(EACCES))
+        #expect(!FileManager.default.fileExists(atPath: created))
+        status = try SeccompTests.probe("write-file:" + segment, in: dir)
+        #expect(ChildProcess.describe(status: status) == Self.refused(EACCES))
+        #expect(FileManager.default.contents(atPath: segment) == Data("records".utf8))
+        // The store's parent directory (the daemon's state directory itself) is out of reach too.
+        status = try SeccompTests.probe("write-file:" + dir.appending("media-sibling"), in: dir)
+        #expect(ChildProcess.describe(status: status) == Self.refused(EACCES))
+        #expect(!FileManager.default.fileExists(atPath: dir.appending("media-sibling")))
+    }
+
+    /// The rule is not a blanket refusal: beneath the media store the same probe writes.
+    @Test func writesBeneathTheMediaStore() throws {
+        let dir = TempDir()
+        let path = dir.appending("media") + "/" + MediaStore.tempDirectoryName + "/probe.part"
+        let status = try SeccompTests.probe("write-file:" + path, in: dir)
+        #expect(ChildProcess.describe(status: status) == Self.written)
+        #expect(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// The documented switch for debugging; also the control for the refusals above.
+    @Test func noLandlockOptionLeavesFileAccessToTheUnit() throws {
+        let dir = TempDir()
+        let (state, _) = try Self.stateDirectory(dir)
+        let created = state + "/planted"
+        let status = try SeccompTests.probe("write-file:" + created, arguments: ["--no-landlock"], in: dir)
+        #expect(ChildProcess.describe(status: status) == Self.written)
+        #expect(FileManager.default.fileExists(atPath: created))
+    }
+
+    /// A kernel without Landlock (ENOSYS), one with it disabled at boot (EOPNOTSUPP) or a unit
+    /// filter that refuses the calls (EPERM): python3 makes landlock_create_ruleset fail so
+    /// and sends the fetcher's stderr to a file before exec'ing it. The fetcher warns once and
+    /// serves, unconfined (the probe's write succeeds), rather than refusing to work.
+    @Test(arguments: [ENOSYS, EOPNOTSUPP, EPERM])
+    func unavailableLandlockIsOneWarning(_ code: Int32) throws {
+        let dir = TempDir()
+        let (state, _) = try Self.stateDirectory(dir)
+        let log = dir.appending("stderr.log")
+        let script = """
+            import ctypes, os, sys
+            lib = ctypes.CDLL("libseccomp.so.2")
+            lib.seccomp_init.restype = ctypes.c_void_p
+            ctx = ctypes.c_void_p(lib.seccomp_init(ctypes.c_uint32(0x7fff0000)))
+            action = ctypes.c_uint32(0x00050000 | int(sys.argv[1]))
+            number = lib.seccomp_syscall_resolve_name(b"landlock_create_ruleset")
+            assert lib.seccomp_rule_add_array(ctx, action, number, 0, None) == 0
+            assert lib.seccomp_attr_set(ctx, 3, 1) == 0 and lib.seccomp_load(ctx) == 0
+            fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(fd, 2)
+            os.execv(sys.argv[3], sys.argv[3:])
+            """
+        let created = state + "/planted"
+        let fetcher = try SeccompTests.Fetcher(dir, environment: [
+            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_FETCH_TEST_SYSCALL": "write-file:" + created,
+        ], wrapper: ["/usr/bin/python3", "-c", script, String(code), log])
+        _ = try fetcher.firstAnswer()
+        let status = try #require(fetcher.finish())
+        #expect(ChildProcess.describe(status: status) == Self.written)
+        let name = SystemError(call: "landlock_create_ruleset", errno: code).errnoName
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n").filter { $0.contains("landlock") }
+        #expect(lines == ["pushspool-fetch: warning: landlock unavailable (\(name)); file access is confined only by the unit's settings"])
+    }
+
+    /// The rules as data: writing rights beneath the store only, and only rights a store needs.
+    @Test func onlyTheStoreIsWritable() {
+        let rules = Landlock.fetcherRules(storeDirectory: "/var/lib/pushspool/media", caFile: "/etc/pushspool/ca.pem")
+        let writing: Landlock.Access = [.writeFile, .truncate, .removeFile, .removeDir, .makeDir, .makeReg, .refer,
+                                        .makeChar, .makeBlock, .makeSock, .makeFifo, .makeSym]
+        let writable = rules.filter { !$0.access.isDisjoint(with: writing) }.map(\.path)
+        #expect(writable == ["/dev/null", "/var/lib/pushspool/media"])
+        let store = rules.first { $0.path == "/var/lib/pushspool/media" }
+        #expect(store?.access.isDisjoint(with: [.execute, .makeChar, .makeBlock, .makeSock, .makeFifo, .makeSym, .ioctlDev]) == true)
+        #expect(rules.contains(Landlock.Rule(path: "/etc/pushspool/ca.pem", access: .readFile)))
+    }
+
+    /// Every filesystem right of the running kernel's ABI is handled: a right left unhandled
+    /// would be allowed everywhere.
+    @Test func handlesEveryFilesystemRightOfTheABI() {
+        #expect(Landlock.Access.handled(abi: 1).rawValue == (1 << 13) - 1)
+        #expect(Landlock.Access.handled(abi: 3).contains([.refer, .truncate]))
+        #expect(Landlock.Access.handled(abi: 7).rawValue == (1 << 16) - 1)
     }
 }

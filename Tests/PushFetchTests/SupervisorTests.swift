@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import PushFetch
 import PushMedia
+import PushMediaModel
 import PushSystem
 import TestSupport
 

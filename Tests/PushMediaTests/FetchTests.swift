@@ -1,6 +1,7 @@
 import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
+import PushMediaModel
 import PushMediaStore
 import PushSystem
 import TestSupport

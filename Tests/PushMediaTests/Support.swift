@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushMedia
+import PushMediaModel
 import PushSystem
 import TestSupport
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
+import PushMediaModel
 import PushSystem
 import TestSupport
 

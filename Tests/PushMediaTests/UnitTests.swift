@@ -1,6 +1,7 @@
 import TestSupport
 import Testing
 @testable import PushMedia
+import PushMediaModel
 import PushMediaStore
 
 @Suite struct SnifferTests {

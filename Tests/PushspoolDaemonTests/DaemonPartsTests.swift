@@ -1,6 +1,6 @@
 import Testing
 import PushPayload
-import PushMedia
+import PushMediaModel
 @testable import PushspoolDaemon
 import PushSystem
 

@@ -2,6 +2,7 @@
 #define CFETCHSHIM_H
 
 #include <spawn.h>
+#include <stdint.h>
 
 /// prctl(2) is variadic; these fixed-argument wrappers are what Swift can call.
 /// Each returns 0 or -1 with errno set.
@@ -20,5 +21,21 @@ const char *cfetch_signal_name(int signal);
 /// build of the tests): their shadow memory is terabytes of reserved address space, so an
 /// RLIMIT_AS makes their first allocation fail.
 int cfetch_sanitizer_runtime_present(void);
+
+/// Landlock (landlock(7)) has no glibc wrappers; these make the raw system calls. Each
+/// returns what the call returns (a value >= 0) or -1 with errno set.
+///
+/// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the kernel's Landlock
+/// ABI version (ENOSYS: kernel without Landlock; EOPNOTSUPP: built in but disabled at boot).
+int cfetch_landlock_abi(void);
+/// landlock_create_ruleset with `handled_access_fs` (filesystem rights only): a ruleset fd.
+int cfetch_landlock_create_ruleset(uint64_t handled_access_fs);
+/// landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH) for `path`, opened with O_PATH here: grants
+/// `directory_access` beneath it when it is a directory, `file_access` when it is not (the
+/// kernel refuses directory rights on a file with EINVAL).
+int cfetch_landlock_allow_path(int ruleset_fd, const char *path, uint64_t directory_access, uint64_t file_access);
+/// landlock_restrict_self(ruleset_fd, 0): confines the calling thread and the threads and
+/// processes it creates from now on (not threads that already run). Needs NO_NEW_PRIVS.
+int cfetch_landlock_restrict_self(int ruleset_fd);
 
 #endif

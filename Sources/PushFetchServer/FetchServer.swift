@@ -1,5 +1,8 @@
 @preconcurrency import Glibc
+import PushFetch
 import PushMedia
+import PushMediaModel
+import PushMediaStore
 import PushSystem
 import Synchronization
 
@@ -15,10 +18,13 @@ package enum FetchServer {
         case ioError = 3
     }
 
-    /// Serves `fd`; returns when the peer closes it or breaks the protocol. With `seccomp`,
+    /// Serves `fd`; returns when the peer closes it or breaks the protocol. With `landlock`,
+    /// the process confines its file access to reading system files and writing the media
+    /// store (`Landlock`) as soon as the configuration names the store; with `seccomp`,
     /// `SyscallFilter` is installed once libcurl and libvips are initialised, before the
     /// first request; `afterFilter` runs right after that (debug builds' `SyscallProbe`).
-    package static func serve(fd: Int32, fault: FetchFault?, seccomp: Bool = true, afterFilter: (@Sendable () -> Void)? = nil,
+    package static func serve(fd: Int32, fault: FetchFault?, seccomp: Bool = true, landlock: Bool = true,
+                              afterFilter: (@Sendable () -> Void)? = nil,
                               log: @escaping @Sendable (String) -> Void) -> ExitCode {
         let first: FetchMessage
         do {
@@ -35,6 +41,15 @@ package enum FetchServer {
         let fetcher: MediaFetcher
         do {
             try Hardening.limitFileSize(maxBytes: configuration.maxBytes)
+            if landlock {
+                // Before MediaFetcher starts its threads (Landlock confines the calling thread
+                // and what it creates later, not threads already running) and before the seccomp
+                // filter (which does not allow the landlock calls). The libraries initialise
+                // under it: they only read what the rules let them read.
+                try confine(configuration.mediaOptions, log: log)
+            } else {
+                log("landlock off (--no-landlock)")
+            }
             fetcher = try MediaFetcher(options: configuration.mediaOptions)
         } catch {
             try? SeqPacket.send(fd, FetchMessage.refused(message: "\(error)").encoded(), wait: true)
@@ -100,6 +115,19 @@ package enum FetchServer {
                     _exit(ExitCode.ioError.rawValue)
                 }
             }
+        }
+    }
+
+    /// Creates the store (the rule needs it to exist) and applies `Landlock.fetcherRules`. An
+    /// unavailable Landlock is one warning line: systemd's unit still confines the fetcher.
+    static func confine(_ options: MediaOptions, log: @Sendable (String) -> Void) throws(SystemError) {
+        try MediaStore.prepare(directory: options.storeDirectory)
+        let rules = Landlock.fetcherRules(storeDirectory: options.storeDirectory, caFile: options.caFile)
+        switch try Landlock.restrict(rules) {
+        case .restricted(let abi):
+            log("landlock active (ABI \(abi)): writes only beneath \(options.storeDirectory)")
+        case .unavailable(let reason):
+            log("warning: landlock unavailable (\(reason)); file access is confined only by the unit's settings")
         }
     }
 

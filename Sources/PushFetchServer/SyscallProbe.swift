@@ -1,15 +1,18 @@
 #if DEBUG
 @preconcurrency import Glibc
+import PushFetch
 import PushSystem
 internal import CSeccomp
 
 /// TEST HOOK, debug builds only (release builds do not contain it): makes `pushspool-fetch`
-/// attempt one system call its seccomp filter forbids, right after installing the filter,
-/// so the tests can show the filter is in force. Armed only when both variables are set:
+/// attempt one system call its seccomp filter forbids, or one file write Landlock forbids,
+/// right after installing the filter, so the tests can show both are in force. Armed only
+/// when both variables are set:
 ///
 ///     PUSHSPOOL_ALLOW_FAULT_INJECTION=1
-///     PUSHSPOOL_FETCH_TEST_SYSCALL=<execve|ptrace|mount|unshare|chdir|socket-netlink|clone-newuser>
+///     PUSHSPOOL_FETCH_TEST_SYSCALL=<execve|ptrace|mount|unshare|chdir|socket-netlink|clone-newuser|write-file:PATH>
 ///
+/// `write-file:PATH` opens PATH for writing (created if missing, truncated) and writes a line.
 /// A call on the kill list ends the process with SIGSYS inside the kernel. A call the filter
 /// fails returns: the fetcher then exits with status `100 + errno` (101 for EPERM), or 99 if
 /// the call succeeded (no filter).
@@ -18,9 +21,12 @@ struct SyscallProbe: Sendable, Equatable {
         case execve, ptrace, mount, unshare, chdir
         case socketNetlink = "socket-netlink"
         case cloneNewuser = "clone-newuser"
+        case writeFile = "write-file"
     }
 
     var call: Call
+    /// The file `writeFile` writes.
+    var path: String = ""
 
     /// CLONE_NEWUSER (linux/sched.h), which Glibc does not import.
     static let cloneNewUser = 0x1000_0000
@@ -30,11 +36,12 @@ struct SyscallProbe: Sendable, Equatable {
     static func from(environment: (String) -> String?) throws(FetchProtocolError) -> SyscallProbe? {
         guard let spec = environment(specVariable), !spec.isEmpty,
               environment(FetchFault.allowVariable) == "1" else { return nil }
-        guard let call = Call(rawValue: spec) else {
-            let known = Call.allCases.map(\.rawValue).joined(separator: "|")
+        let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
+        guard let call = Call(rawValue: parts[0]), (call == .writeFile) == (parts.count == 2 && !parts[1].isEmpty) else {
+            let known = Call.allCases.map { $0 == .writeFile ? "write-file:PATH" : $0.rawValue }.joined(separator: "|")
             throw FetchProtocolError(.invalidField, "\(specVariable)=\(spec): expected <\(known)>")
         }
-        return SyscallProbe(call: call)
+        return SyscallProbe(call: call, path: parts.count == 2 ? parts[1] : "")
     }
 
     /// The call's number from libseccomp's table (Glibc does not import `SYS_*`).
@@ -67,6 +74,14 @@ struct SyscallProbe: Sendable, Equatable {
             let pid = cseccomp_raw_syscall(Self.number("clone"), Self.cloneNewUser | Int(SIGCHLD), 0, 0, 0, 0)
             if pid == 0 { _exit(0) }
             result = pid > 0 ? 0 : -1
+        case .writeFile:
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                let line = Array("written by pushspool-fetch\n".utf8)
+                result = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == line.count ? 0 : -1
+            } else {
+                result = -1
+            }
         }
         let code = errno
         let text = result == -1 ? "failed with \(SystemError(call: call.rawValue, errno: code).errnoName)" : "succeeded"

@@ -1,25 +1,29 @@
 @preconcurrency import Glibc
+import PushFetch
 import PushSystem
 
 /// `pushspool-fetch`: the media fetcher that pushspoold starts (or that systemd starts per
 /// connection on pushspool-fetch.socket). It serves the connection on fd 3.
 ///
-///     pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp]
+///     pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp] [--no-landlock]
 ///
-/// `--no-seccomp` is for debugging a system call the filter refuses (with strace); nothing
-/// passes it by default.
+/// `--no-seccomp` is for debugging a system call the filter refuses (with strace),
+/// `--no-landlock` a file access Landlock refuses; nothing passes them by default.
 package enum FetchMain {
     package static func run(arguments: [String]) -> Int32 {
         var fd: Int32 = 3
         var limits = Hardening.Limits()
         var seccomp = true
+        var landlock = true
         for argument in arguments {
             if argument == "-h" || argument == "--help" {
-                writeStderr("usage: pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp]\n"
+                writeStderr("usage: pushspool-fetch [--fd=N] [--max-memory=BYTES] [--no-seccomp] [--no-landlock]\n"
                             + "Started by pushspoold (or systemd's pushspool-fetch.socket); not for interactive use.\n")
                 return 0
             } else if argument == "--no-seccomp" {
                 seccomp = false
+            } else if argument == "--no-landlock" {
+                landlock = false
             } else if argument.hasPrefix("--fd="), let value = Int32(argument.dropFirst(5)), value >= 0 {
                 fd = value
             } else if argument.hasPrefix("--max-memory="), let value = UInt64(argument.dropFirst(13)), value >= 64 << 20 {
@@ -62,7 +66,7 @@ package enum FetchMain {
         #else
         afterFilter = nil
         #endif
-        let code = FetchServer.serve(fd: fd, fault: fault, seccomp: seccomp, afterFilter: afterFilter, log: { writeStderr("pushspool-fetch: \($0)\n") })
+        let code = FetchServer.serve(fd: fd, fault: fault, seccomp: seccomp, landlock: landlock, afterFilter: afterFilter, log: { writeStderr("pushspool-fetch: \($0)\n") })
         return code.rawValue
     }
 
