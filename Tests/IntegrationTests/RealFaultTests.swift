@@ -266,29 +266,90 @@ import PushJournal
     /// half at a random named point with a random pass count — while payloads keep arriving.
     /// Checked after every cycle, incrementally so 10,000 cycles stay fast: every file that left
     /// the spool is journaled, no key twice. At the end the spool drains and `verify` is clean.
-    /// Prints cycles per minute for the README.
+    /// `PUSHSPOOL_KILL_SOAK_LANES` runs that many daemons side by side, each on its own spool
+    /// and state directory, sharing the cycle count: a cycle mostly waits for its kill, so lanes
+    /// multiply the cycles an hour buys. Prints cycles per minute for the README.
     @Test func killSoakLosesAndDoublesNothing() throws {
         let environment = ProcessInfo.processInfo.environment
         let cycles = max(1, Int(environment["PUSHSPOOL_KILL_SOAK_CYCLES"] ?? "") ?? 40)
-        let harness = try DaemonHarness(name: "realfault-soak", config: Self.config)
-        defer { harness.stop(signal: SIGKILL) }
-        var outstanding: [String: String] = [:]
-        var dropped = 0
-        var journaled = Set<String>()
-        var nextSeq: UInt64 = 1
-        var lost = 0
-        var doubled = 0
+        let lanes = min(16, max(1, Int(environment["PUSHSPOOL_KILL_SOAK_LANES"] ?? "") ?? 1))
+        let started = Date()
+        let progress = KillSoakProgress(total: cycles, started: started)
+        let results = Locked([KillSoakLane.Result?](repeating: nil, count: lanes))
+        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+            let share = cycles / lanes + (lane < cycles % lanes ? 1 : 0)
+            let result = Result { try KillSoakLane(lane: lane, cycles: share, progress: progress).run() }
+            results.withLock { $0[lane] = try? result.get() }
+            if case .failure(let error) = result { Issue.record("lane \(lane): \(error)") }
+        }
+        let finished = results.withLock { $0 }.compactMap { $0 }
+        guard finished.count == lanes else { return }
+        let seconds = Date().timeIntervalSince(started)
+        let perMinute = Double(cycles) / seconds * 60
+        print("kill soak: \(cycles) cycles in \(lanes) lane(s) (\(finished.map(\.pointKills).reduce(0, +)) at named points, "
+              + "\(finished.map(\.timerKills).reduce(0, +)) at random moments) in \(Int(seconds)) s = \(Int(perMinute)) cycles/min; "
+              + "\(finished.map(\.dropped).reduce(0, +)) files; \(finished.map(\.lost).reduce(0, +)) lost, "
+              + "\(finished.map(\.doubled).reduce(0, +)) doubled")
+    }
+}
+
+/// Cycles done over all lanes of the kill soak, for its progress line every 500.
+final class KillSoakProgress: Sendable {
+    private let done = Locked((cycles: 0, lost: 0, doubled: 0))
+    private let total: Int
+    private let started: Date
+
+    init(total: Int, started: Date) {
+        self.total = total
+        self.started = started
+    }
+
+    func cycleEnded(lost: Int, doubled: Int) {
+        let now = done.withLock { state -> (cycles: Int, lost: Int, doubled: Int) in
+            state.cycles += 1
+            state.lost += lost
+            state.doubled += doubled
+            return state
+        }
+        guard now.cycles % 500 == 0 else { return }
+        let minutes = Date().timeIntervalSince(started) / 60
+        // stderr, unbuffered: a long soak shows its progress as it goes.
+        let line = "kill soak: \(now.cycles) of \(total) cycles, \(Int(Double(now.cycles) / minutes)) cycles/min, "
+            + "\(now.lost) lost, \(now.doubled) doubled\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+/// One daemon of the kill soak, on its own spool and state directory.
+struct KillSoakLane {
+    struct Result: Sendable {
         var pointKills = 0
         var timerKills = 0
+        var dropped = 0
+        var lost = 0
+        var doubled = 0
+    }
+
+    let lane: Int
+    let cycles: Int
+    let progress: KillSoakProgress
+
+    func run() throws -> Result {
+        let harness = try DaemonHarness(name: "realfault-soak-\(lane)", config: RealFaultTests.config)
+        defer { harness.stop(signal: SIGKILL) }
+        var result = Result()
+        var outstanding: [String: String] = [:]
+        var journaled = Set<String>()
+        var nextSeq: UInt64 = 1
         var generator = SystemRandomNumberGenerator()
-        let started = Date()
+        let tag = "soak\(lane)"
         for cycle in 0..<cycles {
             if outstanding.count < 200 {
                 for _ in 0..<400 {
-                    let name = "soak-\(dropped).json"
-                    try harness.dropCreatingSpool(generatedPayload(index: dropped, tag: "soak"), name: name)
-                    outstanding[name] = generatedKey(index: dropped, tag: "soak")
-                    dropped += 1
+                    let name = "soak-\(result.dropped).json"
+                    try harness.dropCreatingSpool(generatedPayload(index: result.dropped, tag: tag), name: name)
+                    outstanding[name] = generatedKey(index: result.dropped, tag: tag)
+                    result.dropped += 1
                 }
             }
             var extra: [String: String] = [:]
@@ -309,15 +370,17 @@ import PushJournal
             while process.isRunning && Date() < limit { usleep(2_000) }
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
-                timerKills += 1
+                result.timerKills += 1
             } else {
-                pointKills += 1
+                result.pointKills += 1
             }
             process.waitUntilExit()
             if process.terminationReason == .exit {
-                Issue.record("cycle \(cycle): the daemon exited by itself with \(process.terminationStatus): \(harness.daemonStderr.suffix(2000))")
-                return
+                Issue.record("lane \(lane) cycle \(cycle): the daemon exited by itself with \(process.terminationStatus): \(harness.daemonStderr.suffix(2000))")
+                return result
             }
+            var lost = 0
+            var doubled = 0
             // A kill in the first milliseconds of the first run can come before the journal
             // directory exists; then nothing can have left the spool, as the check below sees.
             let journalDirectory = harness.state + "/journal"
@@ -326,39 +389,32 @@ import PushJournal
                 for record in reader.records(fromSeq: nextSeq) {
                     if !journaled.insert(record.key).inserted {
                         doubled += 1
-                        Issue.record("cycle \(cycle): \(record.key) journaled twice (seq \(record.seq))")
+                        Issue.record("lane \(lane) cycle \(cycle): \(record.key) journaled twice (seq \(record.seq))")
                     }
                     nextSeq = record.seq + 1
                 }
-                #expect(reader.lastError == nil, "cycle \(cycle): \(String(describing: reader.lastError))")
+                #expect(reader.lastError == nil, "lane \(lane) cycle \(cycle): \(String(describing: reader.lastError))")
             }
             let present = Set(harness.files(in: "incoming") + harness.files(in: "processing"))
             for (name, key) in outstanding where !present.contains(name) {
                 outstanding[name] = nil
                 if !journaled.contains(key) {
                     lost += 1
-                    Issue.record("cycle \(cycle): \(name) left the spool but is not in the journal")
+                    Issue.record("lane \(lane) cycle \(cycle): \(name) left the spool but is not in the journal")
                 }
             }
-            if lost + doubled > 0 { break }
-            if (cycle + 1) % 500 == 0 {
-                let minutes = Date().timeIntervalSince(started) / 60
-                // stderr, unbuffered: a long soak shows its progress as it goes.
-                let line = "kill soak: \(cycle + 1) of \(cycles) cycles, \(Int(Double(cycle + 1) / minutes)) cycles/min, "
-                    + "\(journaled.count) records, \(lost) lost, \(doubled) doubled\n"
-                FileHandle.standardError.write(Data(line.utf8))
-            }
+            result.lost += lost
+            result.doubled += doubled
+            progress.cycleEnded(lost: lost, doubled: doubled)
+            if result.lost + result.doubled > 0 { break }
         }
-        let seconds = Date().timeIntervalSince(started)
         try harness.start()
-        try waitUntil(timeout: 300, "the spool to drain after the soak") {
+        try waitUntil(timeout: 300, "lane \(lane): the spool to drain after the soak") {
             harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty
         }
         #expect(harness.stop() == 0)
-        try expectExactlyOnce(harness, keys: (0..<dropped).map { generatedKey(index: $0, tag: "soak") }, "after the kill soak")
-        let perMinute = Double(cycles) / seconds * 60
-        print("kill soak: \(cycles) cycles (\(pointKills) at named points, \(timerKills) at random moments) in "
-              + "\(Int(seconds)) s = \(Int(perMinute)) cycles/min; \(dropped) files; \(lost) lost, \(doubled) doubled")
+        try expectExactlyOnce(harness, keys: (0..<result.dropped).map { generatedKey(index: $0, tag: tag) }, "lane \(lane) after the kill soak")
+        return result
     }
 }
 
