@@ -3,7 +3,8 @@ import Foundation
 
 /// A real `nats-server` (Debian's /usr/sbin/nats-server) with JetStream on 127.0.0.1, started
 /// and stopped by a test or the benchmark, storing into a directory the caller owns; with
-/// `tls`, clients must speak TLS and present a certificate the given CA signed.
+/// `tls`, clients must speak TLS and present a certificate the given CA signed; with
+/// `accounts`, they must log in as a user of those accounts (a `.creds` file).
 ///
 /// Not `Sendable`: one test drives it.
 package final class NatsServer {
@@ -29,6 +30,7 @@ package final class NatsServer {
     /// Route URLs of the other cluster members (empty = single node).
     package var routes: [String]
     package let tls: TLS?
+    package let accounts: NatsOperator?
     private var process: Process?
     private let logFile: String
 
@@ -38,9 +40,11 @@ package final class NatsServer {
     package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// `clustered`: also listens for cluster routes on a port of its own (see ``cluster(count:in:)``).
-    package init(name: String = "n1", storeDirectory: String, clustered: Bool = false, tls: TLS? = nil) throws {
+    package init(name: String = "n1", storeDirectory: String, clustered: Bool = false, tls: TLS? = nil,
+                 accounts: NatsOperator? = nil) throws {
         self.name = name
         self.tls = tls
+        self.accounts = accounts
         self.storeDirectory = storeDirectory
         port = try Self.freePort()
         clusterPort = clustered ? try Self.freePort() : nil
@@ -67,11 +71,11 @@ package final class NatsServer {
             arguments += ["--cluster_name", "pushspool-test", "--cluster", "nats://127.0.0.1:\(clusterPort)",
                           "--routes", routes.joined(separator: ",")]
         }
+        var configuration = accounts?.serverConfiguration ?? ""
         if let tls {
-            // A configuration file, not --tlsverify: the handshake timeout (2 s by default,
-            // tight on a loaded 2-core machine) has no flag. The flags above still apply.
-            let file = storeDirectory + ".conf"
-            let text = """
+            // In the configuration file, not --tlsverify: the handshake timeout (2 s by
+            // default, tight on a loaded 2-core machine) has no flag.
+            configuration += """
                 tls {
                   cert_file: "\(tls.certificate)"
                   key_file: "\(tls.key)"
@@ -81,7 +85,11 @@ package final class NatsServer {
                 }
 
                 """
-            try text.write(toFile: file, atomically: true, encoding: .utf8)
+        }
+        if !configuration.isEmpty {
+            // The flags above still apply beside the file.
+            let file = storeDirectory + ".conf"
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
             arguments += ["-c", file]
         }
         process.arguments = arguments
