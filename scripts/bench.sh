@@ -2,7 +2,8 @@
 # The performance suite, one command: builds the release binaries, runs
 # `pushspool-bench all` and rewrites the results table in README.md (between the
 # bench-table markers). `scripts/bench.sh --full` adds the 1,000,000-file backlog and a
-# 5,000,000-record journal (slow: staging a million files takes minutes).
+# 5,000,000-record journal (slow: staging a million files takes minutes). The export rows
+# need Debian's nats-server (/usr/sbin/nats-server); without it they say "not measured".
 # Not part of scripts/test.sh: figures need a quiet machine, and they are not pass/fail.
 set -eu
 cd "$(dirname "$0")/.."

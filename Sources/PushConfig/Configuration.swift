@@ -273,7 +273,9 @@ package struct ExportSettings: Sendable, Equatable {
     /// `Enabled=`: off by default.
     package var enabled = false
     /// `URL=`: NATS servers (`nats://host:port`, `tls://host:port`); the client fails over.
-    package var urls: [String] = ["nats://127.0.0.1:4222"]
+    /// Empty = `nats://127.0.0.1:4222` (ExportOptions' default). Not that list itself: `URL=`
+    /// appends, and a configured server must replace the local default, not join it.
+    package var urls: [String] = []
     /// `Subject=`: with `{vendor}` and `{platform}` placeholders.
     package var subject = "pushspool.{vendor}.{platform}"
     /// `Stream=`: used as it is when it exists, created (file storage) when it does not.

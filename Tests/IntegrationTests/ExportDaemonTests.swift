@@ -119,6 +119,145 @@ import PushExport
         server.stop()
     }
 
+    /// What `LoadCredential=nats-ca.pem:… nats-cert.pem:… nats-key.pem:…` leaves in
+    /// `$CREDENTIALS_DIRECTORY`: copies of the files under the names the daemon looks for.
+    static func credentialsDirectory(_ path: String, pki: TestPKI, withCA: Bool) throws -> String {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var files = [("nats-cert.pem", pki.clientCertificate), ("nats-key.pem", pki.clientKey)]
+        if withCA { files.append(("nats-ca.pem", pki.caCertificate)) }
+        for (name, source) in files { try FileManager.default.copyItem(atPath: source, toPath: path + "/" + name) }
+        return path
+    }
+
+    static func tlsServer(_ temp: TempDir) throws -> (NatsServer, TestPKI) {
+        let pki = try TestPKI(directory: temp.appending("pki"))
+        let server = try NatsServer(storeDirectory: temp.appending("nats"),
+                                    tls: .init(certificate: pki.serverCertificate, key: pki.serverKey, ca: pki.caCertificate))
+        try server.start()
+        return (server, pki)
+    }
+
+    /// `URL=tls://…` with no TLS keys in the configuration: the CA, the client certificate and
+    /// its key come from `$CREDENTIALS_DIRECTORY` alone, and the server refuses a client
+    /// without a certificate, so an export that arrives proves the daemon used them.
+    @Test func mutualTLSWithFilesFromTheCredentialsDirectoryExportsExactlyOnce() throws {
+        let temp = TempDir()
+        let (server, pki) = try Self.tlsServer(temp)
+        defer { server.stop() }
+        #expect(server.url.hasPrefix("tls://"))
+        // verify: true is in force: the CA alone, without a client certificate, is refused.
+        #expect(throws: ExportError.self) { try NatsClient(urls: [server.url], tlsCAFile: pki.caCertificate, name: "it-no-cert") }
+
+        let credentials = try Self.credentialsDirectory(temp.appending("credentials"), pki: pki, withCA: true)
+        let harness = try DaemonHarness(name: "export-tls", config: Self.config(urls: [server.url], hostId: "tlshost"))
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.drop(harness, range: 0..<60, tag: "tls")
+        try Self.waitIngested(harness, count: 60)
+        try Self.waitExported(harness, count: 60)
+        // A restart reconnects over TLS and resumes from the cursor without publishing twice.
+        #expect(harness.stop() == 0)
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.drop(harness, range: 60..<120, tag: "tls")
+        try Self.waitIngested(harness, count: 120)
+        try Self.waitExported(harness, count: 120)
+        #expect(harness.stop() == 0)
+
+        let client = try NatsClient(urls: [server.url], tlsCAFile: pki.caCertificate, tlsCertFile: pki.clientCertificate,
+                                    tlsKeyFile: pki.clientKey, name: "it-reader")
+        defer { client.close() }
+        let stored = try client.readStream("ITEXPORT")
+        #expect(stored.count == 120)
+        let ids = Set(stored.map(\.msgId))
+        #expect(ids.count == 120)
+        #expect(ids == (try Self.expectedIds(harness, hostId: "tlshost")))
+    }
+
+    /// The same server, but the credentials directory lacks `nats-ca.pem`: the server's
+    /// certificate cannot be verified, so nothing is exported — ingest goes on, the lag stays,
+    /// and the reason shows in `export status` and on stderr. With the CA delivered and a
+    /// restart, export catches up.
+    @Test func withoutTheCAExportWaitsWithAClearErrorAndIngestGoesOn() throws {
+        let temp = TempDir()
+        let (server, pki) = try Self.tlsServer(temp)
+        defer { server.stop() }
+        let credentials = try Self.credentialsDirectory(temp.appending("credentials"), pki: pki, withCA: false)
+        let harness = try DaemonHarness(name: "export-tls-noca", config: Self.config(urls: [server.url], hostId: "nocahost"))
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.drop(harness, range: 0..<40, tag: "noca")
+        try Self.waitIngested(harness, count: 40)
+        #expect(harness.files(in: "incoming").isEmpty)
+        var lastError = ""
+        try waitUntil(timeout: 30, "export status with the TLS error") {
+            let (status, out, _) = try harness.ctl(["export", "status", "--json"])
+            guard status == 0, let object = try? JSONParser().parse(out.trimmingSpaces).objectValue else { return false }
+            lastError = object["lastError"]?.stringValue ?? ""
+            return object["lag"]?.intValue == 40 && object["connected"]?.boolValue == false && !lastError.isEmpty
+        }
+        // libnats 3.4.1 says: SSL handshake error: 20:unable to get local issuer certificate:…
+        #expect(lastError.hasPrefix("export: connect to \(server.url): "), "\(lastError)")
+        #expect(lastError.contains("SSL handshake error") && lastError.contains("certificate"), "\(lastError)")
+        try waitUntil(timeout: 30, "the lag event with the reason") {
+            harness.daemonStderr.split(separator: "\n").contains {
+                $0.contains("export to NATS JetStream is lagging") && $0.contains("(export: connect to \(server.url)")
+            }
+        }
+        #expect((try? ExportCursor.read(stateDirectory: harness.state)) ?? 0 == 0)
+        #expect(harness.stop() == 0)
+
+        try FileManager.default.copyItem(atPath: pki.caCertificate, toPath: credentials + "/nats-ca.pem")
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.waitExported(harness, count: 40)
+        #expect(harness.stop() == 0)
+        let client = try NatsClient(urls: [server.url], tlsCAFile: pki.caCertificate, tlsCertFile: pki.clientCertificate,
+                                    tlsKeyFile: pki.clientKey, name: "it-reader")
+        defer { client.close() }
+        #expect(Set(try client.readStream("ITEXPORT").map(\.msgId)) == (try Self.expectedIds(harness, hostId: "nocahost")))
+    }
+
+    /// NATS decentralized authentication: the server runs in operator mode and takes only
+    /// users of its accounts; the daemon's JWT and nkey seed come from
+    /// `$CREDENTIALS_DIRECTORY/nats.creds` alone. Without the file the daemon cannot log in
+    /// (nothing exported, the reason in `export status`, ingest goes on); with it delivered
+    /// and a restart, every record arrives exactly once.
+    @Test func credsFileFromTheCredentialsDirectoryLogsInAndExportsExactlyOnce() throws {
+        let temp = TempDir()
+        let accounts = try NatsOperator(directory: temp.appending("auth"))
+        let server = try NatsServer(storeDirectory: temp.appending("nats"), accounts: accounts)
+        try server.start()
+        defer { server.stop() }
+        #expect(throws: ExportError.self) { try NatsClient(urls: [server.url], name: "it-anonymous") }
+
+        let credentials = temp.appending("credentials")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        let harness = try DaemonHarness(name: "export-creds", config: Self.config(urls: [server.url], hostId: "credshost"))
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.drop(harness, range: 0..<30, tag: "creds")
+        try Self.waitIngested(harness, count: 30)
+        var lastError = ""
+        try waitUntil(timeout: 30, "export status with the refused login") {
+            let (status, out, _) = try harness.ctl(["export", "status", "--json"])
+            guard status == 0, let object = try? JSONParser().parse(out.trimmingSpaces).objectValue else { return false }
+            lastError = object["lastError"]?.stringValue ?? ""
+            return object["lag"]?.intValue == 30 && !lastError.isEmpty
+        }
+        #expect(lastError.hasPrefix("export: connect to \(server.url): "), "\(lastError)")
+        // libnats 3.4.1: "Authentication Violation: (conn.c:…): Authorization Violation".
+        #expect(lastError.contains("Authorization Violation"), "\(lastError)")
+        #expect(harness.stop() == 0)
+
+        try FileManager.default.copyItem(atPath: accounts.credentialsFile, toPath: credentials + "/nats.creds")
+        try harness.start(extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials])
+        try Self.drop(harness, range: 30..<60, tag: "creds")
+        try Self.waitIngested(harness, count: 60)
+        try Self.waitExported(harness, count: 60)
+        #expect(harness.stop() == 0)
+        let client = try NatsClient(urls: [server.url], credentialsFile: accounts.credentialsFile, name: "it-reader")
+        defer { client.close() }
+        let stored = try client.readStream("ITEXPORT")
+        #expect(stored.count == 60)
+        #expect(Set(stored.map(\.msgId)) == (try Self.expectedIds(harness, hostId: "credshost")))
+    }
+
     /// Three daemons (three spools and state dirs, as the template unit runs them) export into
     /// a 3-node cluster with an R3 stream; one node is killed during export and export goes on;
     /// a durable pull consumer then reads every id of all three exactly once.

@@ -247,6 +247,15 @@ final class ConfigDirectory {
         #expect(try dir.load().0.media.allowNetworks == ["127.0.0.1/8"])
     }
 
+    /// The local server is what an empty list means, not an entry of it: a configured server
+    /// list must not also reach nats://127.0.0.1:4222 (a plaintext local server beside a
+    /// `tls://` cluster, or a different one).
+    @Test func exportURLsReplaceTheLocalDefault() throws {
+        let dir = try ConfigDirectory()
+        try dir.write("pushspool.conf", "[Export]\nURL=tls://nats1.example:4222\nURL=tls://nats2.example:4222\n")
+        #expect(try dir.load().0.export.urls == ["tls://nats1.example:4222", "tls://nats2.example:4222"])
+    }
+
     @Test func categoriesCollectActionsAndRejectReservedOrTooMany() throws {
         let dir = try ConfigDirectory()
         try dir.write("pushspool.conf", """

@@ -2,28 +2,49 @@
 import Foundation
 
 /// A real `nats-server` (Debian's /usr/sbin/nats-server) with JetStream on 127.0.0.1, started
-/// and stopped by a test or the benchmark, storing into a directory the caller owns.
+/// and stopped by a test or the benchmark, storing into a directory the caller owns; with
+/// `tls`, clients must speak TLS and present a certificate the given CA signed; with
+/// `accounts`, they must log in as a user of those accounts (a `.creds` file).
 ///
 /// Not `Sendable`: one test drives it.
 package final class NatsServer {
     package static let executable = "/usr/sbin/nats-server"
+
+    /// Mutual TLS on the client port (`tls { ... verify: true }`): the certificate and key the
+    /// server presents and the CA client certificates must chain to.
+    package struct TLS: Sendable {
+        package var certificate: String
+        package var key: String
+        package var ca: String
+        package init(certificate: String, key: String, ca: String) {
+            self.certificate = certificate
+            self.key = key
+            self.ca = ca
+        }
+    }
+
     package let name: String
     package let port: Int
     package let clusterPort: Int?
     package let storeDirectory: String
     /// Route URLs of the other cluster members (empty = single node).
     package var routes: [String]
+    package let tls: TLS?
+    package let accounts: NatsOperator?
     private var process: Process?
     private let logFile: String
 
-    package var url: String { "nats://127.0.0.1:\(port)" }
+    package var url: String { (tls == nil ? "nats" : "tls") + "://127.0.0.1:\(port)" }
     package var routeURL: String? { clusterPort.map { "nats://127.0.0.1:\($0)" } }
     package var isRunning: Bool { process?.isRunning ?? false }
     package var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     /// `clustered`: also listens for cluster routes on a port of its own (see ``cluster(count:in:)``).
-    package init(name: String = "n1", storeDirectory: String, clustered: Bool = false) throws {
+    package init(name: String = "n1", storeDirectory: String, clustered: Bool = false, tls: TLS? = nil,
+                 accounts: NatsOperator? = nil) throws {
         self.name = name
+        self.tls = tls
+        self.accounts = accounts
         self.storeDirectory = storeDirectory
         port = try Self.freePort()
         clusterPort = clustered ? try Self.freePort() : nil
@@ -49,6 +70,27 @@ package final class NatsServer {
         if let clusterPort {
             arguments += ["--cluster_name", "pushspool-test", "--cluster", "nats://127.0.0.1:\(clusterPort)",
                           "--routes", routes.joined(separator: ",")]
+        }
+        var configuration = accounts?.serverConfiguration ?? ""
+        if let tls {
+            // In the configuration file, not --tlsverify: the handshake timeout (2 s by
+            // default, tight on a loaded 2-core machine) has no flag.
+            configuration += """
+                tls {
+                  cert_file: "\(tls.certificate)"
+                  key_file: "\(tls.key)"
+                  ca_file: "\(tls.ca)"
+                  verify: true
+                  timeout: 5
+                }
+
+                """
+        }
+        if !configuration.isEmpty {
+            // The flags above still apply beside the file.
+            let file = storeDirectory + ".conf"
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
+            arguments += ["-c", file]
         }
         process.arguments = arguments
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)
