@@ -21,6 +21,10 @@ int cposix_set_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
+int cposix_release_free_pages(void) {
+    return malloc_trim(0);
+}
+
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT};
 #define CRASH_SIGNAL_COUNT (sizeof(crash_signals) / sizeof(crash_signals[0]))
 static struct sigaction previous_actions[CRASH_SIGNAL_COUNT];

@@ -79,6 +79,13 @@ struct KeyFingerprints: Sendable, Equatable {
         }
     }
 
+    /// What one slot costs: fingerprint, seq code, offset.
+    static let slotBytes = 16
+
+    /// Bytes of slot arrays freed by growth steps so far, counted up forever: a caller that
+    /// sees it move by a megabyte or more returns the freed pages (`MemoryPolicy`).
+    private(set) var freedBytes = 0
+
     private var shards: [Shard]
     /// The seq a code of 1 stands for; set by the first located insert.
     private var seqBase: UInt64 = 0
@@ -158,9 +165,10 @@ struct KeyFingerprints: Sendable, Equatable {
         }
         let offset8 = UInt32(truncatingIfNeeded: max(0, offset) >> 3)
         let shard = Self.shardIndex(fingerprint)
-        let before = shards[shard].count
+        let (before, capacity) = (shards[shard].count, shards[shard].slots.count)
         shards[shard].insert(fingerprint, code: code, offset8: offset8)
         count += shards[shard].count - before
+        if shards[shard].slots.count != capacity { freedBytes += capacity * Self.slotBytes }
     }
 
     /// Where the records whose key has this fingerprint are: candidates to confirm.
@@ -228,6 +236,7 @@ struct KeyFingerprints: Sendable, Equatable {
     func keeping(fromSeq seq: UInt64) -> KeyFingerprints {
         var kept = KeyFingerprints(minimumCapacity: count)
         kept.seqBase = max(seqBase, seq)
+        kept.freedBytes = freedBytes + slotCapacity * Self.slotBytes
         forEachEntry { fingerprint, entrySeq, offset in
             if entrySeq >= seq || entrySeq == 0 { kept.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }
         }
@@ -248,6 +257,7 @@ struct KeyFingerprints: Sendable, Equatable {
         let base = highest - lowest > span ? highest - span : lowest
         var rebuilt = KeyFingerprints(minimumCapacity: count)
         rebuilt.seqBase = base
+        rebuilt.freedBytes = freedBytes + slotCapacity * Self.slotBytes
         forEachEntry { fingerprint, entrySeq, offset in
             if entrySeq == 0 || entrySeq >= base { rebuilt.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }
         }

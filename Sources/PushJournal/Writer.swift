@@ -102,6 +102,8 @@ package final class JournalWriter: Sendable {
         /// First seqs of every segment in the journal, oldest first.
         var segmentFirstSeqs: [UInt64] = []
         var pausedSince: UInt64?
+        /// `committedKeys.freedBytes` when the freed pages were last given back.
+        var freedBytesReleased = 0
         var lastBatchCount = 0
 
         init(io: JournalIO, dirfd: Int32, lockfd: Int32, committedfd: Int32, journalID: [UInt8], nextSeq: UInt64) {
@@ -317,11 +319,13 @@ package final class JournalWriter: Sendable {
     /// O(keys); the retention thread calls it once per pass. Returns the entries dropped.
     @discardableResult
     package func pruneDedupIndex(belowSeq seq: UInt64) -> Int {
-        shared.withLock { state in
+        let dropped = shared.withLock { state in
             let before = state.committedKeys.count
             state.committedKeys = state.committedKeys.keeping(fromSeq: seq)
             return before - state.committedKeys.count
         }
+        MemoryPolicy.releaseFreePages()
+        return dropped
     }
 
     /// Entries in the dedup index (committed keys).
@@ -439,7 +443,7 @@ package final class JournalWriter: Sendable {
             case .committed(let bytes):
                 // Frames lie back to back from where this batch began (after any segment cut).
                 var frameOffset = core.activeEnd - Int64(bytes)
-                let wasPaused = shared.withLock { state -> Bool in
+                let (wasPaused, freedBytes) = shared.withLock { state -> (Bool, Int) in
                     state.inFlight = 0
                     for (index, item) in batch.enumerated() {
                         if var keys = state.pendingKeys.removeValue(forKey: item.fingerprint) {
@@ -459,7 +463,11 @@ package final class JournalWriter: Sendable {
                     state.stats.lastSeq = core.nextSeq - 1
                     let was = state.stats.paused
                     state.stats.paused = false
-                    return was
+                    return (was, state.committedKeys.freedBytes)
+                }
+                if freedBytes - core.freedBytesReleased >= 1 << 20 {
+                    core.freedBytesReleased = freedBytes
+                    MemoryPolicy.releaseFreePages()
                 }
                 core.pausedSince = nil
                 core.lastBatchCount = batch.count
@@ -648,5 +656,7 @@ package final class JournalWriter: Sendable {
             shared.withLock { $0.stats.checkpointFailures += 1 }
             options.eventHandler?(.checkpointFailed(error))
         }
+        // The snapshot's chunks, and the shards the writer copied away from it, are free now.
+        MemoryPolicy.releaseFreePages()
     }
 }

@@ -79,5 +79,20 @@ import Testing
         #expect((0..<20_000).allSatisfy { live.locations(fingerprint: KeyFingerprints.fingerprint("k\($0)")).map(\.seq) == [UInt64($0 + 1)] })
     }
 
+    /// The writer gives freed pages back once a megabyte of slot arrays has been freed by
+    /// growth; the count goes on across a prune, which frees the whole old table.
+    @Test func freedBytesCountEveryGrowthAndPrune() {
+        var set = KeyFingerprints()
+        #expect(set.freedBytes == 0)
+        for i in 0..<50_000 { set.insert(fingerprint: UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15, seq: UInt64(i + 1), offset: 0) }
+        // Every shard grew from 8 slots by halves: it freed the geometric series below what it
+        // holds, about twice that.
+        #expect(set.freedBytes >= KeyFingerprints.shardCount * 8 * KeyFingerprints.slotBytes)
+        #expect(set.freedBytes < 3 * set.slotCapacity * KeyFingerprints.slotBytes)
+        let pruned = set.keeping(fromSeq: 25_001)
+        #expect(pruned.count == 25_000)
+        #expect(pruned.freedBytes == set.freedBytes + set.slotCapacity * KeyFingerprints.slotBytes)
+    }
+
     private func capacityOf(_ set: KeyFingerprints) -> Int { set.slotCapacity }
 }

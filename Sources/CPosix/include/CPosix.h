@@ -5,6 +5,9 @@ const char *cposix_strerrorname(int errnum);
 const char *cposix_strerrordesc(int errnum);
 /// mallopt(M_MMAP_THRESHOLD, bytes); returns 1 on success.
 int cposix_set_mmap_threshold(int bytes);
+/// malloc_trim(0): gives whole free pages inside the heap (every arena) back to the kernel.
+/// Returns 1 if memory was released.
+int cposix_release_free_pages(void);
 /// Installs handlers for the signals a crash raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
 /// SIGABRT) that write `mark` at `offset` of `fd` with pwrite(2) — async-signal-safe, no
 /// allocation — then hand the signal to the handler that was installed before (the Swift
