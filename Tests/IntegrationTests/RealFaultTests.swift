@@ -276,12 +276,21 @@ import PushJournal
         let started = Date()
         let progress = KillSoakProgress(total: cycles, started: started)
         let results = Locked([KillSoakLane.Result?](repeating: nil, count: lanes))
-        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+        // Threads of their own: concurrentPerform would run only as many lanes as there are
+        // cores, and a lane spends most of its time waiting.
+        let group = DispatchGroup()
+        for lane in 0..<lanes {
+            group.enter()
             let share = cycles / lanes + (lane < cycles % lanes ? 1 : 0)
-            let result = Result { try KillSoakLane(lane: lane, cycles: share, progress: progress).run() }
-            results.withLock { $0[lane] = try? result.get() }
-            if case .failure(let error) = result { Issue.record("lane \(lane): \(error)") }
+            let thread = Thread {
+                let result = Result { try KillSoakLane(lane: lane, cycles: share, progress: progress).run() }
+                results.withLock { $0[lane] = try? result.get() }
+                if case .failure(let error) = result { Issue.record("lane \(lane): \(error)") }
+                group.leave()
+            }
+            thread.start()
         }
+        group.wait()
         let finished = results.withLock { $0 }.compactMap { $0 }
         guard finished.count == lanes else { return }
         let seconds = Date().timeIntervalSince(started)
@@ -323,6 +332,7 @@ final class KillSoakProgress: Sendable {
 /// One daemon of the kill soak, on its own spool and state directory.
 struct KillSoakLane {
     struct Result: Sendable {
+        var cycles = 0
         var pointKills = 0
         var timerKills = 0
         var dropped = 0
@@ -334,21 +344,38 @@ struct KillSoakLane {
     let cycles: Int
     let progress: KillSoakProgress
 
+    /// Cycles on one spool before the lane checks it to the end and starts a fresh one: every
+    /// start reads the whole segment list and checkpoint, so an ever-growing journal (400
+    /// records a cycle with a release build) made each cycle slower than the last.
+    static let cyclesPerSpool = 250
+
     func run() throws -> Result {
-        let harness = try DaemonHarness(name: "realfault-soak-\(lane)", config: RealFaultTests.config)
-        defer { harness.stop(signal: SIGKILL) }
         var result = Result()
+        var round = 0
+        while result.cycles < cycles && result.lost + result.doubled == 0 {
+            try runSpool(round: round, cycles: min(Self.cyclesPerSpool, cycles - result.cycles), into: &result)
+            round += 1
+        }
+        return result
+    }
+
+    private func runSpool(round: Int, cycles: Int, into result: inout Result) throws {
+        let harness = try DaemonHarness(name: "realfault-soak-\(lane)-\(round)", config: RealFaultTests.config)
+        defer { harness.stop(signal: SIGKILL) }
         var outstanding: [String: String] = [:]
         var journaled = Set<String>()
         var nextSeq: UInt64 = 1
+        var dropped = 0
         var generator = SystemRandomNumberGenerator()
-        let tag = "soak\(lane)"
+        let tag = "soak\(lane).\(round)"
         for cycle in 0..<cycles {
+            result.cycles += 1
             if outstanding.count < 200 {
                 for _ in 0..<400 {
-                    let name = "soak-\(result.dropped).json"
-                    try harness.dropCreatingSpool(generatedPayload(index: result.dropped, tag: tag), name: name)
-                    outstanding[name] = generatedKey(index: result.dropped, tag: tag)
+                    let name = "soak-\(dropped).json"
+                    try harness.dropCreatingSpool(generatedPayload(index: dropped, tag: tag), name: name)
+                    outstanding[name] = generatedKey(index: dropped, tag: tag)
+                    dropped += 1
                     result.dropped += 1
                 }
             }
@@ -377,7 +404,8 @@ struct KillSoakLane {
             process.waitUntilExit()
             if process.terminationReason == .exit {
                 Issue.record("lane \(lane) cycle \(cycle): the daemon exited by itself with \(process.terminationStatus): \(harness.daemonStderr.suffix(2000))")
-                return result
+                result.lost += 1
+                return
             }
             var lost = 0
             var doubled = 0
@@ -413,8 +441,9 @@ struct KillSoakLane {
             harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty
         }
         #expect(harness.stop() == 0)
-        try expectExactlyOnce(harness, keys: (0..<result.dropped).map { generatedKey(index: $0, tag: tag) }, "lane \(lane) after the kill soak")
-        return result
+        try expectExactlyOnce(harness, keys: (0..<dropped).map { generatedKey(index: $0, tag: tag) }, "lane \(lane) spool \(round) after the kill soak")
+        // A long soak makes hundreds of spools; one that failed stays for inspection.
+        if result.lost + result.doubled == 0 { try? FileManager.default.removeItem(atPath: harness.root) }
     }
 }
 
