@@ -1,3 +1,6 @@
+import Glibc
+import PushSystem
+
 /// `dedup.ckpt`: a prefix snapshot of the dedup keys, so a start does not re-read the whole
 /// journal (Kafka's recovery point). It covers only synced records, names where the journal
 /// continues after them, and is trusted only if its CRC, journal id and resume point all check
@@ -69,21 +72,38 @@ struct DedupCheckpoint: Equatable {
         return encoder.finish(segments: segments)
     }
 
-    /// The same bytes as `encoded(…table:…)`, handed to `emit` in chunks of about `chunkBytes`
-    /// while `table` (the writer's copy-on-write snapshot) is drained shard by shard. At a
-    /// million keys the whole encoding was 24 MB, on top of the snapshot's copy of every shard
-    /// the writer touched meanwhile; streamed, the checkpoint costs a chunk and the few shards
-    /// written to before their turn.
-    static func stream(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64,
-                       table: inout KeyFingerprints, segments: [UInt64], chunkBytes: Int = 1 << 20,
+    /// The checkpoint through `throughSeq` of a table that keeps growing, handed to `emit` in
+    /// chunks of about `chunkBytes`: `shard` returns one shard at a time as it is now, and only
+    /// its entries up to `throughSeq` are written — exactly the `keyCount` the table held when
+    /// `throughSeq` was its last record, since entries are only ever added above it. A whole
+    /// snapshot instead was copied shard by shard by the writer's inserts while it was encoded
+    /// (~11 MB at a million keys), beside 24 MB of bytes. A table rebased or pruned meanwhile
+    /// (its generation moved) fails the checkpoint; the next one is taken as usual.
+    static func stream(journalID: [UInt8], throughSeq: UInt64, segmentFirstSeq: UInt64, offset: Int64, keyCount: Int,
+                       generation: Int, segments: [UInt64], chunkBytes: Int = 1 << 20,
+                       shard: (Int) -> KeyFingerprints.ShardSnapshot,
                        emit: ([UInt8]) throws(JournalError) -> Void) throws(JournalError) {
         var encoder = Encoder(journalID: journalID, throughSeq: throughSeq, segmentFirstSeq: segmentFirstSeq, offset: offset,
-                              keyCount: table.count, chunkBytes: chunkBytes)
-        for shard in 0..<KeyFingerprints.shardCount {
-            table.drain(shard: shard) { encoder.append($0, $1, $2) }
+                              keyCount: keyCount, chunkBytes: chunkBytes)
+        var written = 0
+        for index in 0..<KeyFingerprints.shardCount {
+            let snapshot = shard(index)
+            guard snapshot.generation == generation else { throw changedUnderneath(seen: written, expected: keyCount) }
+            snapshot.forEachEntry { fingerprint, seq, offset in
+                guard seq <= throughSeq else { return }
+                encoder.append(fingerprint, seq, offset)
+                written += 1
+            }
             if let chunk = encoder.takeChunkIfFull() { try emit(chunk) }
         }
+        guard written == keyCount else { throw changedUnderneath(seen: written, expected: keyCount) }
         try emit(encoder.finish(segments: segments))
+    }
+
+    private static func changedUnderneath(seen: Int, expected: Int) -> JournalError {
+        JournalError(.io(SystemError(call: "checkpoint", errno: ESTALE,
+                                     subject: "dedup index rebuilt while being written (\(seen) of \(expected) keys)")),
+                     directory: "")
     }
 
     /// The format (version 4): header, `keyCount` × (fingerprint, seq, offset), the segment

@@ -13,9 +13,9 @@ import PushSystem
 ///
 /// The table is split into `shardCount` shards by the fingerprint's top byte, each growing on
 /// its own: a growth step holds the old and new copy of one shard, not of the whole index, and
-/// a copy-on-write snapshot (the checkpoint's) costs a copy only of the shards written while it
-/// lives — and `drain` gives each shard back as soon as it is encoded. Both were the bulk of
-/// the daemon's peak RSS through a million-file backlog.
+/// the checkpoint reads one shard at a time (`snapshot(shard:)`), so the writer copies at most
+/// the shard being encoded. A whole-table snapshot, copied by the writer's next inserts, and
+/// whole-table growth were the bulk of the daemon's peak RSS through a million-file backlog.
 ///
 /// Seqs are kept as 32-bit offsets from `seqBase`; a dedup window of more than ~4.29 billion
 /// records drops its oldest records from the index (`rebase`), which a million-key table at
@@ -212,14 +212,28 @@ struct KeyFingerprints: Sendable, Equatable {
         }
     }
 
-    /// Calls `body` with the entries of shard `index` and then lets the shard go: a snapshot
-    /// being encoded releases what it has written, so the live table, which shares its
-    /// buffers until it writes to them, does not copy a shard that is already on its way out.
-    mutating func drain(shard index: Int, _ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
-        forEachEntry(inShard: index, body)
-        count -= shards[index].count
-        shards[index] = Shard(capacity: 8)
+    /// One shard as it is now, with what its seq codes mean: O(1) (it shares the table's
+    /// buffers until the table writes to that shard, which then copies this one shard).
+    struct ShardSnapshot: Sendable {
+        fileprivate let shard: Shard
+        fileprivate let seqBase: UInt64
+        /// Which table state the codes belong to: a rebase changes it.
+        let generation: Int
+
+        func forEachEntry(_ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
+            for slot in shard.slots.indices where shard.slots[slot] != 0 {
+                let code = shard.seqCodes[slot]
+                body(shard.slots[slot], code == 0 ? 0 : seqBase + UInt64(code) - 1, Int64(shard.offsets8[slot]) << 3)
+            }
+        }
     }
+
+    func snapshot(shard index: Int) -> ShardSnapshot {
+        ShardSnapshot(shard: shards[index], seqBase: seqBase, generation: generation)
+    }
+
+    /// Counts rebases: a checkpoint taken shard by shard notices one happening under it.
+    private(set) var generation = 0
 
     var entries: [Entry] {
         var all: [Entry] = []
@@ -236,6 +250,7 @@ struct KeyFingerprints: Sendable, Equatable {
     func keeping(fromSeq seq: UInt64) -> KeyFingerprints {
         var kept = KeyFingerprints(minimumCapacity: count)
         kept.seqBase = max(seqBase, seq)
+        kept.generation = generation + 1
         kept.freedBytes = freedBytes + slotCapacity * Self.slotBytes
         forEachEntry { fingerprint, entrySeq, offset in
             if entrySeq >= seq || entrySeq == 0 { kept.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }
@@ -257,6 +272,7 @@ struct KeyFingerprints: Sendable, Equatable {
         let base = highest - lowest > span ? highest - span : lowest
         var rebuilt = KeyFingerprints(minimumCapacity: count)
         rebuilt.seqBase = base
+        rebuilt.generation = generation + 1
         rebuilt.freedBytes = freedBytes + slotCapacity * Self.slotBytes
         forEachEntry { fingerprint, entrySeq, offset in
             if entrySeq == 0 || entrySeq >= base { rebuilt.insert(fingerprint: fingerprint, seq: entrySeq, offset: offset) }

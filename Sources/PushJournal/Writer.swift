@@ -35,6 +35,9 @@ package final class JournalWriter: Sendable {
     private let core: Core
     /// Wakes the checkpoint thread early: a count trigger, or `close`.
     private let checkpointWake = DispatchSemaphore(value: 0)
+    /// Held for a whole checkpoint and a whole prune: a prune rebuilds the table, which would
+    /// change the key count under a checkpoint being written from it.
+    private let checkpointGate = Locked(())
     private let checkpointFinished = DispatchSemaphore(value: 0)
 
     private struct Pending {
@@ -319,10 +322,12 @@ package final class JournalWriter: Sendable {
     /// O(keys); the retention thread calls it once per pass. Returns the entries dropped.
     @discardableResult
     package func pruneDedupIndex(belowSeq seq: UInt64) -> Int {
-        let dropped = shared.withLock { state in
-            let before = state.committedKeys.count
-            state.committedKeys = state.committedKeys.keeping(fromSeq: seq)
-            return before - state.committedKeys.count
+        let dropped = checkpointGate.withLock { (_: inout Void) -> Int in
+            shared.withLock { state -> Int in
+                let before = state.committedKeys.count
+                state.committedKeys = state.committedKeys.keeping(fromSeq: seq)
+                return before - state.committedKeys.count
+            }
         }
         MemoryPolicy.releaseFreePages()
         return dropped
@@ -632,31 +637,31 @@ package final class JournalWriter: Sendable {
     /// committed batch. Called by the checkpoint thread, and by `close` after it has ended.
     /// Never two at once (`dedup.ckpt.tmp` is one name): only that thread calls it while it runs.
     private func writeCheckpoint() {
-        // Copying the table under the lock is O(1) (copy-on-write); the writer's next insert
-        // into a shard the snapshot still holds copies that shard, and the snapshot lets each
-        // shard go once encoded (`DedupCheckpoint.stream`).
-        // Two names, no tuple left holding the table: the drain must release its shards.
-        var keys: KeyFingerprints
-        let position: CheckpointPosition
-        (keys, position) = shared.withLock { state in
-            state.sinceCheckpoint = 0
-            return (state.committedKeys, state.position)
-        }
-        do {
-            try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint) { write throws(JournalError) in
-                try DedupCheckpoint.stream(journalID: core.journalID, throughSeq: position.throughSeq,
-                                           segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
-                                           table: &keys, segments: position.segments, emit: write)
+        // The keys are read one shard at a time under the lock (`DedupCheckpoint.stream`);
+        // a prune waits for the whole checkpoint (`checkpointGate`), so the count holds.
+        checkpointGate.withLock { (_: inout Void) -> Void in
+            let (count, generation, position) = shared.withLock { state -> (Int, Int, CheckpointPosition) in
+                state.sinceCheckpoint = 0
+                return (state.committedKeys.count, state.committedKeys.generation, state.position)
             }
-            shared.withLock {
-                $0.stats.checkpoints += 1
-                $0.checkpointedSeq = position.throughSeq
+            do throws(JournalError) {
+                try core.io.writeFileAtomically(dirfd: core.dirfd, name: JournalFiles.checkpoint) { write throws(JournalError) in
+                    try DedupCheckpoint.stream(journalID: core.journalID, throughSeq: position.throughSeq,
+                                               segmentFirstSeq: position.segmentFirstSeq, offset: position.offset,
+                                               keyCount: count, generation: generation, segments: position.segments,
+                                               shard: { index in shared.withLock { $0.committedKeys.snapshot(shard: index) } },
+                                               emit: write)
+                }
+                shared.withLock {
+                    $0.stats.checkpoints += 1
+                    $0.checkpointedSeq = position.throughSeq
+                }
+            } catch {
+                shared.withLock { $0.stats.checkpointFailures += 1 }
+                options.eventHandler?(.checkpointFailed(error))
             }
-        } catch {
-            shared.withLock { $0.stats.checkpointFailures += 1 }
-            options.eventHandler?(.checkpointFailed(error))
         }
-        // The snapshot's chunks, and the shards the writer copied away from it, are free now.
+        // The chunks, and the shards the writer copied away from a snapshot, are free now.
         MemoryPolicy.releaseFreePages()
     }
 }

@@ -120,7 +120,9 @@ import Testing
         #expect(decoded?.entries.count == 1_000)
     }
 
-    /// Streamed in small chunks while the snapshot drains: the same bytes as encoded whole.
+    /// Streamed in small chunks, one shard at a time from a table that keeps growing above the
+    /// checkpoint's seq: the same entries as the table encoded whole at that seq (a shard that
+    /// grew meanwhile lists them in another order).
     @Test func checkpointStreamedInChunksMatchesTheWholeEncoding() throws {
         var table = KeyFingerprints()
         for index in 0..<5_000 {
@@ -128,13 +130,25 @@ import Testing
         }
         let whole = DedupCheckpoint.encoded(journalID: Array(0..<16), throughSeq: 5_000, segmentFirstSeq: 1, offset: 320_000,
                                             table: table, segments: [1, 2_001])
-        var snapshot = table
         var chunks: [[UInt8]] = []
+        var later = 5_001
         try DedupCheckpoint.stream(journalID: Array(0..<16), throughSeq: 5_000, segmentFirstSeq: 1, offset: 320_000,
-                                   table: &snapshot, segments: [1, 2_001], chunkBytes: 4_096) { chunks.append($0) }
+                                   keyCount: table.count, generation: table.generation, segments: [1, 2_001], chunkBytes: 4_096,
+                                   shard: { index in
+                                       // The writer goes on committing while the checkpoint is written.
+                                       for _ in 0..<20 {
+                                           table.insert(fingerprint: KeyFingerprints.fingerprint("key-\(later)"), seq: UInt64(later), offset: 0)
+                                           later += 1
+                                       }
+                                       return table.snapshot(shard: index)
+                                   }, emit: { chunks.append($0) })
         #expect(chunks.count > 10)
-        #expect(Array(chunks.joined()) == whole)
-        #expect(DedupCheckpoint.decode(whole)?.entries.count == 5_000)
+        let streamed = try #require(DedupCheckpoint.decode(Array(chunks.joined())))
+        let reference = try #require(DedupCheckpoint.decode(whole))
+        let order = { (a: KeyFingerprints.Entry, b: KeyFingerprints.Entry) in a.seq < b.seq }
+        #expect(streamed.entries.count == 5_000)
+        #expect(streamed.entries.sorted(by: order) == reference.entries.sorted(by: order))
+        #expect(streamed.throughSeq == 5_000 && streamed.segments == [1, 2_001] && streamed.offset == 320_000)
         // Recovery's decoding, straight into a table, gives every entry back with its location.
         let loaded = try #require(DedupCheckpoint.decodeWithTable(whole))
         #expect(loaded.table.count == 5_000)
@@ -146,6 +160,22 @@ import Testing
         var damaged = whole
         damaged[100] ^= 1
         #expect(DedupCheckpoint.decodeWithTable(damaged) == nil)
+    }
+
+    /// A prune or rebase while a checkpoint is streamed fails that checkpoint instead of
+    /// writing a wrong key count.
+    @Test func checkpointOfATableRebuiltUnderneathFails() {
+        var table = KeyFingerprints()
+        for index in 0..<1_000 { table.insert(fingerprint: UInt64(index + 1) << 20, seq: UInt64(index + 1), offset: 0) }
+        let (count, generation) = (table.count, table.generation)
+        #expect(throws: JournalError.self) {
+            try DedupCheckpoint.stream(journalID: Array(0..<16), throughSeq: 1_000, segmentFirstSeq: 1, offset: 64, keyCount: count,
+                                       generation: generation, segments: [1],
+                                       shard: { index in
+                                           if index == 100 { table = table.keeping(fromSeq: 500) }
+                                           return table.snapshot(shard: index)
+                                       }, emit: { _ in })
+        }
     }
 
     @Test func segmentNamesSortBySeq() {
