@@ -42,5 +42,5 @@ swift build -Xswiftc -warnings-as-errors --build-tests
 PUSHSPOOL_REAL_FAULT_ROUNDS="$rounds" swift test --skip-build --filter 'RealFaultTests' \
     --skip 'killSoakLosesAndDoublesNothing'
 if [ "$long" = yes ]; then
-    ./scripts/kill-soak.sh --cycles 10000
+    ./scripts/kill-soak.sh --cycles 10000 --lanes 6 --release
 fi
