@@ -8,7 +8,7 @@
 # 1. the socket unit listens; pushspoold (PUSHSPOOL_FETCHER_SOCKET=) connects and systemd
 #    starts one pushspool-fetch@ instance, which is not a child of pushspoold.
 # 2. a payload's image (from a loopback HTTP server) is stored by that instance, which runs
-#    under its own seccomp filter and logs so to the journal.
+#    under its own seccomp filter and Landlock ruleset and logs so to the journal.
 # 3. SIGKILL of the instance: pushspoold reconnects, systemd starts a new instance, the next
 #    payload's image is stored; both payloads are journaled exactly once.
 #
@@ -127,6 +127,9 @@ seccomp_on() { grep -Eq '^Seccomp:[[:space:]]+2$' "/proc/$first_pid/status"; }
 check "the instance runs under its own seccomp filter (Seccomp: 2)" seccomp_on
 seccomp_logged() { journalctl --no-pager --since "@$since" -u "$first" 2>/dev/null | grep -q 'seccomp filter active'; }
 check "the instance logged that its seccomp filter is active" poll "$WAIT" seccomp_logged
+# Its own Landlock ruleset too: writes only beneath the media store, whoever started it.
+landlock_logged() { journalctl --no-pager --since "@$since" -u "$first" 2>/dev/null | grep -q 'landlock active'; }
+check "the instance logged that its Landlock ruleset is active" poll "$WAIT" landlock_logged
 
 kill -KILL "$first_pid"
 new_instance() { local name; name=$(instances | head -1); [[ -n "$name" && "$name" != "$first" ]]; }
