@@ -64,6 +64,19 @@ func runCLoop(arguments: [String]) {
     exit(moved < 0 ? 1 : 0)
 }
 
+/// Drains `spool`'s `incoming/` with the C loop as its own process; returns the seconds taken.
+func runCLoopProcess(on spool: ExternalSpool) -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: siblingBinary("pushspool-bench"))
+    process.arguments = ["c-loop", spool.incoming, spool.processing, spool.root + "/loop.log"]
+    process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+    let start = Posix.monotonicNanos()
+    try! process.run()
+    process.waitUntilExit()
+    precondition(process.terminationStatus == 0 && ExternalSpool.isEmpty(spool.incoming), "the C loop failed")
+    return Double(Posix.monotonicNanos() - start) / 1e9
+}
+
 private func externalBurst(files: Int, rounds: Int) {
     print("== burst from outside: \(files) files renamed into incoming/ of a running pushspoold, "
           + "vs the C loop (\(BASELINE_RECORDS_PER_SYNC) per fdatasync) as a process; \(rounds) alternating rounds")
@@ -90,17 +103,9 @@ private func externalBurst(files: Int, rounds: Int) {
 
         let loop = ExternalSpool(label: "cloop")
         loop.write(count: files, into: loop.incoming)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: siblingBinary("pushspool-bench"))
-        process.arguments = ["c-loop", loop.incoming, loop.processing, loop.root + "/loop.log"]
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         let loopCPUBefore = childrenCPUSeconds()
-        let loopStart = Posix.monotonicNanos()
-        try! process.run()
-        process.waitUntilExit()
-        let loopSeconds = Double(Posix.monotonicNanos() - loopStart) / 1e9
+        let loopSeconds = runCLoopProcess(on: loop)
         loopCPU.append((childrenCPUSeconds() - loopCPUBefore) / Double(files) * 1e6)
-        precondition(process.terminationStatus == 0 && ExternalSpool.isEmpty(loop.incoming), "the C loop failed")
         loop.remove()
         daemonRates.append(Double(files) / daemonSeconds)
         loopRates.append(Double(files) / loopSeconds)
