@@ -206,6 +206,11 @@ import TestSupport
             #expect(media["status"] as? String == "skipped")
             #expect(media["reason"] as? String == "media_backlog_full", "\(media)")
         }
+        // Waited for, not sampled: on a loaded machine the fetcher may connect, and the
+        // acknowledger unlink the twelve, a moment after the records land.
+        try waitUntil(timeout: 30, "MaxWaiting payloads still waiting for their media, on MaxConcurrent connections") {
+            harness.files(in: "processing").count == 8 && server.hits("/hang") == 4
+        }
         #expect(harness.files(in: "processing").count == 8, "MaxWaiting payloads still wait for their media")
         #expect(server.hits("/hang") == 4)
         #expect(harness.stop() == 0)
