@@ -110,14 +110,6 @@ struct KeyFingerprints: Sendable, Equatable {
         for fingerprint in fingerprints { insert(fingerprint: fingerprint) }
     }
 
-    /// A table from checkpoint entries (`entries`).
-    init(entries: [Entry]) {
-        self.init(minimumCapacity: entries.count)
-        // The lowest seq first: no entry then needs a rebase.
-        if let lowest = entries.lazy.map(\.seq).filter({ $0 != 0 }).min() { seqBase = lowest }
-        for entry in entries { insert(fingerprint: entry.fingerprint, seq: entry.seq, offset: entry.offset) }
-    }
-
     /// One slot: a fingerprint and where its record is.
     struct Entry: Sendable, Equatable {
         var fingerprint: UInt64
@@ -182,12 +174,13 @@ struct KeyFingerprints: Sendable, Equatable {
         while true {
             let slot = shard.slots[index]
             if slot == 0 { return found }
-            if slot == fingerprint { found.append((seq(shard.seqCodes[index]), Int64(shard.offsets8[index]) << 3)) }
+            if slot == fingerprint { found.append((Self.seq(shard.seqCodes[index], base: seqBase), Int64(shard.offsets8[index]) << 3)) }
             index = shard.next(index)
         }
     }
 
-    private func seq(_ code: UInt32) -> UInt64 { code == 0 ? 0 : seqBase + UInt64(code) - 1 }
+    /// The seq a slot's code stands for (0 = location unknown).
+    fileprivate static func seq(_ code: UInt32, base: UInt64) -> UInt64 { code == 0 ? 0 : base + UInt64(code) - 1 }
 
     mutating func formUnion(_ keys: [String]) {
         for key in keys { insert(key) }
@@ -204,14 +197,7 @@ struct KeyFingerprints: Sendable, Equatable {
     /// Calls `body` with every occupied slot, shard by shard in slot order (the order of
     /// `entries`), without building an array.
     func forEachEntry(_ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
-        for shard in shards.indices { forEachEntry(inShard: shard, body) }
-    }
-
-    func forEachEntry(inShard index: Int, _ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
-        let shard = shards[index]
-        for slot in shard.slots.indices where shard.slots[slot] != 0 {
-            body(shard.slots[slot], seq(shard.seqCodes[slot]), Int64(shard.offsets8[slot]) << 3)
-        }
+        for shard in shards.indices { snapshot(shard: shard).forEachEntry(body) }
     }
 
     /// One shard as it is now, with what its seq codes mean: O(1) (it shares the table's
@@ -224,8 +210,7 @@ struct KeyFingerprints: Sendable, Equatable {
 
         func forEachEntry(_ body: (_ fingerprint: UInt64, _ seq: UInt64, _ offset: Int64) -> Void) {
             for slot in shard.slots.indices where shard.slots[slot] != 0 {
-                let code = shard.seqCodes[slot]
-                body(shard.slots[slot], code == 0 ? 0 : seqBase + UInt64(code) - 1, Int64(shard.offsets8[slot]) << 3)
+                body(shard.slots[slot], KeyFingerprints.seq(shard.seqCodes[slot], base: seqBase), Int64(shard.offsets8[slot]) << 3)
             }
         }
     }
