@@ -7,6 +7,13 @@ internal import CPosix
 package enum Posix {
     /// Runs `body`, retrying while it fails with `EINTR`. `-1` means failure with errno set.
     @inline(__always)
+    /// CPUs this process may run on: its affinity mask (which `CPUAffinity=` narrows), or the
+    /// CPUs online when the mask cannot be read. At least 1.
+    package static func usableCPUs() -> Int {
+        let inMask = Int(cposix_usable_cpus())
+        return max(1, inMask > 0 ? inMask : sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }
+
     package static func call<R: BinaryInteger>(
         _ name: String, _ subject: @autoclosure () -> String = "",
         file: String = #fileID, line: Int = #line, _ body: () -> R

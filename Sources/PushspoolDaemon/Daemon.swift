@@ -36,8 +36,9 @@ package final class Daemon: Sendable {
     private let state: Locked<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
     private let doorbell = DispatchSemaphore(value: 0)
-    /// Where claimed files are read, normalised and handed to the journal under a burst.
-    private let processing = BlockingQueue(label: "pushspool.process")
+    /// Where claimed files are read and normalised under a burst, a chunk per lane, and handed
+    /// to the journal in claim order.
+    private let processing = ProcessingLanes<PreparedFile>(label: "pushspool.process", count: ProcessingLanes<PreparedFile>.laneCount(limit: 2))
     /// Jobs submitted to `processing` and not finished: inline processing waits for zero, so
     /// a file never overtakes files claimed before it.
     private let processingPending = Atomic<Int>(0)
@@ -449,19 +450,22 @@ package final class Daemon: Sendable {
 
     private func submit(_ names: [String]) {
         processingPending.add(1, ordering: .relaxed)
-        processing.submit { [self] in
-            for name in names { processClaimed(name) }
-            processingPending.subtract(1, ordering: .releasing)
-        }
+        processing.submit(names, prepare: { [self] name in pipeline.prepare(name) },
+                          finish: { [self] prepared in finishClaimed(prepared) },
+                          done: { [self] in processingPending.subtract(1, ordering: .releasing) })
     }
 
     /// One claimed file through the pipeline, on whichever thread decided to run it.
     private func processClaimed(_ name: String) {
+        finishClaimed(pipeline.prepare(name))
+    }
+
+    private func finishClaimed(_ prepared: PreparedFile) {
         if state.withLock({ $0.isFailed }) {
             // The journal stopped for good: touch nothing more; the file stays in processing/.
-            end(name, .leftForNextStart)
+            end(prepared.name, .leftForNextStart)
         } else {
-            pipeline.process(name)
+            pipeline.finish(prepared)
         }
     }
 

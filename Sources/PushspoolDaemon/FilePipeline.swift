@@ -68,18 +68,23 @@ final class FilePipeline: Sendable {
 
     /// Takes a claimed file (now in `processing/`) to its end.
     func process(_ name: String) {
+        finish(prepare(name))
+    }
+
+    /// The half of `process` that decides nothing in order: read, hash, normalise and, for a
+    /// record that needs no download, build its body. Files of a burst are prepared on several
+    /// threads at once; `finish` then takes them in claim order.
+    func prepare(_ name: String) -> PreparedFile {
         let read: SpoolReadResult
         do {
             read = try spool.read(processing: name)
         } catch {
             // Gone, or unreadable for a transient reason (EIO, EMFILE): leave it for the next start.
-            reporter.leftInPlace(name, "cannot read claimed file, leaving it in processing/: \(error)")
-            onEnd(name, .leftForNextStart)
-            return
+            return .leftForNextStart(name: name, message: "cannot read claimed file, leaving it in processing/: \(error)")
         }
         switch read {
         case .refused(let code, let message):
-            quarantine(name, code: code, message: message, stage: .read, size: nil, sha256: nil)
+            return .refused(name: name, code: code, message: message, stage: .read, size: nil, sha256: nil)
         case .contents(let file):
             let bytes = file.bytes
             if let crashMarker, Self.contains(bytes, crashMarker) {
@@ -90,17 +95,45 @@ final class FilePipeline: Sendable {
             let source = SourceFile(name: name, size: bytes.count, sha256: digest)
             switch Normalizer.classify(bytes, options: options) {
             case .refused(let refusal):
-                quarantine(name, code: refusal.code.rawValue, message: refusal.message, stage: .normalize,
-                           size: bytes.count, sha256: digest)
+                return .refused(name: name, code: refusal.code.rawValue, message: refusal.message, stage: .normalize,
+                                size: bytes.count, sha256: digest)
             case .notification(let notification):
-                fetchMediaThenJournal(notification, source: source)
+                let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP, enabled: media != nil)
+                switch decision {
+                case .fetch(let url) where media != nil:
+                    return .needsMedia(notification, url: url, source: source)
+                case .skip(let reason) where notification.mediaUrl != nil:
+                    return .record(record(notification, source: source, media: .skipped(url: notification.mediaUrl ?? "", reason: reason)),
+                                   mediaSkipped: true)
+                default:
+                    // The journal's own dedup check in `submit` covers payloads without a download.
+                    return .record(record(notification, source: source, media: nil), mediaSkipped: false)
+                }
             case .event(let event):
                 // A Notification Center event: journaled like a push (deduplicated by its id),
                 // then applied by the followers; it never waits for media.
                 let ingestMillis = Posix.wallClockMillis()
-                append(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
-                       ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: name))
+                return .record(PreparedRecord(key: event.dedupKey,
+                                              body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
+                                              ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: name)),
+                               mediaSkipped: false)
             }
+        }
+    }
+
+    /// The half of `process` that must run in claim order: quarantine, download or journal.
+    func finish(_ prepared: PreparedFile) {
+        switch prepared {
+        case .leftForNextStart(let name, let message):
+            reporter.leftInPlace(name, message)
+            onEnd(name, .leftForNextStart)
+        case .refused(let name, let code, let message, let stage, let size, let sha256):
+            quarantine(name, code: code, message: message, stage: stage, size: size, sha256: sha256)
+        case .record(let record, let mediaSkipped):
+            if mediaSkipped { counters.mediaSkipped.add(1, ordering: .relaxed) }
+            append(record)
+        case .needsMedia(let notification, let url, let source):
+            fetchMediaThenJournal(notification, url: url, source: source)
         }
     }
 
@@ -118,16 +151,9 @@ final class FilePipeline: Sendable {
         quarantine(name, code: code, message: message, stage: .read, size: nil, sha256: nil)
     }
 
-    private func fetchMediaThenJournal(_ notification: PushNotification, source: SourceFile) {
-        let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP, enabled: media != nil)
-        guard case .fetch(let url) = decision, let media else {
-            // The journal's own dedup check in `submit` covers payloads without a download.
-            if case .skip(let reason) = decision, notification.mediaUrl != nil {
-                counters.mediaSkipped.add(1, ordering: .relaxed)
-                append(notification, source: source, media: .skipped(url: notification.mediaUrl ?? "", reason: reason))
-            } else {
-                append(notification, source: source, media: nil)
-            }
+    private func fetchMediaThenJournal(_ notification: PushNotification, url: String, source: SourceFile) {
+        guard let media else {
+            append(record(notification, source: source, media: nil))
             return
         }
         if journal.contains(key: notification.dedupKey) {
@@ -139,7 +165,7 @@ final class FilePipeline: Sendable {
             // Every payload waiting for media also holds a slot of the in-flight bound; past
             // this many, the record lands now without its media instead of blocking intake.
             counters.mediaSkipped.add(1, ordering: .relaxed)
-            append(notification, source: source, media: .skipped(url: url, reason: "media_backlog_full"))
+            append(record(notification, source: source, media: .skipped(url: url, reason: "media_backlog_full")))
             return
         }
         counters.mediaInFlight.add(1, ordering: .relaxed)
@@ -156,20 +182,20 @@ final class FilePipeline: Sendable {
             } else {
                 reporter.mediaFailed(notification, file: source.name, url: url, outcome: outcome)
             }
-            append(notification, source: source, media: .fetched(outcome))
+            append(record(notification, source: source, media: .fetched(outcome)))
         }
     }
 
-    private func append(_ notification: PushNotification, source: SourceFile, media: RecordMedia?) {
+    private func record(_ notification: PushNotification, source: SourceFile, media: RecordMedia?) -> PreparedRecord {
         let ingestMillis = Posix.wallClockMillis()
-        let body = RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis)
-        append(key: notification.dedupKey, body: body, ingestMillis: ingestMillis, source: source,
-               fields: Reporter.payloadFields(notification, file: source.name))
+        return PreparedRecord(key: notification.dedupKey,
+                              body: RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis),
+                              ingestMillis: ingestMillis, source: source, fields: Reporter.payloadFields(notification, file: source.name))
     }
 
-    /// Submits one record and finishes its file when the journal answers. `fields` name the
-    /// record in the events that report it.
-    private func append(key: String, body: [UInt8], ingestMillis: Int64, source: SourceFile, fields: [(String, String)]) {
+    /// Submits one record and finishes its file when the journal answers.
+    private func append(_ record: PreparedRecord) {
+        let (key, body, ingestMillis, source, fields) = (record.key, record.body, record.ingestMillis, record.source, record.fields)
         let started = Posix.monotonicNanos()
         journal.submit(key: key, body: body, ingestMillis: ingestMillis) { [self] result in
             switch result {
@@ -253,6 +279,34 @@ final class FilePipeline: Sendable {
         }
         onEnd(name, .done)
     }
+}
+
+/// A claimed file read and normalised, waiting for its turn (`FilePipeline.finish`).
+enum PreparedFile: Sendable {
+    case leftForNextStart(name: String, message: String)
+    case refused(name: String, code: String, message: String, stage: QuarantineReason.Stage, size: Int?, sha256: String?)
+    /// Ready to journal; `mediaSkipped` when its media was not fetched by rule.
+    case record(PreparedRecord, mediaSkipped: Bool)
+    case needsMedia(PushNotification, url: String, source: SourceFile)
+
+    /// The spool file's name.
+    var name: String {
+        switch self {
+        case .leftForNextStart(let name, _), .refused(let name, _, _, _, _, _): return name
+        case .record(let record, _): return record.source.name
+        case .needsMedia(_, _, let source): return source.name
+        }
+    }
+}
+
+/// A record's journal key and body, and the event fields that will report it.
+struct PreparedRecord: Sendable {
+    var key: String
+    var body: [UInt8]
+    var ingestMillis: Int64
+    var source: SourceFile
+    /// Name the record in the events that report it.
+    var fields: [(String, String)]
 }
 
 /// Where a record's bytes came from.

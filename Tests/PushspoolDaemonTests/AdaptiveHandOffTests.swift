@@ -21,10 +21,14 @@ import PushJournal
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { close(devNull) }
         let committed = Locked<Set<String>>([])
+        let seqs = Locked<[String: UInt64]>([:])
         let daemon = try Daemon(arguments: DaemonArguments(), store: store,
                                 events: EventLog(identifier: "adaptive-test", destination: .lines(fd: devNull)),
                                 notifier: SystemdNotifier(), metrics: Metrics(),
-                                onCommitted: { name, _ in _ = committed.withLock { $0.insert(name) } })
+                                onCommitted: { name, seq in
+                                    _ = committed.withLock { $0.insert(name) }
+                                    seqs.withLock { $0[name] = seq }
+                                })
         Thread { _ = daemon.run() }.start()
         defer {
             daemon.requestStop()
@@ -65,6 +69,11 @@ import PushJournal
         try waitFor("the burst to be durable") { committed.withLock { $0.count } == slow + burst }
         let inlineInBurst = daemon.inlineProcessed.load(ordering: .relaxed) - inlineAfterSlow
         #expect(inlineInBurst < burst / 4, "\(inlineInBurst) of \(burst) burst files processed inline: the burst was not handed over")
+        // Prepared on several lanes, journaled in claim order: inotify reports the renames in
+        // the order made, so sequence numbers follow the files' indices.
+        let burstSeqs = seqs.withLock { seqs in (0..<burst).map { seqs["burst-\($0).json"] ?? 0 } }
+        let outOfOrder = zip(burstSeqs, burstSeqs.dropFirst()).filter { $0 >= $1 }.count
+        #expect(outOfOrder == 0, "\(outOfOrder) burst files journaled before one claimed ahead of them")
         // Acknowledged means removed: nothing is left in the spool once every record is durable.
         try waitFor("the spool to empty") {
             let incoming = try FileManager.default.contentsOfDirectory(atPath: root + "/spool/incoming")

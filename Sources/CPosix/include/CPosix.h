@@ -16,4 +16,6 @@ int cposix_install_crash_mark(int fd, long offset, char mark);
 /// setpriority(PRIO_PROCESS, gettid(), niceness): Linux applies it to the calling thread only.
 /// Returns 0, or -1 with errno set.
 int cposix_set_thread_niceness(int niceness);
+/// CPUs in the calling thread's affinity mask (sched_getaffinity, CPU_COUNT), or -1 with errno set.
+int cposix_usable_cpus(void);
 #endif
