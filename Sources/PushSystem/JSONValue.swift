@@ -103,12 +103,25 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            // A record's object has a dozen keys: sorted with memcmp over the keys' contiguous
-            // UTF-8 rather than the generic, per-byte `lexicographicallyPrecedes` the profile
-            // named among the top costs of record serialisation. Same order (bytewise).
-            let sorted = members.count < 2 ? Array(members) : members.sorted { JSONValue.utf8Precedes($0.key, $1.key) }
-            for (i, member) in sorted.enumerated() {
+            // Bytewise key order. Sorted as (first 8 key bytes, index) pairs — plain integers,
+            // where sorting the (key, value) members themselves moved reference-counted
+            // strings and enums with every swap, which the burst profile put at two thirds of
+            // record serialisation. Equal prefixes fall back to the full comparison.
+            var order: [(prefix: UInt64, index: [String: JSONValue].Index)] = []
+            order.reserveCapacity(members.count)
+            var index = members.startIndex
+            while index != members.endIndex {
+                order.append((JSONValue.keyPrefix(members[index].key), index))
+                members.formIndex(after: &index)
+            }
+            if order.count > 1 {
+                order.sort { a, b in
+                    a.prefix != b.prefix ? a.prefix < b.prefix : JSONValue.utf8Precedes(members[a.index].key, members[b.index].key)
+                }
+            }
+            for (i, entry) in order.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
+                let member = members[entry.index]
                 JSONValue.writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
                 member.value.write(into: &out)
@@ -118,6 +131,19 @@ extension JSONValue {
     }
 
     private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The first 8 UTF-8 bytes of `key`, big-endian, zero-padded: comparing two prefixes orders
+    /// keys as `utf8Precedes` does, except that equal prefixes need the full comparison.
+    static func keyPrefix(_ key: String) -> UInt64 {
+        var prefix: UInt64 = 0
+        var taken = 0
+        for byte in key.utf8 {
+            prefix = prefix << 8 | UInt64(byte)
+            taken += 1
+            if taken == 8 { break }
+        }
+        return taken == 8 ? prefix : prefix << UInt64(8 * (8 - taken))
+    }
 
     /// Whether `a` sorts before `b` by their UTF-8 bytes (code point order), the canonical key
     /// order. memcmp on native strings; the generic comparison for bridged ones.
