@@ -79,6 +79,13 @@ func benchPayload(_ i: Int) -> [UInt8] {
         """.utf8)
 }
 
+/// `PUSHSPOOL_BENCH_CONFIG`: configuration lines appended to every daemon the benches start
+/// (`\n` for a line break), to measure a setting, e.g. `[Journal]\nMaxBatchDelaySec=0`.
+func benchConfigFromEnvironment() -> String {
+    guard let extra = ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_CONFIG"], !extra.isEmpty else { return "" }
+    return "\n" + extra.replacingOccurrences(of: "\\n", with: "\n") + "\n"
+}
+
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return 0 }
@@ -106,7 +113,8 @@ final class ExternalSpool: @unchecked Sendable {
         for dir in ["spool/tmp", "spool/incoming", "spool/processing", "spool/failed", "stage", "state"] {
             try! FileManager.default.createDirectory(atPath: root + "/" + dir, withIntermediateDirectories: true)
         }
-        try! "[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=no\n[Outbox]\nEnabled=no\n"
+        try! ("[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=no\n[Outbox]\nEnabled=no\n"
+              + benchConfigFromEnvironment())
             .write(toFile: config, atomically: true, encoding: .utf8)
     }
 

@@ -5,6 +5,7 @@ import CBenchBaseline
 import PushConfig
 import PushSystem
 import PushSystemd
+import PushJournal
 import PushspoolDaemon
 
 /// `pushspool-bench ingest [--files N] [--rounds K] [--rates R,R] [--seconds S] [--inbox-compare]`
@@ -221,6 +222,7 @@ private func steadyLatency(rate: Int, seconds: Int) {
         steady.publish(name: name)
     }
     while latencies.withLock({ $0.count }) < total { usleep(2_000) }
+    let stats = steadyDaemon.journalStats
     steadyDaemon.requestStop()
     while !steadyDaemon.hasReturned { usleep(5_000) }
     let sorted = latencies.withLock { $0 }.sorted()
@@ -228,6 +230,13 @@ private func steadyLatency(rate: Int, seconds: Int) {
     let p50 = percentile(0.50), p99 = percentile(0.99), p999 = percentile(0.999)
     print(String(format: "latency p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files (target at 1,000/s: p99 ≤ 5 ms, p999 ≤ 10 ms)",
                  p50, p99, p999, Double(sorted.last ?? 0) / 1e6, sorted.count))
+    // What the tail is made of: the journal's own fdatasync times beside the latencies.
+    let bounds = JournalWriterStats.syncBucketBoundsMicros
+    let buckets = stats.fsyncLatencyBuckets.enumerated().filter { $0.element > 0 }.map { index, count in
+        (index < bounds.count ? "≤\(bounds[index]) µs" : ">\(bounds.last ?? 0) µs") + ": \(count)"
+    }
+    print(String(format: "journal: %llu fsyncs, %.1f records a sync; fdatasync times ", stats.fsyncs,
+                 Double(stats.records) / Double(max(1, stats.fsyncs))) + buckets.joined(separator: ", "))
     let met: Bool? = rate <= 1_000 ? (p99 <= 5 && p999 <= 10) : nil
     BenchResults.shared.add("drop-to-durable at \(rate)/s", String(format: "p50 %.2f ms, p99 %.2f ms, p999 %.2f ms", p50, p99, p999),
                             target: rate <= 1_000 ? "p99 ≤ 5 ms, p999 ≤ 10 ms" : "", met: met)
@@ -275,7 +284,8 @@ final class BenchSpool: @unchecked Sendable {
     /// `extraConfig`: more sections appended to the file (the export benchmark's `[Export]`).
     func makeDaemon(inbox: Bool = true, extraConfig: String = "", onCommitted: @escaping @Sendable (String, UInt64) -> Void) -> Daemon {
         let config = root + "/pushspool.conf"
-        try! ("[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=\(inbox ? "yes" : "no")\n" + extraConfig)
+        try! ("[Spool]\nStableAgeSec=0\n[Media]\nEnabled=no\n[Metrics]\nIntervalSec=1h\n[Inbox]\nEnabled=\(inbox ? "yes" : "no")\n" + extraConfig
+              + benchConfigFromEnvironment())
             .write(toFile: config, atomically: true, encoding: .utf8)
         let store = try! ConfigurationStore(mainFile: config, overrides: ConfigOverride.paths(spool: root + "/spool", stateDirectory: root + "/state"))
         let events = EventLog(identifier: "pushspool-bench", destination: .lines(fd: open("/dev/null", O_WRONLY)))
