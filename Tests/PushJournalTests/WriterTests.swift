@@ -173,6 +173,26 @@ import TestSupport
         try writer.close()
     }
 
+    /// After a batch of several records the writer waits for company, but never longer than
+    /// the last sync took: a record arriving alone then is durable in milliseconds, not after
+    /// the whole `maxBatchDelay` (which at a steady 1,000 files/s pushed p99 latency up).
+    @Test func waitForCompanyIsCappedAtTheLastSync() throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.maxBatchDelay = .milliseconds(900) })
+        let done = DispatchSemaphore(value: 0)
+        for i in 0..<20 {
+            writer.submit(key: "burst\(i)", body: [1], ingestMillis: 0) { _ in done.signal() }
+        }
+        for _ in 0..<20 { done.wait() }
+        #expect(writer.stats.largestBatch > 1)
+        usleep(20_000)
+        let started = Posix.monotonicNanos()
+        #expect(seq(append(writer, "alone")) == 21)
+        let waited = Posix.monotonicNanos() - started
+        #expect(waited < 450_000_000, "a lone record after a batch waited \(waited / 1_000_000) ms of the 900 ms delay")
+        try writer.close()
+    }
+
     @Test func completionRunsOnlyAfterTheSync() throws {
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
