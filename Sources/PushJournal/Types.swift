@@ -26,7 +26,8 @@ package struct JournalOptions: Sendable {
     /// A segment is closed and a new one started once it reaches this size.
     package var segmentBytes: Int64 = 64 << 20
     /// How long the first record of a batch may wait for others before its sync starts. Applied
-    /// only while batches have had more than one record, so a sequential producer is not slowed.
+    /// only while batches have had more than one record, so a sequential producer is not slowed,
+    /// and never for longer than the last sync took.
     package var maxBatchDelay: Duration = .milliseconds(2)
     package var maxBatchRecords = 1024
     package var maxBatchBytes = 1 << 20
