@@ -1,3 +1,5 @@
+import PushSystem
+
 /// On-disk formats of the journal: segment header, record frame, COMMITTED watermark.
 /// Pure encoding and decoding, no I/O, so every rule is testable byte by byte (JOURNAL.md b.2, b.3, b.7).
 /// All integers are little-endian.
@@ -169,7 +171,7 @@ package enum RecordFrame {
         let bytes = UnsafeRawBufferPointer(rebasing: body[0..<Int(header.bodyLength)])
         guard CRC32C.mask(CRC32C.checksum(bytes)) == header.bodyCRC else { return .failure(.init("record body checksum mismatch")) }
         let keyBytes = UnsafeRawBufferPointer(rebasing: bytes[0..<Int(header.keyLength)])
-        guard let key = String(validating: keyBytes, as: UTF8.self) else { return .failure(.init("record key is not UTF-8")) }
+        guard let key = UTF8Text.string(keyBytes) else { return .failure(.init("record key is not UTF-8")) }
         guard copyJSON else { return .success((key, nil)) }
         return .success((key, Array(UnsafeRawBufferPointer(rebasing: bytes[Int(header.keyLength)...]))))
     }

@@ -389,7 +389,7 @@ enum RetiredKeys {
                 let length = Int(raw[at + 8])
                 guard at + 9 + length <= raw.count else { return nil }
                 if entrySeq == seq {
-                    return String(validating: UnsafeRawBufferPointer(rebasing: raw[(at + 9)..<(at + 9 + length)]), as: UTF8.self)
+                    return UTF8Text.string(UnsafeRawBufferPointer(rebasing: raw[(at + 9)..<(at + 9 + length)]))
                 }
                 at += 9 + length
             }

@@ -268,7 +268,7 @@ package enum JournalVerifier {
             report.problems.append("COMMITTED names seq \(committed) but the journal ends at \(end): acknowledged records are missing")
         }
         if let bytes = try? fileSystem.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) {
-            if let checkpoint = DedupCheckpoint.decode(bytes) {
+            if let checkpoint = DedupCheckpoint.validated(bytes) {
                 if checkpoint.throughSeq > (report.lastSeq ?? 0) {
                     report.notes.append("dedup.ckpt covers seq \(checkpoint.throughSeq), beyond the journal; it will be rebuilt at start")
                 }

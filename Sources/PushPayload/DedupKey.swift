@@ -1,3 +1,5 @@
+import PushSystem
+
 /// The journal's de-duplication key of a push or an event, and its one size limit.
 ///
 /// Three forms, all valid UTF-8 (the journal stores keys as UTF-8 and compares their bytes):
@@ -69,7 +71,7 @@ package enum DedupKey {
         let userStart = i + 1
         let userEnd = userStart + length
         guard userEnd < bytes.count, bytes[userEnd] == UInt8(ascii: ":") else { return nil }
-        guard let user = String(validating: bytes[userStart..<userEnd], as: UTF8.self) else { return nil }
+        guard let user = UTF8Text.string(bytes[userStart..<userEnd]) else { return nil }
         return (vendor, String(decoding: bytes[(userEnd + 1)...], as: UTF8.self), user)
     }
 }

@@ -92,7 +92,7 @@ package final class DirectoryScanner {
                 break
             }
             let raw = entry.name
-            let valid = String(validating: raw, as: UTF8.self)
+            let valid = UTF8Text.string(raw)
             let name = valid ?? SpoolName.escape(raw: raw)
             if !accepts(name) {
                 skipped += 1

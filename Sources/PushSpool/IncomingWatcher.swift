@@ -50,7 +50,7 @@ package enum InotifyDecoder {
             // The kernel pads the name with NULs to an alignment boundary.
             let nameBytes = UnsafeRawBufferPointer(rebasing: buffer[nameStart..<(nameStart + length)])
             let raw = Array(nameBytes.prefix(while: { $0 != 0 }))
-            if let name = String(validating: raw, as: UTF8.self) {
+            if let name = UTF8Text.string(raw) {
                 if !SpoolName.isIgnored(name) { events.append(.file(name)) }
             } else if raw.first != UInt8(ascii: ".") {
                 events.append(.rawName(raw))

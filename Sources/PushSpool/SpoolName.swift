@@ -1,3 +1,5 @@
+import PushSystem
+
 /// Rules for names of entries in the spool directories.
 ///
 /// `Sendable`: case-less namespace.
@@ -47,7 +49,7 @@ package enum SpoolName {
     /// unchanged, every byte of an invalid sequence becomes `%XX`, so names that cannot be
     /// represented as a Swift `String` can still be renamed into something the daemon can open.
     package static func escape(raw: [UInt8]) -> String {
-        if let valid = String(validating: raw, as: UTF8.self) { return valid }
+        if let valid = UTF8Text.string(raw) { return valid }
         var out = ""
         var index = 0
         while index < raw.count {

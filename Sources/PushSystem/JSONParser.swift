@@ -252,7 +252,7 @@ private struct Cursor {
     }
 
     func makeString(_ raw: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> String {
-        guard let s = String(validating: raw, as: UTF8.self) else { throw invalid("invalid UTF-8 in string") }
+        guard let s = UTF8Text.string(raw) else { throw invalid("invalid UTF-8 in string") }
         return s
     }
 

@@ -15,3 +15,36 @@ package extension StringProtocol {
         byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }
 }
+
+/// UTF-8 bytes to `String`, validated, fast for ASCII.
+///
+/// `String(validating:as:)` reaches callers unspecialised: every call looked up generic
+/// metadata in the runtime's cache, which was 15 % of `pushspoolctl journal verify` (one key
+/// per record) and showed in the daemon's JSON parser too. Keys, spool names and nearly every
+/// JSON string are ASCII, and ASCII is valid UTF-8: one pass for a high bit, then a copy.
+/// Anything else takes the full validation.
+package enum UTF8Text {
+    package static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return "" }
+        return string(UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+    }
+
+    package static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    package static func string(_ bytes: [UInt8]) -> String? {
+        bytes.withUnsafeBufferPointer { string($0) }
+    }
+
+    package static func string(_ bytes: ArraySlice<UInt8>) -> String? {
+        bytes.withUnsafeBufferPointer { string($0) }
+    }
+
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        return high < 0x80
+    }
+}

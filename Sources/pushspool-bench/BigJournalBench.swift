@@ -20,7 +20,11 @@ func runBigJournalBench(arguments: [String]) {
         exit(64)
     }
     let spool = ExternalSpool(label: "bigjournal")
-    defer { spool.remove() }
+    // PUSHSPOOL_BENCH_KEEP: leave the journal for a profiler (`perf record pushspoolctl … journal verify`).
+    let keep = ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_KEEP"] != nil
+    defer {
+        if keep { print("kept: --config \(spool.config) --state-dir \(spool.state)") } else { spool.remove() }
+    }
     // One real record, so the bodies are what the daemon writes.
     spool.write(count: 1, into: spool.incoming, prefix: "seed")
     guard let seed = try? DaemonProcess(spool: spool), seed.waitReady() else {
