@@ -186,7 +186,10 @@ import PushJournal
     @Test(arguments: StopPoint.allCases)
     func sigkillAtNamedPointLosesAndDoublesNothing(_ point: StopPoint) throws {
         let rounds = max(1, Int(ProcessInfo.processInfo.environment["PUSHSPOOL_REAL_FAULT_ROUNDS"] ?? "") ?? 3)
-        let harness = try DaemonHarness(name: "realfault-stop-\(point.name)", config: Self.config)
+        // At most 16 records a batch, so one round's 150 files make at least 10 writes and syncs
+        // whatever the timing: with two processing lanes a round could go in three batches, and
+        // `after-write:4` was then never reached.
+        let harness = try DaemonHarness(name: "realfault-stop-\(point.name)", config: Self.config + "MaxBatchRecords=16\n")
         defer { harness.stop(signal: SIGKILL) }
         let tag = "sp\(point.rawValue)"
         var names: [(String, String)] = []
