@@ -100,7 +100,7 @@ final class FilePipeline: Sendable {
             case .notification(let notification):
                 let decision = MediaDecision(notification: notification, allowHTTP: mediaAllowsHTTP, enabled: media != nil)
                 switch decision {
-                case .fetch(let url) where media != nil:
+                case .fetch(let url):
                     return .needsMedia(notification, url: url, source: source)
                 case .skip(let reason) where notification.mediaUrl != nil:
                     return .record(record(notification, source: source, media: .skipped(url: notification.mediaUrl ?? "", reason: reason)),
@@ -112,11 +112,7 @@ final class FilePipeline: Sendable {
             case .event(let event):
                 // A Notification Center event: journaled like a push (deduplicated by its id),
                 // then applied by the followers; it never waits for media.
-                let ingestMillis = Posix.wallClockMillis()
-                return .record(PreparedRecord(key: event.dedupKey,
-                                              body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
-                                              ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: name)),
-                               mediaSkipped: false)
+                return .record(record(event, source: source), mediaSkipped: false)
             }
         }
     }
@@ -153,6 +149,7 @@ final class FilePipeline: Sendable {
 
     private func fetchMediaThenJournal(_ notification: PushNotification, url: String, source: SourceFile) {
         guard let media else {
+            // No fetcher (media disabled): journaled without media, as any other payload.
             append(record(notification, source: source, media: nil))
             return
         }
@@ -193,11 +190,18 @@ final class FilePipeline: Sendable {
                               ingestMillis: ingestMillis, source: source, fields: Reporter.payloadFields(notification, file: source.name))
     }
 
+    private func record(_ event: PushEvent, source: SourceFile) -> PreparedRecord {
+        let ingestMillis = Posix.wallClockMillis()
+        return PreparedRecord(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
+                              ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: source.name))
+    }
+
     /// Submits one record and finishes its file when the journal answers.
     private func append(_ record: PreparedRecord) {
-        let (key, body, ingestMillis, source, fields) = (record.key, record.body, record.ingestMillis, record.source, record.fields)
+        // The completion keeps only what it reports, not the body.
+        let source = record.source, fields = record.fields
         let started = Posix.monotonicNanos()
-        journal.submit(key: key, body: body, ingestMillis: ingestMillis) { [self] result in
+        journal.submit(key: record.key, body: record.body, ingestMillis: record.ingestMillis) { [self] result in
             switch result {
             case .committed(let seq):
                 // Durable now (this runs after the covering fdatasync); the unlink that
