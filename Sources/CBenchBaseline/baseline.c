@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <isa-l/crc.h>
 #include "CBenchBaseline.h"
@@ -25,80 +26,181 @@ struct frame_header {
     uint64_t reserved;
 };
 
-static int flush_batch(int log_fd, int proc_fd, char *frames, size_t frame_bytes, char (*names)[256], int count) {
+/* What both loops share: the directory fds, the log, and the batch being built. */
+struct loop {
+    int in_fd, proc_fd, log_fd;
+    char *frames;
+    size_t frame_bytes, capacity;
+    char (*names)[256];
+    int count;
+    char *buffer;
+    uint64_t seq;
+};
+
+enum { max_file = 65536 };
+
+static int loop_open(struct loop *l, const char *incoming, const char *processing, const char *log_path) {
+    memset(l, 0, sizeof *l);
+    l->in_fd = open(incoming, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    l->proc_fd = open(processing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    l->log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    l->capacity = (size_t)BASELINE_RECORDS_PER_SYNC * 2048;
+    l->frames = malloc(l->capacity);
+    l->names = calloc(BASELINE_RECORDS_PER_SYNC, 256);
+    l->buffer = malloc(max_file);
+    l->seq = 1;
+    return (l->in_fd < 0 || l->proc_fd < 0 || l->log_fd < 0 || !l->frames || !l->names || !l->buffer) ? -1 : 0;
+}
+
+static void loop_close(struct loop *l) {
+    free(l->frames);
+    free(l->names);
+    free(l->buffer);
+    if (l->in_fd >= 0) close(l->in_fd);
+    if (l->proc_fd >= 0) close(l->proc_fd);
+    if (l->log_fd >= 0) close(l->log_fd);
+}
+
+/* Claims, reads and frames one file into the batch. 1 when added, 0 when it was gone or
+ * unreadable, -1 on an allocation failure. */
+static int loop_take(struct loop *l, const char *name) {
+    if (syscall(SYS_renameat2, l->in_fd, name, l->proc_fd, name, RENAME_NOREPLACE) != 0) return 0;
+    int fd = openat(l->proc_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, l->buffer, max_file);
+    close(fd);
+    if (n < 0) n = 0;
+    size_t need = sizeof(struct frame_header) + (((size_t)n + 7) & ~(size_t)7);
+    if (l->frame_bytes + need > l->capacity) {
+        l->capacity = (l->frame_bytes + need) * 2;
+        l->frames = realloc(l->frames, l->capacity);
+        if (!l->frames) return -1;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct frame_header header = {
+        .magic = 0x50534a52u, .length = (uint32_t)n, .seq = l->seq++,
+        .ingest_millis = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+        .body_crc = crc32_iscsi((unsigned char *)l->buffer, (int)n, 0xffffffffu),
+    };
+    header.header_crc = crc32_iscsi((unsigned char *)&header, 24, 0xffffffffu);
+    memcpy(l->frames + l->frame_bytes, &header, sizeof header);
+    memcpy(l->frames + l->frame_bytes + sizeof header, l->buffer, (size_t)n);
+    memset(l->frames + l->frame_bytes + sizeof header + n, 0, need - sizeof header - (size_t)n);
+    l->frame_bytes += need;
+    snprintf(l->names[l->count++], 256, "%s", name);
+    return 1;
+}
+
+/* One write and one fdatasync for the batch, then its unlinks. */
+static int loop_flush(struct loop *l) {
     size_t off = 0;
-    while (off < frame_bytes) {
-        ssize_t w = write(log_fd, frames + off, frame_bytes - off);
+    while (off < l->frame_bytes) {
+        ssize_t w = write(l->log_fd, l->frames + off, l->frame_bytes - off);
         if (w <= 0) return -1;
         off += (size_t)w;
     }
-    if (fdatasync(log_fd) != 0) return -1;
-    for (int i = 0; i < count; i++) unlinkat(proc_fd, names[i], 0);
+    if (fdatasync(l->log_fd) != 0) return -1;
+    for (int i = 0; i < l->count; i++) unlinkat(l->proc_fd, l->names[i], 0);
     return 0;
 }
 
+static void loop_reset(struct loop *l) {
+    l->count = 0;
+    l->frame_bytes = 0;
+}
+
 long baseline_ingest(const char *incoming, const char *processing, const char *log_path) {
-    int in_fd = open(incoming, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int proc_fd = open(processing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (in_fd < 0 || proc_fd < 0 || log_fd < 0) return -1;
-    DIR *dir = fdopendir(dup(in_fd));
-    if (!dir) return -1;
-    enum { max_file = 65536 };
-    size_t capacity = (size_t)BASELINE_RECORDS_PER_SYNC * 2048;
-    char *frames = malloc(capacity);
-    char (*names)[256] = calloc(BASELINE_RECORDS_PER_SYNC, 256);
-    char *buffer = malloc(max_file);
-    if (!frames || !names || !buffer) return -1;
-    size_t frame_bytes = 0;
-    int count = 0;
-    long done = 0;
-    uint64_t seq = 1;
+    struct loop l;
+    long done = -1;
+    if (loop_open(&l, incoming, processing, log_path) != 0) goto out;
+    DIR *dir = fdopendir(dup(l.in_fd));
+    if (!dir) goto out;
+    done = 0;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
         if (entry->d_name[0] == '.') continue;
-        if (syscall(SYS_renameat2, in_fd, entry->d_name, proc_fd, entry->d_name, RENAME_NOREPLACE) != 0) continue;
-        int fd = openat(proc_fd, entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, buffer, max_file);
-        close(fd);
-        if (n < 0) n = 0;
-        size_t need = sizeof(struct frame_header) + (((size_t)n + 7) & ~(size_t)7);
-        if (frame_bytes + need > capacity) {
-            capacity = (frame_bytes + need) * 2;
-            frames = realloc(frames, capacity);
-            if (!frames) return -1;
-        }
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        struct frame_header header = {
-            .magic = 0x50534a52u, .length = (uint32_t)n, .seq = seq++,
-            .ingest_millis = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-            .body_crc = crc32_iscsi((unsigned char *)buffer, (int)n, 0xffffffffu),
-        };
-        header.header_crc = crc32_iscsi((unsigned char *)&header, 24, 0xffffffffu);
-        memcpy(frames + frame_bytes, &header, sizeof header);
-        memcpy(frames + frame_bytes + sizeof header, buffer, (size_t)n);
-        memset(frames + frame_bytes + sizeof header + n, 0, need - sizeof header - (size_t)n);
-        frame_bytes += need;
-        snprintf(names[count++], 256, "%s", entry->d_name);
-        if (count == BASELINE_RECORDS_PER_SYNC) {
-            if (flush_batch(log_fd, proc_fd, frames, frame_bytes, names, count) != 0) return -1;
-            done += count;
-            count = 0;
-            frame_bytes = 0;
+        int taken = loop_take(&l, entry->d_name);
+        if (taken < 0) { done = -1; break; }
+        if (taken == 1 && l.count == BASELINE_RECORDS_PER_SYNC) {
+            if (loop_flush(&l) != 0) { done = -1; break; }
+            done += l.count;
+            loop_reset(&l);
         }
     }
-    if (count > 0) {
-        if (flush_batch(log_fd, proc_fd, frames, frame_bytes, names, count) != 0) return -1;
-        done += count;
+    if (done >= 0 && l.count > 0) {
+        if (loop_flush(&l) != 0) done = -1;
+        else done += l.count;
     }
-    free(frames);
-    free(names);
-    free(buffer);
     closedir(dir);
-    close(in_fd);
-    close(proc_fd);
-    close(log_fd);
+out:
+    loop_close(&l);
+    return done;
+}
+
+int baseline_watch(const char *incoming) {
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0) return -1;
+    if (inotify_add_watch(fd, incoming, IN_MOVED_TO) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static uint64_t monotonic_nanos(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Flushes the batch and stamps each of its files with the moment it became durable. */
+static int follow_flush(struct loop *l, const long *indexes, long count, uint64_t *durable_nanos) {
+    if (loop_flush(l) != 0) return -1;
+    uint64_t now = monotonic_nanos();
+    for (int i = 0; i < l->count; i++) {
+        if (indexes[i] >= 0 && indexes[i] < count) durable_nanos[indexes[i]] = now;
+    }
+    return 0;
+}
+
+long baseline_follow(int watch_fd, const char *incoming, const char *processing, const char *log_path,
+                     long count, uint64_t *durable_nanos) {
+    struct loop l;
+    long done = -1;
+    char *events = malloc(65536);
+    long *indexes = calloc(BASELINE_RECORDS_PER_SYNC, sizeof(long));
+    if (loop_open(&l, incoming, processing, log_path) != 0 || !events || !indexes) goto out;
+    done = 0;
+    while (done < count) {
+        /* Everything that arrived since the last read is one batch: group commit, as a
+         * competent loop does at any rate. */
+        ssize_t n = read(watch_fd, events, 65536);
+        if (n <= 0) { done = -1; break; }
+        for (char *p = events; p < events + n;) {
+            struct inotify_event *event = (struct inotify_event *)p;
+            p += sizeof *event + event->len;
+            if (event->len == 0) continue;
+            int taken = loop_take(&l, event->name);
+            if (taken < 0) { done = -1; goto out; }
+            if (taken == 0) continue;
+            /* The bench names its files s<index>.json. */
+            indexes[l.count - 1] = event->name[0] == 's' ? strtol(event->name + 1, NULL, 10) : -1;
+            if (l.count == BASELINE_RECORDS_PER_SYNC) {
+                if (follow_flush(&l, indexes, count, durable_nanos) != 0) { done = -1; goto out; }
+                done += l.count;
+                loop_reset(&l);
+            }
+        }
+        if (l.count > 0) {
+            if (follow_flush(&l, indexes, count, durable_nanos) != 0) { done = -1; break; }
+            done += l.count;
+            loop_reset(&l);
+        }
+    }
+out:
+    loop_close(&l);
+    free(events);
+    free(indexes);
     return done;
 }

@@ -178,13 +178,11 @@ func exportBench(arguments: [String]) -> Bool {
         while !steadyDaemon.hasReturned { usleep(5_000) }
         let committed = commits.withLock { $0 }
         let acked = acks.withLock { $0 }
-        let lags = committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } }.sorted()
-        func percentile(_ p: Double) -> Double { Double(lags[min(lags.count - 1, Int(clamping: UInt64(Double(lags.count) * min(max(p, 0), 1))))]) / 1e6 }
+        let lags = LatencyPercentiles(committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } })
         print(String(format: "export lag p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (exporter polls an idle journal every %.0f ms)",
-                     percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6, lags.count,
-                     Double(options.pollInterval.clampedMilliseconds)))
+                     lags.p50, lags.p99, lags.max, lags.count, Double(options.pollInterval.clampedMilliseconds)))
         BenchResults.shared.add("export lag at \(rate)/s, nice \(niceness)",
-                                String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms", percentile(0.50), percentile(0.99), Double(lags.last ?? 0) / 1e6))
+                                String(format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms", lags.p50, lags.p99, lags.max))
     }
     return true
 }

@@ -195,7 +195,8 @@ private func inboxComparison(files: Int, rounds: Int) {
 }
 
 private func steadyLatency(rate: Int, seconds: Int) {
-    print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency")
+    print("== steady: \(rate) files/s for \(seconds) s, drop-to-durable latency (pushspoold, then the C loop on the same disk)")
+    let total = rate * seconds
     let steady = BenchSpool()
     let dropTimes = Locked<[String: UInt64]>([:])
     let latencies = Locked<[UInt64]>([])
@@ -208,28 +209,15 @@ private func steadyLatency(rate: Int, seconds: Int) {
     let steadyThread = Thread { _ = steadyDaemon.run() }
     steadyThread.start()
     while !steadyDaemon.isReady { usleep(1_000) }
-    let total = rate * seconds
-    let interval = 1_000_000_000 / UInt64(rate)
-    let begin = Posix.monotonicNanos()
-    for i in 0..<total {
-        let due = begin + UInt64(i) * interval
-        sleepUntil(monotonicNanos: due)
-        let name = "s\(i).json"
-        let bytes = benchPayload(1_000_000 + i)
-        steady.stage(name: name, bytes: bytes)
-        // The clock starts at the rename that makes the file visible, as a producer's would.
-        dropTimes.withLock { $0[name] = Posix.monotonicNanos() }
-        steady.publish(name: name)
-    }
+    produceSteadily(into: steady, rate: rate, count: total) { name, dropped in dropTimes.withLock { $0[name] = dropped } }
     while latencies.withLock({ $0.count }) < total { usleep(2_000) }
     let stats = steadyDaemon.journalStats
     steadyDaemon.requestStop()
     while !steadyDaemon.hasReturned { usleep(5_000) }
-    let sorted = latencies.withLock { $0 }.sorted()
-    func percentile(_ p: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6 }
-    let p50 = percentile(0.50), p99 = percentile(0.99), p999 = percentile(0.999)
-    print(String(format: "latency p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files (target at 1,000/s: p99 ≤ 5 ms, p999 ≤ 10 ms)",
-                 p50, p99, p999, Double(sorted.last ?? 0) / 1e6, sorted.count))
+    steady.remove()
+    let daemon = LatencyPercentiles(latencies.withLock { $0 })
+    print(String(format: "pushspoold: latency p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files (target at 1,000/s: p99 ≤ 5 ms, p999 ≤ 10 ms)",
+                 daemon.p50, daemon.p99, daemon.p999, daemon.max, daemon.count))
     // What the tail is made of: the journal's own fdatasync times beside the latencies.
     let bounds = JournalWriterStats.syncBucketBoundsMicros
     let buckets = stats.fsyncLatencyBuckets.enumerated().filter { $0.element > 0 }.map { index, count in
@@ -237,10 +225,83 @@ private func steadyLatency(rate: Int, seconds: Int) {
     }
     print(String(format: "journal: %llu fsyncs, %.1f records a sync; fdatasync times ", stats.fsyncs,
                  Double(stats.records) / Double(max(1, stats.fsyncs))) + buckets.joined(separator: ", "))
-    let met: Bool? = rate <= 1_000 ? (p99 <= 5 && p999 <= 10) : nil
-    BenchResults.shared.add("drop-to-durable at \(rate)/s", String(format: "p50 %.2f ms, p99 %.2f ms, p999 %.2f ms", p50, p99, p999),
+
+    // The floor this disk sets: the C loop following the same kind of spool at the same rate.
+    let loop = cLoopLatency(rate: rate, count: total)
+    if let loop {
+        print(String(format: "C loop:     latency p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms; pushspoold's p99 is %.2f× the loop's",
+                     loop.p50, loop.p99, loop.p999, loop.max, daemon.p99 / max(0.001, loop.p99)))
+    } else {
+        print("C loop: failed (see errno above)")
+    }
+    let met: Bool? = rate <= 1_000 ? (daemon.p99 <= 5 && daemon.p999 <= 10) : nil
+    BenchResults.shared.add("drop-to-durable at \(rate)/s", String(format: "p50 %.2f ms, p99 %.2f ms, p999 %.2f ms", daemon.p50, daemon.p99, daemon.p999),
+                            ratio: loop.map { String(format: "p99 %.2f× the C loop's (%.2f ms; p999 %.2f ms)", daemon.p99 / max(0.001, $0.p99), $0.p99, $0.p999) } ?? "",
                             target: rate <= 1_000 ? "p99 ≤ 5 ms, p999 ≤ 10 ms" : "", met: met)
-    steady.remove()
+}
+
+/// Stages and publishes `count` files named s<i>.json at `rate` a second; `published` gets
+/// each name and the moment of the rename that makes it visible, as a producer's would be.
+private func produceSteadily(into spool: BenchSpool, rate: Int, count: Int, published: (String, UInt64) -> Void) {
+    let interval = 1_000_000_000 / UInt64(rate)
+    let begin = Posix.monotonicNanos()
+    for i in 0..<count {
+        sleepUntil(monotonicNanos: begin + UInt64(i) * interval)
+        let name = "s\(i).json"
+        spool.stage(name: name, bytes: benchPayload(1_000_000 + i))
+        published(name, Posix.monotonicNanos())
+        spool.publish(name: name)
+    }
+}
+
+/// The C loop (`baseline_follow`) at the same rate on its own thread; nil when it failed.
+private func cLoopLatency(rate: Int, count: Int) -> LatencyPercentiles? {
+    let spool = BenchSpool()
+    defer { spool.remove() }
+    let watch = baseline_watch(spool.incoming)
+    guard watch >= 0 else {
+        print("C loop: inotify watch failed, errno \(errno)")
+        return nil
+    }
+    defer { close(watch) }
+    let durable = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
+    durable.initialize(repeating: 0, count: count)
+    defer { durable.deallocate() }
+    let durableAddress = UInt(bitPattern: durable)
+    let result = Locked<Int>(-2)
+    let incoming = spool.incoming, processing = spool.processing, log = spool.root + "/follow.log"
+    let follower = Thread {
+        let moved = baseline_follow(watch, incoming, processing, log, count, UnsafeMutablePointer(bitPattern: durableAddress))
+        result.withLock { $0 = moved }
+    }
+    follower.start()
+    var dropped = [UInt64](repeating: 0, count: count)
+    var index = 0
+    produceSteadily(into: spool, rate: rate, count: count) { _, at in
+        dropped[index] = at
+        index += 1
+    }
+    while result.withLock({ $0 }) == -2 { usleep(2_000) }
+    guard result.withLock({ $0 }) == count else { return nil }
+    return LatencyPercentiles((0..<count).map { durable[$0] &- dropped[$0] })
+}
+
+/// Percentiles of latencies given in nanoseconds, in milliseconds.
+struct LatencyPercentiles {
+    let p50, p99, p999, max: Double
+    let count: Int
+
+    init(_ nanos: [UInt64]) {
+        let sorted = nanos.sorted()
+        func percentile(_ p: Double) -> Double {
+            sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6
+        }
+        p50 = percentile(0.50)
+        p99 = percentile(0.99)
+        p999 = percentile(0.999)
+        max = Double(sorted.last ?? 0) / 1e6
+        count = sorted.count
+    }
 }
 
 /// A throw-away spool and state directory on the same file system as the real ones would be.

@@ -10,4 +10,13 @@
 #define BASELINE_RECORDS_PER_SYNC 256
 /* Returns the number of files ingested, or -1 on an I/O error. */
 long baseline_ingest(const char *incoming, const char *processing, const char *log_path);
+/* The same loop following a live spool for the steady-latency bench: an inotify watch on
+ * incoming/ (IN_MOVED_TO), and each read's worth of new files is one batch (at most
+ * BASELINE_RECORDS_PER_SYNC) with one write and one fdatasync. baseline_watch arms the watch
+ * before the producer starts; baseline_follow returns after `count` files, having stored in
+ * durable_nanos[i] the CLOCK_MONOTONIC time file s<i>.json became durable. -1 on an error. */
+#include <stdint.h>
+int baseline_watch(const char *incoming);
+long baseline_follow(int watch_fd, const char *incoming, const char *processing, const char *log_path,
+                     long count, uint64_t *durable_nanos);
 #endif
