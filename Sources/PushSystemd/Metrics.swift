@@ -111,10 +111,16 @@ package final class Metrics: Sendable {
     /// directory, fsync, rename), so node_exporter never reads half a file. Mode 0644: the
     /// exporter runs as another user.
     package func writeTextfile(path: String) throws(SystemError) {
+        try Self.writeTextfile(path: path, text: renderPrometheus())
+    }
+
+    /// Writes text rendered earlier (`renderPrometheus`), for a caller that snapshots the
+    /// metrics at one moment and writes them later.
+    package static func writeTextfile(path: String, text: String) throws(SystemError) {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        try Posix.writeFileAtomically(directory: directory, name: name, bytes: Array(renderPrometheus().utf8), mode: 0o644)
+        try Posix.writeFileAtomically(directory: directory, name: name, bytes: Array(text.utf8), mode: 0o644)
     }
 
     /// Writes the textfile now and then every `interval` until the calling task is

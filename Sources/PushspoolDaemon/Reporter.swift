@@ -113,13 +113,17 @@ final class Reporter: Sendable {
         metrics.set(MetricFamily.media, labels: ["status": "skipped"], to: Double(counters.mediaSkipped.load(ordering: .relaxed)))
         metrics.set(MetricFamily.journalBytes, to: Double(journal.bytes))
         let statusDirectory = stateDirectory
+        // Both files describe one moment, so an operator (or a test) that sees a count in the
+        // textfile finds at least that count in status.json: the textfile is rendered first
+        // (a counter is added to before its metric), status.json is snapshotted after it and
+        // written before it.
+        let prometheus = textfilePath == nil ? nil : metrics.renderPrometheus()
         let statusJSON = StatusFile.render(counters: counters.snapshot(inFlight: inFlight), journal: journal, media: media,
                                            lastError: counters.lastError)
-        let metrics = metrics
         background.submit {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)
-            if let textfilePath {
-                try? metrics.writeTextfile(path: textfilePath)
+            if let textfilePath, let prometheus {
+                try? Metrics.writeTextfile(path: textfilePath, text: prometheus)
             }
         }
     }
