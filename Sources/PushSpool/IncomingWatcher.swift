@@ -74,13 +74,26 @@ package enum InotifyDecoder {
 
 /// Ends an `IncomingWatcher.wait` early from any thread.
 ///
-/// `Sendable`: writing to a pipe is thread-safe; it owns its own duplicate of the write end.
+/// `Sendable`: writing to a pipe is thread-safe; it owns its own duplicates of both ends.
+///
+/// It keeps a duplicate of the read end too: a waker can outlive its watcher (a record that
+/// fails after the ingest loop has returned still wakes it), and a write to a pipe nobody can
+/// read raises SIGPIPE, which killed pushspoold in a CI run at a fatal journal error instead
+/// of letting it exit 1. With the read end held, such a late wake-up lands in a buffer that
+/// is never read (EAGAIN once full) and costs nothing.
 package final class Waker: Sendable {
     private let fd: Int32
+    private let readEnd: Int32
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32, readEnd: Int32) {
+        self.fd = fd
+        self.readEnd = readEnd
+    }
 
-    deinit { Posix.close(fd) }
+    deinit {
+        Posix.close(fd)
+        Posix.close(readEnd)
+    }
 
     /// Makes the current or next `wait` return `.woken`.
     package func wake() {
@@ -155,9 +168,16 @@ package final class IncomingWatcher {
 
     /// A handle other threads can use to end a `wait` early.
     package func makeWaker() throws(SpoolError) -> Waker {
+        let write: Int32
         do {
-            return Waker(fd: try Posix.dupCloexec(wakeWriteFD))
+            write = try Posix.dupCloexec(wakeWriteFD)
         } catch {
+            throw SpoolError(error, while: "duplicating the watcher's wake pipe")
+        }
+        do {
+            return Waker(fd: write, readEnd: try Posix.dupCloexec(wakeFD))
+        } catch {
+            Posix.close(write)
             throw SpoolError(error, while: "duplicating the watcher's wake pipe")
         }
     }

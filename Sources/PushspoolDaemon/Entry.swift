@@ -13,6 +13,9 @@ package enum PushspoolDaemonMain {
         // comes during start-up waits pending for the signal thread `run()` starts, instead
         // of killing the process mid-recovery or being dropped (see `SignalWatcher`).
         SignalWatcher.blockInThisThread()
+        // A daemon never dies of a write to a closed pipe or socket: the write fails with
+        // EPIPE and the caller handles it (the fail-stop exit status must stay 1).
+        signal(SIGPIPE, SIG_IGN)
         let arguments: DaemonArguments
         do {
             arguments = try DaemonArguments.parse(Array(argv.dropFirst()))

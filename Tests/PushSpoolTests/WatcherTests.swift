@@ -27,6 +27,32 @@ import PushSystem
         #expect(Date().timeIntervalSince(started) >= 0.1)
     }
 
+    /// A waker outliving its watcher (a failing record's completion after the ingest loop has
+    /// returned) must not raise SIGPIPE: that killed pushspoold instead of its exit 1. SIGPIPE
+    /// is blocked in this thread, so a raised one stays pending and is seen, not fatal.
+    @Test func wakerOutlivingItsWatcherRaisesNoSIGPIPE() throws {
+        let t = try TempSpool()
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        var previous = sigset_t()
+        #expect(pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous) == 0)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        var watcher: IncomingWatcher? = try IncomingWatcher(layout: t.layout)
+        let waker = try #require(try watcher?.makeWaker())
+        watcher = nil
+        for _ in 0..<3 { waker.wake() }
+        var pending = sigset_t()
+        sigpending(&pending)
+        let raised = sigismember(&pending, SIGPIPE) == 1
+        if raised {
+            // Take it, so the unblock in `defer` does not deliver it to the test process.
+            var timeout = timespec(tv_sec: 0, tv_nsec: 0)
+            _ = sigtimedwait(&pipeSignal, nil, &timeout)
+        }
+        #expect(!raised, "a late wake-up raised SIGPIPE")
+    }
+
     @Test func wakerEndsAWaitFromAnotherThread() throws {
         let t = try TempSpool()
         let watcher = try IncomingWatcher(layout: t.layout)
