@@ -117,13 +117,13 @@ final class Reporter: Sendable {
         // textfile finds at least that count in status.json: the textfile is rendered first
         // (a counter is added to before its metric), status.json is snapshotted after it and
         // written before it.
-        let prometheus = textfilePath == nil ? nil : metrics.renderPrometheus()
+        let textfile = textfilePath.map { (path: $0, text: metrics.renderPrometheus()) }
         let statusJSON = StatusFile.render(counters: counters.snapshot(inFlight: inFlight), journal: journal, media: media,
                                            lastError: counters.lastError)
         background.submit {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)
-            if let textfilePath, let prometheus {
-                try? Metrics.writeTextfile(path: textfilePath, text: prometheus)
+            if let textfile {
+                try? Metrics.writeTextfile(path: textfile.path, text: textfile.text)
             }
         }
     }

@@ -303,7 +303,10 @@ struct LatencyPercentiles {
     init(_ nanos: [UInt64]) {
         let sorted = nanos.sorted()
         func percentile(_ p: Double) -> Double {
-            sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6
+            guard !sorted.isEmpty else { return 0 }
+            // p is bounded to [0, 1], so the product is at most count and always fits an Int.
+            let rank = Int((Double(sorted.count) * Swift.min(Swift.max(p, 0), 1)).rounded(.down))
+            return Double(sorted[Swift.min(sorted.count - 1, rank)]) / 1e6
         }
         p50 = percentile(0.50)
         p99 = percentile(0.99)
