@@ -68,6 +68,9 @@ let package = Package(
             "PushSystem", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
         ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
+        // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
+        // every reader above the journal.
+        .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
@@ -131,6 +134,7 @@ let package = Package(
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [

@@ -28,6 +28,8 @@ import PushSystem
 /// writer thread (and to `close` after that thread has ended).
 package final class JournalWriter: Sendable {
     package let directory: String
+    /// Announces every durable batch to in-process followers (they sleep on it, not on a timer).
+    package let commits: CommitFeed
     private let options: JournalOptions
     private let shared: Locked<Shared>
     private let wake = DispatchSemaphore(value: 0)
@@ -125,6 +127,7 @@ package final class JournalWriter: Sendable {
         self.directory = directory
         self.options = options
         self.core = core
+        commits = CommitFeed(lastSeq: lastSeq)
         var stats = JournalWriterStats()
         stats.segments = segments
         stats.lastSeq = lastSeq
@@ -482,6 +485,7 @@ package final class JournalWriter: Sendable {
                 core.lastBatchCount = batch.count
                 if wasPaused { options.eventHandler?(.resumed) }
                 Self.writeCommittedMark(core, seq: core.nextSeq - 1)
+                commits.announce(core.nextSeq - 1)
                 for (index, item) in batch.enumerated() { item.completion(.committed(seq: firstSeq + UInt64(index))) }
                 let due = shared.withLock { options.checkpointEvery > 0 && $0.sinceCheckpoint >= options.checkpointEvery }
                 // The checkpoint thread writes it, so the O(keys) snapshot and its fsyncs stay off the ingest path.

@@ -1,0 +1,110 @@
+import PushSystem
+
+/// A reader of the journal that keeps something of its own up to date: the inbox index, the
+/// outbox, the export to NATS, retention, the inbox server's event hub. It only decides what
+/// to do with the records; the thread, the stop, the waiting, the backoff after a failure, the
+/// lag and the status are the ``FollowerRunner``'s, the same for every follower.
+///
+/// Durability rule, for every follower: ``durableSeq()`` may only return a seq once the effect
+/// of that record and of every earlier one is durable in the follower's own store (the SQLite
+/// transaction that applied it, the cursor file written after the pending files). After a
+/// crash a follower starts again from there, so each record is applied at least once, and the
+/// store makes re-applying it harmless. Retention never retires a record above the lowest
+/// ``durableSeq()`` of the registered followers.
+///
+/// `Sendable`: the runner calls ``step(_:)`` on its own thread, and ``durableSeq()`` and
+/// ``statusDetail`` from any thread.
+package protocol Follower: AnyObject, Sendable {
+    /// A short name for STATUS=, metric labels and logs: `inbox`, `outbox`, `export`.
+    var name: String { get }
+    /// The highest seq whose effect (and every earlier record's) is durable in this follower's
+    /// store; `nil` for a follower that holds no records back (retention itself).
+    func durableSeq() -> UInt64?
+    /// One unit of work on the runner's thread: apply a batch, deliver what is due, publish.
+    /// Returns what to wait for before the next step. Throw to have the runner back off
+    /// (with jitter, growing with consecutive failures) and call again.
+    func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext
+    /// Words for the STATUS= line (`outbox 3 pending, 1 parked`); `nil` = the lag says it all.
+    var statusDetail: String? { get }
+    /// Called once on the runner's thread after the last step, before the thread ends:
+    /// flush and checkpoint what can be.
+    func finish()
+}
+
+extension Follower {
+    package var statusDetail: String? { nil }
+    package func finish() {}
+}
+
+/// What a follower's step can see of its runner.
+///
+/// `Sendable`: reads atomics and locked values.
+package struct FollowerContext: Sendable {
+    /// The journal's last committed seq, as announced by the writer (in process) or the
+    /// committed-seq mark (across processes).
+    package let journalLastSeq: UInt64
+    /// True once the runner was asked to stop: a long step (an HTTP request, a big batch)
+    /// checks it and returns early.
+    package let stopRequested: @Sendable () -> Bool
+
+    package init(journalLastSeq: UInt64, stopRequested: @escaping @Sendable () -> Bool) {
+        self.journalLastSeq = journalLastSeq
+        self.stopRequested = stopRequested
+    }
+}
+
+/// What the runner waits for before the next step.
+package enum FollowerNext: Sendable, Equatable {
+    /// More work is ready: step again at once.
+    case again
+    /// Caught up: sleep until the journal commits a record past `after`, the runner is woken
+    /// (``FollowerRunner/wake()``), or `atMost` has passed (`nil` = no limit: an idle follower
+    /// does not wake at all).
+    case commitAfter(UInt64, atMost: Duration?)
+    /// Sleep until woken or `atMost` has passed, whatever the journal does (retention's
+    /// interval, a connection retry).
+    case wake(atMost: Duration?)
+}
+
+/// A failed step: what happened, and the short stable text for STATUS=, metrics and logs.
+///
+/// `Sendable`: strings.
+package struct FollowerError: Error, Sendable, CustomStringConvertible {
+    /// Stable, without dynamic data: `sqlite_busy`, `journal_read`, `nats_disconnected`.
+    package var shortDescription: String
+    package var message: String
+
+    package init(_ shortDescription: String, _ message: String) {
+        self.shortDescription = shortDescription
+        self.message = message
+    }
+
+    package var description: String { message }
+}
+
+/// Delays after consecutive failures: doubling from `base` up to `ceiling`, each drawn
+/// uniformly from its upper half so that followers (and hosts) that failed together do not
+/// retry in step.
+///
+/// `Sendable`: a value.
+package struct Backoff: Sendable, Equatable {
+    package var base: Duration
+    package var ceiling: Duration
+
+    package init(base: Duration = .milliseconds(100), ceiling: Duration = .seconds(30)) {
+        self.base = base
+        self.ceiling = ceiling
+    }
+
+    /// The delay before the next try after `failures` consecutive failures (≥ 1); `unit` in
+    /// [0, 1) picks the point in the jitter range (tests pass fixed values).
+    package func delay(failures: Int, unit: Double = Double.random(in: 0..<1)) -> Duration {
+        let ceilingNanos = max(1, ceiling.clampedUInt64Nanoseconds)
+        let shift = UInt64(clamping: max(0, min(failures - 1, 40)))
+        let (scaled, overflow) = max(1, base.clampedUInt64Nanoseconds).multipliedReportingOverflow(by: 1 << shift)
+        let full = overflow ? ceilingNanos : min(scaled, ceilingNanos)
+        let fraction = 0.5 + 0.5 * min(max(unit, 0), 1)
+        let nanos = Double(full) * fraction
+        return .nanoseconds(nanos < 9.0e18 ? Int64(nanos) : Int64.max)
+    }
+}

@@ -1,0 +1,226 @@
+@preconcurrency import Glibc
+import PushJournal
+import PushSystem
+import Synchronization
+
+/// A follower's state as STATUS=, the metrics and `pushspoolctl` show it.
+///
+/// `Sendable`: a value.
+package struct FollowerStatus: Sendable, Equatable {
+    package var name: String
+    /// ``Follower/durableSeq()`` when the status was taken; `nil` for a follower that holds none.
+    package var durableSeq: UInt64?
+    /// The journal's last committed seq as announced.
+    package var journalLastSeq: UInt64
+    package var running: Bool
+    /// The last failure (`shortDescription: message`), cleared by the next successful step.
+    package var lastError: String?
+    /// Consecutive failed steps (0 while healthy).
+    package var failures: Int
+    /// Failed steps since start.
+    package var failuresTotal: UInt64
+    /// ``Follower/statusDetail``.
+    package var detail: String?
+
+    /// Records committed and not yet durable in the follower's store.
+    package var lag: UInt64 {
+        guard let durableSeq else { return 0 }
+        return journalLastSeq > durableSeq ? journalLastSeq - durableSeq : 0
+    }
+
+    /// `inbox lag 0` or the follower's own detail, plus the last error while failing.
+    package var summary: String {
+        var text = detail ?? (durableSeq == nil ? name : "\(name) lag \(lag)")
+        if failures > 0, let lastError { text += " (failing: \(lastError))" }
+        return text
+    }
+}
+
+/// Runs one ``Follower`` on a thread of its own: steps it, sleeps on the journal's
+/// ``CommitFeed`` (or a ``Wakeup``) when it is caught up, backs off with jitter when a step
+/// fails, and keeps its status. Every follower gets the same runner, so none can forget the
+/// stop check, poll on a timer, or spin on a failing disk.
+///
+/// `Sendable`: the thread handle and status are behind a lock; the stop flag is atomic.
+package final class FollowerRunner: Sendable {
+    package let follower: any Follower
+    private let commits: CommitFeed
+    private let backoff: Backoff
+    private let niceness: Int32
+    private let wakeup = Wakeup()
+    private let stopping = Atomic<Bool>(false)
+    private let finished = Atomic<Bool>(false)
+    private struct Control {
+        var thread: pthread_t?
+        var status: FollowerStatus
+        /// Steps taken since start (tests and the idle bench read it).
+        var steps: UInt64 = 0
+    }
+    private let control: Locked<Control>
+
+    /// - Parameters:
+    ///   - commits: the feed that announces durable records (the writer's, in pushspoold).
+    ///   - niceness: > 0 lowers the thread's priority, so that under a burst a follower lags a
+    ///     little instead of taking a core from ingest.
+    package init(_ follower: any Follower, commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
+        self.follower = follower
+        self.commits = commits
+        self.backoff = backoff
+        self.niceness = niceness
+        control = Locked(Control(status: FollowerStatus(name: follower.name, durableSeq: follower.durableSeq(),
+                                                        journalLastSeq: commits.lastSeq, running: false, lastError: nil,
+                                                        failures: 0, failuresTotal: 0, detail: follower.statusDetail)))
+    }
+
+    package var name: String { follower.name }
+
+    /// A fresh snapshot: the follower's durable seq and detail now, the journal's last seq as announced.
+    package var status: FollowerStatus {
+        let durable = follower.durableSeq()
+        let detail = follower.statusDetail
+        let last = commits.lastSeq
+        return control.withLock { control in
+            control.status.durableSeq = durable
+            control.status.detail = detail
+            control.status.journalLastSeq = max(last, durable ?? 0)
+            return control.status
+        }
+    }
+
+    /// Steps taken since start.
+    package var steps: UInt64 { control.withLock { $0.steps } }
+
+    /// Starts the thread; a second call does nothing. Throws when the thread cannot be made.
+    package func start() throws(SystemError) {
+        try control.withLock { control throws(SystemError) in
+            guard control.thread == nil, !stopping.load(ordering: .acquiring) else { return }
+            control.thread = try PosixThread.spawn(niceness: niceness) { [self] in run() }
+            control.status.running = true
+        }
+    }
+
+    /// Makes a waiting step happen now (an acknowledgement arrived, a retry was requested).
+    package func wake() { wakeup.signal() }
+
+    package var stopRequested: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Asks the thread to stop after its current step, without waiting for it.
+    package func requestStop() {
+        stopping.store(true, ordering: .releasing)
+        wakeup.signal()
+    }
+
+    /// Asks the thread to stop after its current step and waits for it until `deadline`
+    /// (monotonic nanoseconds; `nil` = as long as it takes). Returns false when the thread was
+    /// still running at the deadline (it is left to end on its own; the process is exiting).
+    @discardableResult
+    package func stop(deadline: UInt64? = nil) -> Bool {
+        requestStop()
+        guard let thread = control.withLock({ $0.thread }) else { return true }
+        guard pthread_self() != thread else { return false }
+        if let deadline {
+            while !finished.load(ordering: .acquiring) {
+                let now = Posix.monotonicNanos()
+                if now >= deadline { return false }
+                usleep(UInt32(clamping: min(deadline - now, 5_000_000) / 1000))
+            }
+        }
+        pthread_join(thread, nil)
+        control.withLock { control in
+            control.thread = nil
+            control.status.running = false
+        }
+        return true
+    }
+
+    private func run() {
+        let token = commits.subscribe(wakeup)
+        defer {
+            commits.unsubscribe(token)
+            follower.finish()
+            finished.store(true, ordering: .releasing)
+        }
+        let stopRequested: @Sendable () -> Bool = { [self] in self.stopRequested }
+        while !stopRequested() {
+            let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested)
+            let next: FollowerNext
+            do {
+                next = try follower.step(context)
+                control.withLock { control in
+                    control.steps += 1
+                    control.status.failures = 0
+                    control.status.lastError = nil
+                }
+            } catch {
+                let failures = control.withLock { control -> Int in
+                    control.steps += 1
+                    control.status.failures += 1
+                    control.status.failuresTotal += 1
+                    control.status.lastError = "\(error.shortDescription): \(error.message)"
+                    return control.status.failures
+                }
+                wakeup.wait(timeout: backoff.delay(failures: failures))
+                continue
+            }
+            switch next {
+            case .again:
+                continue
+            case .commitAfter(let seq, let atMost):
+                // Subscribed before this check, so a commit after it signals the wakeup.
+                if commits.lastSeq > seq { continue }
+                wakeup.wait(timeout: atMost)
+            case .wake(let atMost):
+                wakeup.wait(timeout: atMost)
+            }
+        }
+    }
+}
+
+/// The followers of one process, in the order they start; they stop in reverse. Retention's
+/// floor and the STATUS= words are derived from this list, so a follower cannot be left out
+/// of either.
+///
+/// `Sendable`: the list is fixed at init.
+package final class FollowerGroup: Sendable {
+    package let runners: [FollowerRunner]
+
+    package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
+        runners = followers.map { FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness) }
+    }
+
+    package func runner(named name: String) -> FollowerRunner? { runners.first { $0.name == name } }
+
+    /// Starts every runner in order; on a failure, stops those started and rethrows.
+    package func start() throws(SystemError) {
+        for (index, runner) in runners.enumerated() {
+            do throws(SystemError) {
+                try runner.start()
+            } catch {
+                for started in runners[..<index].reversed() { started.stop() }
+                throw error
+            }
+        }
+    }
+
+    /// Stops the runners in reverse order, all within `deadline` (monotonic nanoseconds).
+    /// Returns the names of those still running at the deadline.
+    @discardableResult
+    package func stop(deadline: UInt64? = nil) -> [String] {
+        // All at once, so that the slowest step bounds the stop, not the sum of them.
+        for runner in runners { runner.requestStop() }
+        return runners.reversed().compactMap { $0.stop(deadline: deadline) ? nil : $0.name }
+    }
+
+    /// The lowest seq a registered follower still needs: retention keeps every record above it.
+    /// `nil` = no follower holds records.
+    package func retentionFloor() -> UInt64? {
+        runners.compactMap { $0.follower.durableSeq() }.min()
+    }
+
+    package var statuses: [FollowerStatus] { runners.map(\.status) }
+
+    /// `; inbox lag 0; outbox 0 pending, 0 parked; export lag 0 (connected)` for STATUS=.
+    package var statusSuffix: String {
+        statuses.filter { $0.durableSeq != nil || $0.detail != nil || $0.failures > 0 }.map { "; " + $0.summary }.joined()
+    }
+}

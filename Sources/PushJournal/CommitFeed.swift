@@ -1,0 +1,51 @@
+import PushSystem
+
+/// How the journal writer tells in-process followers that records became durable: each
+/// follower's runner subscribes its `Wakeup`, and every committed batch signals them all with
+/// the new last seq. A follower that is idle therefore sleeps until a commit instead of
+/// polling the journal, and starts on a record as soon as it is durable.
+///
+/// Across processes (pushspool-inbox) the committed-seq mark file plays this part, watched
+/// with inotify.
+///
+/// `Sendable`: the last seq and the subscribers are behind one lock; signals go out after it
+/// is released.
+package final class CommitFeed: Sendable {
+    private struct State {
+        var lastSeq: UInt64
+        var subscribers: [(id: UInt64, wakeup: Wakeup)] = []
+        var nextId: UInt64 = 0
+    }
+
+    private let state: Locked<State>
+
+    package init(lastSeq: UInt64 = 0) {
+        state = Locked(State(lastSeq: lastSeq))
+    }
+
+    /// The last committed seq announced.
+    package var lastSeq: UInt64 { state.withLock { $0.lastSeq } }
+
+    /// Called by the writer after each durable batch: records the seq and wakes every subscriber.
+    package func announce(_ seq: UInt64) {
+        let wakeups = state.withLock { state -> [Wakeup] in
+            guard seq > state.lastSeq else { return [] }
+            state.lastSeq = seq
+            return state.subscribers.map(\.wakeup)
+        }
+        for wakeup in wakeups { wakeup.signal() }
+    }
+
+    /// Signals `wakeup` on every later commit until `unsubscribe(_:)` with the returned token.
+    package func subscribe(_ wakeup: Wakeup) -> UInt64 {
+        state.withLock { state in
+            state.nextId += 1
+            state.subscribers.append((state.nextId, wakeup))
+            return state.nextId
+        }
+    }
+
+    package func unsubscribe(_ token: UInt64) {
+        state.withLock { $0.subscribers.removeAll { $0.id == token } }
+    }
+}

@@ -1,0 +1,160 @@
+@preconcurrency import Glibc
+import Dispatch
+import Testing
+import PushFollow
+import PushJournal
+import PushSystem
+
+/// A follower over an in-memory "journal" (the feed's last seq): applies up to `batch` records
+/// a step, optionally failing the first `failFirst` steps.
+private final class CountingFollower: Follower, Sendable {
+    let name: String
+    let applied = Locked<UInt64>(0)
+    let stepsTaken = Locked<Int>(0)
+    let failuresLeft: Locked<Int>
+    let batch: UInt64
+    let finished = Locked(false)
+
+    init(name: String = "count", batch: UInt64 = 10, failFirst: Int = 0) {
+        self.name = name
+        self.batch = batch
+        failuresLeft = Locked(failFirst)
+    }
+
+    func durableSeq() -> UInt64? { applied.withLock { $0 } }
+
+    func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        stepsTaken.withLock { $0 += 1 }
+        if failuresLeft.withLock({ left -> Bool in
+            guard left > 0 else { return false }
+            left -= 1
+            return true
+        }) {
+            throw FollowerError("test_failure", "injected")
+        }
+        let now = applied.withLock { applied -> UInt64 in
+            applied = min(context.journalLastSeq, applied + batch)
+            return applied
+        }
+        return now < context.journalLastSeq ? .again : .commitAfter(now, atMost: nil)
+    }
+
+    func finish() { finished.withLock { $0 = true } }
+}
+
+private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
+    while Posix.monotonicNanos() < deadline {
+        if condition() { return true }
+        usleep(1_000)
+    }
+    return condition()
+}
+
+@Suite struct FollowerRunnerTests {
+    @Test func appliesEveryCommitAndSleepsWhenIdle() throws {
+        let feed = CommitFeed(lastSeq: 25)
+        let follower = CountingFollower()
+        let runner = FollowerRunner(follower, commits: feed)
+        try runner.start()
+        #expect(waitFor { follower.durableSeq() == 25 })
+        // Idle: no step happens without a commit (a polling loop would keep stepping).
+        let before = follower.stepsTaken.withLock { $0 }
+        usleep(300_000)
+        #expect(follower.stepsTaken.withLock { $0 } == before)
+        feed.announce(31)
+        #expect(waitFor { follower.durableSeq() == 31 })
+        #expect(runner.status.lag == 0)
+        #expect(runner.stop(deadline: Posix.monotonicNanos() + 5_000_000_000))
+        #expect(follower.finished.withLock { $0 })
+        #expect(runner.status.running == false)
+    }
+
+    @Test func aCommitBetweenStepAndWaitIsNotMissed() throws {
+        // Many small commits, each announced while the follower may be between its step and
+        // its wait: every one must be applied without any timer to rescue it.
+        let feed = CommitFeed()
+        let follower = CountingFollower(batch: 1)
+        let runner = FollowerRunner(follower, commits: feed, niceness: 0)
+        try runner.start()
+        for seq in 1...2_000 as ClosedRange<UInt64> {
+            feed.announce(seq)
+            if seq % 97 == 0 { usleep(200) }
+        }
+        #expect(waitFor { follower.durableSeq() == 2_000 })
+        runner.stop()
+    }
+
+    @Test func failuresBackOffAndClearOnSuccess() throws {
+        let feed = CommitFeed(lastSeq: 5)
+        let follower = CountingFollower(failFirst: 3)
+        let runner = FollowerRunner(follower, commits: feed, backoff: Backoff(base: .milliseconds(20), ceiling: .milliseconds(50)))
+        try runner.start()
+        #expect(waitFor { follower.durableSeq() == 5 })
+        let status = runner.status
+        #expect(status.failures == 0)
+        #expect(status.failuresTotal == 3)
+        #expect(status.lastError == nil)
+        runner.stop()
+    }
+
+    @Test func aFailingFollowerShowsItsErrorAndStopsPromptly() throws {
+        let feed = CommitFeed(lastSeq: 5)
+        let follower = CountingFollower(failFirst: .max)
+        let runner = FollowerRunner(follower, commits: feed, backoff: Backoff(base: .seconds(30), ceiling: .seconds(30)))
+        try runner.start()
+        #expect(waitFor { runner.status.failures >= 1 })
+        #expect(runner.status.lastError == "test_failure: injected")
+        #expect(runner.status.summary.contains("failing: test_failure"))
+        // In a 30 s backoff: the stop wakes it.
+        let started = Posix.monotonicNanos()
+        #expect(runner.stop(deadline: started + 5_000_000_000))
+        #expect(Posix.monotonicNanos() - started < 2_000_000_000)
+        #expect(follower.stepsTaken.withLock { $0 } == 1)
+    }
+
+    @Test func retentionFloorIsTheLowestRegisteredFollower() throws {
+        let feed = CommitFeed(lastSeq: 100)
+        let fast = CountingFollower(name: "fast", batch: 100)
+        let slow = CountingFollower(name: "slow", batch: 100, failFirst: .max)
+        let group = FollowerGroup([fast, slow], commits: feed, backoff: Backoff(base: .seconds(30), ceiling: .seconds(30)))
+        try group.start()
+        #expect(waitFor { fast.durableSeq() == 100 })
+        // The failing follower has applied nothing: retention must keep everything.
+        #expect(group.retentionFloor() == 0)
+        #expect(group.statusSuffix.contains("fast lag 0"))
+        #expect(group.statusSuffix.contains("slow lag 100"))
+        #expect(group.stop(deadline: Posix.monotonicNanos() + 5_000_000_000).isEmpty)
+    }
+
+    @Test func aStepThatOutlivesTheDeadlineIsReported() throws {
+        final class Stuck: Follower, Sendable {
+            let name = "stuck"
+            let release = DispatchSemaphore(value: 0)
+            func durableSeq() -> UInt64? { 0 }
+            func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+                release.wait()
+                return .wake(atMost: nil)
+            }
+        }
+        let stuck = Stuck()
+        let group = FollowerGroup([stuck], commits: CommitFeed())
+        try group.start()
+        usleep(50_000)
+        #expect(group.stop(deadline: Posix.monotonicNanos() + 200_000_000) == ["stuck"])
+        stuck.release.signal()
+        #expect(group.runners[0].stop())
+    }
+
+    @Test(arguments: [1, 2, 5, 40, 1_000])
+    func backoffDoublesWithinItsJitterAndNeverExceedsTheCeiling(failures: Int) {
+        let backoff = Backoff(base: .milliseconds(100), ceiling: .seconds(30))
+        let low = backoff.delay(failures: failures, unit: 0)
+        let high = backoff.delay(failures: failures, unit: 0.999_999)
+        let full = min(Duration.milliseconds(100) * (1 << min(failures - 1, 20)), .seconds(30))
+        #expect(low == full / 2)
+        #expect(high <= full && high > full * 0.99)
+        // Hostile settings never trap.
+        _ = Backoff(base: .seconds(Int64.max / 2), ceiling: .seconds(Int64.max / 2)).delay(failures: 1_000)
+    }
+}
