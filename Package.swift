@@ -89,7 +89,7 @@ let package = Package(
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",

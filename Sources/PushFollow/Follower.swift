@@ -108,3 +108,32 @@ package struct Backoff: Sendable, Equatable {
         return .nanoseconds(nanos < 9.0e18 ? Int64(nanos) : Int64.max)
     }
 }
+
+/// A follower that holds no records and runs `pass` once at start and then every `interval`,
+/// or at once when its runner is woken (`SIGHUP`, tests): journal retention and what retires
+/// with it. Sleeps between passes; never polls.
+///
+/// `Sendable`: the pass is `@Sendable`; the count is atomic-by-lock.
+package final class PeriodicFollower: Follower, Sendable {
+    package let name: String
+    private let interval: Duration
+    private let pass: @Sendable () -> Void
+    private let count = Locked<UInt64>(0)
+
+    package init(name: String, interval: Duration, pass: @escaping @Sendable () -> Void) {
+        self.name = name
+        self.interval = interval
+        self.pass = pass
+    }
+
+    /// Passes run since start.
+    package var passes: UInt64 { count.withLock { $0 } }
+
+    package func durableSeq() -> UInt64? { nil }
+
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        pass()
+        count.withLock { $0 += 1 }
+        return .wake(atMost: interval)
+    }
+}

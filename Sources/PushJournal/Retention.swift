@@ -263,55 +263,6 @@ func finishInterruptedRetention(directory: String, dirfd: Int32, io: JournalIO,
     return (floor, segments.filter { $0.firstSeq >= floor })
 }
 
-/// Runs retention passes on a thread of its own, every `interval` and once at start, until
-/// `stop`. `Sendable`: state behind a lock, the thread owns nothing else.
-package final class JournalRetentionService: Sendable {
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private let state = Locked<(stopped: Bool, started: Bool, passes: UInt64)>((false, false, 0))
-    private let pass: @Sendable () -> Void
-    private let interval: Duration
-
-    /// `pass` runs one retention pass (and whatever else retires with it: media, failed/),
-    /// on the service's thread.
-    package init(interval: Duration, pass: @escaping @Sendable () -> Void) {
-        self.interval = interval
-        self.pass = pass
-    }
-
-    package var passes: UInt64 { state.withLock { $0.passes } }
-
-    package func start() {
-        state.withLock { $0.started = true }
-        let thread = Thread { [self] in run() }
-        thread.name = "pushspool-retain"
-        thread.start()
-    }
-
-    /// Wakes the thread for a pass now (tests, and `SIGHUP`).
-    package func poke() { wake.signal() }
-
-    /// Ends the thread after a pass in progress; waits for it.
-    package func stop() {
-        let started = state.withLock { s -> Bool in
-            s.stopped = true
-            return s.started
-        }
-        guard started else { return }
-        wake.signal()
-        finished.wait()
-    }
-
-    private func run() {
-        defer { finished.signal() }
-        while !state.withLock({ $0.stopped }) {
-            pass()
-            state.withLock { $0.passes += 1 }
-            _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: interval.clampedUInt64Nanoseconds)))
-        }
-    }
-}
-
 /// `keys/NAME.keys`: the keys of a retired segment whose records are still inside the dedup
 /// window, so a fingerprint hit on one of them can be confirmed against the real key after
 /// the segment itself is gone. Removed once the window has passed the segment's last write.

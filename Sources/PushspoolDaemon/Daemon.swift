@@ -30,8 +30,7 @@ package final class Daemon: Sendable {
     /// The inbox index and the outbox, following the journal on threads of their own.
     private let followers: Followers
     /// Retires journal segments, dedup entries, media and failed/ files on its own thread.
-    private let retention: JournalRetentionService?
-    /// The exporter's acknowledged seq: retention keeps every segment above it (issue 14).
+    /// The lowest seq a follower still needs: retention keeps every segment above it.
     package let retentionFloor = RetentionFloor()
     private let state: Locked<IntakeState>
     /// Rung when a slot frees while the ingest thread waits for one.
@@ -109,7 +108,10 @@ package final class Daemon: Sendable {
             throw DaemonError(stage: "journal", message: "\(error)", errno: EIO)
         }
 
-        followers = try Followers(configuration: configuration, journal: journal, events: events)
+        let retention = RetentionPass.follower(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
+                                               layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
+                                               floor: retentionFloor, events: events)
+        followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention)
         if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
             // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
             reporter.error(problem)
@@ -122,9 +124,6 @@ package final class Daemon: Sendable {
         }
         let followers = followers
         retentionFloor.set { followers.retentionFloor() }
-        retention = RetentionPass.service(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
-                                          layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
-                                          floor: retentionFloor, events: events)
 
         do {
             try layout.create()
@@ -191,15 +190,16 @@ package final class Daemon: Sendable {
                                 fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
         }
         // After READY: catching up on a long journal is the followers' business, not start-up's.
-        followers.start()
-        retention?.start()
+        do {
+            try followers.start()
+        } catch {
+            return fail(errno: error.errno, "cannot start the journal's followers: \(error)")
+        }
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
         // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
         let statusInterval = store.current.status.interval.clampedUInt64Nanoseconds
-        var lastStatus: UInt64 = 0
-        var lastMetrics = Posix.monotonicNanos()
-        var lastRetry = Posix.monotonicNanos()
+        var clock = LoopClock(now: Posix.monotonicNanos())
         while !state.withLock({ $0.isStopping }) {
             if let failure = fatalFailure() { return failure }
             reporter.notifier.watchdogPing()
@@ -207,31 +207,50 @@ package final class Daemon: Sendable {
                 reload()
                 // New rescan interval or stable age: a feed made with them, and a rescan.
                 if let rebuilt = try? makeFeed() { feed = rebuilt }
+                clock.statusSettled = false
             }
 
             let now = Posix.monotonicNanos()
             let configuration = store.current
-            if now &- lastStatus >= statusInterval {
-                reporter.notifier.status(statusLine())
-                lastStatus = now
+            if !clock.statusSettled, now &- clock.lastStatus >= statusInterval {
+                let line = statusLine()
+                reporter.notifier.status(line)
+                // Refreshed each interval while it changes (followers catching up, a backlog
+                // draining); once it holds still, the loop stops waking for it.
+                clock.statusSettled = line == clock.lastStatusLine
+                clock.lastStatusLine = line
+                clock.lastStatus = now
             }
-            if now &- lastMetrics >= configuration.metrics.interval.clampedUInt64Nanoseconds {
+            let metricsInterval = configuration.metrics.interval.clampedUInt64Nanoseconds
+            if now &- clock.lastMetrics >= metricsInterval {
                 publishMetrics(configuration)
-                lastMetrics = now
+                clock.lastMetrics = now
             }
             let paused = journal.stats.paused
             state.withLock { $0.journalPausedChanged(paused) }
             if paused {
                 // Disk full: claim nothing new; the journal retries its queued batch itself.
+                clock.statusSettled = false
                 usleep(100_000)
                 continue
             }
-            if now &- lastRetry >= 1_000_000_000 {
+            let retryPending = state.withLock { $0.retryPending }
+            if retryPending, now &- clock.lastRetry >= 1_000_000_000 {
                 retryHandedBack()
                 retryBusyNames(feed)
-                lastRetry = now
+                clock.lastRetry = now
             }
-            guard let batch = nextBatch(&feed, timeoutMillis: 100) else { continue }
+            // Sleep until the next thing that is due, not on a fixed tick: an idle daemon wakes
+            // for the watchdog, the metrics file and a status line that still changes, and
+            // otherwise only when a file arrives or a signal comes.
+            var due = now &+ Self.longestIdleWait
+            if !clock.statusSettled { due = min(due, clock.lastStatus &+ statusInterval) }
+            due = min(due, clock.lastMetrics &+ metricsInterval)
+            if let watchdog = reporter.notifier.watchdogInterval { due = min(due, now &+ watchdog.clampedUInt64Nanoseconds) }
+            if state.withLock({ $0.retryPending }) { due = min(due, clock.lastRetry &+ 1_000_000_000) }
+            let waitMillis = Int32(clamping: (due > now ? due - now : 0) / 1_000_000)
+            guard let batch = nextBatch(&feed, timeoutMillis: waitMillis) else { continue }
+            if !batch.names.isEmpty || feed.scanning { clock.statusSettled = false }
             claimAndProcess(batch.names, feed: feed)
         }
         return shutdown()
@@ -394,6 +413,29 @@ package final class Daemon: Sendable {
         if !claimed.isEmpty { submit(claimed) }
     }
 
+    /// How long a stop waits for the followers after the journal is closed: they were asked to
+    /// stop when the drain began, and each stops within its current step.
+    static let followerStopLimit: UInt64 = 5_000_000_000
+
+    /// The longest the ingest loop sleeps with nothing due (the feed's periodic rescan and the
+    /// watchdog come sooner when set).
+    static let longestIdleWait: UInt64 = 60_000_000_000
+
+    /// When the ingest loop last did its periodic chores, and whether the status line has
+    /// stopped changing.
+    private struct LoopClock {
+        var lastStatus: UInt64 = 0
+        var lastStatusLine = ""
+        var statusSettled = false
+        var lastMetrics: UInt64
+        var lastRetry: UInt64
+
+        init(now: UInt64) {
+            lastMetrics = now
+            lastRetry = now
+        }
+    }
+
     /// Batches up to this size are processed inline when the processing queue is idle: more
     /// than a file or two at once means a burst has begun, and both cores should work.
     static let inlineBatchLimit = 2
@@ -499,6 +541,8 @@ package final class Daemon: Sendable {
             finish()
         case .handBack:
             if state.withLock({ $0.handBack(name) }) { doorbell.signal() }
+            // The loop may be asleep with nothing due: it takes the file again within a second.
+            waker.withLock { $0?.wake() }
         case .journalFailed(let errno, let message):
             state.withLock { $0.journalFailed(.init(errno: errno, message: message)) }
             finish()
@@ -513,6 +557,7 @@ package final class Daemon: Sendable {
     private func shutdown() -> Int32 {
         reporter.notifier.stopping(status: "stopping: draining in-flight files")
         reporter.events.log(.stopping, "pushspoold stopping", fields: [])
+        followers.requestStop()
         media?.shutdown()
         let deadline = Posix.monotonicNanos() + 30_000_000_000
         var left = 0
@@ -536,7 +581,6 @@ package final class Daemon: Sendable {
                 break drain
             }
         }
-        retention?.stop()
         do {
             try journal.close()
         } catch {
@@ -544,7 +588,7 @@ package final class Daemon: Sendable {
         }
         // Close commits what was queued; its acknowledgements run before the exit.
         pipeline?.flushAcknowledgements()
-        followers.stop()
+        followers.stop(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
         publishMetrics(store.current)
         reporter.flush()
         if left > 0 {

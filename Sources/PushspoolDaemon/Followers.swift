@@ -7,6 +7,7 @@ import PushInbox
 import PushOutbox
 import PushOutboxStore
 import PushExport
+import PushFollow
 
 /// The journal's followers inside pushspoold: the Notification Center index (SQLite) and the
 /// outbox that delivers its events to the vendors. Each reads the journal from its own durable
@@ -19,11 +20,14 @@ final class Followers: Sendable {
     let outbox: OutboxFollower?
     /// `[Export] Enabled=yes`: publishes every record to NATS JetStream.
     let exporter: Exporter?
+    /// The followers on the shared runtime, in start order.
+    let group: FollowerGroup
 
     /// Opens the index (created on first use) and, when `[Outbox] Enabled=yes`, the outbox with
     /// its key files. A follower that cannot open stops start-up with a clear message: running
     /// without it would silently leave apps and vendors behind.
-    init(configuration: Configuration, journal: JournalWriter, events: EventLog) throws(DaemonError) {
+    init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
+        group = FollowerGroup([retention].compactMap { $0 }, commits: journal.commits)
         do {
             inbox = configuration.inbox.enabled
                 ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq })
@@ -68,18 +72,26 @@ final class Followers: Sendable {
     /// cursor all count — retiring past the index or the outbox would lose inbox items or
     /// vendor events, not only exports. `nil` = no follower.
     func retentionFloor() -> UInt64? {
-        [exporter?.acknowledgedSeq(), inbox?.appliedSeq, outbox?.status.cursor].compactMap { $0 }.min()
+        ([exporter?.acknowledgedSeq(), inbox?.appliedSeq, outbox?.status.cursor] + [group.retentionFloor()]).compactMap { $0 }.min()
     }
 
-    func start() {
+    func start() throws(SystemError) {
         inbox?.start()
         outbox?.start()
         exporter?.start()
+        try group.start()
+    }
+
+    /// Asks every follower to stop after its current step, without waiting: an outbox POST
+    /// in flight is abandoned while ingest drains.
+    func requestStop() {
+        for runner in group.runners { runner.requestStop() }
     }
 
     /// Stops the threads after their current batch or request (the exporter waits up to 2 s
-    /// for PubAcks in flight and checkpoints).
-    func stop() {
+    /// for PubAcks in flight and checkpoints), all within `deadline`.
+    func stop(deadline: UInt64) {
+        group.stop(deadline: deadline)
         exporter?.stop()
         outbox?.stop()
         inbox?.stop()
@@ -126,7 +138,7 @@ final class Followers: Sendable {
         var text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
         if let outbox { text += "; " + outbox.status.summary }
         if let exporter { text += "; " + exporter.status.summary }
-        return text
+        return text + group.statusSuffix
     }
 
     func publish(to metrics: Metrics) {

@@ -197,6 +197,9 @@ struct IntakeState: Sendable {
 
     var busyCount: Int { busyNames.count }
 
+    /// Files wait to be taken again (busy names or handed back): the loop must wake for them.
+    var retryPending: Bool { !busyNames.isEmpty || !handedBack.isEmpty }
+
     // MARK: - Draining
 
     /// One step of the drain after a stop: wait while files are in flight and can still

@@ -1,12 +1,13 @@
 import PushConfig
+import PushFollow
 import PushJournal
 import PushMediaStore
 import PushSpool
 import PushSystem
 import PushSystemd
 
-/// The exporter's acknowledged seq, for retention: a segment holding a record above it is
-/// kept. `nil` (the default, until an exporter sets a source) = export off.
+/// The lowest seq the journal's followers still need, for retention: a segment holding a
+/// record above it is kept. `nil` (the default, until the daemon sets a source) = no follower.
 ///
 /// `Sendable`: the source is behind a lock.
 package final class RetentionFloor: Sendable {
@@ -14,7 +15,7 @@ package final class RetentionFloor: Sendable {
 
     package init() {}
 
-    /// Called once by the exporter before the daemon runs.
+    /// Called once by the daemon, before the followers start.
     package func set(_ floor: @escaping @Sendable () -> UInt64?) { source.withLock { $0 = floor } }
 
     package func callAsFunction() -> UInt64? { source.withLock { $0 }?() }
@@ -40,15 +41,16 @@ enum RetentionPass {
         return policy
     }
 
-    /// The service for `configuration`, or `nil` when it retires nothing.
-    static func service(configuration: Configuration, journal: JournalWriter, journalDirectory: String, layout: SpoolLayout,
-                        mediaDirectory: String?, floor: RetentionFloor, events: EventLog) -> JournalRetentionService? {
+    /// The follower for `configuration` (a pass at start, then every `interval` or on SIGHUP),
+    /// or `nil` when it retires nothing.
+    static func follower(configuration: Configuration, journal: JournalWriter, journalDirectory: String, layout: SpoolLayout,
+                         mediaDirectory: String?, floor: RetentionFloor, events: EventLog) -> PeriodicFollower? {
         let policy = policy(for: configuration)
         let failedRetain = configuration.spool.failedRetain
         guard policy.isActive || failedRetain > .zero else { return nil }
         let grace = configuration.media.dedupWindow + configuration.media.payloadDeadline + mediaGraceMargin
         let lastMedia = Locked<UInt64?>(nil)
-        return JournalRetentionService(interval: interval) {
+        return PeriodicFollower(name: "retention", interval: interval) {
             if policy.isActive {
                 do throws(JournalError) {
                     let result = try JournalRetention.runPass(directory: journalDirectory, policy: policy, retentionFloor: { floor() })

@@ -158,3 +158,19 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         _ = Backoff(base: .seconds(Int64.max / 2), ceiling: .seconds(Int64.max / 2)).delay(failures: 1_000)
     }
 }
+
+@Suite struct PeriodicFollowerTests {
+    @Test func runsOnceAtStartThenOnlyWhenWokenOrDue() throws {
+        let follower = PeriodicFollower(name: "retention", interval: .seconds(3600)) {}
+        let runner = FollowerRunner(follower, commits: CommitFeed())
+        try runner.start()
+        #expect(waitFor { follower.passes == 1 })
+        usleep(200_000)
+        #expect(follower.passes == 1)
+        runner.wake()
+        #expect(waitFor { follower.passes == 2 })
+        #expect(runner.status.durableSeq == nil)
+        #expect(runner.status.summary == "retention")
+        runner.stop()
+    }
+}

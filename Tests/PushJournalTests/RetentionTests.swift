@@ -194,17 +194,4 @@ import PushSystem
         #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 1)
         #expect(throws: JournalError.self) { _ = try JournalWriter.open(directory: temp.journal, options: testOptions()) }
     }
-
-    @Test func theRetentionServiceRunsPassesOnItsOwnThread() throws {
-        let temp = TempDir()
-        let names = try journal(temp)
-        let service = JournalRetentionService(interval: .seconds(3600)) {
-            _ = try? JournalRetention.runPass(directory: temp.journal, policy: RetentionPolicy(maxBytes: 1), retentionFloor: { nil })
-        }
-        service.start()
-        let deadline = Posix.monotonicNanos() + 10_000_000_000
-        while service.passes == 0 && Posix.monotonicNanos() < deadline { usleep(10_000) }
-        service.stop()
-        #expect(segmentNames(temp.journal) == [names.last!])
-    }
 }
