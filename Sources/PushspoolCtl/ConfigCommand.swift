@@ -41,6 +41,14 @@ package struct ConfigCommand: CtlSubcommand {
         do {
             let (configuration, provenance) = try context.loadConfiguration()
             if check {
+                // The daemon's own start-up check. Key-file ownership is left to the daemon
+                // when this runs as another user than the file's (an operator, not the service).
+                let problems = configuration.deploymentProblems(keyFileOwner: nil)
+                guard problems.isEmpty else {
+                    for problem in problems { context.err("pushspoolctl: \(problem)\n") }
+                    context.err("pushspoolctl: configuration is not valid: pushspoold would refuse to start (exit 78)\n")
+                    return ExitStatus.failure
+                }
                 context.out("configuration is valid\n")
             } else {
                 context.out(renderEffectiveConfiguration(configuration, provenance: provenance))

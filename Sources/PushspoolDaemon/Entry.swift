@@ -51,6 +51,16 @@ package enum PushspoolDaemonMain {
         let configuration = store.current
         let events = EventLog(identifier: configuration.log.identifier,
                               maxEventsPerSecond: configuration.log.maxEventsPerSecond, metrics: metrics)
+        // What the file cannot say by itself (key files, vendor URLs): refused before the
+        // journal is opened, with the status systemd reads as "configuration error" and the
+        // same words `pushspoolctl config check` prints.
+        let problems = configuration.deploymentProblems(keyFileOwner: geteuid())
+        if !problems.isEmpty {
+            let text = problems.joined(separator: "; ")
+            events.log(.fatal, "configuration error: \(text)", fields: [("CONFIG_FILE", arguments.configFile)])
+            SystemdNotifier().failing(errno: EINVAL, status: "configuration error: \(text)")
+            return 78  // EX_CONFIG
+        }
         let notifier = SystemdNotifier(statusInterval: configuration.status.interval)
         switch FaultHook.decide(environment: { getenv($0).map { String(cString: $0) } }) {
         case .none:

@@ -54,6 +54,40 @@ import Testing
         #expect(stderr.contains("\(key): must be from \(range)"))
     }
 
+    /// An outbox the daemon cannot run passed `config check` ("configuration is valid"), then
+    /// pushspoold recovered the journal and exited 1. Both now run one check and refuse it,
+    /// the daemon with 78 (EX_CONFIG) before it opens the journal.
+    @Test(arguments: ["http-endpoint", "missing-key", "loose-key"])
+    func outboxTheDaemonRefusesIsRefusedByCheckToo(defect: String) throws {
+        let harness = try DaemonHarness(name: "config-outbox-\(defect)")
+        let key = harness.root + "/mindbox.key"
+        try "secretsecret\n".write(toFile: key, atomically: true, encoding: .utf8)
+        chmod(key, defect == "loose-key" ? 0o644 : 0o600)
+        if defect == "missing-key" { unlink(key) }
+        let url = defect == "http-endpoint" ? "http://127.0.0.1:9/" : "https://127.0.0.1:9/"
+        try """
+            [Media]
+            Enabled=no
+            [Outbox]
+            Enabled=yes
+            MindboxURL=\(url)
+            MindboxEndpointId=app
+            MindboxSecretKeyFile=\(key)
+
+            """.write(toFile: harness.config, atomically: true, encoding: .utf8)
+        let expected = ["http-endpoint": "is plain http", "missing-key": "cannot open key file", "loose-key": "has mode 644"][defect]!
+        let (checkStatus, checkOut, checkErr) = try DaemonHarness.run(DaemonHarness.binDirectory + "/pushspoolctl",
+                                                                     ["config", "check", harness.config])
+        #expect(checkStatus == 1, "\(checkOut)")
+        #expect(checkErr.contains(expected), "\(checkErr)")
+        #expect(!checkOut.contains("configuration is valid"))
+        let (status, stderr) = try harness.runExpectingExit(config: harness.config, timeout: 20)
+        #expect(status == 78, "\(stderr)")
+        #expect(stderr.contains(expected), "\(stderr)")
+        // Refused before recovery: no journal was opened.
+        #expect(!FileManager.default.fileExists(atPath: harness.state + "/journal"))
+    }
+
     /// The SIGHUP half: the reload is refused, the daemon keeps running on the old
     /// configuration and still ingests.
     @Test func reloadWithAHugeDurationIsRefusedAndTheDaemonLives() throws {

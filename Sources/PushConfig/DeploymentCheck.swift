@@ -1,0 +1,35 @@
+@preconcurrency import Glibc
+import PushSystem
+
+/// What a configuration needs from the host beyond its own syntax and ranges: key files that
+/// exist with safe modes, vendor URLs the outbox may use. The daemon runs it before it opens
+/// the journal (exit 78, EX_CONFIG) and on every reload (the old configuration stays), and
+/// `pushspoolctl config check` runs the same code, so the check cannot pass what the daemon
+/// refuses.
+extension Configuration {
+    /// Every problem found, each a sentence naming the setting; empty = the daemon can start.
+    /// - Parameter keyFileOwner: the uid key files must belong to (the daemon's own); `nil`
+    ///   skips that one check (`config check` run by an operator rather than the service).
+    package func deploymentProblems(keyFileOwner: uid_t?) -> [String] {
+        var problems: [String] = []
+        if outbox.enabled {
+            for (key, url) in [("MindboxURL", outbox.mindboxURL), ("InfobipURL", outbox.infobipURL)] {
+                let lower = url.lowercased()
+                if !lower.hasPrefix("https://") && !lower.hasPrefix("http://") {
+                    problems.append("[Outbox] \(key)=\(url) is not an http(s) URL")
+                } else if lower.hasPrefix("http://") && !outbox.allowHTTP {
+                    problems.append("[Outbox] \(key)=\(url) is plain http; use https or set AllowHTTP=yes")
+                }
+            }
+            for (key, path) in [("MindboxSecretKeyFile", outbox.mindboxSecretKeyFile), ("InfobipAppKeyFile", outbox.infobipAppKeyFile)]
+            where !path.isEmpty {
+                do throws(KeyFile.Problem) {
+                    _ = try KeyFile.read(path: path, owner: keyFileOwner)
+                } catch {
+                    problems.append("[Outbox] \(key)=: \(error.message)")
+                }
+            }
+        }
+        return problems
+    }
+}
