@@ -47,8 +47,9 @@ package enum ExportNotice: Sendable, Equatable {
 /// Follows the journal from `export/cursor` and publishes every record to NATS JetStream, on a
 /// dedicated thread (niced, never on the ingest path: it only reads the journal).
 ///
-/// Exactly once: each message carries `Nats-Msg-Id` = `<host id>:<key>`; the cursor moves only
-/// over PubAck'ed records (``AckWindow``), so after a crash or a failed publish the exporter
+/// Exactly once: each message carries `Nats-Msg-Id` = `<host id>:<key>` (the key made
+/// header-safe: ``ExportMessage/messageId(hostId:key:)``); the cursor moves only over
+/// PubAck'ed records (``AckWindow``), so after a crash or a failed publish the exporter
 /// sends again from the cursor and the stream's duplicate window drops what it already holds.
 /// At most `maxPending` publishes are in flight. NATS down: the exporter retries, lag grows,
 /// ingest is untouched; it catches up when NATS returns.

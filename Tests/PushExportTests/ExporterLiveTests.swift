@@ -49,6 +49,16 @@ final class ExportFixture {
         return keys
     }
 
+    /// Appends one record per key, as the journal holds them (records from before intake
+    /// refused control characters included).
+    func append(keys: [String]) async throws {
+        for key in keys {
+            counter += 1
+            let result = await writer.append(key: key, body: Array(#"{"platform":"ios","n":\#(counter)}"#.utf8), ingestMillis: 1)
+            guard case .committed = result else { throw NatsServerError(description: "append: \(result)") }
+        }
+    }
+
     func stored(stream: String = "PUSHTEST") throws -> [NatsClient.StoredMessage] {
         let client = try NatsClient(urls: [server.url], name: "test-reader")
         defer { client.close() }
@@ -153,6 +163,29 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try waitFor("exported") { exporter.status.acknowledgedSeq == 10 }
         exporter.stop()
         #expect(try f.stored().count == 10)
+    }
+
+    /// Issue 21 #2: users that differ only in CR/LF versus spaces, or after a NUL, got one
+    /// `Nats-Msg-Id`; the stream kept the first and the exporter counted the rest acknowledged.
+    @Test func recordsWhoseKeysDifferOnlyInControlCharactersAreAllInTheStream() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let keys = ["mindbox@7:a\r\nX: 1:p1", "mindbox@7:a  X: 1:p1", "mindbox@8:z\u{0}one:p1", "mindbox@8:z\u{0}two:p1",
+                    "apns:trailing ", "apns:trailing", "apns:100%", "apns:100%25", "mindbox@10:Борис:p1"]
+        try await f.append(keys: keys)
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == UInt64(keys.count) }
+        exporter.stop()
+        let stored = try f.stored()
+        #expect(stored.count == keys.count)
+        #expect(stored.map(\.msgId) == keys.map { ExportMessage.messageId(hostId: "testhost", key: $0) })
+        #expect(Set(stored.map(\.msgId)).count == keys.count)
+
+        // A replay makes the same ids: the stream drops every record as a duplicate.
+        let replayed = try Exporter.replay(options: f.options(), fromSeq: 1, toSeq: nil)
+        #expect(replayed.published == UInt64(keys.count) && replayed.duplicates == UInt64(keys.count))
+        #expect(try f.stored().count == keys.count)
     }
 
     @Test func replayRepublishesARangeAndTheServerDropsDuplicates() async throws {
