@@ -188,6 +188,62 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         #expect(try f.stored().count == keys.count)
     }
 
+    /// Issue 21 #11: with its stream deleted every publish fails ("no responders"), also
+    /// after a nats-server restart; the exporter must create the stream again by itself.
+    @Test func aDeletedStreamIsCreatedAgainWithoutRestartingTheExporter() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        defer { exporter.stop() }
+        try await f.append(10)
+        try waitFor("first batch") { exporter.status.acknowledgedSeq == 10 }
+
+        let admin = try NatsClient(urls: [f.server.url], name: "admin")
+        try admin.deleteStream("PUSHTEST")
+        admin.close()
+        let second = try await f.append(20)
+        try waitFor("second batch", timeout: 60) { exporter.status.acknowledgedSeq == 30 }
+        #expect(try f.stored().map(\.msgId) == second.map { "testhost:" + $0 })
+
+        // Deleted again, and the server restarted while the exporter waits for it.
+        let again = try NatsClient(urls: [f.server.url], name: "admin")
+        try again.deleteStream("PUSHTEST")
+        again.close()
+        f.server.stop()
+        try f.server.start()
+        let third = try await f.append(15)
+        try waitFor("third batch", timeout: 60) { exporter.status.acknowledgedSeq == 45 }
+        #expect(try f.stored().map(\.msgId) == third.map { "testhost:" + $0 })
+        #expect(exporter.status.running)
+    }
+
+    /// Issue 21 #11: "NATS connection lost" stayed the last error after libnats reconnected
+    /// when nothing was left to publish (lag 0), so `export status` showed it indefinitely.
+    @Test func theConnectionLossIsForgottenOnceReconnectedWithNothingToPublish() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        defer { exporter.stop() }
+        try await f.append(5)
+        try waitFor("exported") { exporter.status.acknowledgedSeq == 5 }
+
+        f.server.stop()
+        try waitFor("loss seen") { exporter.status.lastError?.contains("connection lost") == true }
+        try f.server.start()
+        try waitFor("reconnected, no error", timeout: 60) {
+            let status = exporter.status
+            return status.connected && status.lag == 0 && status.lastError == nil
+        }
+        // What `pushspoolctl export status` shows: the status file, rewritten every second.
+        try waitFor("status file without the error") {
+            guard let bytes = try? Posix.readFile(f.stateDirectory + "/export/status.json", limit: 1 << 16),
+                  let object = try? JSONParser().parse(bytes).objectValue else { return false }
+            return object["connected"]?.boolValue == true && object["lastError"] == nil
+        }
+    }
+
     @Test func replayRepublishesARangeAndTheServerDropsDuplicates() async throws {
         let f = try ExportFixture()
         try f.server.start()
