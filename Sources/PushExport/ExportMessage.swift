@@ -76,8 +76,8 @@ package struct ExportMessage: Sendable, Equatable {
     /// Why: a header value is a C string to libnats, which turns CR and LF into spaces, and
     /// a NUL ends it, so keys differing only there (`"a\r\nX: 1"` and `"a  X: 1"`,
     /// `"z\0one"` and `"z\0two"`) got one message id and the stream dropped all but the
-    /// first as duplicates while the exporter counted them acknowledged. Header parsers trim
-    /// trailing whitespace, so a final space is encoded too. Injective (the `%` of every
+    /// first as duplicates while the exporter counted them acknowledged. Header readers such
+    /// as Go's textproto trim trailing whitespace, so a final space is encoded too. Injective (the `%` of every
     /// escape is the only `%` in the output, so decoding gives back the key's bytes), and a
     /// key that was header-safe already (printable ASCII without `%`) keeps the id it had, so
     /// replaying records exported by earlier versions still deduplicates.
