@@ -41,9 +41,8 @@ package struct SubjectTemplate: Sendable, Equatable {
 package struct ExportMessage: Sendable, Equatable {
     package var seq: UInt64
     package var subject: String
-    /// `Nats-Msg-Id`: `<host id>:<journal key>`, the key being `vendor:id` (or
-    /// `vendor@N:user:id` for a push to a user, `event:id` for an event) — the same push
-    /// exported twice (replay, crash) carries the same id and the server drops the second.
+    /// `Nats-Msg-Id`: ``messageId(hostId:key:)`` — the same push exported twice (replay,
+    /// crash) carries the same id and the server drops the second.
     package var msgId: String
     package var body: [UInt8]
 
@@ -52,7 +51,7 @@ package struct ExportMessage: Sendable, Equatable {
 
     package init(record: JournalRecord, hostId: String, template: SubjectTemplate) {
         seq = record.seq
-        msgId = hostId + ":" + record.key
+        msgId = Self.messageId(hostId: hostId, key: record.key)
         body = record.body
         let vendor = DedupKey.parse(record.key)?.vendor ?? "unknown"
         var platform = "none"
@@ -60,5 +59,46 @@ package struct ExportMessage: Sendable, Equatable {
             platform = object["platform"]?.stringValue ?? (object["kind"]?.stringValue == "event" ? "event" : "none")
         }
         subject = template.subject(vendor: vendor, platform: platform)
+    }
+
+    /// `<host id>:<journal key>`, the key percent-encoded (``headerSafe(_:)``). The key is
+    /// `vendor:id` (or `vendor@N:user:id` for a push to a user, `event:id` for an event).
+    /// The daemon and `pushspoolctl export replay` both get ids from here, so a replay
+    /// deduplicates against what the daemon sent. The host id is `[A-Za-z0-9._-]`, so the
+    /// first `:` ends it.
+    package static func messageId(hostId: String, key: String) -> String {
+        hostId + ":" + headerSafe(key)
+    }
+
+    /// `key` with every byte outside printable ASCII, every `%`, and a space at the end
+    /// written as `%XX` (upper-case hex); everything else as it is.
+    ///
+    /// Why: a header value is a C string to libnats, which turns CR and LF into spaces, and
+    /// a NUL ends it, so keys differing only there (`"a\r\nX: 1"` and `"a  X: 1"`,
+    /// `"z\0one"` and `"z\0two"`) got one message id and the stream dropped all but the
+    /// first as duplicates while the exporter counted them acknowledged. Header readers such
+    /// as Go's textproto trim trailing whitespace, so a final space is encoded too. Injective (the `%` of every
+    /// escape is the only `%` in the output, so decoding gives back the key's bytes), and a
+    /// key that was header-safe already (printable ASCII without `%`) keeps the id it had, so
+    /// replaying records exported by earlier versions still deduplicates.
+    package static func headerSafe(_ key: String) -> String {
+        let bytes = key.utf8
+        guard bytes.contains(where: { !isKeptAsIs($0) }) || bytes.last == UInt8(ascii: " ") else { return key }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 3)
+        for (index, byte) in bytes.enumerated() {
+            if isKeptAsIs(byte), !(byte == UInt8(ascii: " ") && index == bytes.count - 1) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Printable ASCII (space through `~`) other than `%`.
+    private static func isKeptAsIs(_ byte: UInt8) -> Bool {
+        byte >= 0x20 && byte <= 0x7E && byte != UInt8(ascii: "%")
     }
 }

@@ -47,11 +47,13 @@ package enum ExportNotice: Sendable, Equatable {
 /// Follows the journal from `export/cursor` and publishes every record to NATS JetStream, on a
 /// dedicated thread (niced, never on the ingest path: it only reads the journal).
 ///
-/// Exactly once: each message carries `Nats-Msg-Id` = `<host id>:<key>`; the cursor moves only
-/// over PubAck'ed records (``AckWindow``), so after a crash or a failed publish the exporter
+/// Exactly once: each message carries `Nats-Msg-Id` = `<host id>:<key>` (the key made
+/// header-safe: ``ExportMessage/messageId(hostId:key:)``); the cursor moves only over
+/// PubAck'ed records (``AckWindow``), so after a crash or a failed publish the exporter
 /// sends again from the cursor and the stream's duplicate window drops what it already holds.
 /// At most `maxPending` publishes are in flight. NATS down: the exporter retries, lag grows,
-/// ingest is untouched; it catches up when NATS returns.
+/// ingest is untouched; it catches up when NATS returns. A stream deleted under it is
+/// created again after the first failed publish.
 ///
 /// `Sendable`: state behind locks; the connection and the journal reader belong to the thread.
 package final class Exporter: Sendable {
@@ -174,8 +176,7 @@ package final class Exporter: Sendable {
                     let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
                                                tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
                                                ackTimeout: options.ackTimeout, sink: sink)
-                    try fresh.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
-                                           duplicateWindow: options.duplicateWindow)
+                    try ensureStream(fresh)
                     client = fresh
                     resync(client: fresh, reader: &reader)
                 } catch {
@@ -186,11 +187,23 @@ package final class Exporter: Sendable {
             }
             guard let client else { continue }
             let connected = client.isConnected
-            control.withLock { $0.connected = connected }
+            control.withLock { c in
+                c.connected = connected
+                // libnats reconnects by itself: once it has, the loss is no longer news, even
+                // when nothing is left to publish that would clear it.
+                if connected, c.lastError == Self.connectionLost { c.lastError = nil }
+            }
             let (failed, pending) = sink.window.withLock { ($0.failed, $0.pending) }
             if failed || !connected {
                 if let text = sink.lastFailure.withLock({ $0 }) { setError(text) }
-                if !connected { setError("NATS connection lost; reconnecting") }
+                if !connected { setError(Self.connectionLost) }
+                // A stream deleted under us answers every publish with "no responders", also
+                // after libnats reconnects on its own (the stream is only ensured for a new
+                // client), so export would stall for good: look it up again, re-creating it
+                // when it is gone. One lookup per failed round, which waits 100 ms anyway.
+                if failed, connected {
+                    do { try ensureStream(client) } catch { setError(error.description) }
+                }
                 // Start over from the cursor: what was acknowledged stays, the rest is sent
                 // again and dropped by the server if it had arrived.
                 resync(client: client, reader: &reader)
@@ -236,6 +249,14 @@ package final class Exporter: Sendable {
         checkpoint()
         control.withLock { $0.connected = false }
         writeStatusFile()
+    }
+
+    private static let connectionLost = "NATS connection lost; reconnecting"
+
+    /// The configured stream, created when it does not exist.
+    private func ensureStream(_ client: NatsClient) throws(ExportError) {
+        try client.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
+                                duplicateWindow: options.duplicateWindow)
     }
 
     /// Drops what is in flight and positions the reader after the acknowledged seq.

@@ -185,6 +185,17 @@ package final class NatsClient {
         return true
     }
 
+    /// Deletes stream `name` and every message in it (tests, to take a stream away from a
+    /// running exporter). Wraps js_DeleteStream(3).
+    package func deleteStream(_ name: String) throws(ExportError) {
+        var code = jsErrCode(0)
+        let status = js_DeleteStream(js, name, nil, &code)
+        guard status == NATS_OK else {
+            throw ExportError(.stream, "deleting stream \(name): \(natsText(status)) (JetStream error \(code.rawValue))",
+                              natsStatus: Int32(bitPattern: status.rawValue))
+        }
+    }
+
     /// Publishes without waiting for the PubAck, which goes to the sink. Wraps js_PublishMsgAsync(3).
     package func publishAsync(_ message: ExportMessage) throws(ExportError) {
         var msg: OpaquePointer?

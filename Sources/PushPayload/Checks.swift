@@ -46,3 +46,31 @@ package enum EpochTime {
         return Timestamp.iso8601(millis: ms)
     }
 }
+
+/// Control characters in names that become part of a dedup key or name an inbox.
+package enum ControlCharacters {
+    /// The first control character of `text` (U+0000–U+001F, U+007F) and its byte offset,
+    /// or `nil`. JSON lets them into a string only as escapes (`\u0000`, `\r`).
+    package static func first(in text: String) -> (scalar: Unicode.Scalar, offset: Int)? {
+        var offset = 0
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F { return (scalar, offset) }
+            offset += UTF8.width(scalar)
+        }
+        return nil
+    }
+
+    /// `control_character` for envelope member or id `what` when `text` holds one.
+    ///
+    /// Why refuse instead of store: a user, device or id is shown by `pushspoolctl` on a
+    /// terminal (ESC would drive it), names an inbox in the HTTP API, and goes into header
+    /// values (NATS `Nats-Msg-Id`) where CR, LF and NUL do not survive. No vendor or app
+    /// issues such names, so one is a producer bug, not a push to keep.
+    static func check(_ text: String?, _ what: String, path: String?, vendor: Vendor? = nil, platform: Platform? = nil) throws(PayloadRefusal) {
+        guard let text, let (scalar, offset) = first(in: text) else { return }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        throw PayloadRefusal(.controlCharacter, "\(what) holds the control character \(code) at byte \(offset); user, device and id may not hold U+0000-U+001F or U+007F",
+                             vendor: vendor, platform: platform, path: path)
+    }
+}

@@ -201,6 +201,7 @@ enum EventParser {
             if s.utf8.count > PushEvent.maxNameBytes {
                 throw PayloadRefusal(.invalidEnvelope, "envelope member \"\(key)\" is \(s.utf8.count) bytes, over \(PushEvent.maxNameBytes)", path: key)
             }
+            try ControlCharacters.check(s, "envelope member \"\(key)\"", path: key)
             return s.isEmpty ? nil : s
         case let other?:
             throw PayloadRefusal(.invalidEnvelope, "envelope member \"\(key)\" must be a string, found \(other.typeName)", path: key)

@@ -97,6 +97,7 @@ package enum Normalizer {
             throw PayloadRefusal(.idTooLong, "the dedup key (\(parts)) would be \(keyBytes) bytes, over the journal's \(DedupKey.maxBytes)-byte limit (the id is \(n.id.utf8.count) bytes)",
                                  vendor: n.vendor, platform: n.platform)
         }
+        try ControlCharacters.check(n.id, "the \(n.vendor.rawValue) id", path: nil, vendor: n.vendor, platform: n.platform)
         if let hint = envelope.platform, hint != n.platform {
             session.warn(.platformMismatch, hint.rawValue)
         }
@@ -139,6 +140,8 @@ struct Envelope {
         if let device, device.utf8.count > PushEvent.maxNameBytes {
             throw PayloadRefusal(.invalidEnvelope, "envelope member \"device\" is \(device.utf8.count) bytes, over \(PushEvent.maxNameBytes)", path: "device")
         }
+        try ControlCharacters.check(user, "envelope member \"user\"", path: "user")
+        try ControlCharacters.check(device, "envelope member \"device\"", path: "device")
         if device?.isEmpty == true { device = nil }
         receivedAt = try optionalString("receivedAt")
         if let p = try optionalString("platform") {

@@ -51,6 +51,9 @@ package enum ReasonCode: String, Sendable, CaseIterable {
     case missingBody = "missing_body"
     /// A member the vendor SDK decodes strictly has the wrong JSON type.
     case typeMismatch = "type_mismatch"
+    /// The envelope's `user` or `device`, or the push's id, holds a control character
+    /// (U+0000–U+001F, U+007F; in JSON only as an escape such as `\u0000`).
+    case controlCharacter = "control_character"
     /// An event envelope (`"event"` instead of `"payload"`) whose event has an unknown type,
     /// lacks a required member, has one it does not take, or a member out of range.
     case invalidEvent = "invalid_event"
@@ -71,7 +74,8 @@ package enum ReasonCode: String, Sendable, CaseIterable {
         case .symlink, .notRegularFile, .fileTooLarge, .unreadable, .crashedDaemon: .read
         case .recordTooLarge: .journal
         case .invalidJSON, .duplicateKeys, .tooDeep, .payloadTooLarge, .notAnObject, .invalidEnvelope, .unrecognized,
-             .ambiguousVendor, .unsupportedVendor, .notAPush, .missingId, .idTooLong, .missingBody, .typeMismatch, .invalidEvent: .normalize
+             .ambiguousVendor, .unsupportedVendor, .notAPush, .missingId, .idTooLong, .missingBody, .typeMismatch, .invalidEvent,
+             .controlCharacter: .normalize
         }
     }
 }

@@ -49,6 +49,10 @@ package struct DropCommand: CtlSubcommand {
         }
         if files.isEmpty { throw UsageError("no FILE given (use '-' for stdin)") }
         if raw, user != nil || platform != nil { throw UsageError("--raw copies bytes unchanged; it cannot add --user or --platform") }
+        // The daemon refuses such an envelope (control_character): say so before writing it.
+        if let user, ControlCharacters.first(in: user) != nil {
+            throw UsageError("--user must not hold control characters (U+0000-U+001F, U+007F)")
+        }
     }
 
     package func run(_ context: CtlContext) -> Int32 {

@@ -84,6 +84,10 @@ package struct NcEventCommand: CtlSubcommand {
             if let value, value.isEmpty || value.utf8.count > PushEvent.maxNameBytes {
                 throw UsageError("\(option) needs 1-\(PushEvent.maxNameBytes) bytes")
             }
+            // The daemon refuses such an envelope (control_character): say so before writing it.
+            if let value, ControlCharacters.first(in: value) != nil {
+                throw UsageError("\(option) must not hold control characters (U+0000-U+001F, U+007F)")
+            }
         }
         if user == nil, device == nil { throw UsageError("nc \(word) needs --user U or --device D (whose inbox)") }
         if let eventId, !PushEvent.isValidEventId(eventId) {

@@ -29,7 +29,7 @@ import PushExport
 
     /// Every journal record's expected `Nats-Msg-Id`.
     static func expectedIds(_ harness: DaemonHarness, hostId: String) throws -> Set<String> {
-        Set(try harness.records().map { "\(hostId):\($0.key)" })
+        Set(try harness.records().map { ExportMessage.messageId(hostId: hostId, key: $0.key) })
     }
 
     static func drop(_ harness: DaemonHarness, range: Range<Int>, tag: String) throws {

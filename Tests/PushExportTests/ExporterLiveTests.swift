@@ -49,6 +49,16 @@ final class ExportFixture {
         return keys
     }
 
+    /// Appends one record per key, as the journal holds them (records from before intake
+    /// refused control characters included).
+    func append(keys: [String]) async throws {
+        for key in keys {
+            counter += 1
+            let result = await writer.append(key: key, body: Array(#"{"platform":"ios","n":\#(counter)}"#.utf8), ingestMillis: 1)
+            guard case .committed = result else { throw NatsServerError(description: "append: \(result)") }
+        }
+    }
+
     func stored(stream: String = "PUSHTEST") throws -> [NatsClient.StoredMessage] {
         let client = try NatsClient(urls: [server.url], name: "test-reader")
         defer { client.close() }
@@ -153,6 +163,85 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try waitFor("exported") { exporter.status.acknowledgedSeq == 10 }
         exporter.stop()
         #expect(try f.stored().count == 10)
+    }
+
+    /// Issue 21 #2: users that differ only in CR/LF versus spaces, or after a NUL, got one
+    /// `Nats-Msg-Id`; the stream kept the first and the exporter counted the rest acknowledged.
+    @Test func recordsWhoseKeysDifferOnlyInControlCharactersAreAllInTheStream() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let keys = ["mindbox@7:a\r\nX: 1:p1", "mindbox@7:a  X: 1:p1", "mindbox@8:z\u{0}one:p1", "mindbox@8:z\u{0}two:p1",
+                    "apns:trailing ", "apns:trailing", "apns:100%", "apns:100%25", "mindbox@10:Борис:p1"]
+        try await f.append(keys: keys)
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == UInt64(keys.count) }
+        exporter.stop()
+        let stored = try f.stored()
+        #expect(stored.count == keys.count)
+        #expect(stored.map(\.msgId) == keys.map { ExportMessage.messageId(hostId: "testhost", key: $0) })
+        #expect(Set(stored.map(\.msgId)).count == keys.count)
+
+        // A replay makes the same ids: the stream drops every record as a duplicate.
+        let replayed = try Exporter.replay(options: f.options(), fromSeq: 1, toSeq: nil)
+        #expect(replayed.published == UInt64(keys.count) && replayed.duplicates == UInt64(keys.count))
+        #expect(try f.stored().count == keys.count)
+    }
+
+    /// Issue 21 #11: with its stream deleted every publish fails ("no responders"), also
+    /// after a nats-server restart; the exporter must create the stream again by itself.
+    @Test func aDeletedStreamIsCreatedAgainWithoutRestartingTheExporter() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        defer { exporter.stop() }
+        try await f.append(10)
+        try waitFor("first batch") { exporter.status.acknowledgedSeq == 10 }
+
+        let admin = try NatsClient(urls: [f.server.url], name: "admin")
+        try admin.deleteStream("PUSHTEST")
+        admin.close()
+        let second = try await f.append(20)
+        try waitFor("second batch", timeout: 60) { exporter.status.acknowledgedSeq == 30 }
+        #expect(try f.stored().map(\.msgId) == second.map { "testhost:" + $0 })
+
+        // Deleted again, and the server restarted while the exporter waits for it.
+        let again = try NatsClient(urls: [f.server.url], name: "admin")
+        try again.deleteStream("PUSHTEST")
+        again.close()
+        f.server.stop()
+        try f.server.start()
+        let third = try await f.append(15)
+        try waitFor("third batch", timeout: 60) { exporter.status.acknowledgedSeq == 45 }
+        #expect(try f.stored().map(\.msgId) == third.map { "testhost:" + $0 })
+        #expect(exporter.status.running)
+    }
+
+    /// Issue 21 #11: "NATS connection lost" stayed the last error after libnats reconnected
+    /// when nothing was left to publish (lag 0), so `export status` showed it indefinitely.
+    @Test func theConnectionLossIsForgottenOnceReconnectedWithNothingToPublish() async throws {
+        let f = try ExportFixture()
+        try f.server.start()
+        let exporter = try Exporter(options: f.options())
+        exporter.start()
+        defer { exporter.stop() }
+        try await f.append(5)
+        try waitFor("exported") { exporter.status.acknowledgedSeq == 5 }
+
+        f.server.stop()
+        try waitFor("loss seen") { exporter.status.lastError?.contains("connection lost") == true }
+        try f.server.start()
+        try waitFor("reconnected, no error", timeout: 60) {
+            let status = exporter.status
+            return status.connected && status.lag == 0 && status.lastError == nil
+        }
+        // What `pushspoolctl export status` shows: the status file, rewritten every second.
+        try waitFor("status file without the error") {
+            guard let bytes = try? Posix.readFile(f.stateDirectory + "/export/status.json", limit: 1 << 16),
+                  let object = try? JSONParser().parse(bytes).objectValue else { return false }
+            return object["connected"]?.boolValue == true && object["lastError"] == nil
+        }
     }
 
     @Test func replayRepublishesARangeAndTheServerDropsDuplicates() async throws {

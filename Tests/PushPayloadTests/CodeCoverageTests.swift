@@ -26,6 +26,7 @@ let reasonFixtures: [CodeFixture] = [
     CodeFixture(code: "missing_id", json: #"{"_sid": "SFMC", "_m": "", "aps": {"alert": "x"}}"#),
     CodeFixture(code: "id_too_long", json: #"{"data": {"uniqueKey": ""# + String(repeating: "k", count: 248) + #"", "message": "m"}}"#),
     CodeFixture(code: "missing_body", json: #"{"messageId": "m1", "aps": {"alert": {"title": "only a title"}}}"#),
+    CodeFixture(code: "control_character", json: #"{"pushspool": 1, "user": "a\r\nX: 1", "payload": {"aps": {"alert": "x"}}}"#),
     CodeFixture(code: "invalid_event", json: #"{"pushspool": 1, "user": "u", "event": {"type": "nc.read", "eventId": "e1", "item": 0}}"#),
     CodeFixture(code: "type_mismatch", json: #"{"aps": {"alert": {"body": "b"}, "mutable-content": "1"}, "clickUrl": "https://e.example", "uniqueKey": "u"}"#),
 ]

@@ -119,6 +119,7 @@ let ncCLICases: [NcCLICase] = [
         ["nc", "inapp-optout", "--user", "u"], ["nc", "inapp-optout", "--user", "u", "yes"],
         ["nc", "opened", "--user", "u", "--event-id", "bad id"], ["nc", "opened", "--user", "u", "--event-id", String(repeating: "a", count: 129)],
         ["nc", "opened", "--user", String(repeating: "u", count: 256)], ["nc", "opened", "--user", "u", "--bogus"],
+        ["nc", "opened", "--user", "a\r\nb"], ["nc", "opened", "--device", "d\u{1B}[31m"], ["drop", "--user", "z\u{7F}", "-"],
     ])
     func usageErrorsExit64AndWriteNothing(_ arguments: [String]) throws {
         let spool = try CtlSpool()
