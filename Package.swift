@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         // The outbox in a child process the crash tests can SIGKILL.
-        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox"], path: "Tests/OutboxChild"),
+        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
             "PushOutbox", "PushOutboxStore", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
