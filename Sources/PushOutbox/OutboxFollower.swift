@@ -17,11 +17,13 @@ import Synchronization
 ///
 /// Stopping: `stop()` aborts a POST in flight (see `HTTPPoster`) and makes no further one, so
 /// it returns within about a second even when a vendor hangs; the aborted POST is not counted
-/// as an attempt and goes out first after the restart.
+/// as an attempt and goes out first after the restart (with the same ids: the vendor may have
+/// taken it, as with a POST in flight at a crash).
 ///
 /// Order: a user's (or, without a user, a device's) deliveries go out in journal order; one in
 /// backoff holds back that user's later ones, not other users'. Parked deliveries no longer
-/// hold anything back.
+/// hold anything back. A 429 or 503 with `Retry-After` holds back every user's deliveries to
+/// that vendor until then (at most `retryCeiling`).
 ///
 /// `Sendable`: all work runs under one lock (the worker thread's loop, `catchUp()`), the
 /// status snapshot under another.
@@ -351,8 +353,6 @@ final class Worker {
         // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
         // as it was and goes first after the restart.
         if response.aborted { return (nil, false) }
-        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-        let errorText = response.error.map { redactor.clean($0) }
         if response.error == nil, (200..<300).contains(response.status) {
             for delivery in batch {
                 do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
@@ -362,6 +362,9 @@ final class Worker {
             delivered += batch.count
             return (nil, true)
         }
+        // Redacted over the whole capture, then cut to the kept KiB (see `Redactor`).
+        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+        let errorText = response.error.map { redactor.clean($0) }
         let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
         let message = errorText ?? "HTTP \(response.status)"
         if !retryable {
