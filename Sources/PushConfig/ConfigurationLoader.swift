@@ -189,6 +189,14 @@ package enum ConfigurationLoader {
             if media.transferTimeout > media.payloadDeadline {
                 throw failure("Media.TransferTimeoutSec", "is longer than PayloadDeadlineSec=\(ConfigValue.formatDuration(media.payloadDeadline)); one transfer could never finish in time")
             }
+            let outbox = configuration.outbox
+            if outbox.connectTimeout > outbox.requestTimeout {
+                // Blame the key the file set: RequestTimeoutSec=3s alone is under the default connect timeout.
+                if provenance["Outbox.ConnectTimeoutSec"] == nil, provenance["Outbox.RequestTimeoutSec"] != nil {
+                    throw failure("Outbox.RequestTimeoutSec", "is shorter than ConnectTimeoutSec=\(ConfigValue.formatDuration(outbox.connectTimeout)) (the default); the connect phase is part of the request, so set ConnectTimeoutSec= at most as long")
+                }
+                throw failure("Outbox.ConnectTimeoutSec", "is longer than RequestTimeoutSec=\(ConfigValue.formatDuration(outbox.requestTimeout)); the connect phase is part of the request")
+            }
             if configuration.spool.maxFileBytes < configuration.limits.maxPayloadBytes {
                 throw failure("Spool.MaxFileSize", "is smaller than [Limits] MaxPayloadSize=\(ConfigValue.formatSize(configuration.limits.maxPayloadBytes)); a spool file carries the payload plus its envelope")
             }

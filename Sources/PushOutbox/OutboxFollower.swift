@@ -11,11 +11,19 @@ import Synchronization
 /// `<state>/outbox/pending/` before `cursor` becomes N, and no POST is made for them before
 /// that; a delivered one is removed afterwards. So after a crash (kill -9) every event is
 /// either still pending (delivered after restart) or was delivered; only a POST in flight at
-/// the crash can be repeated, with the same `transactionId` / MO `messageId`.
+/// the crash can be repeated, with the same `transactionId` / MO `messageId`. A crash between
+/// writing pending files and advancing the cursor leaves files for records the restarted
+/// follower maps again: those records take their existing file, so each event is queued once.
+///
+/// Stopping: `stop()` aborts a POST in flight (see `HTTPPoster`) and makes no further one, so
+/// it returns within about a second even when a vendor hangs; the aborted POST is not counted
+/// as an attempt and goes out first after the restart (with the same ids: the vendor may have
+/// taken it, as with a POST in flight at a crash).
 ///
 /// Order: a user's (or, without a user, a device's) deliveries go out in journal order; one in
 /// backoff holds back that user's later ones, not other users'. Parked deliveries no longer
-/// hold anything back.
+/// hold anything back. A 429 or 503 with `Retry-After` holds back every user's deliveries to
+/// that vendor until then (at most `retryCeiling`).
 ///
 /// `Sendable`: all work runs under one lock (the worker thread's loop, `catchUp()`), the
 /// status snapshot under another.
@@ -23,7 +31,7 @@ package final class OutboxFollower: Sendable {
     package let options: OutboxOptions
     private let work: Locked<Worker>
     private let snapshot = Locked(OutboxStatus())
-    private let stopping = Atomic<Bool>(false)
+    private let stopping: StopFlag
     private let thread = Locked<pthread_t?>(nil)
     private let onNotice: @Sendable (OutboxNotice) -> Void
 
@@ -33,9 +41,11 @@ package final class OutboxFollower: Sendable {
         try options.validate()
         self.options = options
         self.onNotice = onNotice
+        let stopping = StopFlag()
+        self.stopping = stopping
         let store = OutboxStore(stateDirectory: options.stateDirectory)
         try store.create()
-        let worker = try Worker(options: options, store: store)
+        let worker = try Worker(options: options, store: store, shouldStop: { stopping.isSet })
         work = Locked(worker)
         let status = work.withLock { $0.status() }
         snapshot.withLock { $0 = status }
@@ -58,9 +68,10 @@ package final class OutboxFollower: Sendable {
         }
     }
 
-    /// Stops the thread and waits for it (at most one POST's `RequestTimeoutSec=`).
+    /// Stops the thread and waits for it: a POST in flight is aborted (curl notices within
+    /// about a second), none is started after it.
     package func stop() {
-        stopping.store(true, ordering: .releasing)
+        stopping.set()
         let handle = thread.withLock { handle -> pthread_t? in
             defer { handle = nil }
             return handle
@@ -86,12 +97,12 @@ package final class OutboxFollower: Sendable {
     }
 
     private func run() {
-        while !stopping.load(ordering: .acquiring) {
+        while !stopping.isSet {
             let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
             publish(result.notices)
             if result.moreJournal { continue }
             var left = result.sleepMillis
-            while left > 0, !stopping.load(ordering: .acquiring) {
+            while left > 0, !stopping.isSet {
                 let slice = min(left, 20)
                 usleep(UInt32(slice) * 1000)
                 left -= slice
@@ -106,17 +117,35 @@ package final class OutboxFollower: Sendable {
     }
 }
 
+/// Set once when the follower stops; the worker asks it between POSTs, the poster during one.
+///
+/// `Sendable`: one atomic.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
 /// The follower's state and logic; used only under `OutboxFollower.work`.
 final class Worker {
     let options: OutboxOptions
     let store: OutboxStore
     let mapper: EventMapper
     let poster: HTTPPoster
+    let redactor: Redactor
+    let shouldStop: @Sendable () -> Bool
     var reader: JournalReader?
     var lookupReader: JournalReader?
     var cursor: UInt64
     /// Pending deliveries in journal order.
     var pending: [OutboxDelivery]
+    /// Pending files found at start for records past the cursor (a crash came between writing
+    /// them and advancing the cursor), by file name. The journal maps those records again;
+    /// each takes its file from here rather than being queued a second time.
+    var unconfirmed: [String: OutboxDelivery] = [:]
+    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time
+    /// (epoch ms), from any user: the limit is the vendor's, not one user's.
+    var holds: [String: Int64] = [:]
     var parkedCount = 0
     var delivered = 0
     var retried = 0
@@ -128,13 +157,16 @@ final class Worker {
         var sleepMillis: Int64 = 200
     }
 
-    init(options: OutboxOptions, store: OutboxStore) throws(OutboxError) {
+    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
         self.options = options
         self.store = store
+        self.shouldStop = shouldStop
         mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled)
         poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
                             requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
-                            allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks))
+                            allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks),
+                            shouldStop: shouldStop)
+        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
         cursor = try store.cursor()
         // A crash between writing a dead letter and removing its pending file leaves both:
         // the dead letter wins.
@@ -143,6 +175,8 @@ final class Worker {
         for delivery in try store.list(store.pendingDirectory) {
             if parked.contains(delivery.fileName) {
                 try? store.remove(delivery.fileName, in: store.pendingDirectory)
+            } else if delivery.seq > cursor {
+                unconfirmed[delivery.fileName] = delivery
             } else {
                 pending.append(delivery)
             }
@@ -152,7 +186,7 @@ final class Worker {
 
     func status() -> OutboxStatus {
         var status = OutboxStatus()
-        status.pending = pending.count
+        status.pending = pending.count + unconfirmed.count
         status.parked = parkedCount
         status.delivered = delivered
         status.retried = retried
@@ -168,7 +202,7 @@ final class Worker {
         result.moreJournal = enqueueFromJournal(limit: 1024)
         result.notices = deliverDue(now: now)
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
-        if let next = pending.map(\.notBeforeMillis).filter({ $0 > now }).min() {
+        if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
             result.sleepMillis = max(1, min(result.sleepMillis, next - now))
         }
         return result
@@ -210,7 +244,8 @@ final class Worker {
             guard let reader else { return false }
             var last = cursor
             var count = 0
-            while count < limit {
+            // A stop ends the batch early; the cursor still covers exactly what was queued.
+            while count < limit, !shouldStop() {
                 let record: JournalRecord?
                 do { record = try reader.next() } catch { throw OutboxError(.journal, "reading \(options.journalDirectory): \(error)") }
                 guard let record else { break }
@@ -218,6 +253,11 @@ final class Worker {
                 let deliveries = mapper.deliveries(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body,
                                                    lookup: lookup)
                 for delivery in deliveries {
+                    if let earlier = unconfirmed.removeValue(forKey: delivery.fileName) {
+                        // Queued before a crash, the file is there: take it, do not queue it twice.
+                        pending.append(earlier)
+                        continue
+                    }
                     try store.write(delivery, in: store.pendingDirectory)
                     pending.append(delivery)
                 }
@@ -227,6 +267,7 @@ final class Worker {
                 try store.setCursor(last)
                 cursor = last
             }
+            adoptCoveredUnconfirmed()
             return count == limit
         } catch {
             lastError = error.description
@@ -236,6 +277,18 @@ final class Worker {
             pending.removeAll { $0.seq > cursor }
             return false
         }
+    }
+
+    /// Files found at start whose record the cursor now covers but which no mapping claimed (a
+    /// vendor unconfigured since the crash, say) are pending like any other: delivered, or
+    /// parked with a reason, never left behind unseen.
+    func adoptCoveredUnconfirmed() {
+        guard !unconfirmed.isEmpty else { return }
+        let covered = unconfirmed.values.filter { $0.seq <= cursor }
+        guard !covered.isEmpty else { return }
+        for delivery in covered { unconfirmed[delivery.fileName] = nil }
+        pending += covered
+        pending.sort { ($0.seq, $0.index) < ($1.seq, $1.index) }
     }
 
     /// The notification record at `seq`, for the item an event names.
@@ -251,7 +304,7 @@ final class Worker {
         var notices: [OutboxNotice] = []
         var blocked: Set<String> = []
         var index = 0
-        while index < pending.count {
+        while index < pending.count, !shouldStop() {
             let head = pending[index]
             if blocked.contains(head.orderKey) { index += 1; continue }
             if now - head.createdMillis > options.maxAge.clampedMilliseconds {
@@ -259,7 +312,7 @@ final class Worker {
                                     message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
                 continue  // park removed it from `pending`; the same index is the next one
             }
-            if head.notBeforeMillis > now {
+            if head.notBeforeMillis > now || (holds[Worker.vendor(head.target)] ?? 0) > now {
                 blocked.insert(head.orderKey)
                 index += 1
                 continue
@@ -297,9 +350,9 @@ final class Worker {
             return (park(batch, reason: "unconfigured", status: 0, message: "the \(head.target.rawValue) endpoint is not configured", now: now), true)
         }
         let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-        let secret = request.secret
-        let snippet = Worker.redact(String(decoding: response.body, as: UTF8.self), secret: secret)
-        let errorText = response.error.map { Worker.redact($0, secret: secret) }
+        // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
+        // as it was and goes first after the restart.
+        if response.aborted { return (nil, false) }
         if response.error == nil, (200..<300).contains(response.status) {
             for delivery in batch {
                 do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
@@ -309,6 +362,9 @@ final class Worker {
             delivered += batch.count
             return (nil, true)
         }
+        // Redacted over the whole capture, then cut to the kept KiB (see `Redactor`).
+        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+        let errorText = response.error.map { redactor.clean($0) }
         let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
         let message = errorText ?? "HTTP \(response.status)"
         if !retryable {
@@ -319,7 +375,14 @@ final class Worker {
         if attempts >= options.maxAttempts {
             return (park(batch, reason: "attempts", status: response.status, message: message, now: now, response: snippet, attempts: attempts), true)
         }
-        let delay = backoffMillis(attempts: attempts)
+        var delay = backoffMillis(attempts: attempts)
+        if response.status == 429 || response.status == 503, let header = response.retryAfter,
+           let asked = RetryAfter.delayMillis(header, nowMillis: now) {
+            // The vendor said when to come back: not sooner than that, not later than the ceiling.
+            let ceiling = max(1, options.retryCeiling.clampedMilliseconds)
+            delay = max(delay, min(asked, ceiling))
+            holds[Worker.vendor(head.target)] = now + delay
+        }
         lastError = "\(head.id) \(head.target.rawValue): \(message)"
         retried += 1
         for var delivery in batch {
@@ -371,7 +434,6 @@ final class Worker {
         var url: String
         var headers: [String]
         var body: [UInt8]
-        var secret: String
     }
 
     func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> Request? {
@@ -385,7 +447,7 @@ final class Worker {
             url += "&transactionId=" + Worker.percentEncode(head.transactionId)
             return Request(url: url, headers: ["Content-Type: application/json; charset=utf-8", "Accept: application/json",
                                                "Authorization: SecretKey \(secret.value)"],
-                           body: head.payload.serialized(), secret: secret.value)
+                           body: head.payload.serialized())
         case .infobipSeen, .infobipMO:
             guard let key = options.infobipAppKey else { return nil }
             var messages: [JSONValue] = []
@@ -407,8 +469,13 @@ final class Worker {
             } else {
                 path = "/mobile/1/messages/seen"
             }
-            return Request(url: options.infobipURL + path, headers: headers, body: JSONValue.object(body).serialized(), secret: key.value)
+            return Request(url: options.infobipURL + path, headers: headers, body: JSONValue.object(body).serialized())
         }
+    }
+
+    /// Which vendor (and so which rate limit) a target's POSTs go to.
+    static func vendor(_ target: OutboxTarget) -> String {
+        target == .mindbox ? "mindbox" : "infobip"
     }
 
     static func percentEncode(_ text: String) -> String {
@@ -430,12 +497,5 @@ final class Worker {
 
     static func isHeaderSafe(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 256 && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
-    }
-
-    /// A receiver may echo the request (headers included) in an error body; the key never
-    /// reaches a dead letter, a log line or `lastError`.
-    static func redact(_ text: String, secret: String) -> String {
-        guard !secret.isEmpty, text.contains(secret) else { return text }
-        return text.replacing(secret, with: "<redacted>")
     }
 }

@@ -46,6 +46,10 @@ package struct OutboxOptions: Sendable {
     }
 
     package func validate() throws(OutboxError) {
+        // PushConfig refuses this already; the check here covers every other caller.
+        if connectTimeout > requestTimeout {
+            throw OutboxError(.configuration, "[Outbox] ConnectTimeoutSec= (\(connectTimeout)) is longer than RequestTimeoutSec= (\(requestTimeout)); the connect phase is part of the request")
+        }
         for (key, url) in [("MindboxURL", mindboxURL), ("InfobipURL", infobipURL)] {
             if url.hasPrefix("http://") && !allowHTTP {
                 throw OutboxError(.configuration, "[Outbox] \(key)=\(url) is plain http; use https or set AllowHTTP=yes")

@@ -11,10 +11,10 @@ import Testing
 @Suite struct OutboxCrashTests {
     static let path = "/v3/operations/async"
 
-    func spawnChild(_ fixture: OutboxFixture) throws -> Process {
+    func spawnChild(_ fixture: OutboxFixture, renames: Int? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ProcessRunner.executable("pushspool-outbox-child"))
-        process.arguments = [fixture.state, fixture.server.url("")]
+        process.arguments = [fixture.state, fixture.server.url("")] + (renames.map { ["\($0)"] } ?? [])
         try process.run()
         return process
     }
@@ -52,6 +52,54 @@ import Testing
         let ids = transactionIds(after)
         #expect(ids.sorted() == ["e1", "e2", "e3"])  // each once
         #expect(ids.firstIndex(of: "e1")! < ids.firstIndex(of: "e3")!)  // alice's order kept
+    }
+
+    /// Issue 21 #9: records past the cursor whose pending files were written before the crash
+    /// were mapped and queued a second time after the restart, so one Infobip POST carried the
+    /// same reports twice. The child writes 24 pending files (12 seen, 12 MO) and can never move
+    /// its cursor (see `pushspool-outbox-child`), then dies by SIGKILL.
+    @Test func eventsQueuedJustBeforeTheCrashArePostedOnceAfterSigkill() async throws {
+        let fixture = try OutboxFixture()
+        let seenPath = "/mobile/1/messages/seen", moPath = "/mobile/1/messages/mo"
+        fixture.server.route(seenPath, .ok([]))
+        fixture.server.route(moPath, .ok([]))
+        let count = 20
+        var records: [(String, JSONValue, Int64)] = []
+        for i in 1...count { records.append(("a\(i)", infobipItem(id: "ibm-\(i)", user: "alice"), now)) }        // seq i
+        for i in 1...count { records.append(("b\(i)", infobipItem(id: "ibb-\(i)", user: "bob"), now)) }          // seq count + i
+        for i in 1...count {
+            records.append(("o\(i)", event("nc.open", "open-\(i)", user: "alice", item: UInt64(i)), now))
+            records.append(("m\(i)", event("nc.action", "mo-\(i)", user: "bob", item: UInt64(count + i), action: "mm_accept"), now))
+        }
+        try await fixture.journal(records)
+
+        let store = OutboxStore(stateDirectory: fixture.state)
+        let child = try spawnChild(fixture, renames: 24)
+        let queued = waitFor(20) { ((try? store.names(store.pendingDirectory)) ?? []).count >= 24 }
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        try #require(queued, "the child wrote \((try? store.names(store.pendingDirectory))?.count ?? 0) pending files")
+        try #require(try store.names(store.pendingDirectory).count == 24)
+        try #require(try store.cursor() == 0)  // the files are past the cursor: the crash state
+        #expect(fixture.server.hits(seenPath) == 0 && fixture.server.hits(moPath) == 0)
+
+        let follower = try OutboxFollower(options: fixture.options())
+        #expect(follower.status.pending == 24)
+        follower.catchUp()
+        let status = follower.catchUp()
+        #expect(status.delivered == 2 * count)
+        #expect(status.pending == 0 && status.parked == 0)
+        #expect(try store.names(store.pendingDirectory).isEmpty)
+
+        func ids(_ path: String) throws -> [[String]] {
+            try fixture.server.requests(path).map { request in
+                try #require(parse(request.body)?["messages"]?.arrayValue).compactMap { $0["messageId"]?.stringValue }
+            }
+        }
+        let seen = try ids(seenPath), mo = try ids(moPath)
+        // Each event in exactly one POST, once, in journal order.
+        #expect(seen.flatMap { $0 } == (1...count).map { "ibm-\($0)" }, "seen POSTs: \(seen)")
+        #expect(mo.flatMap { $0 } == (1...count).map { "mo-\($0)" }, "MO POSTs: \(mo)")
     }
 
     @Test func aPostInFlightAtTheCrashIsRepeatedWithTheSameTransactionId() async throws {

@@ -238,3 +238,15 @@ import Testing
         #expect(fixture.server.hits(Self.mindboxPath) == 0)
     }
 }
+
+extension OutboxDeliveryTests {
+    /// The follower refuses what `pushspoolctl config check` refuses (issue 21 #12).
+    @Test func aConnectTimeoutLongerThanTheRequestTimeoutIsRefused() throws {
+        var options = OutboxOptions(stateDirectory: "/nonexistent")
+        options.connectTimeout = .seconds(15)
+        options.requestTimeout = .seconds(10)
+        #expect(throws: OutboxError.self) { try options.validate() }
+        options.connectTimeout = .seconds(10)
+        #expect(throws: Never.self) { try options.validate() }
+    }
+}
