@@ -87,3 +87,73 @@ import Testing
         #expect(InboxAPI.routeTemplate(["inbox", "1", "2", "3", "4"]) == "other")
     }
 }
+
+/// The slowloris defence's state, without sockets (issue 21, defect 5).
+@Suite struct ConnectionTableTests {
+    static let second: UInt64 = 1_000_000_000
+
+    @Test func aRequestNotInByTheDeadlineIsClosedAndAnAnsweredOneIsNot() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 5 * Self.second, graceNanos: Self.second, perWorker: 10, perAddress: 10))
+        table.opened(1, fd: 11, address: "a", worker: 1, now: 0)
+        table.opened(2, fd: 12, address: "a", worker: 1, now: Self.second)
+        table.received(2)
+        #expect(table.expire(now: 5 * Self.second - 1) == ([], 5 * Self.second))
+        #expect(table.expire(now: 5 * Self.second) == ([11], nil))
+        #expect(table.entries[1]?.phase == .closing)
+        // Its response out, a kept-alive connection waits for the next request under the same deadline.
+        table.completed(2, now: 6 * Self.second)
+        #expect(table.expire(now: 10 * Self.second) == ([], 11 * Self.second))
+        #expect(table.expire(now: 11 * Self.second) == ([12], nil))
+        #expect(table.closed(1)?.fd == 11)
+        #expect(table.entries.count == 1)
+    }
+
+    @Test func aWorkerOverItsCapPastTheGraceLosesItsOldestReceivingConnections() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 60 * Self.second, graceNanos: Self.second, perWorker: 3, perAddress: 100))
+        for id in 1...3 { table.opened(id, fd: Int32(10 + id), address: "x\(id)", worker: 7, now: UInt64(id)) }
+        // Another worker's connections count against its own share.
+        table.opened(9, fd: 19, address: "y", worker: 8, now: 0)
+        // An answered connection is not receiving: neither counted nor chosen.
+        table.received(1)
+        table.opened(4, fd: 14, address: "x4", worker: 7, now: 4)
+        #expect(table.expire(now: 4) == ([], 60 * Self.second))
+        table.opened(5, fd: 15, address: "x5", worker: 7, now: 5)
+        table.opened(6, fd: 16, address: "x6", worker: 7, now: 6)
+        // A burst over the cap is left alone for the grace...
+        #expect(table.expire(now: 6) == ([], Self.second + 2))
+        // ...then the oldest go until the worker is within its cap.
+        #expect(table.expire(now: Self.second + 2) == ([12], Self.second + 3))
+        #expect(table.expire(now: Self.second + 3) == ([13], 60 * Self.second))
+        #expect(table.receiving == 4)
+        // A burst whose requests arrive within the grace loses nothing.
+        for id in 20...25 { table.opened(id, fd: Int32(id), address: "z", worker: 9, now: 2 * Self.second) }
+        for id in 20...25 { table.received(id) }
+        #expect(table.expire(now: 4 * Self.second).shut.isEmpty)
+    }
+
+    @Test func overTheAddressCapTheOldestFromThatAddressGoes() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 60 * Self.second, graceNanos: 10, perWorker: 100, perAddress: 2))
+        table.opened(1, fd: 11, address: "proxy", worker: 1, now: 1)
+        table.opened(2, fd: 12, address: "other", worker: 1, now: 2)
+        table.opened(3, fd: 13, address: "proxy", worker: 2, now: 3)
+        table.opened(4, fd: 14, address: "proxy", worker: 1, now: 4)
+        #expect(table.expire(now: 20) == ([11], 60 * Self.second + 2))
+    }
+
+    @Test func capsLeaveAQuarterOfEachLimit() {
+        let limits = ConnectionTable.Limits(deadline: .milliseconds(1500), maxConnections: 40, maxConnectionsPerIP: 16, threads: 2)
+        #expect(limits.deadlineNanos == 1_500_000_000 && limits.graceNanos == 750_000_000)
+        #expect(ConnectionTable.Limits(deadline: .seconds(30), maxConnections: 40, maxConnectionsPerIP: 16, threads: 2).graceNanos == 1_000_000_000)
+        #expect(limits.perWorker == 15 && limits.perAddress == 12)
+        #expect(ConnectionTable.Limits.cap(1) == 1 && ConnectionTable.Limits.cap(2) == 1 && ConnectionTable.Limits.cap(4) == 3)
+        #expect(ConnectionTable.Limits(deadline: .seconds(1), maxConnections: 4, maxConnectionsPerIP: 1, threads: 16).perWorker == 1)
+    }
+
+    /// libmicrohttpd's whole-second idle timeout never undercuts the configured one (issue 21, defect 12).
+    @Test func theIdleTimeoutRoundsUp() {
+        #expect(HTTPServer.idleTimeoutSeconds(.milliseconds(1500)) == 2)
+        #expect(HTTPServer.idleTimeoutSeconds(.seconds(30)) == 30)
+        #expect(HTTPServer.idleTimeoutSeconds(.milliseconds(1)) == 1)
+        #expect(HTTPServer.idleTimeoutSeconds(.seconds(Int64.max)) == UInt32.max)
+    }
+}
