@@ -126,10 +126,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET).
     private func authenticate(_ request: HTTPRequest) -> Result<String, AuthRefusal> {
         var user = request.headers["x-pushspool-user"]
-        var token: String?
-        if let header = request.headers["authorization"], header.hasPrefix("Bearer ") {
-            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        }
+        var token = request.headers["authorization"].flatMap(Self.bearerToken)
         if request.method == "GET", user == nil, token == nil {
             user = request.query["user"]
             token = request.query["token"]
@@ -137,6 +134,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let user, let token, !user.isEmpty else { return .failure(.missingCredentials) }
         guard user.utf8.count <= PushEvent.maxNameBytes, auth.verify(user: user, token: token) else { return .failure(.invalidToken) }
         return .success(user)
+    }
+
+    /// The credentials of an `Authorization` value with the `Bearer` scheme, which RFC 9110
+    /// (11.1) makes case-insensitive: `bearer`, `BEARER` too. `nil` for another scheme.
+    static func bearerToken(_ header: String) -> String? {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        guard let space = value.firstIndex(where: { $0 == " " || $0 == "\t" }),
+              value[..<space].lowercased() == "bearer" else { return nil }
+        return String(value[space...]).trimmingCharacters(in: .whitespaces)
     }
 
     /// Why a request was refused with 401: the `REASON_CODE` of its journald event (the

@@ -130,4 +130,14 @@ final class RawClient: @unchecked Sendable {
         #expect(millis >= 1_450, "closed after \(millis) ms")
         #expect(millis < 6_000, "closed after \(millis) ms")
     }
+
+    /// Issue 21, defect 12: the auth scheme is case-insensitive (RFC 9110 11.1).
+    @Test func theBearerSchemeIsCaseInsensitive() throws {
+        let server = try InboxServerHarness(name: "inbox-bearer")
+        let token = InboxServerHarness.token("alice")
+        for scheme in ["bearer", "BEARER", "Bearer"] {
+            #expect(Self.counts(server, maxTime: 10, headers: ["X-Pushspool-User: alice", "Authorization: \(scheme) \(token)"]) == 200, "\(scheme)")
+        }
+        #expect(Self.counts(server, maxTime: 10, headers: ["X-Pushspool-User: alice", "Authorization: Basic \(token)"]) == 401)
+    }
 }

@@ -157,3 +157,16 @@ import Testing
         #expect(HTTPServer.idleTimeoutSeconds(.seconds(Int64.max)) == UInt32.max)
     }
 }
+
+@Suite struct BearerSchemeTests {
+    /// RFC 9110 11.1: the scheme is case-insensitive (issue 21, defect 12).
+    @Test(arguments: ["Bearer abc", "bearer abc", "BEARER abc", "bEaReR   abc ", " Bearer\tabc"])
+    func anyCaseOfTheSchemeCarriesTheToken(header: String) {
+        #expect(InboxAPI.bearerToken(header) == "abc")
+    }
+
+    @Test(arguments: ["Basic abc", "Bearerabc", "abc", "", "Bearer"])
+    func otherSchemesCarryNone(header: String) {
+        #expect(InboxAPI.bearerToken(header) == nil)
+    }
+}
