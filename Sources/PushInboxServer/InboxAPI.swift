@@ -38,6 +38,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var index: InboxIndex?
     }
     private let indexes = Locked([UInt: IndexBox]())
+    /// Idempotency keys and the requests they were first used for.
+    private let idempotency = IdempotencyBindings()
     private static let parser = JSONParser(maxDepth: 16)
 
     package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {
@@ -287,12 +289,26 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     // MARK: writes (events into the spool)
 
-    /// The event id: from `Idempotency-Key` (scoped to the user, so one user's key can never
-    /// collide with another's event) or fresh.
-    private func eventId(user: String, _ request: HTTPRequest) -> String? {
-        guard let key = request.headers["idempotency-key"] else { return NcEventWriter.newEventId() }
-        guard !key.isEmpty, key.utf8.count <= 255 else { return nil }
-        return "http." + String(SHA256.hex(of: Array((user + "\u{0}" + key).utf8)).prefix(40))
+    /// Gives `event` its id and drops it into the spool; `nil` when done, else the refusal.
+    /// Without `Idempotency-Key` the id is fresh. With one, the id is derived from the user,
+    /// the key and the request (``IdempotencyBindings``), and a key bound to another request
+    /// is refused with 422 before anything is dropped.
+    private func submit(_ event: inout PushEvent, user: String, _ request: HTTPRequest) -> HTTPResponse? {
+        guard let key = request.headers["idempotency-key"] else {
+            event.eventId = NcEventWriter.newEventId()
+            return drop(event)
+        }
+        guard !key.isEmpty, key.utf8.count <= 255 else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
+        let fingerprint = IdempotencyBindings.fingerprint(event)
+        let scope = IdempotencyBindings.scope(user: user, key: key)
+        let outcome = idempotency.bind(scope, fingerprint)
+        if outcome == .conflict {
+            return Self.problem(422, "idempotency_key_reused", "this Idempotency-Key was used for a different request; use a new key for a new request")
+        }
+        event.eventId = IdempotencyBindings.eventId(user: user, key: key, fingerprint: fingerprint)
+        let refusal = drop(event)
+        if refusal != nil, outcome == .bound { idempotency.unbind(scope, fingerprint) }
+        return refusal
     }
 
     private func drop(_ event: PushEvent) -> HTTPResponse? {
@@ -335,9 +351,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        event.eventId = id
-        if let refusal = drop(event) { return refusal }
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        let id = event.eventId
         var next = current
         switch type {
         case .seen: next.seen = true
@@ -350,20 +365,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        let event = PushEvent(type: .readAll, eventId: id, user: user, at: Timestamp.now())
-        if let refusal = drop(event) { return refusal }
-        return Self.json(202, .object(["eventId": .string(id), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
+        var event = PushEvent(type: .readAll, eventId: "", user: user, at: Timestamp.now())
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        return Self.json(202, .object(["eventId": .string(event.eventId), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
     }
 
     private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        var event = PushEvent(type: .opened, eventId: id, user: user, at: Timestamp.now())
+        var event = PushEvent(type: .opened, eventId: "", user: user, at: Timestamp.now())
         if let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes {
             event.device = device
         }
-        if let refusal = drop(event) { return refusal }
-        return Self.json(202, .object(["eventId": .string(id)]))
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        return Self.json(202, .object(["eventId": .string(event.eventId)]))
     }
 
     // MARK: live stream

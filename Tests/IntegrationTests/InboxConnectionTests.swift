@@ -140,4 +140,37 @@ final class RawClient: @unchecked Sendable {
         }
         #expect(Self.counts(server, maxTime: 10, headers: ["X-Pushspool-User: alice", "Authorization: Basic \(token)"]) == 401)
     }
+
+    /// Issue 21, defect 8: one Idempotency-Key reused for different requests is refused with
+    /// 422 (nothing dropped), a retry of the first request still answers 202 with its event
+    /// id, and the second request under a key of its own does happen.
+    @Test func aKeyReusedForAnotherRequestIsRefused() throws {
+        let server = try InboxServerHarness(name: "inbox-idem-reuse")
+        try server.push(user: "alice", title: "first")
+        try server.push(user: "alice", title: "second")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
+        let ids = try server.items().compactMap { $0["item"]?.stringValue }
+        let (second, first) = (ids[0], ids[1])
+        let seen = try server.request("POST", "/v1/inbox/\(first)/seen", headers: ["Idempotency-Key: k-1"])
+        #expect(seen.status == 202)
+        let id = try #require(seen.json?["eventId"]?.stringValue)
+        for path in ["/v1/inbox/\(second)/archive", "/v1/inbox/read-all", "/v1/inbox/\(first)/read"] {
+            let reused = try server.request("POST", path, headers: ["Idempotency-Key: k-1"])
+            #expect(reused.status == 422, "\(path)")
+            #expect(reused.json?["error"]?.stringValue == "idempotency_key_reused", "\(path)")
+        }
+        let action = try server.request("POST", "/v1/inbox/\(first)/actions/reply", body: #"{"text":"a"}"#, headers: ["Idempotency-Key: k-2"])
+        #expect(action.status == 202)
+        #expect(try server.request("POST", "/v1/inbox/\(first)/actions/reply", body: #"{"text":"b"}"#, headers: ["Idempotency-Key: k-2"]).status == 422)
+        // The same body in other JSON spelling is the same request.
+        #expect(try server.request("POST", "/v1/inbox/\(first)/actions/reply", body: #"{ "text" : "a" }"#, headers: ["Idempotency-Key: k-2"]).status == 202)
+        let retry = try server.request("POST", "/v1/inbox/\(first)/seen", headers: ["Idempotency-Key: k-1"])
+        #expect(retry.status == 202)
+        #expect(retry.json?["eventId"]?.stringValue == id)
+        #expect(try server.request("POST", "/v1/inbox/\(second)/archive", headers: ["Idempotency-Key: k-3"]).status == 202)
+        try waitUntil(timeout: 30, "the archive applied") { try server.items().count == 1 }
+        try waitUntil(timeout: 30, "the spool drained") { server.daemon.files(in: "incoming").isEmpty && server.daemon.files(in: "processing").isEmpty }
+        let events = try server.daemon.records().filter { $0.key.hasPrefix("event:") }.map { try JSONParser().parse($0.body)["type"]?.stringValue ?? "" }
+        #expect(events.sorted() == ["nc.action", "nc.archive", "nc.seen"])
+    }
 }

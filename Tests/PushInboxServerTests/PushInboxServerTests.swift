@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Testing
+import PushPayload
 @testable import PushInboxServer
 
 @Suite struct TokenAuthTests {
@@ -168,5 +169,57 @@ import Testing
     @Test(arguments: ["Basic abc", "Bearerabc", "abc", "", "Bearer"])
     func otherSchemesCarryNone(header: String) {
         #expect(InboxAPI.bearerToken(header) == nil)
+    }
+}
+
+/// Idempotency keys bound to their first request (issue 21, defect 8).
+@Suite struct IdempotencyBindingTests {
+    static let event = PushEvent(type: .seen, eventId: "", user: "alice", item: 2)
+
+    @Test func aKeyAnswersRetriesAndRefusesAnotherRequest() {
+        let bindings = IdempotencyBindings()
+        let scope = IdempotencyBindings.scope(user: "alice", key: "k")
+        let seen = IdempotencyBindings.fingerprint(Self.event)
+        let archive = IdempotencyBindings.fingerprint(PushEvent(type: .archive, eventId: "", user: "alice", item: 4))
+        #expect(bindings.bind(scope, seen, now: 0) == .bound)
+        #expect(bindings.bind(scope, seen, now: 1) == .retry)
+        #expect(bindings.bind(scope, archive, now: 2) == .conflict)
+        // Another user's same key is another scope.
+        #expect(bindings.bind(IdempotencyBindings.scope(user: "bob", key: "k"), archive, now: 3) == .bound)
+        // A failed drop frees the key.
+        bindings.unbind(scope, seen)
+        #expect(bindings.bind(scope, archive, now: 4) == .bound)
+    }
+
+    @Test func theFingerprintIsTheRequestNotItsIdOrTime() {
+        var other = Self.event
+        other.eventId = "x"
+        other.at = "2026-01-01T00:00:00Z"
+        #expect(IdempotencyBindings.fingerprint(other) == IdempotencyBindings.fingerprint(Self.event))
+        var item = Self.event
+        item.item = 3
+        var action = PushEvent(type: .action, eventId: "", user: "alice", item: 2, action: "reply", text: "a")
+        let replyA = IdempotencyBindings.fingerprint(action)
+        action.text = "b"
+        let fingerprints = Set([IdempotencyBindings.fingerprint(Self.event), IdempotencyBindings.fingerprint(item), replyA,
+                                IdempotencyBindings.fingerprint(action)])
+        #expect(fingerprints.count == 4)
+        // So the event ids differ too: the journal can never drop one request as the other's duplicate.
+        #expect(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA)
+            != IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: IdempotencyBindings.fingerprint(action)))
+        #expect(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA).hasPrefix("http."))
+        #expect(PushEvent.isValidEventId(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA)))
+    }
+
+    @Test func keysAreForgottenAfterTheRetentionAndBeyondTheCapacity() {
+        let bindings = IdempotencyBindings(retention: .seconds(10), capacity: 3)
+        let a = IdempotencyBindings.scope(user: "u", key: "a")
+        #expect(bindings.bind(a, "1", now: 0) == .bound)
+        #expect(bindings.bind(a, "2", now: 9_999_999_999) == .conflict)
+        #expect(bindings.bind(a, "2", now: 10_000_000_000) == .bound)
+        for key in ["b", "c", "d"] { _ = bindings.bind(IdempotencyBindings.scope(user: "u", key: key), "1", now: 10_000_000_001) }
+        #expect(bindings.count == 3)
+        // "a", the oldest, made room.
+        #expect(bindings.bind(a, "3", now: 10_000_000_002) == .bound)
     }
 }
