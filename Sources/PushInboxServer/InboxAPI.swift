@@ -19,12 +19,17 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var mediaDirectory: String
         package var spool: SpoolLayout
         package var retention: Duration?
+        /// Where Idempotency-Key bindings are kept across restarts (``IdempotencyStore``);
+        /// `nil` = in memory only.
+        package var idempotencyDatabase: String?
 
-        package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?) {
+        package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
+                     idempotencyDatabase: String? = nil) {
             self.indexPath = indexPath
             self.mediaDirectory = mediaDirectory
             self.spool = spool
             self.retention = retention
+            self.idempotencyDatabase = idempotencyDatabase
         }
     }
 
@@ -39,10 +44,21 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
     private let indexes = Locked([UInt: IndexBox]())
     /// Idempotency keys and the requests they were first used for.
-    private let idempotency = IdempotencyBindings()
+    private let idempotency: IdempotencyBindings
     private static let parser = JSONParser(maxDepth: 16)
 
+    /// Why ``Settings/idempotencyDatabase`` could not be opened (bindings then live in memory
+    /// only); `nil` when it was, or none was asked for.
+    package let idempotencyStoreError: SQLiteError?
+
     package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {
+        var store: IdempotencyStore?
+        var storeError: SQLiteError?
+        if let path = settings.idempotencyDatabase {
+            do { store = try IdempotencyStore(path: path) } catch { storeError = error }
+        }
+        idempotency = IdempotencyBindings(store: store)
+        idempotencyStoreError = storeError
         self.settings = settings
         self.auth = auth
         self.hub = hub

@@ -173,4 +173,47 @@ final class RawClient: @unchecked Sendable {
         let events = try server.daemon.records().filter { $0.key.hasPrefix("event:") }.map { try JSONParser().parse($0.body)["type"]?.stringValue ?? "" }
         #expect(events.sorted() == ["nc.action", "nc.archive", "nc.seen"])
     }
+
+    /// Issue 21, defect 8: the binding outlives a restart of pushspool-inbox. Item 2 seen
+    /// under a key, the server restarted, item 4 archived under the same key: 422, and the
+    /// retry of the first request is still the same event.
+    @Test func aKeysBindingSurvivesARestart() throws {
+        let server = try InboxServerHarness(name: "inbox-idem-restart")
+        try server.push(user: "alice", title: "first")
+        try server.push(user: "alice", title: "second")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
+        let ids = try server.items().compactMap { $0["item"]?.stringValue }
+        let seen = try server.request("POST", "/v1/inbox/\(ids[1])/seen", headers: ["Idempotency-Key: k-r"])
+        #expect(seen.status == 202)
+        kill(server.process.processIdentifier, SIGTERM)
+        server.process.waitUntilExit()
+
+        // The same command line again, on a port of its own.
+        let again = Process()
+        again.executableURL = server.process.executableURL
+        again.arguments = server.process.arguments
+        again.environment = server.process.environment
+        let outPath = server.daemon.root + "/inbox-again.stdout"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        again.standardOutput = FileHandle(forWritingAtPath: outPath)
+        again.standardError = FileHandle.nullDevice
+        try again.run()
+        defer { kill(again.processIdentifier, SIGTERM); again.waitUntilExit() }
+        var port: Int?
+        try waitUntil(timeout: 30, "pushspool-inbox to listen again") {
+            let text = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+            port = text.hasSuffix("\n") ? text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } : nil
+            return port != nil
+        }
+        func post(_ path: String) throws -> InboxServerHarness.Reply {
+            let result = try ProcessRunner.run("/usr/bin/curl", ["-s", "-i", "--max-time", "10", "-X", "POST", "-H", "X-Pushspool-User: alice",
+                                                                 "-H", "Authorization: Bearer \(InboxServerHarness.token("alice"))",
+                                                                 "-H", "Idempotency-Key: k-r", "http://127.0.0.1:\(port ?? 0)" + path])
+            return try InboxServerHarness.parse(result.stdout, curlError: result.stderr)
+        }
+        #expect(try post("/v1/inbox/\(ids[0])/archive").status == 422)
+        let retry = try post("/v1/inbox/\(ids[1])/seen")
+        #expect(retry.status == 202)
+        #expect(retry.json?["eventId"]?.stringValue == seen.json?["eventId"]?.stringValue)
+    }
 }

@@ -222,4 +222,34 @@ import PushPayload
         // "a", the oldest, made room.
         #expect(bindings.bind(a, "3", now: 10_000_000_002) == .bound)
     }
+
+    /// A new table on the same file (a restarted server) knows the bindings for the retention.
+    @Test func theStoreCarriesBindingsAcrossInstances() throws {
+        var template = Array("/tmp/pushspool-idem-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
+            guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
+            return String(cString: result)
+        }
+        let directory = try #require(made)
+        defer {
+            for name in ["idempotency.sqlite", "idempotency.sqlite-wal", "idempotency.sqlite-shm"] { unlink(directory + "/" + name) }
+            rmdir(directory)
+        }
+        let path = directory + "/idempotency.sqlite"
+        let scope = IdempotencyBindings.scope(user: "alice", key: "k")
+        let day: Int64 = 86_400_000
+        do {
+            let first = IdempotencyBindings(store: try IdempotencyStore(path: path))
+            #expect(first.bind(scope, "seen-2", now: 5, wallMillis: 1_000) == .bound)
+            #expect(first.bind(IdempotencyBindings.scope(user: "alice", key: "gone"), "x", now: 6, wallMillis: 1_000) == .bound)
+            first.unbind(IdempotencyBindings.scope(user: "alice", key: "gone"), "x")
+        }
+        let second = IdempotencyBindings(store: try IdempotencyStore(path: path))
+        #expect(second.bind(scope, "archive-4", now: 1, wallMillis: 2_000) == .conflict)
+        #expect(second.bind(scope, "seen-2", now: 2, wallMillis: 2_000) == .retry)
+        #expect(second.bind(IdempotencyBindings.scope(user: "alice", key: "gone"), "y", now: 3, wallMillis: 2_000) == .bound)
+        // Past the retention on the wall clock the key is free again.
+        let third = IdempotencyBindings(store: try IdempotencyStore(path: path))
+        #expect(third.bind(scope, "archive-4", now: 1, wallMillis: 1_000 + day) == .bound)
+    }
 }
