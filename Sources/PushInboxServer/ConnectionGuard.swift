@@ -70,6 +70,9 @@ struct ConnectionTable: Sendable {
 
     let limits: Limits
     private(set) var entries: [Int: Entry] = [:]
+    /// The ids of the receiving entries: what ``expire(now:)`` walks, so open streams and
+    /// requests being answered cost it nothing.
+    private var receivingIDs: Set<Int> = []
 
     init(limits: Limits) {
         self.limits = limits
@@ -78,24 +81,28 @@ struct ConnectionTable: Sendable {
     /// A new connection `id`, receiving from `now`.
     mutating func opened(_ id: Int, fd: Int32, address: String, worker: UInt, now: UInt64) {
         entries[id] = Entry(fd: fd, address: address, worker: worker, phase: .receiving(since: now))
+        receivingIDs.insert(id)
     }
 
     /// The request of `id` is in (or refused before its body): no deadline while it is answered.
     mutating func received(_ id: Int) {
         guard let entry = entries[id], entry.since != nil else { return }
         entries[id]?.phase = .answering
+        receivingIDs.remove(id)
     }
 
     /// The response of `id` is out: the connection waits for its next request from `now`.
     mutating func completed(_ id: Int, now: UInt64) {
         guard let entry = entries[id], entry.phase == .answering else { return }
         entries[id]?.phase = .receiving(since: now)
+        receivingIDs.insert(id)
     }
 
     /// libmicrohttpd closes `id` (its socket is still open).
     @discardableResult
     mutating func closed(_ id: Int) -> Entry? {
-        entries.removeValue(forKey: id)
+        receivingIDs.remove(id)
+        return entries.removeValue(forKey: id)
     }
 
     /// Closes every connection receiving since `deadlineNanos` before `now`, and the oldest
@@ -107,8 +114,8 @@ struct ConnectionTable: Sendable {
         func later(_ time: UInt64) { next = min(next ?? time, time) }
         var byWorker: [UInt: [(id: Int, since: UInt64)]] = [:]
         var byAddress: [String: [(id: Int, since: UInt64)]] = [:]
-        for (id, entry) in entries {
-            guard let since = entry.since else { continue }
+        for id in receivingIDs {
+            guard let entry = entries[id], let since = entry.since else { continue }
             let deadline = since &+ limits.deadlineNanos
             if deadline <= now {
                 shut.append(close(id))
@@ -131,15 +138,16 @@ struct ConnectionTable: Sendable {
                 }
             }
         }
-        for entry in entries.values { if let since = entry.since { later(since &+ limits.deadlineNanos) } }
+        for id in receivingIDs { if let since = entries[id]?.since { later(since &+ limits.deadlineNanos) } }
         return (shut, next)
     }
 
     /// How many connections are receiving (for tests and the status line).
-    var receiving: Int { entries.values.filter { $0.since != nil }.count }
+    var receiving: Int { receivingIDs.count }
 
     private mutating func close(_ id: Int) -> Int32 {
         entries[id]?.phase = .closing
+        receivingIDs.remove(id)
         return entries[id]?.fd ?? -1
     }
 }
