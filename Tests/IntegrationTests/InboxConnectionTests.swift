@@ -121,14 +121,25 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// Issue 21, defect 12: `ConnectionTimeoutSec=1.5s` is 1.5 s, not 1 s. A silent client is
-    /// closed no earlier than that (and not much later).
+    /// closed no earlier than that (and not much later); so is one that trickles its body
+    /// (defect 5: the deadline covers the body too).
     @Test func aSubSecondTimeoutIsKept() throws {
         let server = try InboxServerHarness(name: "inbox-timeout", extraConfig: "ConnectionTimeoutSec=1.5s\n")
         let client = try RawClient(port: server.port)
-        try waitUntil(timeout: 10, "the silent client closed") { client.closedByServer(within: 50) }
+        let body = try RawClient(port: server.port)
+        body.send("POST /v1/inbox/read-all HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        var bodyClosed: UInt64?
+        try waitUntil(timeout: 10, "both clients closed") {
+            if bodyClosed == nil {
+                if body.closedByServer(within: 0) { bodyClosed = Posix.monotonicNanos() } else { body.send(" ") }
+            }
+            return bodyClosed != nil && client.closedByServer(within: 50)
+        }
         let millis = (Posix.monotonicNanos() - client.opened) / 1_000_000
         #expect(millis >= 1_450, "closed after \(millis) ms")
         #expect(millis < 6_000, "closed after \(millis) ms")
+        let bodyMillis = bodyClosed.map { ($0 - body.opened) / 1_000_000 } ?? 0
+        #expect(bodyMillis >= 1_450 && bodyMillis < 6_000, "the trickled body was cut off after \(bodyMillis) ms")
     }
 
     /// Issue 21, defect 12: the auth scheme is case-insensitive (RFC 9110 11.1).
