@@ -1,12 +1,17 @@
+#define _GNU_SOURCE
 #include "CMicroHTTPDShim.h"
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
-                              MHD_RequestCompletedCallback completed, void *completed_cls) {
+                              MHD_RequestCompletedCallback completed, void *completed_cls,
+                              MHD_NotifyConnectionCallback connection, void *connection_cls) {
     /* MHD_USE_ITC: an eventfd wakes the threads, which MHD_quiesce_daemon needs (see
        cmhd_stop). */
     unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
@@ -19,11 +24,12 @@ struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
         { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t) limits->connection_timeout_seconds, NULL },
         { MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t) limits->connection_memory_limit, NULL },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) completed, completed_cls },
+        { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) connection, connection_cls },
         { MHD_OPTION_END, 0, NULL },
         { MHD_OPTION_END, 0, NULL },
     };
     if (limits->thread_pool_size > 1) {
-        options[6] = (struct MHD_OptionItem) { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t) limits->thread_pool_size, NULL };
+        options[7] = (struct MHD_OptionItem) { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t) limits->thread_pool_size, NULL };
     }
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_ARRAY, options, MHD_OPTION_END);
@@ -49,4 +55,44 @@ void cmhd_stop(struct MHD_Daemon *daemon) {
     MHD_socket listen_fd = MHD_quiesce_daemon(daemon);
     MHD_stop_daemon(daemon);
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+}
+
+int cmhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : (int) info->connect_fd;
+}
+
+int cmhd_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+int cmhd_epoll_add_wakeup(int epfd) {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) return -1;
+    struct epoll_event event = { .events = EPOLLIN, .data.u64 = 0 };
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int cmhd_epoll_watch_hangup(int epfd, int fd, uint64_t token) {
+    struct epoll_event event = { .events = EPOLLRDHUP | EPOLLONESHOT, .data.u64 = token };
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+int cmhd_epoll_forget(int epfd, int fd) {
+    struct epoll_event unused = { 0 };
+    return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused);
+}
+
+int cmhd_epoll_wait(int epfd, uint64_t *tokens, int max, int timeout_ms) {
+    struct epoll_event events[64];
+    if (max > 64) max = 64;
+    int count = epoll_wait(epfd, events, max, timeout_ms);
+    for (int i = 0; i < count; i++) tokens[i] = events[i].data.u64;
+    return count;
 }

@@ -223,7 +223,9 @@ package struct InboxSettings: Sendable, Equatable {
     package var maxConnections = 256
     /// `MaxConnectionsPerIP=`: pushspool-inbox's connections at once from one address.
     package var maxConnectionsPerIP = 16
-    /// `ConnectionTimeoutSec=`: pushspool-inbox closes a connection idle this long (slowloris).
+    /// `ConnectionTimeoutSec=`: pushspool-inbox closes a connection whose request is not in this
+    /// long after it opened (or its previous response ended), trickling or idle (slowloris).
+    /// Sub-second precision is kept by pushspool-inbox's own deadline.
     package var connectionTimeout: Duration = .seconds(30)
     /// `MaxRequestSize=`: the largest request body pushspool-inbox reads.
     package var maxRequestBytes = 16 << 10

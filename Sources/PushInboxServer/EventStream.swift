@@ -3,6 +3,7 @@ import PushInbox
 import PushJournal
 import PushSystem
 import Foundation
+import Synchronization
 
 /// Where a stream's events come from: runs on the libmicrohttpd worker thread that serves
 /// the stream's connection (it reads that thread's index connection).
@@ -30,6 +31,8 @@ package final class EventStream: @unchecked Sendable {
     var connection: OpaquePointer?
     private let feed: any EventFeed
     private let hub: EventHub
+    /// The client hung up (``hungUp()``): the next read ends the response.
+    private let gone = Atomic(false)
 
     init(owner: InboxOwner, lastSeq: UInt64, feed: any EventFeed, hub: EventHub) {
         self.owner = owner
@@ -48,6 +51,8 @@ package final class EventStream: @unchecked Sendable {
 
     /// The content reader: copies pending bytes, else asks the feed, else suspends (0).
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        // MHD_CONTENT_READER_END_WITH_ERROR: libmicrohttpd closes the connection at once.
+        if gone.load(ordering: .acquiring) { return -2 }
         if offset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             offset = 0
@@ -58,6 +63,8 @@ package final class EventStream: @unchecked Sendable {
             }
             if pending.isEmpty {
                 guard let connection, hub.suspend(self, connection) else { return -1 }
+                // A hang-up between the check above and the suspension found nothing to resume.
+                if gone.load(ordering: .acquiring) { hub.wake(self) }
                 return 0
             }
         }
@@ -72,6 +79,14 @@ package final class EventStream: @unchecked Sendable {
 
     /// libmicrohttpd freed the response: the client is gone or the server stops.
     func closed() { hub.closedStream(self) }
+
+    /// The client closed its socket (HTTPServer's guard saw it): a suspended stream would hold
+    /// its connection slot until its next keep-alive write found the socket gone, up to 15 s
+    /// and more. Resumes it so its reader ends the response now.
+    func hungUp() {
+        gone.store(true, ordering: .releasing)
+        hub.wake(self)
+    }
 }
 
 /// Wakes suspended streams: a thread polls the index's applied seq (its own read-only
@@ -178,6 +193,15 @@ package final class EventHub: Sendable {
             HTTPServer.suspend(connection)
             $0.suspended[ObjectIdentifier(stream)] = Int(bitPattern: connection)
             return true
+        }
+    }
+
+    /// Resumes `stream`'s connection if it is suspended (its client hung up).
+    func wake(_ stream: EventStream) {
+        state.withLock {
+            if let address = $0.suspended.removeValue(forKey: ObjectIdentifier(stream)), let connection = OpaquePointer(bitPattern: address) {
+                HTTPServer.resume(connection)
+            }
         }
     }
 

@@ -85,9 +85,10 @@ private final class RequestContext {
 }
 
 /// libmicrohttpd (`MHD_USE_EPOLL_INTERNAL_THREAD`, a pool of them) serving one ``HTTPHandler`` on a listening
-/// socket it is handed (from `--listen` or systemd's socket activation). Connection, per-IP,
-/// idle-timeout and header-size limits are libmicrohttpd's; the body limit is enforced here
-/// (413 before the body is read when `Content-Length` says so).
+/// socket it is handed (from `--listen` or systemd's socket activation). Connection, per-IP
+/// and header-size limits are libmicrohttpd's; the body limit is enforced here (413 before the
+/// body is read when `Content-Length` says so), and so are the deadline for a whole request
+/// and the reserve of slots slow clients cannot take (``ConnectionTable``).
 ///
 /// `Sendable`: the daemon pointer is set once in ``start()`` and cleared in ``stop()``, both
 /// from the owning thread; libmicrohttpd's own calls are thread-safe.
@@ -97,6 +98,9 @@ package final class HTTPServer: @unchecked Sendable {
     private let handler: any HTTPHandler
     private var daemon: OpaquePointer?
     private var retainedSelf: Unmanaged<HTTPServer>?
+    /// Deadlines and reserves for connections still sending their request, and hang-ups of
+    /// streams (set in ``start()``).
+    private var guardian: ConnectionGuard?
 
     package init(listenFD: Int32, limits: HTTPLimits, handler: any HTTPHandler) {
         self.listenFD = listenFD
@@ -104,22 +108,44 @@ package final class HTTPServer: @unchecked Sendable {
         self.handler = handler
     }
 
-    /// Starts the epoll thread(s). Wraps `MHD_start_daemon` (through the shim).
+    /// Starts the epoll thread(s) and the connection guard. Wraps `MHD_start_daemon` (through
+    /// the shim).
     package func start() throws(HTTPServerError) {
+        let guardian: ConnectionGuard
+        do {
+            guardian = try ConnectionGuard(limits: ConnectionTable.Limits(
+                deadline: limits.connectionTimeout, maxConnections: limits.maxConnections,
+                maxConnectionsPerIP: limits.maxConnectionsPerIP, threads: limits.threads))
+            try guardian.start()
+        } catch {
+            throw HTTPServerError(message: "cannot start the connection guard: \(error)")
+        }
+        self.guardian = guardian
         var c = cmhd_limits(
             connection_limit: UInt32(clamping: limits.maxConnections),
             per_ip_connection_limit: UInt32(clamping: limits.maxConnectionsPerIP),
-            connection_timeout_seconds: UInt32(clamping: max(1, limits.connectionTimeout.components.seconds)),
+            connection_timeout_seconds: Self.idleTimeoutSeconds(limits.connectionTimeout),
             connection_memory_limit: limits.headerBufferBytes,
             thread_pool_size: UInt32(clamping: limits.threads))
         let me = Unmanaged.passRetained(self)
         guard let daemon = cmhd_start(listenFD, &c, HTTPServer.accessHandler, me.toOpaque(),
-                                      HTTPServer.completed, nil) else {
+                                      HTTPServer.completed, me.toOpaque(), HTTPServer.connectionNotice, me.toOpaque()) else {
             me.release()
+            guardian.stop()
+            self.guardian = nil
             throw HTTPServerError(message: "libmicrohttpd refused to start on fd \(listenFD)")
         }
         self.daemon = daemon
         retainedSelf = me
+    }
+
+    /// libmicrohttpd's idle timeout, in the whole seconds it takes: `timeout` rounded *up*, so
+    /// it never ends a connection before the guard's exact deadline would. It still ends a
+    /// response the client stops reading.
+    static func idleTimeoutSeconds(_ timeout: Duration) -> UInt32 {
+        let (seconds, attoseconds) = timeout.components
+        let whole = attoseconds > 0 ? seconds.addingReportingOverflow(1).partialValue : seconds
+        return UInt32(clamping: max(1, whole))
     }
 
     /// Connections open now (`MHD_DAEMON_INFO_CURRENT_CONNECTIONS`).
@@ -136,9 +162,14 @@ package final class HTTPServer: @unchecked Sendable {
         guard let daemon else { return }
         cmhd_stop(daemon)
         self.daemon = nil
+        guardian?.stop()
+        guardian = nil
         retainedSelf?.release()
         retainedSelf = nil
     }
+
+    /// Connections whose request is not in yet (the guard's count).
+    package var receivingConnections: Int { guardian?.receiving ?? 0 }
 
     /// Resumes a suspended connection (a stream with new data). Wraps `MHD_resume_connection`.
     static func resume(_ connection: OpaquePointer) { MHD_resume_connection(connection) }
@@ -148,10 +179,26 @@ package final class HTTPServer: @unchecked Sendable {
 
     // MARK: libmicrohttpd callbacks
 
-    private static let completed: MHD_RequestCompletedCallback = { _, _, requestContext, _ in
+    private static let completed: MHD_RequestCompletedCallback = { cls, connection, requestContext, _ in
+        if let cls, let connection {
+            // The response is out: a kept-alive connection waits for its next request, under
+            // the same deadline as its first.
+            Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().guardian?.completed(connection)
+        }
         guard let requestContext, let pointer = requestContext.pointee else { return }
         Unmanaged<RequestContext>.fromOpaque(pointer).release()
         requestContext.pointee = nil
+    }
+
+    private static let connectionNotice: MHD_NotifyConnectionCallback = { cls, connection, _, code in
+        guard let cls, let connection else { return }
+        let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+        guard let guardian = server.guardian else { return }
+        if code == .CONNECTION_NOTIFY_STARTED {
+            guardian.opened(connection, fd: cmhd_connection_fd(connection), address: clientAddress(connection) ?? "")
+        } else {
+            guardian.closed(connection)
+        }
     }
 
     private static let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, requestContext in
@@ -189,11 +236,16 @@ package final class HTTPServer: @unchecked Sendable {
         request.headers = values(connection, .HEADER_KIND, lowercase: true)
         request.query = values(connection, .GET_ARGUMENT_KIND, lowercase: false)
         request.body = context.body
-        var address = [CChar](repeating: 0, count: 64)
-        if cmhd_client_address(connection, &address, address.count) == 0 { request.clientAddress = String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        request.clientAddress = clientAddress(connection) ?? ""
         let response = server.handler.handle(request)
         if case .stream(let stream) = response.body { stream.connection = connection }
         return server.queue(connection, response)
+    }
+
+    private static func clientAddress(_ connection: OpaquePointer) -> String? {
+        var address = [CChar](repeating: 0, count: 64)
+        guard cmhd_client_address(connection, &address, address.count) == 0 else { return nil }
+        return String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static func lookup(_ connection: OpaquePointer, _ kind: MHD_ValueKind, _ name: String) -> String? {
@@ -221,7 +273,11 @@ package final class HTTPServer: @unchecked Sendable {
         return collector.values
     }
 
+    /// Queues the answer; the request is in (or refused before its body), so the guard's
+    /// deadline no longer applies to it.
     private func queue(_ connection: OpaquePointer, _ response: HTTPResponse) -> MHD_Result {
+        guardian?.received(connection)
+        if case .stream(let stream) = response.body { guardian?.watchHangup(connection, stream) }
         let mhdResponse: OpaquePointer?
         switch response.body {
         case .bytes(let bytes):

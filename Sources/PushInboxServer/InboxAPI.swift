@@ -19,12 +19,17 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var mediaDirectory: String
         package var spool: SpoolLayout
         package var retention: Duration?
+        /// Where Idempotency-Key bindings are kept across restarts (``IdempotencyStore``);
+        /// `nil` = in memory only.
+        package var idempotencyDatabase: String?
 
-        package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?) {
+        package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
+                     idempotencyDatabase: String? = nil) {
             self.indexPath = indexPath
             self.mediaDirectory = mediaDirectory
             self.spool = spool
             self.retention = retention
+            self.idempotencyDatabase = idempotencyDatabase
         }
     }
 
@@ -38,9 +43,22 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var index: InboxIndex?
     }
     private let indexes = Locked([UInt: IndexBox]())
+    /// Idempotency keys and the requests they were first used for.
+    private let idempotency: IdempotencyBindings
     private static let parser = JSONParser(maxDepth: 16)
 
+    /// Why ``Settings/idempotencyDatabase`` could not be opened (bindings then live in memory
+    /// only); `nil` when it was, or none was asked for.
+    package let idempotencyStoreError: SQLiteError?
+
     package init(settings: Settings, auth: TokenAuth, hub: EventHub, stats: ServerStats) {
+        var store: IdempotencyStore?
+        var storeError: SQLiteError?
+        if let path = settings.idempotencyDatabase {
+            do { store = try IdempotencyStore(path: path) } catch { storeError = error }
+        }
+        idempotency = IdempotencyBindings(store: store)
+        idempotencyStoreError = storeError
         self.settings = settings
         self.auth = auth
         self.hub = hub
@@ -126,10 +144,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET).
     private func authenticate(_ request: HTTPRequest) -> Result<String, AuthRefusal> {
         var user = request.headers["x-pushspool-user"]
-        var token: String?
-        if let header = request.headers["authorization"], header.hasPrefix("Bearer ") {
-            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        }
+        var token = request.headers["authorization"].flatMap(Self.bearerToken)
         if request.method == "GET", user == nil, token == nil {
             user = request.query["user"]
             token = request.query["token"]
@@ -137,6 +152,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let user, let token, !user.isEmpty else { return .failure(.missingCredentials) }
         guard user.utf8.count <= PushEvent.maxNameBytes, auth.verify(user: user, token: token) else { return .failure(.invalidToken) }
         return .success(user)
+    }
+
+    /// The credentials of an `Authorization` value with the `Bearer` scheme, which RFC 9110
+    /// (11.1) makes case-insensitive: `bearer`, `BEARER` too. `nil` for another scheme.
+    static func bearerToken(_ header: String) -> String? {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        guard let space = value.firstIndex(where: { $0 == " " || $0 == "\t" }),
+              value[..<space].lowercased() == "bearer" else { return nil }
+        return String(value[space...]).trimmingCharacters(in: .whitespaces)
     }
 
     /// Why a request was refused with 401: the `REASON_CODE` of its journald event (the
@@ -281,12 +305,26 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     // MARK: writes (events into the spool)
 
-    /// The event id: from `Idempotency-Key` (scoped to the user, so one user's key can never
-    /// collide with another's event) or fresh.
-    private func eventId(user: String, _ request: HTTPRequest) -> String? {
-        guard let key = request.headers["idempotency-key"] else { return NcEventWriter.newEventId() }
-        guard !key.isEmpty, key.utf8.count <= 255 else { return nil }
-        return "http." + String(SHA256.hex(of: Array((user + "\u{0}" + key).utf8)).prefix(40))
+    /// Gives `event` its id and drops it into the spool; `nil` when done, else the refusal.
+    /// Without `Idempotency-Key` the id is fresh. With one, the id is derived from the user,
+    /// the key and the request (``IdempotencyBindings``), and a key bound to another request
+    /// is refused with 422 before anything is dropped.
+    private func submit(_ event: inout PushEvent, user: String, _ request: HTTPRequest) -> HTTPResponse? {
+        guard let key = request.headers["idempotency-key"] else {
+            event.eventId = NcEventWriter.newEventId()
+            return drop(event)
+        }
+        guard !key.isEmpty, key.utf8.count <= 255 else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
+        let fingerprint = IdempotencyBindings.fingerprint(event)
+        let scope = IdempotencyBindings.scope(user: user, key: key)
+        let outcome = idempotency.bind(scope, fingerprint)
+        if outcome == .conflict {
+            return Self.problem(422, "idempotency_key_reused", "this Idempotency-Key was used for a different request; use a new key for a new request")
+        }
+        event.eventId = IdempotencyBindings.eventId(user: user, key: key, fingerprint: fingerprint)
+        let refusal = drop(event)
+        if refusal != nil, outcome == .bound { idempotency.unbind(scope, fingerprint) }
+        return refusal
     }
 
     private func drop(_ event: PushEvent) -> HTTPResponse? {
@@ -329,9 +367,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        event.eventId = id
-        if let refusal = drop(event) { return refusal }
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        let id = event.eventId
         var next = current
         switch type {
         case .seen: next.seen = true
@@ -344,20 +381,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        let event = PushEvent(type: .readAll, eventId: id, user: user, at: Timestamp.now())
-        if let refusal = drop(event) { return refusal }
-        return Self.json(202, .object(["eventId": .string(id), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
+        var event = PushEvent(type: .readAll, eventId: "", user: user, at: Timestamp.now())
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        return Self.json(202, .object(["eventId": .string(event.eventId), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
     }
 
     private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        guard let id = eventId(user: user, request) else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
-        var event = PushEvent(type: .opened, eventId: id, user: user, at: Timestamp.now())
+        var event = PushEvent(type: .opened, eventId: "", user: user, at: Timestamp.now())
         if let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes {
             event.device = device
         }
-        if let refusal = drop(event) { return refusal }
-        return Self.json(202, .object(["eventId": .string(id)]))
+        if let refusal = submit(&event, user: user, request) { return refusal }
+        return Self.json(202, .object(["eventId": .string(event.eventId)]))
     }
 
     // MARK: live stream

@@ -97,6 +97,25 @@ package enum InboxServerMain {
         _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
 
+    /// pushspool-inbox's own writable directory: systemd's `$STATE_DIRECTORY`
+    /// (`StateDirectory=pushspool-inbox`; the first of a colon-separated list), else
+    /// `<journal state>/inbox-http` (created here), `nil` when it cannot be created. The
+    /// journal's state directory itself is read-only to this process under its unit.
+    static func ownStateDirectory(journalState: String) -> String? {
+        if let value = getenv("STATE_DIRECTORY").map({ String(cString: $0) }),
+           let first = value.split(separator: ":").first, !first.isEmpty {
+            return String(first)
+        }
+        let directory = journalState + "/inbox-http"
+        do {
+            try Posix.mkdirs(directory, mode: 0o700)
+            return directory
+        } catch {
+            err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")
+            return nil
+        }
+    }
+
     /// One worker per CPU online (`sysconf(_SC_NPROCESSORS_ONLN)`), 1 to 16: more threads
     /// than CPUs only add switching, and each holds an index connection.
     static func defaultThreads() -> Int {
@@ -181,9 +200,14 @@ package enum InboxServerMain {
         let hub = EventHub(indexPath: indexPath, journalDirectory: state + "/journal")
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
+        let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
-                                           spool: SpoolLayout(root: configuration.spool.directory), retention: retention),
+                                           spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
+                                           idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" }),
                            auth: auth, hub: hub, stats: stats)
+        if let error = api.idempotencyStoreError {
+            err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")
+        }
         var limits = HTTPLimits(maxConnections: inbox.maxConnections, maxConnectionsPerIP: inbox.maxConnectionsPerIP,
                                 connectionTimeout: inbox.connectionTimeout, maxRequestBytes: inbox.maxRequestBytes)
         limits.threads = options.threads ?? defaultThreads()

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Testing
+import PushPayload
 @testable import PushInboxServer
 
 @Suite struct TokenAuthTests {
@@ -85,5 +86,170 @@ import Testing
         #expect(InboxAPI.routeTemplate(["media", "ab", "thumb"]) == "/v1/media/{sha256}/thumb")
         #expect(InboxAPI.routeTemplate(["secret-token-in-path"]) == "other")
         #expect(InboxAPI.routeTemplate(["inbox", "1", "2", "3", "4"]) == "other")
+    }
+}
+
+/// The slowloris defence's state, without sockets (issue 21, defect 5).
+@Suite struct ConnectionTableTests {
+    static let second: UInt64 = 1_000_000_000
+
+    @Test func aRequestNotInByTheDeadlineIsClosedAndAnAnsweredOneIsNot() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 5 * Self.second, graceNanos: Self.second, perWorker: 10, perAddress: 10))
+        table.opened(1, fd: 11, address: "a", worker: 1, now: 0)
+        table.opened(2, fd: 12, address: "a", worker: 1, now: Self.second)
+        table.received(2)
+        #expect(table.expire(now: 5 * Self.second - 1) == ([], 5 * Self.second))
+        #expect(table.expire(now: 5 * Self.second) == ([11], nil))
+        #expect(table.entries[1]?.phase == .closing)
+        // Its response out, a kept-alive connection waits for the next request under the same deadline.
+        table.completed(2, now: 6 * Self.second)
+        #expect(table.expire(now: 10 * Self.second) == ([], 11 * Self.second))
+        #expect(table.expire(now: 11 * Self.second) == ([12], nil))
+        #expect(table.closed(1)?.fd == 11)
+        #expect(table.entries.count == 1)
+    }
+
+    @Test func aWorkerOverItsCapPastTheGraceLosesItsOldestReceivingConnections() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 60 * Self.second, graceNanos: Self.second, perWorker: 3, perAddress: 100))
+        for id in 1...3 { table.opened(id, fd: Int32(10 + id), address: "x\(id)", worker: 7, now: UInt64(id)) }
+        // Another worker's connections count against its own share.
+        table.opened(9, fd: 19, address: "y", worker: 8, now: 0)
+        // An answered connection is not receiving: neither counted nor chosen.
+        table.received(1)
+        table.opened(4, fd: 14, address: "x4", worker: 7, now: 4)
+        #expect(table.expire(now: 4) == ([], 60 * Self.second))
+        table.opened(5, fd: 15, address: "x5", worker: 7, now: 5)
+        table.opened(6, fd: 16, address: "x6", worker: 7, now: 6)
+        // A burst over the cap is left alone for the grace...
+        #expect(table.expire(now: 6) == ([], Self.second + 2))
+        // ...then the oldest go until the worker is within its cap.
+        #expect(table.expire(now: Self.second + 2) == ([12], Self.second + 3))
+        #expect(table.expire(now: Self.second + 3) == ([13], 60 * Self.second))
+        #expect(table.receiving == 4)
+        // A burst whose requests arrive within the grace loses nothing.
+        for id in 20...25 { table.opened(id, fd: Int32(id), address: "z", worker: 9, now: 2 * Self.second) }
+        for id in 20...25 { table.received(id) }
+        #expect(table.expire(now: 4 * Self.second).shut.isEmpty)
+    }
+
+    @Test func overTheAddressCapTheOldestFromThatAddressGoes() {
+        var table = ConnectionTable(limits: .init(deadlineNanos: 60 * Self.second, graceNanos: 10, perWorker: 100, perAddress: 2))
+        table.opened(1, fd: 11, address: "proxy", worker: 1, now: 1)
+        table.opened(2, fd: 12, address: "other", worker: 1, now: 2)
+        table.opened(3, fd: 13, address: "proxy", worker: 2, now: 3)
+        table.opened(4, fd: 14, address: "proxy", worker: 1, now: 4)
+        #expect(table.expire(now: 20) == ([11], 60 * Self.second + 2))
+    }
+
+    @Test func capsLeaveAQuarterOfEachLimit() {
+        let limits = ConnectionTable.Limits(deadline: .milliseconds(1500), maxConnections: 40, maxConnectionsPerIP: 16, threads: 2)
+        #expect(limits.deadlineNanos == 1_500_000_000 && limits.graceNanos == 750_000_000)
+        #expect(ConnectionTable.Limits(deadline: .seconds(30), maxConnections: 40, maxConnectionsPerIP: 16, threads: 2).graceNanos == 1_000_000_000)
+        #expect(limits.perWorker == 15 && limits.perAddress == 12)
+        #expect(ConnectionTable.Limits.cap(1) == 1 && ConnectionTable.Limits.cap(2) == 1 && ConnectionTable.Limits.cap(4) == 3)
+        #expect(ConnectionTable.Limits(deadline: .seconds(1), maxConnections: 4, maxConnectionsPerIP: 1, threads: 16).perWorker == 1)
+    }
+
+    /// libmicrohttpd's whole-second idle timeout never undercuts the configured one (issue 21, defect 12).
+    @Test func theIdleTimeoutRoundsUp() {
+        #expect(HTTPServer.idleTimeoutSeconds(.milliseconds(1500)) == 2)
+        #expect(HTTPServer.idleTimeoutSeconds(.seconds(30)) == 30)
+        #expect(HTTPServer.idleTimeoutSeconds(.milliseconds(1)) == 1)
+        #expect(HTTPServer.idleTimeoutSeconds(.seconds(Int64.max)) == UInt32.max)
+    }
+}
+
+@Suite struct BearerSchemeTests {
+    /// RFC 9110 11.1: the scheme is case-insensitive (issue 21, defect 12).
+    @Test(arguments: ["Bearer abc", "bearer abc", "BEARER abc", "bEaReR   abc ", " Bearer\tabc"])
+    func anyCaseOfTheSchemeCarriesTheToken(header: String) {
+        #expect(InboxAPI.bearerToken(header) == "abc")
+    }
+
+    @Test(arguments: ["Basic abc", "Bearerabc", "abc", "", "Bearer"])
+    func otherSchemesCarryNone(header: String) {
+        #expect(InboxAPI.bearerToken(header) == nil)
+    }
+}
+
+/// Idempotency keys bound to their first request (issue 21, defect 8).
+@Suite struct IdempotencyBindingTests {
+    static let event = PushEvent(type: .seen, eventId: "", user: "alice", item: 2)
+
+    @Test func aKeyAnswersRetriesAndRefusesAnotherRequest() {
+        let bindings = IdempotencyBindings()
+        let scope = IdempotencyBindings.scope(user: "alice", key: "k")
+        let seen = IdempotencyBindings.fingerprint(Self.event)
+        let archive = IdempotencyBindings.fingerprint(PushEvent(type: .archive, eventId: "", user: "alice", item: 4))
+        #expect(bindings.bind(scope, seen, now: 0) == .bound)
+        #expect(bindings.bind(scope, seen, now: 1) == .retry)
+        #expect(bindings.bind(scope, archive, now: 2) == .conflict)
+        // Another user's same key is another scope.
+        #expect(bindings.bind(IdempotencyBindings.scope(user: "bob", key: "k"), archive, now: 3) == .bound)
+        // A failed drop frees the key.
+        bindings.unbind(scope, seen)
+        #expect(bindings.bind(scope, archive, now: 4) == .bound)
+    }
+
+    @Test func theFingerprintIsTheRequestNotItsIdOrTime() {
+        var other = Self.event
+        other.eventId = "x"
+        other.at = "2026-01-01T00:00:00Z"
+        #expect(IdempotencyBindings.fingerprint(other) == IdempotencyBindings.fingerprint(Self.event))
+        var item = Self.event
+        item.item = 3
+        var action = PushEvent(type: .action, eventId: "", user: "alice", item: 2, action: "reply", text: "a")
+        let replyA = IdempotencyBindings.fingerprint(action)
+        action.text = "b"
+        let fingerprints = Set([IdempotencyBindings.fingerprint(Self.event), IdempotencyBindings.fingerprint(item), replyA,
+                                IdempotencyBindings.fingerprint(action)])
+        #expect(fingerprints.count == 4)
+        // So the event ids differ too: the journal can never drop one request as the other's duplicate.
+        #expect(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA)
+            != IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: IdempotencyBindings.fingerprint(action)))
+        #expect(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA).hasPrefix("http."))
+        #expect(PushEvent.isValidEventId(IdempotencyBindings.eventId(user: "alice", key: "k", fingerprint: replyA)))
+    }
+
+    @Test func keysAreForgottenAfterTheRetentionAndBeyondTheCapacity() {
+        let bindings = IdempotencyBindings(retention: .seconds(10), capacity: 3)
+        let a = IdempotencyBindings.scope(user: "u", key: "a")
+        #expect(bindings.bind(a, "1", now: 0) == .bound)
+        #expect(bindings.bind(a, "2", now: 9_999_999_999) == .conflict)
+        #expect(bindings.bind(a, "2", now: 10_000_000_000) == .bound)
+        for key in ["b", "c", "d"] { _ = bindings.bind(IdempotencyBindings.scope(user: "u", key: key), "1", now: 10_000_000_001) }
+        #expect(bindings.count == 3)
+        // "a", the oldest, made room.
+        #expect(bindings.bind(a, "3", now: 10_000_000_002) == .bound)
+    }
+
+    /// A new table on the same file (a restarted server) knows the bindings for the retention.
+    @Test func theStoreCarriesBindingsAcrossInstances() throws {
+        var template = Array("/tmp/pushspool-idem-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
+            guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
+            return String(cString: result)
+        }
+        let directory = try #require(made)
+        defer {
+            for name in ["idempotency.sqlite", "idempotency.sqlite-wal", "idempotency.sqlite-shm"] { unlink(directory + "/" + name) }
+            rmdir(directory)
+        }
+        let path = directory + "/idempotency.sqlite"
+        let scope = IdempotencyBindings.scope(user: "alice", key: "k")
+        let day: Int64 = 86_400_000
+        do {
+            let first = IdempotencyBindings(store: try IdempotencyStore(path: path))
+            #expect(first.bind(scope, "seen-2", now: 5, wallMillis: 1_000) == .bound)
+            #expect(first.bind(IdempotencyBindings.scope(user: "alice", key: "gone"), "x", now: 6, wallMillis: 1_000) == .bound)
+            first.unbind(IdempotencyBindings.scope(user: "alice", key: "gone"), "x")
+        }
+        let second = IdempotencyBindings(store: try IdempotencyStore(path: path))
+        #expect(second.bind(scope, "archive-4", now: 1, wallMillis: 2_000) == .conflict)
+        #expect(second.bind(scope, "seen-2", now: 2, wallMillis: 2_000) == .retry)
+        #expect(second.bind(IdempotencyBindings.scope(user: "alice", key: "gone"), "y", now: 3, wallMillis: 2_000) == .bound)
+        // Past the retention on the wall clock the key is free again.
+        let third = IdempotencyBindings(store: try IdempotencyStore(path: path))
+        #expect(third.bind(scope, "archive-4", now: 1, wallMillis: 1_000 + day) == .bound)
     }
 }

@@ -27,10 +27,34 @@ struct cmhd_limits {
 
 /* MHD_start_daemon on an already listening socket `listen_fd` with internal epoll
    thread(s) (a pool of them when thread_pool_size > 1), suspend/resume allowed, and the limits above. `completed` runs when a request
-   ends (MHD_OPTION_NOTIFY_COMPLETED). Returns NULL when MHD refuses to start. */
+   ends (MHD_OPTION_NOTIFY_COMPLETED); `connection` when a connection starts and when it closes
+   (MHD_OPTION_NOTIFY_CONNECTION; CLOSED comes before MHD closes the socket). Returns NULL
+   when MHD refuses to start. */
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
-                              MHD_RequestCompletedCallback completed, void *completed_cls);
+                              MHD_RequestCompletedCallback completed, void *completed_cls,
+                              MHD_NotifyConnectionCallback connection, void *connection_cls);
+
+/* The socket of a connection (MHD_CONNECTION_INFO_CONNECTION_FD), or -1. */
+int cmhd_connection_fd(struct MHD_Connection *connection);
+
+/* epoll for the connection guard: sockets watched for the peer's hang-up, and an eventfd
+   that wakes the waiting thread. Each returns -1 with errno set on failure (man 2 epoll_ctl,
+   man 2 eventfd). */
+
+/* epoll_create1(EPOLL_CLOEXEC). */
+int cmhd_epoll_create(void);
+/* An eventfd (non-blocking, close-on-exec) added to `epfd` for input under token 0. Returns
+   the eventfd. */
+int cmhd_epoll_add_wakeup(int epfd);
+/* Adds `fd` for EPOLLRDHUP (with EPOLLHUP/EPOLLERR, which epoll always reports), one shot,
+   under `token` (not 0). */
+int cmhd_epoll_watch_hangup(int epfd, int fd, uint64_t token);
+/* EPOLL_CTL_DEL of `fd`. */
+int cmhd_epoll_forget(int epfd, int fd);
+/* epoll_wait: the tokens of up to `max` ready entries into `tokens`; returns their number, 0
+   on timeout (`timeout_ms` -1 = none), -1 with errno. */
+int cmhd_epoll_wait(int epfd, uint64_t *tokens, int max, int timeout_ms);
 
 /* The client address of a connection as text ("1.2.3.4" / "::1"), into `out` (at least
    64 bytes); returns 0, or -1 when MHD does not know it. */
