@@ -84,7 +84,7 @@ let package = Package(
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
-        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "CCurl"]),
+        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "CCurl"]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
@@ -136,9 +136,9 @@ let package = Package(
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
-        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushSystem"], path: "Tests/OutboxChild"),
+        .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
-            "PushOutbox", "PushOutboxStore", "PushJournal", "PushSystem", "TestSupport", "pushspool-outbox-child",
+            "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),

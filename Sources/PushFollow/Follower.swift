@@ -29,11 +29,15 @@ package protocol Follower: AnyObject, Sendable {
     /// Called once on the runner's thread after the last step, before the thread ends:
     /// flush and checkpoint what can be.
     func finish()
+    /// Called from the stopping thread as soon as a stop is requested, while a step may be
+    /// running: abort what blocks (an HTTP request in flight) so the step returns promptly.
+    func stopRequested()
 }
 
 extension Follower {
     package var statusDetail: String? { nil }
     package func finish() {}
+    package func stopRequested() {}
 }
 
 /// What a follower's step can see of its runner.

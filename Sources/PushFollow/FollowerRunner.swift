@@ -106,7 +106,8 @@ package final class FollowerRunner: Sendable {
 
     /// Asks the thread to stop after its current step, without waiting for it.
     package func requestStop() {
-        stopping.store(true, ordering: .releasing)
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        follower.stopRequested()
         wakeup.signal()
     }
 

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushFollow
 import PushJournal
 import PushOutboxStore
 import PushSystem
@@ -25,18 +26,21 @@ import Synchronization
 /// hold anything back. A 429 or 503 with `Retry-After` holds back every user's deliveries to
 /// that vendor until then (at most `retryCeiling`).
 ///
-/// `Sendable`: all work runs under one lock (the worker thread's loop, `catchUp()`), the
-/// status snapshot under another.
-package final class OutboxFollower: Sendable {
+/// Runs on a ``FollowerRunner`` (the daemon's follower group): it sleeps until the journal
+/// commits past its cursor or the next delivery is due, never on a fixed tick.
+///
+/// `Sendable`: all work runs under one lock (the runner's steps, `catchUp()`), the status
+/// snapshot under another.
+package final class OutboxFollower: Follower, Sendable {
     package let options: OutboxOptions
     private let work: Locked<Worker>
     private let snapshot = Locked(OutboxStatus())
     private let stopping: StopFlag
-    private let thread = Locked<pthread_t?>(nil)
     private let onNotice: @Sendable (OutboxNotice) -> Void
 
-    /// Creates `<state>/outbox/` and loads pending deliveries; does not start the thread.
-    /// `onNotice` is called on the outbox thread (keep it short: log and return).
+    /// Creates `<state>/outbox/` and loads pending deliveries; runs nothing until a runner
+    /// steps it (or `catchUp()`). `onNotice` is called on the stepping thread (keep it short:
+    /// log and return).
     package init(options: OutboxOptions, onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
         try options.validate()
         self.options = options
@@ -51,32 +55,26 @@ package final class OutboxFollower: Sendable {
         snapshot.withLock { $0 = status }
     }
 
-    deinit { stop() }
-
     /// The current counts; cheap, never waits for a POST.
     package var status: OutboxStatus { snapshot.withLock { $0 } }
 
-    /// Starts the delivery thread; returns at once. A second call does nothing.
-    package func start() {
-        thread.withLock { handle in
-            guard handle == nil else { return }
-            do {
-                handle = try PosixThread.spawn { [self] in run() }
-            } catch {
-                snapshot.withLock { $0.lastError = "\(error)" }
-            }
-        }
-    }
+    // MARK: Follower
 
-    /// Stops the thread and waits for it: a POST in flight is aborted (curl notices within
-    /// about a second), none is started after it.
-    package func stop() {
-        stopping.set()
-        let handle = thread.withLock { handle -> pthread_t? in
-            defer { handle = nil }
-            return handle
-        }
-        if let handle, pthread_self() != handle { pthread_join(handle, nil) }
+    package var name: String { "outbox" }
+
+    /// The cursor: every record up to it has its deliveries in `pending/` (or delivered).
+    package func durableSeq() -> UInt64? { status.cursor }
+
+    package var statusDetail: String? { status.summary }
+
+    /// Aborts a POST in flight (curl notices within about a second); none starts after it.
+    package func stopRequested() { stopping.set() }
+
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
+        publish(result.notices)
+        if result.moreJournal { return .again }
+        return .commitAfter(status.cursor, atMost: result.sleepMillis.map { .milliseconds($0) })
     }
 
     /// Synchronously queues every journal record available now and makes one delivery pass
@@ -94,20 +92,6 @@ package final class OutboxFollower: Sendable {
         }
         publish(notices)
         return status
-    }
-
-    private func run() {
-        while !stopping.isSet {
-            let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
-            publish(result.notices)
-            if result.moreJournal { continue }
-            var left = result.sleepMillis
-            while left > 0, !stopping.isSet {
-                let slice = min(left, 20)
-                usleep(UInt32(slice) * 1000)
-                left -= slice
-            }
-        }
     }
 
     private func publish(_ notices: [OutboxNotice]) {
@@ -154,7 +138,8 @@ final class Worker {
     struct StepResult {
         var notices: [OutboxNotice] = []
         var moreJournal = false
-        var sleepMillis: Int64 = 200
+        /// When the next delivery in backoff is due; `nil` = nothing waits on a clock.
+        var sleepMillis: Int64?
     }
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
@@ -197,13 +182,12 @@ final class Worker {
 
     func step(now: Int64) -> StepResult {
         var result = StepResult()
-        result.sleepMillis = max(1, options.pollInterval.clampedMilliseconds)
         absorbRetries()
         result.moreJournal = enqueueFromJournal(limit: 1024)
         result.notices = deliverDue(now: now)
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
         if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
-            result.sleepMillis = max(1, min(result.sleepMillis, next - now))
+            result.sleepMillis = max(1, next - now)
         }
         return result
     }

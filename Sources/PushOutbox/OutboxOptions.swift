@@ -23,8 +23,6 @@ package struct OutboxOptions: Sendable {
     /// The longest backoff between two attempts.
     package var retryCeiling: Duration = .seconds(600)
     package var maxAge: Duration = .seconds(86_400)
-    /// How often the journal is polled for new records when idle.
-    package var pollInterval: Duration = .milliseconds(200)
     /// The most Infobip reports one POST carries.
     package var batchLimit = 50
 

@@ -27,7 +27,6 @@ final class Followers: Sendable {
     /// its key files. A follower that cannot open stops start-up with a clear message: running
     /// without it would silently leave apps and vendors behind.
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
-        group = FollowerGroup([retention].compactMap { $0 }, commits: journal.commits)
         do {
             inbox = configuration.inbox.enabled
                 ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq })
@@ -43,11 +42,15 @@ final class Followers: Sendable {
         } catch {
             throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
+        outbox = try Self.makeOutbox(configuration, events: events)
+        let members: [(any Follower)?] = [outbox, retention]
+        group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
+    }
+
+    /// `[Outbox]` as the follower takes it, key files loaded; `nil` when disabled.
+    private static func makeOutbox(_ configuration: Configuration, events: EventLog) throws(DaemonError) -> OutboxFollower? {
         let settings = configuration.outbox
-        guard settings.enabled else {
-            outbox = nil
-            return
-        }
+        guard settings.enabled else { return nil }
         var options = OutboxOptions(stateDirectory: configuration.journal.stateDirectory)
         options.mindboxURL = settings.mindboxURL
         options.mindboxEndpointId = settings.mindboxEndpointId
@@ -61,7 +64,7 @@ final class Followers: Sendable {
         options.maxAge = settings.maxAge
         do {
             try options.load(mindboxSecretKeyFile: settings.mindboxSecretKeyFile, infobipAppKeyFile: settings.infobipAppKeyFile)
-            outbox = try OutboxFollower(options: options) { notice in Self.log(notice, events: events) }
+            return try OutboxFollower(options: options) { notice in Self.log(notice, events: events) }
         } catch {
             throw DaemonError(stage: "outbox", message: "\(error)", errno: EINVAL)
         }
@@ -72,12 +75,11 @@ final class Followers: Sendable {
     /// cursor all count — retiring past the index or the outbox would lose inbox items or
     /// vendor events, not only exports. `nil` = no follower.
     func retentionFloor() -> UInt64? {
-        ([exporter?.acknowledgedSeq(), inbox?.appliedSeq, outbox?.status.cursor] + [group.retentionFloor()]).compactMap { $0 }.min()
+        ([exporter?.acknowledgedSeq(), inbox?.appliedSeq] + [group.retentionFloor()]).compactMap { $0 }.min()
     }
 
     func start() throws(SystemError) {
         inbox?.start()
-        outbox?.start()
         exporter?.start()
         try group.start()
     }
@@ -93,7 +95,6 @@ final class Followers: Sendable {
     func stop(deadline: UInt64) {
         group.stop(deadline: deadline)
         exporter?.stop()
-        outbox?.stop()
         inbox?.stop()
     }
 
@@ -136,7 +137,6 @@ final class Followers: Sendable {
     /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
     var statusSuffix: String {
         var text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
-        if let outbox { text += "; " + outbox.status.summary }
         if let exporter { text += "; " + exporter.status.summary }
         return text + group.statusSuffix
     }

@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import PushFollow
+import PushJournal
 import PushOutbox
 import PushSystem
 
@@ -26,13 +28,14 @@ options.allowNetworks = ["127.0.0.0/8"]
 options.retryBase = .milliseconds(10)
 options.retryCeiling = .milliseconds(40)
 options.requestTimeout = .seconds(30)
-options.pollInterval = .milliseconds(20)
 do {
     let infobipKey = arguments[1] + "/infobip.key"
     try options.load(mindboxSecretKeyFile: arguments[1] + "/mindbox.key",
                      infobipAppKeyFile: access(infobipKey, F_OK) == 0 ? infobipKey : "")
     let follower = try OutboxFollower(options: options)
-    follower.start()
+    // The journal was written before this process started: the runner maps it at once.
+    let runner = FollowerRunner(follower, commits: CommitFeed(), niceness: 0)
+    try runner.start()
     while true { sleep(60) }
 } catch {
     let text = "pushspool-outbox-child: \(error)\n"

@@ -1,5 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
+import PushFollow
+import PushJournal
 import PushOutbox
 import PushOutboxStore
 import PushSystem
@@ -45,9 +47,9 @@ import Testing
         fixture.server.route(Self.path, .ok([]))
         let follower = try OutboxFollower(options: fixture.options())
         #expect(follower.status.pending == 3)
-        follower.start()
+        let followerRunner = try follower.running()
         #expect(waitFor(10) { follower.status.delivered == 3 })
-        follower.stop()
+        followerRunner.stop()
         let after = Array(fixture.server.requests(Self.path).dropFirst(before))
         let ids = transactionIds(after)
         #expect(ids.sorted() == ["e1", "e2", "e3"])  // each once

@@ -1,5 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
+import PushFollow
+import PushJournal
 import PushOutbox
 import PushOutboxStore
 import PushSystem
@@ -92,9 +94,9 @@ import Testing
         fixture.server.route(Self.mindboxPath, .sequence([.status(503), .status(503), .status(503), .ok([])]))
         try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
         let follower = try OutboxFollower(options: fixture.options())
-        follower.start()
+        let followerRunner = try follower.running()
         #expect(waitFor(10) { follower.status.delivered == 1 })
-        follower.stop()
+        followerRunner.stop()
         let requests = fixture.server.requests(Self.mindboxPath)
         #expect(requests.count == 4)
         // Every attempt carries the same transaction id, so the receiver can deduplicate.
@@ -172,9 +174,9 @@ import Testing
         fixture.server.route(Self.mindboxPath, .status(500))
         try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
         let follower = try OutboxFollower(options: fixture.options(maxAttempts: 3))
-        follower.start()
+        let followerRunner = try follower.running()
         #expect(waitFor(10) { follower.status.parked == 1 })
-        follower.stop()
+        followerRunner.stop()
         #expect(fixture.server.hits(Self.mindboxPath) == 3)
     }
 
@@ -187,7 +189,7 @@ import Testing
         do {
             let first = try OutboxFollower(options: fixture.options())
             #expect(first.catchUp().pending == 1)
-            first.stop()
+            first.stopRequested()
         }
         fixture.server.route(Self.mindboxPath, .ok([]))
         let second = try OutboxFollower(options: fixture.options())

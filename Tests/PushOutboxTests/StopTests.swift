@@ -1,5 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
+import PushFollow
+import PushJournal
 import PushOutbox
 import PushOutboxStore
 import PushSystem
@@ -19,10 +21,10 @@ import Testing
         options.connectTimeout = .seconds(1)
         options.requestTimeout = .seconds(3)
         let follower = try OutboxFollower(options: options)
-        follower.start()
+        let followerRunner = try follower.running()
         try #require(waitFor(20) { fixture.server.hits(Self.path) >= 1 })  // a POST is in flight
         let clock = ContinuousClock()
-        let took = clock.measure { follower.stop() }
+        let took = clock.measure { followerRunner.stop() }
         // Within one request timeout plus slack for a loaded machine (curl's progress callback
         // runs about once a second while nothing moves); before the fix, 7 × 3 s.
         #expect(took < .milliseconds(4500), "stop took \(took)")

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
+import PushFollow
 import PushJournal
 import PushOutbox
 import PushOutboxStore
@@ -38,7 +39,6 @@ final class OutboxFixture: @unchecked Sendable {
         options.retryCeiling = .milliseconds(40)
         options.maxAge = maxAge
         options.maxAttempts = maxAttempts
-        options.pollInterval = .milliseconds(20)
         try options.load(mindboxSecretKeyFile: dir.appending("mindbox.key"), infobipAppKeyFile: dir.appending("infobip.key"))
         return options
     }
@@ -115,4 +115,13 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         usleep(20_000)
     }
     return condition()
+}
+
+extension OutboxFollower {
+    /// On its own runner, as in the daemon; the fixture's journal was written before.
+    func running() throws -> FollowerRunner {
+        let runner = FollowerRunner(self, commits: CommitFeed(), niceness: 0)
+        try runner.start()
+        return runner
+    }
 }
