@@ -35,9 +35,6 @@ package struct ExportOptions: Sendable, Equatable {
     /// The exporter thread's niceness: 10 (like the inbox follower) so that under a burst
     /// export lags instead of taking a core from ingest. The benchmark also measures 0.
     package var niceness: Int32 = 10
-    /// How often an idle exporter looks for new records. It bounds the export lag of a
-    /// record arriving while the exporter is idle; 10 ms costs ~100 directory reads a second.
-    package var pollInterval: Duration = .milliseconds(10)
 
     package init(stateDirectory: String) {
         self.stateDirectory = stateDirectory

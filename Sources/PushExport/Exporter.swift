@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushSystem
+import PushFollow
 import PushJournal
 
 /// What the exporter reports for STATUS=, metrics and `pushspoolctl export status`. `Sendable` value.
@@ -55,8 +56,12 @@ package enum ExportNotice: Sendable, Equatable {
 /// ingest is untouched; it catches up when NATS returns. A stream deleted under it is
 /// created again after the first failed publish.
 ///
-/// `Sendable`: state behind locks; the connection and the journal reader belong to the thread.
-package final class Exporter: Sendable {
+/// Runs on a ``FollowerRunner``: it sleeps until the journal commits past what it read, a
+/// PubAck or a connection change arrives (libnats' callbacks wake it), or a checkpoint is due.
+///
+/// `Sendable`: state behind locks; the connection and the journal reader belong to the
+/// stepping thread (`Session`, behind its own lock).
+package final class Exporter: Follower, Sendable {
     package let options: ExportOptions
     private let hostId: String
     private let template: SubjectTemplate
@@ -64,9 +69,19 @@ package final class Exporter: Sendable {
     private let journalLastSeq: (@Sendable () -> UInt64?)?
     private let notify: @Sendable (ExportNotice) -> Void
 
+    /// What one step leaves for the next: the connection, the reader and the timers.
+    private struct Session {
+        var client: NatsClient?
+        var reader: JournalReader?
+        var nextCheckpoint: UInt64 = 0
+        var lastStatusFile: ExporterStatus?
+        var lastStatusWrite: UInt64 = 0
+    }
+    private let session = Locked(Session())
+    /// A runner made by `start(commits:)` (tests, benchmarks); the daemon's group owns its own.
+    private let ownRunner = Locked<FollowerRunner?>(nil)
+
     private struct Control {
-        var stopRequested = false
-        var thread: pthread_t?
         var running = false
         var connected = false
         var published: UInt64 = 0
@@ -115,124 +130,123 @@ package final class Exporter: Sendable {
         }
     }
 
-    /// Starts the exporter thread and returns at once; a second call while running does nothing.
-    package func start() {
-        let starting = control.withLock { c -> Bool in
-            guard c.thread == nil else { return false }
-            c.stopRequested = false
-            c.running = true
-            return true
-        }
-        guard starting else { return }
-        do {
-            // Niced (10 by default) like the inbox follower: under a burst export lags instead
-            // of taking a core from ingest.
-            let thread = try PosixThread.spawn(niceness: options.niceness) { [self] in loop() }
-            control.withLock { $0.thread = thread }
-        } catch {
-            control.withLock { c in
-                c.running = false
-                c.lastError = "\(error)"
+    /// Runs the exporter on a runner of its own, woken by `commits` (pass the writer's feed
+    /// when records are appended while it runs). For tests and the benchmark; the daemon puts
+    /// the exporter in its follower group instead. A second call while running does nothing.
+    package func start(commits: CommitFeed = CommitFeed()) {
+        ownRunner.withLock { runner in
+            guard runner == nil else { return }
+            let fresh = FollowerRunner(self, commits: commits, niceness: options.niceness)
+            do {
+                try fresh.start()
+                runner = fresh
+            } catch {
+                setError("\(error)")
             }
         }
     }
 
-    /// Stops publishing, waits briefly for the PubAcks in flight, checkpoints, and joins the thread.
+    /// Stops the runner `start(commits:)` made: waits briefly for the PubAcks in flight,
+    /// checkpoints, and joins the thread.
     package func stop() {
-        let thread = control.withLock { c -> pthread_t? in
-            c.stopRequested = true
-            defer { c.thread = nil }
-            return c.thread
+        let runner = ownRunner.withLock { runner -> FollowerRunner? in
+            defer { runner = nil }
+            return runner
         }
-        if let thread { pthread_join(thread, nil) }
-        control.withLock { $0.running = false }
+        runner?.stop()
     }
 
-    private var stopRequested: Bool { control.withLock { $0.stopRequested } }
+    // MARK: Follower
+
+    package var name: String { "export" }
+
+    /// The checkpointed cursor: every record up to it is in the stream.
+    package func durableSeq() -> UInt64? { acknowledgedSeq() }
+
+    package var statusDetail: String? { status.summary }
+
+    /// PubAcks, failures and connection changes come on libnats' threads: they wake the step.
+    package func attached(wake: @escaping @Sendable () -> Void) {
+        sink.onChange.withLock { $0 = wake }
+        control.withLock { $0.running = true }
+    }
 
     private func setError(_ text: String?) { control.withLock { $0.lastError = text } }
 
-    private func loop() {
-        var client: NatsClient?
-        var reader: JournalReader?
-        var nextCheckpoint: UInt64 = 0
-        var nextStatusFile: UInt64 = 0
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        session.withLock { step(&$0, context) }
+    }
+
+    /// Publishes what the window allows, then says what to wait for. One turn of what used to
+    /// be the exporter thread's loop, without its sleeps.
+    private func step(_ session: inout Session, _ context: FollowerContext) -> FollowerNext {
         let maxPending = max(1, options.maxPending)
-        while !stopRequested {
-            let now = Posix.monotonicNanos()
-            if now >= nextCheckpoint {
-                checkpoint()
-                nextCheckpoint = now &+ options.checkpointInterval.clampedUInt64Nanoseconds
+        let now = Posix.monotonicNanos()
+        let checkpointEvery = options.checkpointInterval.clampedUInt64Nanoseconds
+        if now >= session.nextCheckpoint {
+            checkpoint()
+            session.nextCheckpoint = now &+ checkpointEvery
+        }
+        let reportPending = reportIfChanged(&session)
+        if session.client == nil || session.client!.isClosed {
+            session.client = nil
+            control.withLock { $0.connected = false }
+            do {
+                let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
+                                           tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
+                                           ackTimeout: options.ackTimeout, sink: sink)
+                try ensureStream(fresh)
+                session.client = fresh
+                resync(client: fresh, reader: &session.reader)
+            } catch {
+                setError(error.description)
+                return .wake(atMost: .seconds(1))
             }
-            if now >= nextStatusFile {
-                checkLag()
-                writeStatusFile()
-                nextStatusFile = now &+ 1_000_000_000
+        }
+        guard let client = session.client else { return .again }
+        let connected = client.isConnected
+        control.withLock { c in
+            c.connected = connected
+            // libnats reconnects by itself: once it has, the loss is no longer news, even
+            // when nothing is left to publish that would clear it.
+            if connected, c.lastError == Self.connectionLost { c.lastError = nil }
+        }
+        let failed = sink.window.withLock { $0.failed }
+        if failed || !connected {
+            if let text = sink.lastFailure.withLock({ $0 }) { setError(text) }
+            if !connected { setError(Self.connectionLost) }
+            // A stream deleted under us answers every publish with "no responders", also
+            // after libnats reconnects on its own (the stream is only ensured for a new
+            // client), so export would stall for good: look it up again, re-creating it
+            // when it is gone. One lookup per failed round.
+            if failed, connected {
+                do { try ensureStream(client) } catch { setError(error.description) }
             }
-            if client == nil || client!.isClosed {
-                client = nil
-                control.withLock { $0.connected = false }
-                do {
-                    let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
-                                               tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
-                                               ackTimeout: options.ackTimeout, sink: sink)
-                    try ensureStream(fresh)
-                    client = fresh
-                    resync(client: fresh, reader: &reader)
-                } catch {
-                    setError(error.description)
-                    sleepUnlessStopped(.seconds(1))
-                    continue
-                }
-            }
-            guard let client else { continue }
-            let connected = client.isConnected
-            control.withLock { c in
-                c.connected = connected
-                // libnats reconnects by itself: once it has, the loss is no longer news, even
-                // when nothing is left to publish that would clear it.
-                if connected, c.lastError == Self.connectionLost { c.lastError = nil }
-            }
-            let (failed, pending) = sink.window.withLock { ($0.failed, $0.pending) }
-            if failed || !connected {
-                if let text = sink.lastFailure.withLock({ $0 }) { setError(text) }
-                if !connected { setError(Self.connectionLost) }
-                // A stream deleted under us answers every publish with "no responders", also
-                // after libnats reconnects on its own (the stream is only ensured for a new
-                // client), so export would stall for good: look it up again, re-creating it
-                // when it is gone. One lookup per failed round, which waits 100 ms anyway.
-                if failed, connected {
-                    do { try ensureStream(client) } catch { setError(error.description) }
-                }
-                // Start over from the cursor: what was acknowledged stays, the rest is sent
-                // again and dropped by the server if it had arrived.
-                resync(client: client, reader: &reader)
-                sleepUnlessStopped(connected ? .milliseconds(100) : .milliseconds(250))
-                continue
-            }
-            if pending >= maxPending {
-                usleep(200)
-                continue
-            }
-            if reader == nil {
-                resync(client: client, reader: &reader)
-                if reader == nil { sleepUnlessStopped(.seconds(1)); continue }
-            }
+            // Start over from the cursor: what was acknowledged stays, the rest is sent
+            // again and dropped by the server if it had arrived.
+            resync(client: client, reader: &session.reader)
+            reportIfChanged(&session)
+            // The reconnect callback wakes the step; the bound only paces failed rounds.
+            return .wake(atMost: connected ? .milliseconds(100) : .milliseconds(250))
+        }
+        if session.reader == nil {
+            resync(client: client, reader: &session.reader)
+            if session.reader == nil { return .wake(atMost: .seconds(1)) }
+        }
+        var published = 0
+        while sink.window.withLock({ $0.pending }) < maxPending, published < maxPending, !context.stopRequested() {
             let record: JournalRecord?
-            do { record = try reader!.next() } catch {
+            do { record = try session.reader!.next() } catch {
                 setError("reading the journal: \(error)")
-                reader = nil
-                sleepUnlessStopped(.seconds(1))
-                continue
+                session.reader = nil
+                return .wake(atMost: .seconds(1))
             }
-            guard let record else {
-                sleepUnlessStopped(pending > 0 ? .milliseconds(1) : options.pollInterval)
-                continue
-            }
+            guard let record else { break }
             let message = ExportMessage(record: record, hostId: hostId, template: template)
             sink.window.withLock { $0.published(record.seq) }
             do {
                 try client.publishAsync(message)
+                published += 1
                 control.withLock { c in
                     c.published &+= 1
                     if c.lastError != nil, sink.lastFailure.withLock({ $0 }) == nil { c.lastError = nil }
@@ -240,15 +254,54 @@ package final class Exporter: Sendable {
             } catch {
                 setError(error.description)
                 sink.window.withLock { $0.failed(record.seq) }
+                return .again
             }
         }
-        if let client {
-            try? client.waitForAcks(timeout: .seconds(2))
-            client.close()
+        let (stillPending, acknowledged, lastPublished) = sink.window.withLock { ($0.pending, $0.acknowledged, $0.lastPublished) }
+        if stillPending >= maxPending {
+            // The window is full: the next PubAck wakes the step.
+            return .wake(atMost: options.ackTimeout)
+        }
+        if published > 0 { return .again }
+        // Caught up. Acks still to come wake the step; a checkpoint of what they moved is due
+        // within one interval; with nothing in flight and nothing to write, sleep until a commit.
+        let checkpointDue = acknowledged != acknowledgedSeq() || stillPending > 0
+        if checkpointDue { return .commitAfter(lastPublished, atMost: options.checkpointInterval) }
+        return .commitAfter(lastPublished, atMost: reportPending ? .seconds(1) : nil)
+    }
+
+    /// After the last step: waits briefly for the PubAcks in flight, checkpoints, closes.
+    package func finish() {
+        session.withLock { session in
+            if let client = session.client {
+                try? client.waitForAcks(timeout: .seconds(2))
+                client.close()
+            }
+            session.client = nil
+            session.reader = nil
         }
         checkpoint()
-        control.withLock { $0.connected = false }
-        writeStatusFile()
+        control.withLock { c in
+            c.connected = false
+            c.running = false
+        }
+        writeStatusFile(status)
+    }
+
+    /// The lag check and `export/status.json`, at most once a second and only when what they
+    /// would say changed: an idle exporter writes nothing. Returns true when a change is still
+    /// to be written (the step must come back within a second).
+    @discardableResult
+    private func reportIfChanged(_ session: inout Session) -> Bool {
+        let snapshot = status
+        guard snapshot != session.lastStatusFile else { return false }
+        let now = Posix.monotonicNanos()
+        guard now &- session.lastStatusWrite >= 1_000_000_000 else { return true }
+        checkLag(snapshot)
+        writeStatusFile(snapshot)
+        session.lastStatusFile = snapshot
+        session.lastStatusWrite = now
+        return false
     }
 
     private static let connectionLost = "NATS connection lost; reconnecting"
@@ -287,8 +340,7 @@ package final class Exporter: Sendable {
         }
     }
 
-    private func checkLag() {
-        let snapshot = status
+    private func checkLag(_ snapshot: ExporterStatus) {
         let threshold = max(1, options.lagWarnRecords)
         let notice: ExportNotice? = control.withLock { c in
             if !c.lagWarned, snapshot.lag >= threshold {
@@ -305,8 +357,8 @@ package final class Exporter: Sendable {
     }
 
     /// `export/status.json`, for `pushspoolctl export status` (best effort).
-    private func writeStatusFile() {
-        var value = status.jsonValue
+    private func writeStatusFile(_ snapshot: ExporterStatus) {
+        var value = snapshot.jsonValue
         if case .object(var o) = value {
             o["updatedAt"] = .string(Timestamp.now())
             o["pid"] = .integer(getpid())
@@ -315,15 +367,6 @@ package final class Exporter: Sendable {
         let dir = ExportCursor.directory(stateDirectory: options.stateDirectory)
         try? Posix.mkdirIfMissing(dir)
         try? Posix.writeFileAtomically(directory: dir, name: "status.json", bytes: value.serialized() + [0x0a], mode: 0o640)
-    }
-
-    private func sleepUnlessStopped(_ duration: Duration) {
-        let deadline = Posix.monotonicNanos() &+ duration.clampedUInt64Nanoseconds
-        while !stopRequested {
-            let now = Posix.monotonicNanos()
-            if now >= deadline { return }
-            usleep(UInt32(clamping: min(deadline - now, 20_000_000) / 1000))
-        }
     }
 
     // MARK: Replay

@@ -9,6 +9,10 @@ package final class AckSink: Sendable {
     package let window: Locked<AckWindow>
     /// The last publish error text, for status.
     let lastFailure = Locked<String?>(nil)
+    /// Called after every PubAck, failure and connection change (the exporter's runner wakes).
+    package let onChange = Locked<(@Sendable () -> Void)?>(nil)
+
+    func changed() { onChange.withLock { $0 }?() }
 
     package init(acknowledged: UInt64) { window = Locked(AckWindow(acknowledged: acknowledged)) }
 
@@ -21,6 +25,7 @@ package final class AckSink: Sendable {
             window.withLock { $0.failed(seq) }
             lastFailure.withLock { $0 = text }
         }
+        changed()
     }
 }
 
@@ -76,6 +81,16 @@ package final class NatsClient {
             try check(natsOptions_SetTimeout(opts, connectTimeout.clampedMilliseconds), "timeout")
             try check(natsOptions_SetMaxReconnect(opts, -1), "max reconnect")
             try check(natsOptions_SetReconnectWait(opts, 250), "reconnect wait")
+            if let sink {
+                // A lost or regained connection wakes the exporter, which otherwise sleeps.
+                let closure = Unmanaged.passUnretained(sink).toOpaque()
+                let onConnection: natsConnectionHandler = { _, closure in
+                    Unmanaged<AckSink>.fromOpaque(closure!).takeUnretainedValue().changed()
+                }
+                try check(natsOptions_SetDisconnectedCB(opts, onConnection, closure), "disconnected callback")
+                try check(natsOptions_SetReconnectedCB(opts, onConnection, closure), "reconnected callback")
+                try check(natsOptions_SetClosedCB(opts, onConnection, closure), "closed callback")
+            }
             if !credentialsFile.isEmpty {
                 try check(natsOptions_SetUserCredentialsFromFiles(opts, credentialsFile, nil), "credentials file \(credentialsFile)")
             }

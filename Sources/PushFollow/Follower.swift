@@ -29,6 +29,9 @@ package protocol Follower: AnyObject, Sendable {
     /// Called once on the runner's thread after the last step, before the thread ends:
     /// flush and checkpoint what can be.
     func finish()
+    /// Called once when a runner takes the follower: `wake` makes a waiting step happen now,
+    /// for followers that learn of work from elsewhere than the journal (PubAcks, a directory).
+    func attached(wake: @escaping @Sendable () -> Void)
     /// Called from the stopping thread as soon as a stop is requested, while a step may be
     /// running: abort what blocks (an HTTP request in flight) so the step returns promptly.
     func stopRequested()
@@ -38,6 +41,7 @@ extension Follower {
     package var statusDetail: String? { nil }
     package func finish() {}
     package func stopRequested() {}
+    package func attached(wake: @escaping @Sendable () -> Void) {}
 }
 
 /// What a follower's step can see of its runner.

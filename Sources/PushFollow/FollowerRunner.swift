@@ -70,6 +70,8 @@ package final class FollowerRunner: Sendable {
         control = Locked(Control(status: FollowerStatus(name: follower.name, durableSeq: follower.durableSeq(),
                                                         journalLastSeq: commits.lastSeq, running: false, lastError: nil,
                                                         failures: 0, failuresTotal: 0, detail: follower.statusDetail)))
+        let wakeup = wakeup
+        follower.attached(wake: { wakeup.signal() })
     }
 
     package var name: String { follower.name }

@@ -64,6 +64,9 @@ package final class Daemon: Sendable {
         if state.withLock({ $0.requestStop() }) { waker.withLock { $0?.wake() } }
     }
 
+    /// The journal's announcements of durable batches (in-process followers sleep on them).
+    package var commits: CommitFeed { journal.commits }
+
     /// The journal writer's counters (batches, fsyncs, latency buckets).
     package var journalStats: JournalWriterStats { journal.stats }
 

@@ -43,7 +43,7 @@ final class Followers: Sendable {
             throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
         outbox = try Self.makeOutbox(configuration, events: events)
-        let members: [(any Follower)?] = [outbox, retention]
+        let members: [(any Follower)?] = [outbox, exporter, retention]
         group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
     }
 
@@ -75,12 +75,11 @@ final class Followers: Sendable {
     /// cursor all count — retiring past the index or the outbox would lose inbox items or
     /// vendor events, not only exports. `nil` = no follower.
     func retentionFloor() -> UInt64? {
-        ([exporter?.acknowledgedSeq(), inbox?.appliedSeq] + [group.retentionFloor()]).compactMap { $0 }.min()
+        ([inbox?.appliedSeq] + [group.retentionFloor()]).compactMap { $0 }.min()
     }
 
     func start() throws(SystemError) {
         inbox?.start()
-        exporter?.start()
         try group.start()
     }
 
@@ -94,7 +93,6 @@ final class Followers: Sendable {
     /// for PubAcks in flight and checkpoints), all within `deadline`.
     func stop(deadline: UInt64) {
         group.stop(deadline: deadline)
-        exporter?.stop()
         inbox?.stop()
     }
 
@@ -136,8 +134,7 @@ final class Followers: Sendable {
 
     /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
     var statusSuffix: String {
-        var text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
-        if let exporter { text += "; " + exporter.status.summary }
+        let text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
         return text + group.statusSuffix
     }
 

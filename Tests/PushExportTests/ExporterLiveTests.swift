@@ -85,7 +85,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let keys = try await f.append(500)
         let notices = NoticeLog()
         let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == 500 }
         exporter.stop()
         #expect(try ExportCursor.read(stateDirectory: f.stateDirectory) == 500)
@@ -101,7 +101,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try await f.append(20)
         let again = try Exporter(options: f.options())
         #expect(again.acknowledgedSeq() == 0)
-        again.start()
+        again.start(commits: f.writer.commits)
         try waitFor("all acknowledged again") { again.status.acknowledgedSeq == 520 }
         again.stop()
         stored = try f.stored()
@@ -114,7 +114,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try f.server.start()
         let notices = NoticeLog()
         let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         defer { exporter.stop() }
         try await f.append(100)
         try waitFor("first batch") { exporter.status.acknowledgedSeq == 100 }
@@ -140,7 +140,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try await f.append(50)
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         defer { exporter.stop() }
         usleep(1_500_000)
         #expect(exporter.status.acknowledgedSeq == 0)
@@ -159,7 +159,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         admin.close()
         try await f.append(10)
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         try waitFor("exported") { exporter.status.acknowledgedSeq == 10 }
         exporter.stop()
         #expect(try f.stored().count == 10)
@@ -174,7 +174,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
                     "apns:trailing ", "apns:trailing", "apns:100%", "apns:100%25", "mindbox@10:Борис:p1"]
         try await f.append(keys: keys)
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == UInt64(keys.count) }
         exporter.stop()
         let stored = try f.stored()
@@ -194,7 +194,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try f.server.start()
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         defer { exporter.stop() }
         try await f.append(10)
         try waitFor("first batch") { exporter.status.acknowledgedSeq == 10 }
@@ -224,7 +224,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try f.server.start()
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         defer { exporter.stop() }
         try await f.append(5)
         try waitFor("exported") { exporter.status.acknowledgedSeq == 5 }
@@ -249,7 +249,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try f.server.start()
         try await f.append(30)
         let exporter = try Exporter(options: f.options())
-        exporter.start()
+        exporter.start(commits: f.writer.commits)
         try waitFor("exported") { exporter.status.acknowledgedSeq == 30 }
         exporter.stop()
         let result = try Exporter.replay(options: f.options(), fromSeq: 5, toSeq: 14)
