@@ -32,9 +32,9 @@ package final class Daemon: Sendable {
     /// Retires journal segments, dedup entries, media and failed/ files on its own thread.
     /// The lowest seq a follower still needs: retention keeps every segment above it.
     package let retentionFloor = RetentionFloor()
-    private let state: Locked<IntakeState>
-    /// Rung when a slot frees while the ingest thread waits for one.
-    private let doorbell = DispatchSemaphore(value: 0)
+    /// Capacity, READY, drain and retries: the intake state, its wake-ups, and the pipeline's sink.
+    private let intake: Intake
+    private var state: Locked<IntakeState> { intake.state }
     /// Where claimed files are read and normalised under a burst, a chunk per lane, and handed
     /// to the journal in claim order.
     private let processing = ProcessingLanes<PreparedFile>(label: "pushspool.process", count: ProcessingLanes<PreparedFile>.laneCount(limit: 2))
@@ -44,12 +44,11 @@ package final class Daemon: Sendable {
     /// Files processed on the ingest thread itself (a quiet spool): for tests and benchmarks.
     package let inlineProcessed = Atomic<Int>(0)
     /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
-    private let waker = Locked<Waker?>(nil)
     private let readyFlag = Atomic<Bool>(false)
     private let returnedFlag = Atomic<Bool>(false)
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
-    /// Set once in `init`; `FilePipeline` calls back into `end(_:_:)`.
-    private nonisolated(unsafe) var pipeline: FilePipeline!
+    /// Takes each claimed file to its end and reports that end to `intake`.
+    private let pipeline: FilePipeline
 
     package var counters: Counters { reporter.counters }
 
@@ -61,7 +60,7 @@ package final class Daemon: Sendable {
 
     /// Asks `run()` to drain and return, as SIGTERM does.
     package func requestStop() {
-        if state.withLock({ $0.requestStop() }) { waker.withLock { $0?.wake() } }
+        intake.requestStop()
     }
 
     /// The journal's announcements of durable batches (in-process followers sleep on them).
@@ -82,7 +81,8 @@ package final class Daemon: Sendable {
         self.onCommitted = onCommitted
         self.layout = SpoolLayout(root: configuration.spool.directory)
         self.stateDirectory = configuration.journal.stateDirectory
-        self.state = Locked(IntakeState(capacityLimit: 4096))
+        let intake = Intake(capacityLimit: 4096)
+        self.intake = intake
         self.reporter = Reporter(counters: Counters(), events: events, notifier: notifier, metrics: metrics,
                                  stateDirectory: configuration.journal.stateDirectory)
 
@@ -150,7 +150,7 @@ package final class Daemon: Sendable {
         } else {
             media = nil
         }
-        let capacityLimit = state.withLock { $0.capacityLimit }
+        let capacityLimit = intake.state.withLock { $0.capacityLimit }
         pipeline = FilePipeline(
             spool: spool, journal: journal, media: media, reporter: reporter,
             options: normalizerOptions,
@@ -158,7 +158,7 @@ package final class Daemon: Sendable {
             mediaMaxWaiting: min(configuration.media.maxWaiting, capacityLimit / 2),
             onCommitted: onCommitted,
             crashMarker: FaultHook.crashMarker(environment: { getenv($0).map { String(cString: $0) } }),
-            onEnd: { [unowned self] name, end in self.end(name, end) })
+            sink: intake)
     }
 
     // MARK: - Lifecycle
@@ -338,7 +338,7 @@ package final class Daemon: Sendable {
         let configuration = store.current
         let watcher = try IncomingWatcher(layout: layout)
         let newWaker = try watcher.makeWaker()
-        waker.withLock { $0 = newWaker }
+        intake.use(newWaker)
         return IncomingFeed(spool: spool, watcher: watcher,
                             rescanIntervalNanos: configuration.spool.rescanInterval.clampedNanoseconds,
                             stableAgeNanos: configuration.spool.stableAge.clampedNanoseconds)
@@ -508,7 +508,7 @@ package final class Daemon: Sendable {
     private func finishClaimed(_ prepared: PreparedFile) {
         if state.withLock({ $0.isFailed }) {
             // The journal stopped for good: touch nothing more; the file stays in processing/.
-            end(prepared.name, .leftForNextStart)
+            intake.fileEnded(prepared.name, .leftForNextStart)
         } else {
             pipeline.finish(prepared)
         }
@@ -527,31 +527,13 @@ package final class Daemon: Sendable {
                 return false
             case .full:
                 beforeWaiting()
-                _ = doorbell.wait(timeout: .now() + .milliseconds(100))
+                intake.waitForSlot(timeout: .now() + .milliseconds(100))
                 reporter.notifier.watchdogPing()
             }
         }
     }
 
-    private func finish() {
-        if state.withLock({ $0.finish() }) { doorbell.signal() }
-    }
-
-    /// Where every file taken by `admit` ends: `FilePipeline` calls it exactly once per file.
-    private func end(_ name: String, _ end: FileEnd) {
-        switch end {
-        case .done, .leftForNextStart:
-            finish()
-        case .handBack:
-            if state.withLock({ $0.handBack(name) }) { doorbell.signal() }
-            // The loop may be asleep with nothing due: it takes the file again within a second.
-            waker.withLock { $0?.wake() }
-        case .journalFailed(let errno, let message):
-            state.withLock { $0.journalFailed(.init(errno: errno, message: message)) }
-            finish()
-            waker.withLock { $0?.wake() }
-        }
-    }
+    private func finish() { intake.finish() }
 
     // MARK: - The way out
 
@@ -590,7 +572,7 @@ package final class Daemon: Sendable {
             return fail(errno: error.errno, "journal close failed: \(error)")
         }
         // Close commits what was queued; its acknowledgements run before the exit.
-        pipeline?.flushAcknowledgements()
+        pipeline.flushAcknowledgements()
         followers.stop(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
         publishMetrics(store.current)
         reporter.flush()
@@ -603,7 +585,7 @@ package final class Daemon: Sendable {
 
     /// Logs, tells systemd why, and returns the exit status for a failing exit.
     private func fail(errno code: Int32, _ message: String) -> Int32 {
-        pipeline?.flushAcknowledgements()
+        pipeline.flushAcknowledgements()
         reporter.events.log(.fatal, message, fields: [(EventField.errno, String(code))])
         reporter.notifier.failing(errno: code, status: "failed: \(message)")
         return 1
@@ -622,11 +604,10 @@ package final class Daemon: Sendable {
         do {
             return try SignalWatcher { [self] signalNumber in
                 if signalNumber == SIGHUP {
-                    state.withLock { $0.requestReload() }
+                    intake.requestReload()
                 } else {
-                    _ = state.withLock { $0.requestStop() }
+                    intake.requestStop()
                 }
-                waker.withLock { $0?.wake() }
             }
         } catch {
             reporter.error("cannot start the signal thread: \(error)")

@@ -19,9 +19,15 @@ enum FileEnd: Sendable, Equatable {
     case journalFailed(errno: Int32, message: String)
 }
 
+/// Where ``FilePipeline`` reports each file's end, exactly once per file. It exists before the
+/// pipeline (the daemon's ``Intake``), so the pipeline holds no reference back to its owner.
+protocol FileEndSink: AnyObject, Sendable {
+    func fileEnded(_ name: String, _ end: FileEnd)
+}
+
 /// One claimed file's way through the daemon: read → normalise → media → journal → finish
 /// (unlink, quarantine or roll back). It decides nothing about capacity or lifecycle: it
-/// reports each file's end through `onEnd`, and `Daemon` turns that into state.
+/// reports each file's end to its sink, which turns that into state.
 ///
 /// `Sendable`: `process` runs on the processing queue; media completions on media threads;
 /// journal completions on the writer thread. Mutable state is behind locks.
@@ -35,7 +41,7 @@ final class FilePipeline: Sendable {
     /// `[Media] AllowHTTP` and `MaxWaiting` as the fetcher was opened with (a change needs a restart).
     private let mediaAllowsHTTP: Bool
     private let mediaMaxWaiting: Int
-    private let onEnd: @Sendable (String, FileEnd) -> Void
+    private let sink: any FileEndSink
     /// Called on the acknowledger's thread with the spool file name and sequence number of
     /// every record once it is durable and its file removed. For benchmarks and tests.
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
@@ -46,7 +52,7 @@ final class FilePipeline: Sendable {
 
     init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
-         onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil, onEnd: @escaping @Sendable (String, FileEnd) -> Void) {
+         onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil, sink: any FileEndSink) {
         self.spool = spool
         self.journal = journal
         self.media = media
@@ -56,7 +62,7 @@ final class FilePipeline: Sendable {
         self.mediaMaxWaiting = mediaMaxWaiting
         self.onCommitted = onCommitted
         self.crashMarker = crashMarker
-        self.onEnd = onEnd
+        self.sink = sink
     }
 
     /// New normaliser options (a reload); files already past normalisation keep the old ones.
@@ -122,7 +128,7 @@ final class FilePipeline: Sendable {
         switch prepared {
         case .leftForNextStart(let name, let message):
             reporter.leftInPlace(name, message)
-            onEnd(name, .leftForNextStart)
+            sink.fileEnded(name, .leftForNextStart)
         case .refused(let name, let code, let message, let stage, let size, let sha256):
             quarantine(name, code: code, message: message, stage: stage, size: size, sha256: sha256)
         case .record(let record, let mediaSkipped):
@@ -211,7 +217,7 @@ final class FilePipeline: Sendable {
                     removeProcessed(source.name)
                     onCommitted?(source.name, seq)
                     reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
-                    onEnd(source.name, .done)
+                    sink.fileEnded(source.name, .done)
                 }
             case .duplicate:
                 finishDuplicate(source.name, fields: fields)
@@ -224,9 +230,9 @@ final class FilePipeline: Sendable {
                     // Nothing was acknowledged; the file stays in processing/ and is retried
                     // once the journal has room again.
                     reporter.error("journal: disk full")
-                    onEnd(source.name, .handBack)
+                    sink.fileEnded(source.name, .handBack)
                 default:
-                    onEnd(source.name, .journalFailed(errno: error.errno, message: "\(error)"))
+                    sink.fileEnded(source.name, .journalFailed(errno: error.errno, message: "\(error)"))
                 }
             }
         }
@@ -241,7 +247,7 @@ final class FilePipeline: Sendable {
     private func finishDuplicate(_ name: String, fields: [(String, String)]) {
         removeProcessed(name)
         reporter.duplicate(fields: fields)
-        onEnd(name, .done)
+        sink.fileEnded(name, .done)
     }
 
     private func removeProcessed(_ name: String) {
@@ -259,19 +265,19 @@ final class FilePipeline: Sendable {
         do {
             try spool.quarantine(processing: name, reason: reason)
             reporter.refused(name, code: code, message: message)
-            onEnd(name, .done)
+            sink.fileEnded(name, .done)
         } catch where error.isRetryable {
             // failed/ unwritable or replaced, a full disk: the file stays in processing/ and is
             // taken again later, as the journal path does on a full disk. Refusal is decided again then.
             _ = try? spool.reopenIfReplaced()
             reporter.quarantineFailed(name, code: code, error: error)
-            onEnd(name, .handBack)
+            sink.fileEnded(name, .handBack)
         } catch where error.code == .notFound {
             reporter.error("quarantine \(name): \(error)")
-            onEnd(name, .done)
+            sink.fileEnded(name, .done)
         } catch {
             reporter.quarantineFailed(name, code: code, error: error)
-            onEnd(name, .leftForNextStart)
+            sink.fileEnded(name, .leftForNextStart)
         }
     }
 
@@ -281,7 +287,7 @@ final class FilePipeline: Sendable {
         } catch {
             reporter.error("rollback \(name): \(error)")
         }
-        onEnd(name, .done)
+        sink.fileEnded(name, .done)
     }
 }
 

@@ -7,14 +7,27 @@
 /// Phases, in order: `.recovering` (journal recovery, leftovers in `processing/`) →
 /// `.running` (intake armed; READY is sent on entry, while the start-up scan may still be
 /// under way) → `.draining` (stop requested: no new claims, in-flight files finish) → `.stopped`.
-/// `.failed` can follow any phase when the journal can no longer be trusted.
+/// `.failed` can follow any phase when the journal can no longer be trusted. Each phase
+/// carries what only it has (the running phase its scan and reload flags, the failed phase
+/// its failure), so a failure without the failed phase, or a pending reload while draining,
+/// cannot be represented. Events return an ``IntakeAction`` for the caller to run outside
+/// the lock.
 struct IntakeState: Sendable {
+    /// Where the daemon is, with what belongs to that phase alone.
     enum Phase: Sendable, Equatable {
         case recovering
-        case running
+        /// `startupScanComplete`: the first full scan of `incoming/` has finished since intake
+        /// was armed. `reloadPending`: SIGHUP came; the loop reloads at its next turn.
+        case running(startupScanComplete: Bool, reloadPending: Bool)
         case draining
         case stopped
-        case failed
+        /// The first failure wins.
+        case failed(Failure)
+    }
+
+    /// The phase without its data, for logs and tests.
+    enum Stage: Sendable, Equatable {
+        case recovering, running, draining, stopped, failed
     }
 
     /// Why the daemon gave up; the first failure wins.
@@ -54,12 +67,9 @@ struct IntakeState: Sendable {
     let busyLimit: Int
     /// Files taken (claimed or re-processed) and not yet finished.
     private(set) var inFlight = 0
-    private(set) var failure: Failure?
     private(set) var journalPaused = false
-    /// The first full scan of `incoming/` has finished since intake was armed.
-    private(set) var startupScanComplete = false
+    /// Once per process, whatever the phases: a rebuilt feed does not send READY again.
     private(set) var readySent = false
-    private var reloadPending = false
     /// The admitter is blocked in `.full`; the next `finish` must wake it.
     private var admitterWaiting = false
     private var busyNames: [String] = []
@@ -73,8 +83,26 @@ struct IntakeState: Sendable {
         self.busyLimit = max(1, busyLimit)
     }
 
-    var isStopping: Bool { phase == .draining || phase == .stopped }
+    var stage: Stage {
+        switch phase {
+        case .recovering: .recovering
+        case .running: .running
+        case .draining: .draining
+        case .stopped: .stopped
+        case .failed: .failed
+        }
+    }
+
+    var isStopping: Bool { stage == .draining || stage == .stopped }
+    var failure: Failure? {
+        if case .failed(let failure) = phase { return failure }
+        return nil
+    }
     var isFailed: Bool { failure != nil }
+    var startupScanComplete: Bool {
+        if case .running(let complete, _) = phase { return complete }
+        return false
+    }
 
     // MARK: - Lifecycle
 
@@ -84,7 +112,7 @@ struct IntakeState: Sendable {
     /// safe in `incoming/` as it will be in the journal, so READY does not wait for it.
     mutating func intakeArmed() -> Bool {
         guard phase == .recovering else { return false }
-        phase = .running
+        phase = .running(startupScanComplete: false, reloadPending: false)
         guard !readySent else { return false }
         readySent = true
         return true
@@ -93,35 +121,39 @@ struct IntakeState: Sendable {
     /// A batch came from the feed; `scanCompleted` is the feed's own word that a full scan
     /// finished. A failed feed is never taken as a finished scan.
     mutating func feedDelivered(scanCompleted: Bool) {
-        if scanCompleted { startupScanComplete = true }
+        if scanCompleted, case .running(_, let reload) = phase { phase = .running(startupScanComplete: true, reloadPending: reload) }
     }
 
-    /// SIGTERM/SIGINT. Returns true when this request changed anything (wake the loop).
-    mutating func requestStop() -> Bool {
+    /// SIGTERM/SIGINT. `.wakeLoop` when this request changed anything.
+    mutating func requestStop() -> IntakeAction {
         switch phase {
         case .recovering, .running:
             phase = .draining
-            return true
+            return .wakeLoop
         case .draining, .stopped, .failed:
-            return false
+            return []
         }
     }
 
     /// SIGHUP: a reload is due at the loop's next turn.
-    mutating func requestReload() {
-        if phase == .running || phase == .recovering { reloadPending = true }
+    mutating func requestReload() -> IntakeAction {
+        guard case .running(let complete, _) = phase else { return [] }
+        phase = .running(startupScanComplete: complete, reloadPending: true)
+        return .wakeLoop
     }
 
     /// Whether a reload is due; consumes the request.
     mutating func takeReload() -> Bool {
-        defer { reloadPending = false }
-        return reloadPending && phase == .running
+        guard case .running(let complete, true) = phase else { return false }
+        phase = .running(startupScanComplete: complete, reloadPending: false)
+        return true
     }
 
     /// The journal failed for good: stop taking and finishing work.
-    mutating func journalFailed(_ failure: Failure) {
-        if self.failure == nil { self.failure = failure }
-        phase = .failed
+    mutating func journalFailed(_ failure: Failure) -> IntakeAction {
+        if case .failed = phase { return [] }
+        phase = .failed(failure)
+        return .wakeLoop
     }
 
     mutating func journalPausedChanged(_ paused: Bool) {
@@ -133,7 +165,7 @@ struct IntakeState: Sendable {
     /// Takes a slot for one file, or says why not. Refuses while stopping or failed. (While
     /// the journal is paused on a full disk the loop claims nothing, so it never asks.)
     mutating func admit() -> Admission {
-        if failure != nil || isStopping { return .refused }
+        if isFailed || isStopping { return .refused }
         guard inFlight < capacityLimit else {
             admitterWaiting = true
             return .full
@@ -145,31 +177,32 @@ struct IntakeState: Sendable {
     /// Takes a slot regardless of the bound: for files already in `processing/` at start-up,
     /// which must be finished before anything else is taken.
     mutating func admitLeftover() -> Bool {
-        if failure != nil || isStopping { return false }
+        if isFailed || isStopping { return false }
         inFlight += 1
         return true
     }
 
-    /// A file taken by `admit`/`admitLeftover` reached its end. Returns true when the
-    /// admitter waits for a slot and must be woken.
-    mutating func finish() -> Bool {
+    /// A file taken by `admit`/`admitLeftover` reached its end: `.wakeAdmitter` when the
+    /// admitter waits for a slot.
+    mutating func finish() -> IntakeAction {
         // A finish without an admit is a bug in the caller; never let the count go negative.
         assert(inFlight > 0, "finish without admit")
         inFlight = max(0, inFlight - 1)
         defer { admitterWaiting = false }
-        return admitterWaiting
+        return admitterWaiting ? .wakeAdmitter : []
     }
 
     /// A file that stays in `processing/` for now and is taken again later (by
-    /// `takeHandedBack`). Finishes its slot; returns what `finish` returns.
-    mutating func handBack(_ name: String) -> Bool {
+    /// `takeHandedBack`). Finishes its slot; the loop is woken, since it may sleep with
+    /// nothing else due.
+    mutating func handBack(_ name: String) -> IntakeAction {
         handedBack.append(name)
-        return finish()
+        return finish().union(.wakeLoop)
     }
 
     /// Handed-back files to take again; none while the journal is paused or stopping.
     mutating func takeHandedBack() -> [String] {
-        guard !journalPaused, !isStopping, failure == nil, !handedBack.isEmpty else { return [] }
+        guard !journalPaused, !isStopping, !isFailed, !handedBack.isEmpty else { return [] }
         defer { handedBack.removeAll() }
         return handedBack
     }
@@ -187,7 +220,7 @@ struct IntakeState: Sendable {
 
     /// The names to try again; one still busy goes back through `nameBusy`.
     mutating func takeBusyNames() -> [String] {
-        guard !isStopping, failure == nil else { return [] }
+        guard !isStopping, !isFailed else { return [] }
         defer {
             busyNames.removeAll()
             busySet.removeAll()
@@ -221,9 +254,19 @@ struct IntakeState: Sendable {
     var statusPrefix: String {
         switch phase {
         case .recovering: "recovering: "
-        case .running: startupScanComplete ? "" : "draining start-up backlog: "
+        case .running(let complete, _): complete ? "" : "draining start-up backlog: "
         case .draining, .stopped: "stopping: "
         case .failed: "failed: "
         }
     }
+}
+
+/// What the caller of an ``IntakeState`` event does once it has released the lock.
+struct IntakeAction: OptionSet, Sendable {
+    let rawValue: UInt8
+    /// The ingest thread waits for a slot: ring its doorbell.
+    static let wakeAdmitter = IntakeAction(rawValue: 1)
+    /// The ingest loop may be asleep in the feed's wait: wake it (stop, reload, failure,
+    /// a file handed back).
+    static let wakeLoop = IntakeAction(rawValue: 2)
 }

@@ -122,10 +122,11 @@ private func runIntake(on fs: SimulatedFileSystem, group: Int) -> IntakeRun {
     let ends = Locked<[String: FileEnd]>([:])
     let ended = DispatchSemaphore(value: 0)
     let pipeline = FilePipeline(spool: spool, journal: journal, media: nil, reporter: quietReporter, options: NormalizerOptions(),
-                                mediaAllowsHTTP: false, mediaMaxWaiting: 1, onCommitted: nil) { name, end in
-        ends.withLock { $0[name] = end }
-        ended.signal()
-    }
+                                mediaAllowsHTTP: false, mediaMaxWaiting: 1, onCommitted: nil,
+                                sink: RecordingSink { name, end in
+                                    ends.withLock { $0[name] = end }
+                                    ended.signal()
+                                })
     func drive(_ names: [String]) -> Bool {
         for name in names { pipeline.process(name) }
         for name in names where ended.wait(timeout: .now() + .seconds(20)) == .timedOut {
@@ -389,4 +390,11 @@ extension IntakeCrashEnumerationTests {
         fs.close(processing)
         #expect(fs.openFileCount == baseline + 4, "the spool's four directories, nothing else")
     }
+}
+
+/// Hands each file's end to a closure.
+private final class RecordingSink: FileEndSink, Sendable {
+    let record: @Sendable (String, FileEnd) -> Void
+    init(_ record: @escaping @Sendable (String, FileEnd) -> Void) { self.record = record }
+    func fileEnded(_ name: String, _ end: FileEnd) { record(name, end) }
 }

@@ -5,10 +5,10 @@ import Testing
 @Suite struct IntakeStateTests {
     @Test func readyComesOnceWhenIntakeIsArmedNotWhenTheBacklogIsDone() {
         var state = IntakeState(capacityLimit: 4)
-        #expect(state.phase == .recovering)
+        #expect(state.stage == .recovering)
         let result1 = state.intakeArmed()
         #expect(result1)
-        #expect(state.phase == .running)
+        #expect(state.stage == .running)
         #expect(!state.startupScanComplete)
         #expect(state.statusPrefix == "draining start-up backlog: ")
         // A rebuilt feed (incoming/ replaced) arms intake again: READY is not sent twice.
@@ -37,9 +37,9 @@ import Testing
         #expect(result5 == .full)
         #expect(state.inFlight == 2)
         let result6 = state.finish()
-        #expect(result6)          // the admitter waits: wake it
+        #expect(result6 == .wakeAdmitter)          // the admitter waits: wake it
         let result7 = state.finish()
-        #expect(!result7)         // nobody waits any more
+        #expect(result7.isEmpty)         // nobody waits any more
         #expect(state.inFlight == 0)
     }
 
@@ -47,9 +47,9 @@ import Testing
         var state = IntakeState(capacityLimit: 2)
         _ = state.intakeArmed()
         let result8 = state.requestStop()
-        #expect(result8)
+        #expect(result8 == .wakeLoop)
         let result9 = state.requestStop()
-        #expect(!result9)
+        #expect(result9.isEmpty)
         let result10 = state.admit()
         #expect(result10 == .refused)
         let result11 = state.admitLeftover()
@@ -60,8 +60,8 @@ import Testing
         _ = failed.intakeArmed()
         let result12 = failed.admit()
         #expect(result12 == .granted)
-        failed.journalFailed(.init(errno: 5, message: "EIO"))
-        failed.journalFailed(.init(errno: 28, message: "later"))
+        _ = failed.journalFailed(.init(errno: 5, message: "EIO"))
+        _ = failed.journalFailed(.init(errno: 28, message: "later"))
         #expect(failed.failure == .init(errno: 5, message: "EIO"))
         let result13 = failed.admit()
         #expect(result13 == .refused)
@@ -83,7 +83,7 @@ import Testing
         #expect(state.inFlight == 1)
         let result16 = state.drainStep(deadlinePassed: false)
         #expect(result16 == .close(leftInFlight: 1))
-        #expect(state.phase == .stopped)
+        #expect(state.stage == .stopped)
     }
 
     @Test func drainWaitsForInFlightFilesUntilTheDeadline() {
@@ -109,7 +109,7 @@ import Testing
         var failing = IntakeState(capacityLimit: 4)
         _ = failing.intakeArmed()
         _ = failing.requestStop()
-        failing.journalFailed(.init(errno: 5, message: "EIO"))
+        _ = failing.journalFailed(.init(errno: 5, message: "EIO"))
         let result22 = failing.drainStep(deadlinePassed: false)
         #expect(result22 == .fail(.init(errno: 5, message: "EIO")))
     }
@@ -141,7 +141,8 @@ import Testing
         let result30 = state.admit()
         #expect(result30 == .granted)
         let result31 = state.handBack("f1")
-        #expect(!result31)
+        // Nobody waits for a slot; the loop is woken to take the file again.
+        #expect(result31 == .wakeLoop)
         #expect(state.inFlight == 0)
         state.journalPausedChanged(true)
         let result32 = state.takeHandedBack()
@@ -156,13 +157,13 @@ import Testing
     @Test func reloadIsTakenOnceAndOnlyWhileRunning() {
         var state = IntakeState(capacityLimit: 4)
         _ = state.intakeArmed()
-        state.requestReload()
+        _ = state.requestReload()
         let result35 = state.takeReload()
         #expect(result35)
         let result36 = state.takeReload()
         #expect(!result36)
         _ = state.requestStop()
-        state.requestReload()
+        _ = state.requestReload()
         let result37 = state.takeReload()
         #expect(!result37)
     }
@@ -220,5 +221,35 @@ import Testing
                         "{\"suspects\":[{\"name\":\"a\",\"uncleanEnds\":-1}]}", "{\"suspects\":7}"] {
             #expect(CrashGuard.decodeSuspects(Array(hostile.utf8)).uncleanEnds.isEmpty)
         }
+    }
+
+    /// Each phase carries its own data: a failure exists only in the failed phase, a pending
+    /// reload only while running, and both go with the phase they belonged to.
+    @Test func phasesCarryTheirOwnData() {
+        var state = IntakeState(capacityLimit: 2)
+        let step1 = state.requestReload()
+        #expect(step1.isEmpty)    // recovering: nothing to reload into yet
+        _ = state.intakeArmed()
+        let step2 = state.requestReload()
+        #expect(step2 == .wakeLoop)
+        #expect(state.phase == .running(startupScanComplete: false, reloadPending: true))
+        state.feedDelivered(scanCompleted: true)
+        #expect(state.phase == .running(startupScanComplete: true, reloadPending: true))
+        let step3 = state.takeReload()
+        #expect(step3)
+        let again = state.takeReload()
+        #expect(!again)
+        let step4 = state.requestStop()
+        #expect(step4 == .wakeLoop)
+        let step5 = state.requestReload()
+        #expect(step5.isEmpty)    // draining: a reload has nowhere to go
+        #expect(!state.startupScanComplete)
+        let failure = IntakeState.Failure(errno: 5, message: "EIO")
+        let step6 = state.journalFailed(failure)
+        #expect(step6 == .wakeLoop)
+        #expect(state.phase == .failed(failure))
+        let step7 = state.journalFailed(.init(errno: 28, message: "later"))
+        #expect(step7.isEmpty)
+        #expect(state.failure == failure)          // the first failure wins
     }
 }

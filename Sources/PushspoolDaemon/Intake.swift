@@ -1,0 +1,59 @@
+import Dispatch
+import PushSpool
+import PushSystem
+
+/// The intake state behind its lock, with the two ways to wake the ingest thread: the
+/// doorbell it waits on for a free slot, and the feed's waker it sleeps on between batches.
+/// Every ``IntakeState`` event goes through here, and the ``IntakeAction`` it returns runs
+/// after the lock is released. It exists before the pipeline and is the pipeline's
+/// ``FileEndSink``.
+///
+/// `Sendable`: the state and the waker are behind locks; the semaphore is thread-safe.
+final class Intake: FileEndSink, Sendable {
+    let state: Locked<IntakeState>
+    /// Rung when a slot frees while the ingest thread waits for one.
+    private let doorbell = DispatchSemaphore(value: 0)
+    /// Ends the watcher's wait early; set by the ingest thread for each feed it builds.
+    private let waker = Locked<Waker?>(nil)
+
+    init(capacityLimit: Int) {
+        state = Locked(IntakeState(capacityLimit: capacityLimit))
+    }
+
+    /// Runs `event` under the lock, then its action outside it; returns what the event returned.
+    @discardableResult
+    func perform<Result>(_ event: (inout IntakeState) -> (Result, IntakeAction)) -> Result {
+        let (result, action) = state.withLock { event(&$0) }
+        run(action)
+        return result
+    }
+
+    func run(_ action: IntakeAction) {
+        if action.contains(.wakeAdmitter) { doorbell.signal() }
+        if action.contains(.wakeLoop) { waker.withLock { $0?.wake() } }
+    }
+
+    /// The feed the ingest thread now sleeps in.
+    func use(_ newWaker: Waker) { waker.withLock { $0 = newWaker } }
+
+    /// Waits for a slot to free, at most `timeout`.
+    func waitForSlot(timeout: DispatchTime) { _ = doorbell.wait(timeout: timeout) }
+
+    func requestStop() { run(state.withLock { $0.requestStop() }) }
+    func requestReload() { run(state.withLock { $0.requestReload() }) }
+    func finish() { run(state.withLock { $0.finish() }) }
+
+    /// Where every file taken by `admit` ends: `FilePipeline` calls it exactly once per file.
+    func fileEnded(_ name: String, _ end: FileEnd) {
+        switch end {
+        case .done, .leftForNextStart:
+            finish()
+        case .handBack:
+            run(state.withLock { $0.handBack(name) })
+        case .journalFailed(let errno, let message):
+            run(state.withLock { state in
+                state.journalFailed(.init(errno: errno, message: message)).union(state.finish())
+            })
+        }
+    }
+}
