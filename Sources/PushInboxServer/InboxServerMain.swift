@@ -182,7 +182,8 @@ package enum InboxServerMain {
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
-                                           spool: SpoolLayout(root: configuration.spool.directory), retention: retention),
+                                           spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
+                                           journalDirectory: state + "/journal"),
                            auth: auth, hub: hub, stats: stats)
         var limits = HTTPLimits(maxConnections: inbox.maxConnections, maxConnectionsPerIP: inbox.maxConnectionsPerIP,
                                 connectionTimeout: inbox.connectionTimeout, maxRequestBytes: inbox.maxRequestBytes)
@@ -194,7 +195,7 @@ package enum InboxServerMain {
             err("pushspool-inbox: \(error)\n")
             return 1
         }
-        hub.startPolling()
+        hub.start()
         out("listening on \(where_)\n")
         Listener.notify("READY=1\nSTATUS=serving on \(where_)")
         // STATUS= once a second: connections, requests, streams; and the auth-failure summary.
