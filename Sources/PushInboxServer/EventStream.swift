@@ -182,7 +182,7 @@ package final class EventHub: Sendable {
     }
 
     /// Adds changes read up to `readSeq`; the oldest beyond the capacity leave the window.
-    private func record(_ new: [Change], readSeq: UInt64, coveredAfter: UInt64? = nil) {
+    func record(_ new: [Change], readSeq: UInt64, coveredAfter: UInt64? = nil) {
         state.withLock { state in
             state.changes.append(contentsOf: new)
             var window = state.window ?? Window(coveredAfter: coveredAfter ?? 0, readSeq: 0)
