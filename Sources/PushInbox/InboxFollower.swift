@@ -137,7 +137,7 @@ package final class InboxFollower: Sendable {
                 let generation = worker.handle.generation
                 let index = try worker.handle.current()
                 if worker.handle.generation != generation { worker.reader = nil }
-                // A rebuild may have copied other content in: follow the index's own seq.
+                // A replaced file (nc reindex, a fresh one) has its own seq: follow it.
                 let next = try index.appliedSeq() + 1
                 if worker.reader == nil || worker.readerNextSeq != next {
                     if worker.reader == nil {

@@ -49,7 +49,9 @@ import PushSystem
     }
 
     @Test func aDamagedIndexNeverStopsIngestAndReindexRepairsAnyFile() throws {
-        let server = try InboxServerHarness(name: "inbox-damaged")
+        let metrics = NSTemporaryDirectory() + "pushspool-damaged-\(UUID().uuidString).prom"
+        defer { unlink(metrics) }
+        let server = try InboxServerHarness(name: "inbox-damaged", extraConfig: "[Metrics]\nIntervalSec=1s\nTextfilePath=\(metrics)\n")
         try server.push(user: "alice", title: "p1")
         try server.push(user: "alice", title: "p2")
         try waitUntil(timeout: 30, "two pushes indexed") { try server.counts().unread == 2 }
@@ -73,6 +75,10 @@ import PushSystem
         #expect(inbox.filter { $0.hasPrefix("index.sqlite.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }.count == 1,
                 "\(inbox)")
         #expect(server.daemon.process?.isRunning == true)
+        try waitUntil(timeout: 30, "the metric") {
+            ((try? String(contentsOfFile: metrics, encoding: .utf8)) ?? "").contains("pushspool_inbox_index_corrupt_total 1\n")
+        }
+        #expect(try String(contentsOfFile: metrics, encoding: .utf8).contains("pushspool_inbox_index_rebuilding 0\n"))
 
         // `nc reindex` rebuilds whatever the file holds, without the daemon.
         #expect(server.daemon.stop() == 0)
