@@ -145,9 +145,14 @@ package final class InboxIndex {
             appliedMarkFD = (try? Posix.open(Self.appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644)) ?? -1
             guard appliedMarkFD >= 0 else { return }
         }
+        Self.writeAppliedMark(appliedMarkFD, seq: seq)
+    }
+
+    /// The seq as 20 digits and a newline at offset 0: a fixed length, rewritten in place.
+    static func writeAppliedMark(_ fd: Int32, seq: UInt64) {
         let digits = String(seq)
         let text = Array((String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
-        _ = text.withUnsafeBytes { try? Posix.pwriteAll(appliedMarkFD, $0, offset: 0, subject: "APPLIED") }
+        _ = text.withUnsafeBytes { try? Posix.pwriteAll(fd, $0, offset: 0, subject: "APPLIED") }
     }
 
     private func createSchema() throws(SQLiteError) {
@@ -489,7 +494,7 @@ package final class InboxIndex {
 
     /// Rebuilds the index at `path` from the journal alone, whatever the file there holds
     /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
-    /// ``replace(path:with:)``. Readers and the follower notice the new inode and reopen
+    /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
     package static func rebuild(path: String, journalDirectory: String) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".rebuild-\(getpid())"
@@ -510,7 +515,7 @@ package final class InboxIndex {
         } catch {
             throw InboxError(.io(SystemError(call: "rebuild", errno: EIO, subject: path)), path: path)
         }
-        try replace(path: path, with: temp)
+        try replace(path: path, with: temp, appliedSeq: result.0)
         return result
     }
 
@@ -518,7 +523,7 @@ package final class InboxIndex {
     /// go first: SQLite opens a `-wal` it finds beside a database whatever mode the file is
     /// in, so the new file must never meet the old one's. Connections to the old file keep
     /// their open descriptors (and, with `SQLITE_FCNTL_PERSIST_WAL`, never delete by name).
-    package static func replace(path: String, with temp: String) throws(InboxError) {
+    package static func replace(path: String, with temp: String, appliedSeq: UInt64) throws(InboxError) {
         for suffix in ["-wal", "-shm"] where unlink(path + suffix) != 0 && errno != ENOENT {
             throw InboxError(.io(SystemError(call: "unlink", errno: errno, subject: path + suffix)), path: path)
         }
@@ -530,7 +535,7 @@ package final class InboxIndex {
         }
         // Wake readers of `APPLIED` (pushspool-inbox) too; the rename itself is also seen.
         if let marker = try? Posix.open(appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644) {
-            _ = [UInt8]("0\n".utf8).withUnsafeBytes { try? Posix.pwriteAll(marker, $0, offset: 0, subject: "APPLIED") }
+            writeAppliedMark(marker, seq: appliedSeq)
             Posix.close(marker)
         }
     }
@@ -550,7 +555,7 @@ package final class InboxIndex {
             target = path + ".corrupt-" + stamp + "-\(n)"
         }
         do {
-            // The -wal and -shm first, for the same reason as in replace(path:with:).
+            // The -wal and -shm first, for the same reason as in replace(path:with:appliedSeq:).
             for suffix in ["-wal", "-shm", ""] {
                 do {
                     _ = try Posix.call("rename", path + suffix) { rename(path + suffix, target + suffix) }

@@ -38,12 +38,6 @@ package final class InboxIndexHandle {
         return fresh
     }
 
-    /// Whether the file at `path` is still the one open (`false` when none is open).
-    package var isCurrent: Bool {
-        guard let identity = index?.fileIdentity, let now = Self.identity(path) else { return false }
-        return identity.dev == now.dev && identity.ino == now.ino
-    }
-
     /// Drops the connection (after an error); the next ``current()`` opens the file again.
     package func close() { index = nil }
 
