@@ -161,6 +161,35 @@ import PushSystem
         #expect(stranger.text.contains(#"data: {"type":"resync"}"#))
     }
 
+    /// Many streams and a burst of state changes through the real processes: each stream
+    /// gets every change, once, in journal order (the hub wakes them on inotify, and a wake-up
+    /// that comes while a stream fills is not lost).
+    @Test func manyStreamsGetEveryStateChangeInOrder() throws {
+        let server = try InboxServerHarness(name: "inbox-sse-burst", arguments: ["--threads", "4"])
+        for i in 1...5 { try server.push(user: "alice", title: "p\(i)") }
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 5 }
+        let ids = try server.items().compactMap { $0["item"]?.stringValue }
+        let streams = try (0..<12).map { _ in try StreamClient(server: server) }
+        defer { for stream in streams { stream.close() } }
+        try waitUntil(timeout: 10, "every stream's first counts") { streams.allSatisfy { $0.text.contains("event: counts") } }
+        // 150 POSTs from one curl over one connection, back to back.
+        let total = 150
+        var arguments = ["-s", "-o", "/dev/null", "-X", "POST", "-H", "X-Pushspool-User: alice",
+                         "-H", "Authorization: Bearer \(InboxServerHarness.token("alice"))"]
+        for n in 0..<total { arguments.append("\(server.base)/v1/inbox/\(ids[n % ids.count])/\(n % 2 == 0 ? "seen" : "read")") }
+        _ = try ProcessRunner.run("/usr/bin/curl", arguments)
+        try waitUntil(timeout: 60, "every change journaled") {
+            try server.daemon.records().filter { $0.key.hasPrefix("event:") }.count == total
+        }
+        let expected = try server.daemon.records().filter { $0.key.hasPrefix("event:") }.map { String($0.seq) }
+        try waitUntil(timeout: 60, "every change on every stream") {
+            streams.allSatisfy { stream in Self.events(stream.text).filter { $0.event == "state" }.count >= total }
+        }
+        for stream in streams {
+            #expect(Self.events(stream.text).filter { $0.event == "state" }.map(\.id) == expected)
+        }
+    }
+
     /// Voluntary and involuntary context switches of every thread of `pid` so far.
     static func contextSwitches(_ pid: Int32) -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
