@@ -141,7 +141,9 @@ let package = Package(
             "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushInboxServerTests", dependencies: ["PushInboxServer"]),
+        .testTarget(name: "PushInboxServerTests", dependencies: [
+            "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "TestSupport",
+        ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",

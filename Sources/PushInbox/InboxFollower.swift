@@ -12,12 +12,27 @@ package struct InboxFollowerStatus: Sendable, Equatable {
     package var running: Bool
     /// The last failure, cleared by the next successful batch (`shortDescription` form).
     package var lastError: String?
+    /// A damaged index was moved aside and the fresh one has not caught up yet.
+    package var rebuilding = false
+    /// Damaged indexes moved aside since start.
+    package var corruptIndexes = 0
+}
+
+/// What ``InboxFollower`` tells its owner as it happens (for journald). `Sendable` value.
+package enum InboxNotice: Sendable, Equatable {
+    /// The index could not be read (`SQLITE_CORRUPT`/`SQLITE_NOTADB`): it was moved to
+    /// `movedTo` and a fresh one is being rebuilt from the journal. `reason` is the
+    /// error's `shortDescription`.
+    case indexCorrupt(movedTo: String, reason: String)
 }
 
 /// Follows the journal into the inbox index on its own thread: the daemon's ingest path
 /// never waits on SQLite (the journal is only read), and the index lags the journal by what
 /// one batch takes to apply. At start it catches up from the index's applied seq; a crash
-/// loses nothing (see ``InboxIndex``). When the index file is replaced it reopens it.
+/// loses nothing (see ``InboxIndex``). When the index file is replaced it reopens it
+/// (``InboxIndexHandle``). The index is derived data: a damaged one (on open or on any
+/// statement) is moved aside and rebuilt from the journal on this thread, never a reason to
+/// stop ingest.
 ///
 /// `Sendable`: the connection and the journal reader live behind one lock, the status
 /// snapshot behind another.
@@ -27,10 +42,11 @@ package final class InboxFollower: Sendable {
     private let batchSize: Int
     private let pollInterval: Duration
     private let journalLastSeq: (@Sendable () -> UInt64?)?
+    private let notify: @Sendable (InboxNotice) -> Void
 
     /// What applies records; only touched inside `worker.withLock`.
     private struct Worker: ~Copyable {
-        var index: InboxIndex?
+        var handle: InboxIndexHandle
         /// Kept between polls; `readerNextSeq` is where it stands.
         var reader: JournalReader?
         var readerNextSeq: UInt64 = 0
@@ -45,8 +61,9 @@ package final class InboxFollower: Sendable {
     private let worker: Locked<Worker>
     private let control: Locked<Control>
 
-    /// Opens (creating when missing) `<stateDirectory>/inbox/index.sqlite`; applies nothing
-    /// until `start()` or `catchUp()`.
+    /// Opens (creating when missing) `<stateDirectory>/inbox/index.sqlite`, moving a damaged
+    /// one aside (reported through `notify`); applies nothing until `start()` or `catchUp()`.
+    /// Throws for what a rebuild cannot cure (permissions, a full disk, another schema).
     /// - Parameters:
     ///   - stateDirectory: holds `journal/` and `inbox/`.
     ///   - batchSize: records per transaction.
@@ -54,17 +71,41 @@ package final class InboxFollower: Sendable {
     ///   - journalLastSeq: the writer's last committed seq (the daemon passes
     ///     `{ writer.stats.lastSeq }`), for `lag`; without it `status` reads the newest
     ///     segment's frame headers.
+    ///   - notify: called (on the calling or the follower's thread) when a damaged index was
+    ///     moved aside.
     package init(stateDirectory: String, batchSize: Int = 2000, pollInterval: Duration = .milliseconds(100),
-                 journalLastSeq: (@Sendable () -> UInt64?)? = nil) throws(InboxError) {
+                 journalLastSeq: (@Sendable () -> UInt64?)? = nil,
+                 notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
         journalDirectory = stateDirectory + "/journal"
         self.batchSize = max(1, batchSize)
         self.pollInterval = pollInterval
         self.journalLastSeq = journalLastSeq
-        let index = try InboxIndex(path: indexPath)
-        let applied = try index.appliedSeq()
-        worker = Locked(Worker(index: index))
-        control = Locked(Control(status: InboxFollowerStatus(appliedSeq: applied, journalLastSeq: applied, running: false)))
+        self.notify = notify
+        let handle = InboxIndexHandle(path: indexPath, readOnly: false)
+        var notice: InboxNotice?
+        let applied: UInt64
+        do {
+            applied = try handle.current().appliedSeq()
+        } catch where error.isCorrupt {
+            notice = try Self.moveAside(handle, error)
+            applied = try handle.current().appliedSeq()
+        }
+        worker = Locked(Worker(handle: handle))
+        var status = InboxFollowerStatus(appliedSeq: applied, journalLastSeq: applied, running: false)
+        if notice != nil {
+            status.rebuilding = true
+            status.corruptIndexes = 1
+        }
+        control = Locked(Control(status: status))
+        if let notice { notify(notice) }
+    }
+
+    /// Moves the damaged file open in `handle` aside; the next `current()` creates a fresh one.
+    private static func moveAside(_ handle: InboxIndexHandle, _ error: InboxError) throws(InboxError) -> InboxNotice {
+        handle.close()
+        let moved = try InboxIndex.moveAside(path: handle.path)
+        return .indexCorrupt(movedTo: moved, reason: error.shortDescription)
     }
 
     /// The seq of the last journal record in the index.
@@ -90,10 +131,13 @@ package final class InboxFollower: Sendable {
     }
 
     private func runBatches(shouldStop: @escaping @Sendable () -> Bool) throws(InboxError) -> Int {
+        var notice: InboxNotice?
         let outcome: Result<(Int, UInt64), InboxError> = worker.withLock { worker in
             do throws(InboxError) {
-                let index = try Self.currentIndex(&worker, path: indexPath)
-                // A rebuild may have copied other content in: follow the index's own seq.
+                let generation = worker.handle.generation
+                let index = try worker.handle.current()
+                if worker.handle.generation != generation { worker.reader = nil }
+                // A replaced file (nc reindex, a fresh one) has its own seq: follow it.
                 let next = try index.appliedSeq() + 1
                 if worker.reader == nil || worker.readerNextSeq != next {
                     if worker.reader == nil {
@@ -114,9 +158,25 @@ package final class InboxFollower: Sendable {
                 let seq = try index.appliedSeq()
                 worker.readerNextSeq = seq + 1
                 return .success((applied, seq))
+            } catch where error.isCorrupt {
+                // Derived data: start over from the journal rather than stop (or loop on it).
+                worker.reader = nil
+                do throws(InboxError) {
+                    notice = try Self.moveAside(worker.handle, error)
+                    return .success((0, try worker.handle.current().appliedSeq()))
+                } catch {
+                    return .failure(error)
+                }
             } catch {
                 return .failure(error)
             }
+        }
+        if let notice {
+            control.withLock { control in
+                control.status.rebuilding = true
+                control.status.corruptIndexes += 1
+            }
+            notify(notice)
         }
         switch outcome {
         case .success(let (applied, seq)):
@@ -124,26 +184,14 @@ package final class InboxFollower: Sendable {
                 control.status.appliedSeq = seq
                 if seq > control.status.journalLastSeq { control.status.journalLastSeq = seq }
                 control.status.lastError = nil
+                // Nothing left to apply: a rebuild has caught up.
+                if applied == 0, notice == nil { control.status.rebuilding = false }
             }
             return applied
         case .failure(let error):
             control.withLock { $0.status.lastError = error.shortDescription }
             throw error
         }
-    }
-
-    /// The open index, reopened when the file at `path` is no longer the one open (replaced).
-    private static func currentIndex(_ worker: inout Worker, path: String) throws(InboxError) -> InboxIndex {
-        var st = stat()
-        if let index = worker.index, let identity = index.fileIdentity, stat(path, &st) == 0,
-           identity.dev == UInt64(st.st_dev), identity.ino == UInt64(st.st_ino) {
-            return index
-        }
-        worker.index = nil
-        worker.reader = nil
-        let fresh = try InboxIndex(path: path)
-        worker.index = fresh
-        return fresh
     }
 
     /// Starts the follower thread (a dedicated pthread, off the cooperative pool) and returns

@@ -26,6 +26,13 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         self.path = path
     }
 
+    /// The file is damaged or not a database: the index is derived data, so it is moved
+    /// aside and rebuilt from the journal rather than repaired.
+    package var isCorrupt: Bool {
+        if case .sqlite(let e) = kind { return e.isCorrupt }
+        return false
+    }
+
     /// Stable, without data: for metrics labels and journald fields.
     package var shortDescription: String {
         switch kind {
@@ -67,15 +74,30 @@ package final class InboxIndex {
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
 
+    /// `APPLIED` beside the index: rewritten after every committed batch, so a reader in
+    /// another process (pushspool-inbox) learns of new records through inotify instead of a
+    /// timer. Its content (the applied seq, 20 digits) is for people; readers ask the index.
+    /// Written after the commit, so a reader woken by it sees the batch.
+    package static func appliedMarkPath(indexPath: String) -> String { directory(of: indexPath) + "/APPLIED" }
+
+    static func directory(of path: String) -> String {
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return directory.isEmpty ? "." : directory
+    }
+
     package let path: String
     let db: SQLiteDatabase
     /// Device and inode of the file when opened, to notice a replaced file.
     package private(set) var fileIdentity: (dev: UInt64, ino: UInt64)? = nil
+    /// Whether commits rewrite `APPLIED` (not for a rebuild's temp file).
+    private let announces: Bool
+    private var appliedMarkFD: Int32 = -1
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
-    /// missing file throws `.missing`.
-    package init(path: String, readOnly: Bool = false) throws(InboxError) {
+    /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
+    package init(path: String, readOnly: Bool = false, announce: Bool = true) throws(InboxError) {
         self.path = path
+        announces = announce && !readOnly
         if readOnly {
             var st = stat()
             guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
@@ -110,6 +132,27 @@ package final class InboxIndex {
         }
         var st = stat()
         fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
+    }
+
+    deinit {
+        if appliedMarkFD >= 0 { Posix.close(appliedMarkFD) }
+    }
+
+    /// Rewrites `APPLIED` in place (one `pwrite`, no fsync: it is a wake-up, not state).
+    private func announce(_ seq: UInt64) {
+        guard announces else { return }
+        if appliedMarkFD < 0 {
+            appliedMarkFD = (try? Posix.open(Self.appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644)) ?? -1
+            guard appliedMarkFD >= 0 else { return }
+        }
+        Self.writeAppliedMark(appliedMarkFD, seq: seq)
+    }
+
+    /// The seq as 20 digits and a newline at offset 0: a fixed length, rewritten in place.
+    static func writeAppliedMark(_ fd: Int32, seq: UInt64) {
+        let digits = String(seq)
+        let text = Array((String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
+        _ = text.withUnsafeBytes { try? Posix.pwriteAll(fd, $0, offset: 0, subject: "APPLIED") }
     }
 
     private func createSchema() throws(SQLiteError) {
@@ -177,7 +220,7 @@ package final class InboxIndex {
     @discardableResult
     package func apply(_ records: [JournalRecord]) throws(InboxError) -> Int {
         do {
-            return try db.transaction { () throws(SQLiteError) -> Int in
+            let (applied, last) = try db.transaction { () throws(SQLiteError) -> (Int, UInt64) in
                 let last = UInt64(clamping: try Self.meta(db, "last_seq") ?? 0)
                 var newLast = last
                 var applied = 0
@@ -193,8 +236,10 @@ package final class InboxIndex {
                     try update.bind(1, Int64(clamping: newLast))
                     try update.run()
                 }
-                return applied
+                return (applied, newLast)
             }
+            if applied > 0 { announce(last) }
+            return applied
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }
@@ -445,30 +490,24 @@ package final class InboxIndex {
         return lines
     }
 
-    // MARK: rebuild
+    // MARK: rebuild and replacement
 
-    /// Rebuilds the index at `path` from the journal alone: into a temp file beside it, then
-    /// renamed over a missing index, or copied into an existing one in one transaction (a
-    /// follower may have it open: renaming a WAL database under an open connection would pair
-    /// the new file with the old WAL). Returns the rebuilt index's applied seq and item count.
+    /// Rebuilds the index at `path` from the journal alone, whatever the file there holds
+    /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
+    /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
+    /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
     package static func rebuild(path: String, journalDirectory: String) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".rebuild-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         var result: (UInt64, Int64) = (0, 0)
         do {
-            let fresh = try InboxIndex(path: temp)
+            let fresh = try InboxIndex(path: temp, announce: false)
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
             result = (try fresh.appliedSeq(), try fresh.itemCount())
+            // One self-contained file: no WAL of its own to carry along.
             try fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            var st = stat()
-            if stat(path, &st) == 0 {
-                let live = try SQLiteDatabase(path: path, mode: .readWriteCreate)
-                try fresh.db.copy(into: live)
-            } else {
-                try fresh.db.execute("PRAGMA journal_mode=DELETE")
-                guard rename(temp, path) == 0 else { throw InboxError(.io(SystemError(call: "rename", errno: errno, subject: path)), path: path) }
-            }
+            _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
         } catch let error as InboxError {
             throw error
         } catch let error as SQLiteError {
@@ -476,7 +515,75 @@ package final class InboxIndex {
         } catch {
             throw InboxError(.io(SystemError(call: "rebuild", errno: EIO, subject: path)), path: path)
         }
+        try replace(path: path, with: temp, appliedSeq: result.0)
         return result
+    }
+
+    /// Puts the database file `temp` (not in WAL mode) at `path`. The old `-wal` and `-shm`
+    /// go first: SQLite opens a `-wal` it finds beside a database whatever mode the file is
+    /// in, so the new file must never meet the old one's. Connections to the old file keep
+    /// their open descriptors (and, with `SQLITE_FCNTL_PERSIST_WAL`, never delete by name).
+    package static func replace(path: String, with temp: String, appliedSeq: UInt64) throws(InboxError) {
+        for suffix in ["-wal", "-shm"] where unlink(path + suffix) != 0 && errno != ENOENT {
+            throw InboxError(.io(SystemError(call: "unlink", errno: errno, subject: path + suffix)), path: path)
+        }
+        do {
+            _ = try Posix.call("rename", path) { rename(temp, path) }
+            try Posix.syncDirectory(directory(of: path))
+        } catch {
+            throw InboxError(.io(error), path: path)
+        }
+        // Wake readers of `APPLIED` (pushspool-inbox) too; the rename itself is also seen.
+        if let marker = try? Posix.open(appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644) {
+            writeAppliedMark(marker, seq: appliedSeq)
+            Posix.close(marker)
+        }
+    }
+
+    /// How many moved-aside damaged indexes are kept (oldest removed first).
+    package static let keptCorruptCopies = 3
+
+    /// Moves a damaged index and its `-wal`/`-shm` aside as `<path>.corrupt-<UTC time>…`,
+    /// kept for a post-mortem (the newest ``keptCorruptCopies`` sets), so a fresh index can be
+    /// created at `path`. Returns the new name of the database file.
+    package static func moveAside(path: String, now: Int64 = Posix.wallClockMillis()) throws(InboxError) -> String {
+        let stamp = Timestamp.iso8601(millis: now).filter { $0.isNumber || $0 == "T" || $0 == "Z" }
+        var target = path + ".corrupt-" + stamp
+        var n = 1
+        while access(target, F_OK) == 0 {
+            n += 1
+            target = path + ".corrupt-" + stamp + "-\(n)"
+        }
+        do {
+            // The -wal and -shm first, for the same reason as in replace(path:with:appliedSeq:).
+            for suffix in ["-wal", "-shm", ""] {
+                do {
+                    _ = try Posix.call("rename", path + suffix) { rename(path + suffix, target + suffix) }
+                } catch where error.errno == ENOENT {
+                    continue
+                }
+            }
+            try Posix.syncDirectory(directory(of: path))
+        } catch {
+            throw InboxError(.io(error), path: path)
+        }
+        pruneCorruptCopies(path: path)
+        return target
+    }
+
+    /// Removes all but the newest ``keptCorruptCopies`` moved-aside sets.
+    static func pruneCorruptCopies(path: String) {
+        let directory = directory(of: path)
+        let base = String(path.split(separator: "/").last ?? "") + ".corrupt-"
+        guard let names = try? RealFileSystem().listDirectory(directory) else { return }
+        let stems = Set(names.filter { $0.hasPrefix(base) }.map { name -> String in
+            var stem = name
+            for suffix in ["-wal", "-shm"] where stem.hasSuffix(suffix) { stem.removeLast(suffix.count) }
+            return stem
+        }).sorted()
+        for stem in stems.dropLast(keptCorruptCopies) {
+            for suffix in ["", "-wal", "-shm"] { unlink(directory + "/" + stem + suffix) }
+        }
     }
 
     package func itemCount() throws(InboxError) -> Int64 {

@@ -23,6 +23,8 @@ package struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible 
     package var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
     /// The file is not there (read-only open of a missing index).
     package var isCantOpen: Bool { primaryCode == SQLITE_CANTOPEN }
+    /// The file is damaged (`SQLITE_CORRUPT`) or not an SQLite database at all (`SQLITE_NOTADB`).
+    package var isCorrupt: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 
     /// Stable, without data: for metrics labels and journald fields.
     package var shortDescription: String { "sqlite-\(operation): \(String(cString: sqlite3_errstr(code)))" }
@@ -67,6 +69,12 @@ package final class SQLiteDatabase {
         sqlite3_extended_result_codes(db, 1)
         let millis = Int32(clamping: busyTimeout.clampedMilliseconds)
         sqlite3_busy_timeout(db, millis)
+        // A replaced index is renamed over this path while connections to the old file are
+        // still open. The last connection to close a WAL database deletes `<path>-wal` and
+        // `<path>-shm` *by name*, which would then be the new file's: keep them (wraps
+        // sqlite3_file_control(SQLITE_FCNTL_PERSIST_WAL)).
+        var persist: Int32 = 1
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
     }
 
     deinit {
@@ -124,20 +132,6 @@ package final class SQLiteDatabase {
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return statement.text(0)
-    }
-
-    /// Copies this whole database into `destination` in one transaction of the destination
-    /// (wraps `sqlite3_backup_*`): readers of the destination see the old or the new content,
-    /// never a mix, and other connections to it stay valid.
-    package func copy(into destination: SQLiteDatabase) throws(SQLiteError) {
-        guard let backup = sqlite3_backup_init(destination.handle, "main", handle, "main") else {
-            throw destination.error("backup")
-        }
-        let rc = sqlite3_backup_step(backup, -1)
-        sqlite3_backup_finish(backup)
-        guard rc == SQLITE_DONE else {
-            throw SQLiteError(code: rc, operation: "backup", message: String(cString: sqlite3_errstr(rc)), path: destination.path)
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import PushInbox
 import PushJournal
+import PushSpool
 import PushSystem
 import Foundation
 import Synchronization
@@ -56,16 +57,26 @@ package final class EventStream: @unchecked Sendable {
         if offset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             offset = 0
-            if hub.isStopping { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
-            feed.fill(self)
-            if pending.isEmpty, Posix.monotonicNanos() &- lastWriteNanos >= EventHub.keepAliveNanos {
-                pending.append(contentsOf: ": keep-alive\n\n".utf8)
-            }
-            if pending.isEmpty {
-                guard let connection, hub.suspend(self, connection) else { return -1 }
-                // A hang-up between the check above and the suspension found nothing to resume.
-                if gone.load(ordering: .acquiring) { hub.wake(self) }
-                return 0
+            while pending.isEmpty {
+                if hub.isStopping { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+                // Taken before the fill: a wake-up after it (the hub read more) must not be
+                // lost to a suspend that comes after the hub resumed everyone.
+                let generation = hub.generation
+                feed.fill(self)
+                if pending.isEmpty, Posix.monotonicNanos() &- lastWriteNanos >= EventHub.keepAliveNanos {
+                    pending.append(contentsOf: ": keep-alive\n\n".utf8)
+                }
+                if pending.isEmpty {
+                    guard let connection else { return -1 }
+                    switch hub.suspend(self, connection, ifGeneration: generation) {
+                    case .suspended:
+                        // A hang-up between the check above and the suspension found nothing to resume.
+                        if gone.load(ordering: .acquiring) { hub.wake(self) }
+                        return 0
+                    case .stopping: return -1
+                    case .changed: continue  // fill again
+                    }
+                }
             }
         }
         let count = min(buffer.count, pending.count - offset)
@@ -89,11 +100,20 @@ package final class EventStream: @unchecked Sendable {
     }
 }
 
-/// Wakes suspended streams: a thread polls the index's applied seq (its own read-only
-/// connection) every `pollInterval` and resumes every suspended stream when it moved, or
-/// when a keep-alive is due. Also counts open streams.
+/// Reads the journal's inbox changes into a ring and wakes suspended streams, without a timer:
+/// its thread blocks on inotify on the index's directory and wakes when the daemon's
+/// follower rewrites `APPLIED` after a batch (so the batch is visible to readers), when the
+/// index file is replaced, or when a keep-alive is due (15 s). An idle server does not wake
+/// it otherwise.
 ///
-/// `Sendable`: state behind a lock.
+/// The ring holds the last ``changeCapacity`` state changes read from the *journal*, seeded at
+/// start by reading back the newest segments: a stream resuming after a restart of either
+/// process gets the changes after its `Last-Event-ID`. ``window`` says which seqs the ring
+/// covers; a stream never moves past `window.readSeq` (what the hub has read), so no change
+/// is skipped because the index got ahead of the hub, and a position before `coveredAfter`
+/// gets `event: refresh` instead of silence.
+///
+/// `Sendable`: state behind locks.
 package final class EventHub: Sendable {
     static let keepAliveNanos: UInt64 = 15_000_000_000
 
@@ -106,11 +126,29 @@ package final class EventHub: Sendable {
         package var type: String
     }
 
+    /// The journal seqs the ring speaks for: every change with `coveredAfter < seq <= readSeq`
+    /// is in it. `Sendable` value.
+    package struct Window: Sendable, Equatable {
+        package var coveredAfter: UInt64
+        package var readSeq: UInt64
+    }
+
     /// How many recent changes are kept for streams that catch up or resume.
     static let changeCapacity = 16_384
 
+    package enum SuspendOutcome: Sendable, Equatable {
+        case suspended
+        /// The hub woke streams since the caller's generation: fill again instead.
+        case changed
+        case stopping
+    }
+
     private struct State {
         var changes: [Change] = []
+        /// `nil` until the ring was seeded from the journal.
+        var window: Window?
+        /// Bumped each time streams are woken.
+        var generation: UInt64 = 0
         // Connection addresses (Int bit patterns: pointers are not Sendable). A suspended
         // connection is never freed by libmicrohttpd until resumed, so the address stays valid.
         var suspended: [ObjectIdentifier: Int] = [:]
@@ -118,18 +156,33 @@ package final class EventHub: Sendable {
         var open = 0
     }
 
+    /// The hub's journal reader; one reader at a time (the hub thread, a resuming stream).
+    private struct Reading {
+        var reader: JournalReader?
+    }
+
     private let state = Locked(State())
+    private let reading = Locked(Reading())
     private let indexPath: String
     private let journalDirectory: String?
-    private let pollInterval: Duration
+    /// Test hook: runs before each read of the journal (to make the hub lag on purpose).
+    private let beforeRead: (@Sendable () -> Void)?
 
-    /// `journalDirectory`: where the poller reads event records from (read-only) to tell
-    /// streams which items changed state; `nil` = counts only.
-    package init(indexPath: String, journalDirectory: String? = nil, pollInterval: Duration = .milliseconds(20)) {
+    /// `journalDirectory`: where the hub reads event records from (read-only) to tell streams
+    /// which items changed state; `nil` = items and counts only.
+    package init(indexPath: String, journalDirectory: String? = nil, beforeRead: (@Sendable () -> Void)? = nil) {
         self.indexPath = indexPath
         self.journalDirectory = journalDirectory
-        self.pollInterval = pollInterval
+        self.beforeRead = beforeRead
+        if journalDirectory == nil {
+            state.withLock { $0.window = Window(coveredAfter: 0, readSeq: .max) }
+        }
     }
+
+    /// What the ring covers; `nil` until it was seeded from the journal (streams wait).
+    package var window: Window? { state.withLock { $0.window } }
+
+    package var generation: UInt64 { state.withLock { $0.generation } }
 
     /// `user`'s changes with `after < seq <= upTo`, oldest first.
     package func changes(user: String, after: UInt64, upTo: UInt64) -> [Change] {
@@ -144,33 +197,97 @@ package final class EventHub: Sendable {
         }
     }
 
-    private func record(_ new: [Change]) {
-        guard !new.isEmpty else { return }
-        state.withLock {
-            $0.changes.append(contentsOf: new)
-            if $0.changes.count > Self.changeCapacity { $0.changes.removeFirst($0.changes.count - Self.changeCapacity) }
+    /// Adds changes read up to `readSeq`; the oldest beyond the capacity leave the window.
+    func record(_ new: [Change], readSeq: UInt64, coveredAfter: UInt64? = nil) {
+        state.withLock { state in
+            state.changes.append(contentsOf: new)
+            var window = state.window ?? Window(coveredAfter: coveredAfter ?? 0, readSeq: 0)
+            if let coveredAfter { window.coveredAfter = coveredAfter }
+            if state.changes.count > Self.changeCapacity {
+                let drop = state.changes.count - Self.changeCapacity
+                window.coveredAfter = max(window.coveredAfter, state.changes[drop - 1].seq)
+                state.changes.removeFirst(drop)
+            }
+            window.readSeq = max(window.readSeq, readSeq)
+            state.window = window
         }
     }
 
     private static let parser = JSONParser(maxDepth: 16)
 
-    /// The inbox changes among the records `reader` has past its position (non-blocking).
-    private static func readChanges(_ reader: JournalReader) -> [Change] {
-        var changes: [Change] = []
-        while let record = try? reader.next() {
-            guard record.key.hasPrefix("event:"), let body = try? parser.parse(record.body),
-                  let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { continue }
-            let item = body["item"]?.numberLexeme.flatMap { UInt64($0) }
-            switch type {
-            case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown":
-                if let item { changes.append(Change(seq: record.seq, user: user, item: item, type: type)) }
-            case "nc.read-all", "nc.archive-read":
-                changes.append(Change(seq: record.seq, user: user, item: nil, type: type))
-            default:
-                continue
+    /// The inbox change a record is, if any.
+    static func change(_ record: JournalRecord) -> Change? {
+        guard record.key.hasPrefix("event:"), let body = try? parser.parse(record.body),
+              let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { return nil }
+        switch type {
+        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown":
+            guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
+            return Change(seq: record.seq, user: user, item: item, type: type)
+        case "nc.read-all", "nc.archive-read":
+            return Change(seq: record.seq, user: user, item: nil, type: type)
+        default:
+            return nil
+        }
+    }
+
+    /// Reads what the journal committed since the last call into the ring (seeding it first,
+    /// from the newest segments back, up to ``changeCapacity`` changes); returns the window.
+    /// Blocking file reads: call from the hub's thread or a worker thread.
+    @discardableResult
+    package func readJournal() -> Window? {
+        guard let journalDirectory else { return window }
+        beforeRead?()
+        reading.withLock { reading in
+            if reading.reader == nil {
+                reading.reader = seed(journalDirectory)
+                guard reading.reader != nil else { return }
+            }
+            guard let reader = reading.reader else { return }
+            var changes: [Change] = []
+            var last: UInt64 = 0
+            while let record = try? reader.next() {
+                last = record.seq
+                if let change = Self.change(record) { changes.append(change) }
+            }
+            if last > 0 || !changes.isEmpty { record(changes, readSeq: last) }
+        }
+        return window
+    }
+
+    /// Fills the ring from the newest segments back; returns the reader positioned after the
+    /// last committed record, or `nil` when the journal cannot be read yet.
+    private func seed(_ directory: String) -> JournalReader? {
+        guard let names = try? RealFileSystem().listDirectory(directory) else { return nil }
+        let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
+        var collected: [[Change]] = []
+        var count = 0
+        var coveredAfter = firstSeqs.first.map { $0 - min($0, 1) } ?? 0
+        var liveReader: JournalReader?
+        var readSeq: UInt64 = 0
+        for (position, first) in firstSeqs.enumerated().reversed() {
+            let end = position + 1 < firstSeqs.count ? firstSeqs[position + 1] : UInt64.max
+            guard let reader = try? JournalReader(directory: directory, fromSeq: first) else { return nil }
+            var changes: [Change] = []
+            while let record = try? reader.next(), record.seq < end {
+                if end == .max { readSeq = record.seq }
+                if let change = Self.change(record) { changes.append(change) }
+                if record.seq == end - 1 { break }
+            }
+            if end == .max {
+                liveReader = reader
+                if readSeq == 0 { readSeq = first - min(first, 1) }
+            }
+            collected.insert(changes, at: 0)
+            count += changes.count
+            if count >= Self.changeCapacity {
+                coveredAfter = first - min(first, 1)
+                break
             }
         }
-        return changes
+        if liveReader == nil { liveReader = try? JournalReader(directory: directory, fromSeq: 1) }
+        guard let liveReader else { return nil }
+        record(collected.flatMap { $0 }, readSeq: readSeq, coveredAfter: coveredAfter)
+        return liveReader
     }
 
     package var isStopping: Bool { state.withLock { $0.stopping } }
@@ -186,13 +303,15 @@ package final class EventHub: Sendable {
     }
 
     /// Suspends `connection` and remembers it, under the lock so a wake-up cannot slip
-    /// between the two. `false` when stopping (the stream should end).
-    func suspend(_ stream: EventStream, _ connection: OpaquePointer) -> Bool {
+    /// between the two — unless streams were woken since `generation` (`.changed`: the
+    /// caller fills again) or the hub is stopping.
+    func suspend(_ stream: EventStream, _ connection: OpaquePointer, ifGeneration generation: UInt64) -> SuspendOutcome {
         state.withLock {
-            if $0.stopping { return false }
+            if $0.stopping { return .stopping }
+            if $0.generation != generation { return .changed }
             HTTPServer.suspend(connection)
             $0.suspended[ObjectIdentifier(stream)] = Int(bitPattern: connection)
-            return true
+            return .suspended
         }
     }
 
@@ -205,8 +324,10 @@ package final class EventHub: Sendable {
         }
     }
 
-    private func resumeAll() {
+    /// Resumes every suspended stream (they fill again).
+    package func wakeStreams() {
         state.withLock {
+            $0.generation &+= 1
             for (_, address) in $0.suspended { if let connection = OpaquePointer(bitPattern: address) { HTTPServer.resume(connection) } }
             $0.suspended.removeAll(keepingCapacity: true)
         }
@@ -216,38 +337,84 @@ package final class EventHub: Sendable {
     /// ``HTTPServer/stop()``.
     package func shutdown() {
         state.withLock { $0.stopping = true }
-        resumeAll()
+        wakeStreams()
     }
 
-    /// Runs the poller on a thread of its own until ``shutdown()``.
-    package func startPolling() {
+    /// What the hub's thread watches in the index's directory: `IN_MODIFY`/`IN_CLOSE_WRITE`
+    /// for `APPLIED`, and entries created, renamed or removed for a replaced index.
+    static let watchMask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
+        | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
+
+    /// Whether an event in the index's directory can mean new data for streams: `APPLIED`
+    /// rewritten, the index file itself replaced, or the watch itself in trouble. The
+    /// `-wal`/`-shm` churn of every write is not (`APPLIED` follows each commit).
+    static func matters(_ event: Inotify.Event, indexName: String) -> Bool {
+        if event.overflow || event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 { return true }
+        guard let name = event.nameText else { return false }
+        if name == "APPLIED" { return true }
+        return name == indexName && event.mask & (UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
+    }
+
+    /// Starts the hub's thread (a dedicated thread, off the cooperative pool) until
+    /// ``shutdown()``.
+    package func start() {
         let hub = self
-        let thread = Thread {
-            var index: InboxIndex?
-            var reader: JournalReader?
-            var lastApplied: UInt64 = 0
-            var lastWake = Posix.monotonicNanos()
-            let pollNanos = UInt64(clamping: max(1, hub.pollInterval.clampedNanoseconds))
-            while !hub.isStopping {
-                var ts = timespec(tv_sec: Int(pollNanos / 1_000_000_000), tv_nsec: Int(pollNanos % 1_000_000_000))
-                nanosleep(&ts, nil)
-                if index == nil { index = try? InboxIndex(path: hub.indexPath, readOnly: true) }
-                let applied = (try? index?.appliedSeq()) ?? lastApplied
-                if reader == nil, let directory = hub.journalDirectory, let index {
-                    // From what the index has applied when the server starts: older changes are
-                    // in the items' state already.
-                    reader = try? JournalReader(directory: directory, fromSeq: ((try? index.appliedSeq()) ?? 0) + 1)
+        Thread { hub.run() }.start()
+    }
+
+    private func run() {
+        let directory = String(InboxIndex.appliedMarkPath(indexPath: indexPath).dropLast("/APPLIED".count))
+        let indexName = String(indexPath.split(separator: "/").last ?? "")
+        let handle = InboxIndexHandle(path: indexPath, readOnly: true)
+        var inotify: Int32 = -1
+        var watching = false
+        defer { if inotify >= 0 { Posix.close(inotify) } }
+        var lastApplied: UInt64?
+        var lastRead: UInt64?
+        var lastGeneration = handle.generation
+        var lastWake = Posix.monotonicNanos()
+        while !isStopping {
+            if inotify < 0 { inotify = (try? Inotify.initialize()) ?? -1 }
+            if inotify >= 0, !watching {
+                // Before reading: a commit between the read and the watch would be missed.
+                watching = (try? Inotify.addWatch(inotify, path: directory, mask: Self.watchMask)) != nil
+            }
+            let window = readJournal()
+            let applied = try? handle.current().appliedSeq()
+            if applied == nil { handle.close() }
+            let now = Posix.monotonicNanos()
+            if applied != lastApplied || window?.readSeq != lastRead || handle.generation != lastGeneration
+                || now &- lastWake >= Self.keepAliveNanos {
+                lastApplied = applied
+                lastRead = window?.readSeq
+                lastGeneration = handle.generation
+                lastWake = now
+                wakeStreams()
+            }
+            // Sleep until the directory changes or the next keep-alive; without a watch (the
+            // directory is not there yet, or inotify is out of instances) look again in 1 s.
+            guard inotify >= 0, watching else {
+                usleep(1_000_000)
+                continue
+            }
+            let deadline = lastWake &+ Self.keepAliveNanos
+            waiting: while !isStopping {
+                let left = deadline > Posix.monotonicNanos() ? deadline - Posix.monotonicNanos() : 0
+                var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)]
+                guard let ready = try? Posix.poll(&fds, timeoutMillis: Int32(clamping: left / 1_000_000 + 1)), ready > 0 else { break }
+                let events = (try? Inotify.readEvents(inotify)) ?? []
+                var relevant = false
+                for event in events where Self.matters(event, indexName: indexName) {
+                    relevant = true
+                    if event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+                        // The directory went away or moved: start over with a new instance.
+                        Posix.close(inotify)
+                        inotify = -1
+                        watching = false
+                    }
                 }
-                // Before waking the streams: a change they may see applied is in the list.
-                if let reader { hub.record(Self.readChanges(reader)) }
-                let now = Posix.monotonicNanos()
-                if applied != lastApplied || now &- lastWake >= EventHub.keepAliveNanos {
-                    lastApplied = applied
-                    lastWake = now
-                    hub.resumeAll()
-                }
+                if relevant { break waiting }
             }
         }
-        thread.start()
     }
 }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushInbox
+import PushJournal
 import PushMediaStore
 import PushNcEvents
 import PushPayload
@@ -22,10 +23,13 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         /// Where Idempotency-Key bindings are kept across restarts (``IdempotencyStore``);
         /// `nil` = in memory only.
         package var idempotencyDatabase: String?
+        /// Where Last-Event-IDs are checked against the journal's end.
+        package var journalDirectory: String
 
         package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
-                     idempotencyDatabase: String? = nil) {
+                     idempotencyDatabase: String? = nil, journalDirectory: String = "") {
             self.indexPath = indexPath
+            self.journalDirectory = journalDirectory
             self.mediaDirectory = mediaDirectory
             self.spool = spool
             self.retention = retention
@@ -37,10 +41,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private let auth: TokenAuth
     package let hub: EventHub
     package let stats: ServerStats
-    /// One read-only index connection per worker thread, keyed by `pthread_self()`.
+    /// One read-only index handle per worker thread, keyed by `pthread_self()`; it reopens
+    /// when the index file is replaced (``InboxIndexHandle``).
     /// `@unchecked Sendable`: a box is only ever used by the thread whose key it has.
     private final class IndexBox: @unchecked Sendable {
-        var index: InboxIndex?
+        let handle: InboxIndexHandle
+        init(path: String) { handle = InboxIndexHandle(path: path, readOnly: true) }
     }
     private let indexes = Locked([UInt: IndexBox]())
     /// Idempotency keys and the requests they were first used for.
@@ -192,17 +198,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         let key = UInt(pthread_self())
         return indexes.withLock { boxes in
             if let box = boxes[key] { return box }
-            let box = IndexBox()
+            let box = IndexBox(path: settings.indexPath)
             boxes[key] = box
             return box
         }
     }
 
+    /// This thread's index connection, reopened when the file was replaced since its last use.
     private func openIndex() -> InboxIndex? {
-        let box = indexBox
-        if let index = box.index { return index }
-        box.index = try? InboxIndex(path: settings.indexPath, readOnly: true)
-        return box.index
+        try? indexBox.handle.current()
     }
 
     private static let unavailable = problem(503, "index_unavailable", "the inbox index is not there yet (is pushspoold running with [Inbox] Enabled=yes?)")
@@ -212,8 +216,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .invalidCursor: return Self.problem(400, "invalid_cursor", error.description)
         case .invalidLimit: return Self.problem(400, "invalid_limit", error.description)
         default:
-            // A replaced or broken file: reopen on this thread's next request.
-            indexBox.index = nil
+            // A broken file: reopen on this thread's next request.
+            indexBox.handle.close()
             return Self.problem(503, "index_unavailable", error.shortDescription)
         }
     }
@@ -400,49 +404,80 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func stream(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         guard let index = openIndex() else { return Self.unavailable }
         let resumeText = request.headers["last-event-id"] ?? request.query["lastEventId"]
-        let start: UInt64
+        guard let applied = try? index.appliedSeq() else { return Self.unavailable }
+        var start = applied
+        var resync = false
         if let resumeText, !resumeText.isEmpty {
             guard let seq = UInt64(resumeText) else { return Self.problem(400, "invalid_last_event_id", "Last-Event-ID must be an event id this stream sent") }
             start = seq
-        } else {
-            guard let applied = try? index.appliedSeq() else { return Self.unavailable }
-            start = applied
+            // Past what the hub has read: maybe it lags, maybe the id is from another journal
+            // (a wiped state directory). Past the journal's end it can only be the latter.
+            if seq > (hub.window?.readSeq ?? 0) {
+                let last = hub.readJournal()?.readSeq ?? ((try? JournalReader.lastSeq(directory: settings.journalDirectory)) ?? nil) ?? 0
+                if seq > max(last, applied) {
+                    resync = true
+                    start = applied
+                }
+            }
         }
         let stream = EventStream(owner: owner, lastSeq: start, feed: self, hub: hub)
+        if resync { Self.appendResync(stream) }
         return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
                                                    ("X-Accel-Buffering", "no")], body: .stream(stream))
     }
 
+    /// `event: refresh` telling the client to refetch: the changes since its position are
+    /// not known any more (or never were).
+    static func appendResync(_ stream: EventStream) {
+        stream.append(id: stream.lastSeq, event: "refresh", data: JSONValue.object(["type": .string("resync")]).serializedString())
+    }
+
     package func fill(_ stream: EventStream) {
         guard let index = openIndex(), let applied = try? index.appliedSeq() else { return }
-        if applied > stream.lastSeq {
-            let limit = 200
-            guard let items = try? index.items(stream.owner, afterSeq: stream.lastSeq, upToSeq: applied, limit: limit) else { return }
-            // A full page: stop at its last item this round (the reader asks again at once).
-            let upTo = items.count == limit ? items[limit - 1].seq : applied
-            var events: [(seq: UInt64, event: String, data: String)] = items.map {
-                ($0.seq, "item", Self.itemJSON($0).serializedString())
+        // Never past what the hub has read of the journal: a state change the index applied
+        // but the hub has not read yet would be skipped for good.
+        if let window = hub.window {
+            if stream.lastSeq < window.coveredAfter {
+                // The ring no longer reaches back to this position: refetch rather than miss.
+                stream.lastSeq = min(applied, window.readSeq)
+                Self.appendResync(stream)
             }
-            if case .user(let user) = stream.owner {
-                for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
-                    if let seq = change.item {
-                        // The item's state now (after this and maybe later changes): idempotent for a client.
-                        guard let item = try? index.item(stream.owner, seq: seq) else { continue }
-                        events.append((change.seq, "state", Self.itemJSON(item).serializedString()))
-                    } else {
-                        events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))
-                    }
-                }
+            let known = min(applied, window.readSeq)
+            if known > stream.lastSeq {
+                fill(stream, index: index, upTo: known)
             }
-            events.sort { $0.seq < $1.seq }
-            for event in events { stream.append(id: event.seq, event: event.event, data: event.data) }
-            stream.lastSeq = upTo
         }
         // Counts change with new items and with every state change (seen, read, archive…).
         if let counts = try? index.count(stream.owner, retention: settings.retention), counts != stream.lastCounts {
             stream.lastCounts = counts
             stream.append(id: stream.lastSeq, event: "counts", data: Self.countsJSON(counts).serializedString())
         }
+    }
+
+    /// Appends the items and state changes with `stream.lastSeq < seq <= known`, in journal
+    /// order (a page of items at most), and advances the stream.
+    private func fill(_ stream: EventStream, index: InboxIndex, upTo known: UInt64) {
+        let limit = 200
+        guard let items = try? index.items(stream.owner, afterSeq: stream.lastSeq, upToSeq: known, limit: limit) else { return }
+        // A full page: stop at its last item this round (the reader asks again at once).
+        let upTo = items.count == limit ? items[limit - 1].seq : known
+        var events: [(seq: UInt64, event: String, data: String)] = items.map {
+            ($0.seq, "item", Self.itemJSON($0).serializedString())
+        }
+        if case .user(let user) = stream.owner {
+            for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
+                if let seq = change.item {
+                    // The item's state now (after this and maybe later changes): idempotent for a client.
+                    guard let item = try? index.item(stream.owner, seq: seq) else { continue }
+                    events.append((change.seq, "state", Self.itemJSON(item).serializedString()))
+                } else {
+                    events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))
+                }
+            }
+        }
+        events.sort { $0.seq < $1.seq }
+        for event in events { stream.append(id: event.seq, event: event.event, data: event.data) }
+        stream.lastSeq = upTo
     }
 
     // MARK: media

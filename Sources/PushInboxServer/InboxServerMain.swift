@@ -203,7 +203,8 @@ package enum InboxServerMain {
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
-                                           idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" }),
+                                           idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
+                                           journalDirectory: state + "/journal"),
                            auth: auth, hub: hub, stats: stats)
         if let error = api.idempotencyStoreError {
             err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")
@@ -218,7 +219,7 @@ package enum InboxServerMain {
             err("pushspool-inbox: \(error)\n")
             return 1
         }
-        hub.startPolling()
+        hub.start()
         out("listening on \(where_)\n")
         Listener.notify("READY=1\nSTATUS=serving on \(where_)")
         // STATUS= once a second: connections, requests, streams; and the auth-failure summary.

@@ -121,7 +121,7 @@ package final class IncomingWatcher {
         path = layout.incoming
         let inotifyFD: Int32
         do {
-            inotifyFD = try Posix.call("inotify_init1") { inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+            inotifyFD = try Inotify.initialize()
         } catch {
             throw SpoolError(error, while: "creating an inotify instance (raise fs.inotify.max_user_instances if EMFILE)")
         }
@@ -129,7 +129,7 @@ package final class IncomingWatcher {
             | UInt32(IN_EXCL_UNLINK) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
         let incoming = layout.incoming
         do {
-            _ = try Posix.call("inotify_add_watch", incoming) { inotify_add_watch(inotifyFD, incoming, mask) }
+            _ = try Inotify.addWatch(inotifyFD, path: incoming, mask: mask)
         } catch {
             Posix.close(inotifyFD)
             throw SpoolError(error, while: "watching \(incoming) (raise fs.inotify.max_user_watches if ENOSPC)")

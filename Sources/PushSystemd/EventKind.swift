@@ -34,6 +34,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// pushspool-inbox refused a request without a valid bearer token (fields `REMOTE_ADDR`,
     /// `HTTP_METHOD`, `INBOX_ROUTE`, `REASON_CODE`; never the token).
     case inboxAuthFailed
+    /// The inbox index could not be read (SQLITE_CORRUPT/NOTADB): moved aside (fields
+    /// `INBOX_INDEX_MOVED_TO`, `REASON_CODE`) and rebuilt from the journal; ingest goes on.
+    case inboxIndexCorrupt
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -60,6 +63,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .exportLag: "0de39b8828f84baf9b45fc4a3a8161e2"
         case .exportCaughtUp: "da44f3dd8a1c4fff80b929118fbc8a0e"
         case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
+        case .inboxIndexCorrupt: "65bf91cc6dcc4d4ba021ecf5abfcf7f7"
         }
     }
 
@@ -68,7 +72,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .outboxParked, .outboxFailed, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp: 5
         case .ingested, .duplicate: 6
         }
@@ -97,4 +101,6 @@ package enum EventField {
     /// `mindbox`, `infobip-seen` or `infobip-mo`.
     package static let outboxTarget = "OUTBOX_TARGET"
     package static let httpStatus = "HTTP_STATUS"
+    /// Where a damaged inbox index was moved for a post-mortem.
+    package static let inboxIndexMovedTo = "INBOX_INDEX_MOVED_TO"
 }

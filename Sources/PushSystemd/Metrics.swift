@@ -185,6 +185,8 @@ package struct MetricFamily: Sendable, Equatable {
     package static let eventsAggregated = "pushspool_events_aggregated_total"
     package static let startTime = "pushspool_start_time_seconds"
     package static let inboxLag = "pushspool_inbox_lag_records"
+    package static let inboxIndexCorrupt = "pushspool_inbox_index_corrupt_total"
+    package static let inboxRebuilding = "pushspool_inbox_index_rebuilding"
     package static let outbox = "pushspool_outbox_deliveries"
     package static let exportLag = "pushspool_export_lag_records"
     package static let exportAcknowledged = "pushspool_export_acknowledged_seq"
@@ -204,6 +206,8 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: eventsAggregated, help: "journald events summarised instead of logged one by one, by event kind.", type: .counter, labelNames: ["event"]),
         MetricFamily(name: startTime, help: "Start time of the daemon, seconds since the epoch.", type: .gauge),
         MetricFamily(name: inboxLag, help: "Journal records the Notification Center index has not applied yet.", type: .gauge),
+        MetricFamily(name: inboxIndexCorrupt, help: "Damaged Notification Center indexes moved aside and rebuilt since start.", type: .counter),
+        MetricFamily(name: inboxRebuilding, help: "1 while a fresh Notification Center index is rebuilt from the journal.", type: .gauge),
         MetricFamily(name: outbox, help: "Notification Center event deliveries in the outbox, by state (pending, parked).",
                      type: .gauge, labelNames: ["state"]),
         MetricFamily(name: exportLag, help: "Journal records not yet acknowledged by NATS JetStream.", type: .gauge),

@@ -22,7 +22,9 @@ package enum NcQueryCommands {
           count    exact numbers of unseen and unread items
           inapp    the in-app message to present now (the latest unexpired modal not yet shown),
                    and drops an nc.inapp-shown event into the spool so it is presented once
-          reindex  rebuilds the index from the journal alone (pushspoold may keep running)
+          reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
+                   another schema), and renames it into place; pushspoold and
+                   pushspool-inbox may keep running and switch to it
           update   applies the journal's new records to the index in place (what pushspoold's
                    follower does)
 
@@ -48,11 +50,11 @@ package enum NcQueryCommands {
                 let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration))
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
-                let index = try InboxIndex(path: indexPath)
+                let index = try InboxIndexHandle(path: indexPath, readOnly: false).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
-                let index = try InboxIndex(path: indexPath, readOnly: true)
+                let index = try InboxIndexHandle(path: indexPath, readOnly: true).current()
                 let retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
                 return try query.run(index, context: context, layout: context.spoolLayout(configuration), retention: retention)
             }

@@ -25,11 +25,14 @@ final class Followers: Sendable {
 
     /// Opens the index (created on first use) and, when `[Outbox] Enabled=yes`, the outbox with
     /// its key files. A follower that cannot open stops start-up with a clear message: running
-    /// without it would silently leave apps and vendors behind.
+    /// without it would silently leave apps and vendors behind. A damaged index is no such
+    /// reason: it is derived data, moved aside and rebuilt in the background (an
+    /// `inboxIndexCorrupt` event).
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
         do {
             inbox = configuration.inbox.enabled
-                ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq })
+                ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq },
+                                    notify: { Self.log($0, events: events) })
                 : nil
         } catch {
             throw DaemonError(stage: "inbox index", message: "\(error) (rebuild it with `pushspoolctl nc reindex`)", errno: EIO)
@@ -134,12 +137,20 @@ final class Followers: Sendable {
 
     /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
     var statusSuffix: String {
-        let text = inbox.map { "; inbox lag \($0.lag)" } ?? ""
+        let text = inbox.map { inbox in
+            let status = inbox.status
+            return status.rebuilding ? "; inbox index rebuilding (seq \(status.appliedSeq) of \(status.journalLastSeq))"
+                : "; inbox lag \(status.lag)"
+        } ?? ""
         return text + group.statusSuffix
     }
 
     func publish(to metrics: Metrics) {
-        if let inbox { metrics.set(MetricFamily.inboxLag, to: Double(inbox.lag)) }
+        if let status = inbox?.status {
+            metrics.set(MetricFamily.inboxLag, to: Double(status.lag))
+            metrics.set(MetricFamily.inboxIndexCorrupt, to: Double(status.corruptIndexes))
+            metrics.set(MetricFamily.inboxRebuilding, to: status.rebuilding ? 1 : 0)
+        }
         if let status = outbox?.status {
             metrics.set(MetricFamily.outbox, labels: ["state": "pending"], to: Double(status.pending))
             metrics.set(MetricFamily.outbox, labels: ["state": "parked"], to: Double(status.parked))
@@ -158,6 +169,14 @@ final class Followers: Sendable {
                        fields: [(EventField.exportLag, String(lag)), (EventField.exportLagThreshold, String(threshold))])
         case .lagRecovered(let lag):
             events.log(.exportCaughtUp, "export to NATS JetStream caught up", fields: [(EventField.exportLag, String(lag))])
+        }
+    }
+
+    private static func log(_ notice: InboxNotice, events: EventLog) {
+        switch notice {
+        case .indexCorrupt(let movedTo, let reason):
+            events.log(.inboxIndexCorrupt, "inbox index was damaged (\(reason)): moved to \(movedTo), rebuilding it from the journal",
+                       fields: [(EventField.inboxIndexMovedTo, movedTo), (EventField.reasonCode, reason)])
         }
     }
 

@@ -11,8 +11,10 @@ import PushSystem
 final class InboxServerHarness: @unchecked Sendable {
     static let secret = "test-secret-0123456789abcdef-0123456789"
     let daemon: DaemonHarness
-    let process: Process
-    let port: Int
+    private(set) var process: Process
+    private(set) var port: Int
+    private let environment: [String: String]
+    private let extraArguments: [String]
 
     /// `secretByCredential`: no `TokenSecretFile=`; the secret sits where systemd's
     /// `LoadCredential=inbox-token-secret:…` puts it, `$CREDENTIALS_DIRECTORY/inbox-token-secret`
@@ -36,7 +38,14 @@ final class InboxServerHarness: @unchecked Sendable {
         try daemon.start()
         let indexPath = daemon.state + "/inbox/index.sqlite"
         try waitUntil(timeout: 30, "the inbox index") { FileManager.default.fileExists(atPath: indexPath) }
-        process = Process()
+        self.environment = environment
+        extraArguments = extra
+        (process, port) = try Self.spawn(daemon: daemon, environment: environment, extra: extra)
+    }
+
+    /// Starts pushspool-inbox on a free port and waits for "listening on 127.0.0.1:PORT".
+    private static func spawn(daemon: DaemonHarness, environment: [String: String], extra: [String]) throws -> (Process, Int) {
+        let process = Process()
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
         process.arguments = ["--listen", "127.0.0.1:0", "--spool", daemon.spool, "--state-dir", daemon.state, "--config", daemon.config] + extra
         process.environment = environment
@@ -59,7 +68,14 @@ final class InboxServerHarness: @unchecked Sendable {
             return port != nil
         }
         guard let port else { throw TimeoutError(description: "pushspool-inbox did not say where it listens") }
-        self.port = port
+        return (process, port)
+    }
+
+    /// Stops pushspool-inbox (SIGTERM) and starts a new one, on another port.
+    func restart() throws {
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        (process, port) = try Self.spawn(daemon: daemon, environment: environment, extra: extraArguments)
     }
 
     deinit {

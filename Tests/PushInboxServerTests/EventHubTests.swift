@@ -1,0 +1,119 @@
+@preconcurrency import Glibc
+import PushInbox
+import PushJournal
+import PushSpool
+import PushSystem
+import Testing
+import TestSupport
+@testable import PushInboxServer
+
+/// The live stream's feed without HTTP: a real journal, an index applying it and a hub reading
+/// it, with the streams filled at moments the test chooses.
+@Suite struct EventHubTests {
+    final class Setup {
+        let temp: TempDir
+        let writer: JournalWriter
+        var state: String { temp.appending("state") }
+        var journal: String { state + "/journal" }
+        var indexPath: String { InboxIndex.path(stateDirectory: state) }
+        private var counter = 0
+
+        init(_ label: String = #function) throws {
+            temp = TempDir(label)
+            try Posix.mkdirs(temp.appending("state/journal"))
+            writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+        }
+
+        deinit { try? writer.close() }
+
+        func append(_ body: [String: JSONValue], key: String) async throws -> UInt64 {
+            let result = await writer.append(key: key, body: JSONValue.object(body).serialized(), ingestMillis: Posix.wallClockMillis())
+            guard case .committed(let seq) = result else { throw SetupError(description: "append: \(result)") }
+            return seq
+        }
+
+        func notification(_ title: String) async throws -> UInt64 {
+            counter += 1
+            return try await append(["vendor": .string("mindbox"), "id": .string("n\(counter)"), "user": .string("alice"),
+                                     "title": .string(title), "buttons": .array([])], key: "n\(counter)")
+        }
+
+        func event(_ type: String, item: UInt64) async throws -> UInt64 {
+            counter += 1
+            return try await append(["kind": .string("event"), "type": .string(type), "eventId": .string("e\(counter)"),
+                                     "user": .string("alice"), "item": .integer(item)], key: "event:e\(counter)")
+        }
+
+        func api(_ hub: EventHub) -> InboxAPI {
+            InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media", spool: SpoolLayout(root: temp.appending("spool")),
+                                     retention: nil, journalDirectory: journal),
+                     auth: TokenAuth(secret: Array("a-secret-of-some-length".utf8)), hub: hub, stats: ServerStats())
+        }
+    }
+
+    struct SetupError: Error { var description: String }
+
+    /// The events in a stream's pending bytes: (id, event).
+    static func events(_ stream: EventStream) -> [(id: UInt64, event: String)] {
+        String(decoding: stream.pending, as: UTF8.self).components(separatedBy: "\n\n").compactMap { block in
+            var id: UInt64?, event: String?
+            for line in block.split(separator: "\n") {
+                if line.hasPrefix("id: ") { id = UInt64(line.dropFirst(4)) }
+                if line.hasPrefix("event: ") { event = String(line.dropFirst(7)) }
+            }
+            guard let id, let event else { return nil }
+            return (id, event)
+        }
+    }
+
+    /// 20 streams, 300 state changes, the index applying each at once and the hub reading
+    /// the journal only now and then: a stream filled while the hub lags must wait for it,
+    /// not jump to the index's applied seq and skip the changes in between.
+    @Test func everyStreamGetsEveryStateChangeInOrderWhileTheHubLags() async throws {
+        let setup = try Setup()
+        var items: [UInt64] = []
+        for i in 0..<10 { items.append(try await setup.notification("n\(i)")) }
+        let index = try InboxIndex(path: setup.indexPath)
+        try index.catchUp(journalDirectory: setup.journal)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        hub.readJournal()
+        let api = setup.api(hub)
+        let streams = (0..<20).map { _ in EventStream(owner: .user("alice"), lastSeq: items.last!, feed: api, hub: hub) }
+        var expected: [UInt64] = []
+        let types = ["nc.seen", "nc.read", "nc.archive", "nc.action", "nc.inapp-shown"]
+        for round in 0..<300 {
+            expected.append(try await setup.event(types[round % types.count], item: items[round % items.count]))
+            try index.catchUp(journalDirectory: setup.journal)
+            if round % 3 == 2 { hub.readJournal() }
+            for (n, stream) in streams.enumerated() where (n + round) % 4 == 0 { api.fill(stream) }
+        }
+        hub.readJournal()
+        for stream in streams {
+            api.fill(stream)
+            api.fill(stream)
+            let states = Self.events(stream).filter { $0.event == "state" }.map(\.id)
+            #expect(states == expected, "missed \(expected.count - Set(states).count) of \(expected.count)")
+            #expect(stream.lastSeq == expected.last)
+        }
+    }
+
+    /// A position older than the ring reaches back gets `event: refresh` (refetch), then the
+    /// stream goes on from what is known.
+    @Test func aPositionBeforeTheRingGetsARefresh() async throws {
+        let setup = try Setup()
+        let item = try await setup.notification("x")
+        let index = try InboxIndex(path: setup.indexPath)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        // More changes than the ring holds: the oldest fall out of its window.
+        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: item, type: "nc.seen") }
+        hub.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
+        #expect(hub.window?.coveredAfter == 1_010)
+        _ = try await setup.event("nc.read", item: item)
+        try index.catchUp(journalDirectory: setup.journal)
+        let api = setup.api(hub)
+        let stream = EventStream(owner: .user("alice"), lastSeq: 5, feed: api, hub: hub)
+        api.fill(stream)
+        #expect(String(decoding: stream.pending, as: UTF8.self).contains("event: refresh\ndata: {\"type\":\"resync\"}"))
+        #expect(stream.lastSeq == 2)
+    }
+}
