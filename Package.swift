@@ -72,7 +72,7 @@ let package = Package(
         // every reader above the journal.
         .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
-        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "CSQLite"]),
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "CSQLite"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(name: "PushOutboxTests", dependencies: [
             "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "pushspool-outbox-child",
         ]),
-        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "TestSupport",
         ]),

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushFollow
 import PushJournal
 import PushSystem
 
@@ -26,7 +27,7 @@ package enum InboxNotice: Sendable, Equatable {
     case indexCorrupt(movedTo: String, reason: String)
 }
 
-/// Follows the journal into the inbox index on its own thread: the daemon's ingest path
+/// Follows the journal into the inbox index on a ``FollowerRunner``: the daemon's ingest path
 /// never waits on SQLite (the journal is only read), and the index lags the journal by what
 /// one batch takes to apply. At start it catches up from the index's applied seq; a crash
 /// loses nothing (see ``InboxIndex``). When the index file is replaced it reopens it
@@ -36,11 +37,10 @@ package enum InboxNotice: Sendable, Equatable {
 ///
 /// `Sendable`: the connection and the journal reader live behind one lock, the status
 /// snapshot behind another.
-package final class InboxFollower: Sendable {
+package final class InboxFollower: Follower, Sendable {
     package let indexPath: String
     package let journalDirectory: String
     private let batchSize: Int
-    private let pollInterval: Duration
     private let journalLastSeq: (@Sendable () -> UInt64?)?
     private let notify: @Sendable (InboxNotice) -> Void
 
@@ -54,8 +54,6 @@ package final class InboxFollower: Sendable {
 
     private struct Control {
         var status: InboxFollowerStatus
-        var stopRequested = false
-        var thread: pthread_t?
     }
 
     private let worker: Locked<Worker>
@@ -67,19 +65,17 @@ package final class InboxFollower: Sendable {
     /// - Parameters:
     ///   - stateDirectory: holds `journal/` and `inbox/`.
     ///   - batchSize: records per transaction.
-    ///   - pollInterval: how often an idle follower looks for new records.
     ///   - journalLastSeq: the writer's last committed seq (the daemon passes
     ///     `{ writer.stats.lastSeq }`), for `lag`; without it `status` reads the newest
     ///     segment's frame headers.
     ///   - notify: called (on the calling or the follower's thread) when a damaged index was
     ///     moved aside.
-    package init(stateDirectory: String, batchSize: Int = 2000, pollInterval: Duration = .milliseconds(100),
+    package init(stateDirectory: String, batchSize: Int = 2000,
                  journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
         journalDirectory = stateDirectory + "/journal"
         self.batchSize = max(1, batchSize)
-        self.pollInterval = pollInterval
         self.journalLastSeq = journalLastSeq
         self.notify = notify
         let handle = InboxIndexHandle(path: indexPath, readOnly: false)
@@ -194,77 +190,37 @@ package final class InboxFollower: Sendable {
         }
     }
 
-    /// Starts the follower thread (a dedicated pthread, off the cooperative pool) and returns
-    /// at once. A second call while running does nothing.
-    package func start() {
-        let starting = control.withLock { control -> Bool in
-            guard control.thread == nil else { return false }
-            control.stopRequested = false
-            control.status.running = true
-            return true
-        }
-        guard starting else { return }
-        let thread: pthread_t
-        do {
-            // Nice 10: under a burst the index lags a little instead of taking a core from ingest.
-            thread = try PosixThread.spawn(niceness: 10) { [self] in loop() }
-        } catch {
-            control.withLock { control in
-                control.status.running = false
-                control.status.lastError = "\(error)"
-            }
-            return
-        }
-        control.withLock { $0.thread = thread }
+    // MARK: Follower
+
+    package var name: String { "inbox" }
+
+    /// The index's applied seq, stored in the same transaction as the records' effects.
+    package func durableSeq() -> UInt64? { appliedSeq }
+
+    package var statusDetail: String? {
+        let status = status
+        return status.rebuilding ? "inbox index rebuilding (seq \(status.appliedSeq) of \(status.journalLastSeq))" : nil
     }
 
-    /// Asks the thread to stop after its current batch and joins it.
-    package func stop() {
-        let thread = control.withLock { control -> pthread_t? in
-            control.stopRequested = true
-            defer { control.thread = nil }
-            return control.thread
-        }
-        if let thread { pthread_join(thread, nil) }
+    package func attached(wake: @escaping @Sendable () -> Void) {
+        control.withLock { $0.status.running = true }
+    }
+
+    package func finish() {
         control.withLock { $0.status.running = false }
     }
 
-    private var stopRequested: Bool { control.withLock { $0.stopRequested } }
-
-    private func loop() {
-        while !stopRequested {
-            let applied: Int
-            do {
-                applied = try runBatches(shouldStop: { self.stopRequested })
-            } catch {
-                // Kept in status.lastError and retried after a pause (the journal or the disk
-                // may come back); never fatal to the daemon.
-                sleepUnlessStopped(.seconds(1))
-                continue
-            }
-            if applied == 0 { sleepUntilNewRecords() }
+    /// Applies what the journal holds past the index, in batches of `batchSize` (each its own
+    /// transaction, stopping between them when asked); then sleeps until the next commit.
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        let applied: Int
+        do throws(InboxError) {
+            applied = try runBatches(shouldStop: context.stopRequested)
+        } catch {
+            // Kept in the runner's status and retried after a backoff (the journal or the disk
+            // may come back); never fatal to the daemon.
+            throw FollowerError(error.shortDescription, "\(error)")
         }
-    }
-
-    /// Idle: waits up to `pollInterval`, but returns within 5 ms of the writer committing a
-    /// record past the index (the in-memory last seq, when the daemon passes it), so an app's
-    /// SSE stream sees a push well inside 100 ms without polling the journal files faster.
-    private func sleepUntilNewRecords() {
-        guard let journalLastSeq else { return sleepUnlessStopped(pollInterval) }
-        let applied = appliedSeq
-        let deadline = Posix.monotonicNanos() &+ pollInterval.clampedUInt64Nanoseconds
-        while !stopRequested, Posix.monotonicNanos() < deadline {
-            if let last = journalLastSeq(), last > applied { return }
-            usleep(5_000)
-        }
-    }
-
-    private func sleepUnlessStopped(_ duration: Duration) {
-        let deadline = Posix.monotonicNanos() &+ duration.clampedUInt64Nanoseconds
-        while !stopRequested {
-            let now = Posix.monotonicNanos()
-            if now >= deadline { return }
-            usleep(UInt32(clamping: min(deadline - now, 20_000_000) / 1000))
-        }
+        return applied > 0 ? .again : .commitAfter(appliedSeq, atMost: nil)
     }
 }

@@ -46,7 +46,7 @@ final class Followers: Sendable {
             throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
         outbox = try Self.makeOutbox(configuration, events: events)
-        let members: [(any Follower)?] = [outbox, exporter, retention]
+        let members: [(any Follower)?] = [inbox, outbox, exporter, retention]
         group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
     }
 
@@ -78,11 +78,10 @@ final class Followers: Sendable {
     /// cursor all count — retiring past the index or the outbox would lose inbox items or
     /// vendor events, not only exports. `nil` = no follower.
     func retentionFloor() -> UInt64? {
-        ([inbox?.appliedSeq] + [group.retentionFloor()]).compactMap { $0 }.min()
+        group.retentionFloor()
     }
 
     func start() throws(SystemError) {
-        inbox?.start()
         try group.start()
     }
 
@@ -96,7 +95,6 @@ final class Followers: Sendable {
     /// for PubAcks in flight and checkpoints), all within `deadline`.
     func stop(deadline: UInt64) {
         group.stop(deadline: deadline)
-        inbox?.stop()
     }
 
     /// `[Export]` as the exporter takes it; an empty credentials or TLS file falls back to the
@@ -135,15 +133,9 @@ final class Followers: Sendable {
         return out
     }
 
-    /// `; inbox lag 0; outbox 0 pending, 0 parked` for STATUS=.
-    var statusSuffix: String {
-        let text = inbox.map { inbox in
-            let status = inbox.status
-            return status.rebuilding ? "; inbox index rebuilding (seq \(status.appliedSeq) of \(status.journalLastSeq))"
-                : "; inbox lag \(status.lag)"
-        } ?? ""
-        return text + group.statusSuffix
-    }
+    /// `; inbox lag 0; outbox 0 pending, 0 parked; export lag 0 (connected)` for STATUS=,
+    /// one part per follower in the group (a failing one says so).
+    var statusSuffix: String { group.statusSuffix }
 
     func publish(to metrics: Metrics) {
         if let status = inbox?.status {

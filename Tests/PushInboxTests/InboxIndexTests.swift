@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
+import PushFollow
 import PushInbox
 import PushJournal
 import PushSystem
@@ -257,9 +258,11 @@ import TestSupport
     @Test func followerAppliesOnItsOwnThreadAndReportsLag() async throws {
         let f = try InboxFixture()
         try await f.notification()
-        let follower = try InboxFollower(stateDirectory: f.stateDirectory, pollInterval: .milliseconds(10))
+        let follower = try InboxFollower(stateDirectory: f.stateDirectory)
         #expect(follower.lag == 1)
-        follower.start()
+        // Woken by the writer's commits, as in pushspoold: no timer.
+        let runner = FollowerRunner(follower, commits: f.writer.commits)
+        try runner.start()
         for _ in 0..<5 { try await f.notification() }
         var waited = 0
         while follower.appliedSeq < 6, waited < 500 {
@@ -269,7 +272,7 @@ import TestSupport
         #expect(follower.appliedSeq == 6)
         #expect(follower.lag == 0)
         #expect(follower.status.running)
-        follower.stop()
+        runner.stop()
         #expect(!follower.status.running)
         try await f.notification()
         #expect(try follower.catchUp() == 1)
