@@ -181,10 +181,10 @@ package final class FollowerRunner: Sendable {
 
 /// The followers of one process, in the order they start; they stop in reverse. Retention's
 /// floor and the STATUS= words are derived from this list, so a follower cannot be left out
-/// of either.
+/// of either. One ``Service`` of the process's ``ServiceGroup``.
 ///
 /// `Sendable`: the list is fixed at init.
-package final class FollowerGroup: Sendable {
+package final class FollowerGroup: Service, Sendable {
     package let runners: [FollowerRunner]
 
     package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
@@ -193,17 +193,21 @@ package final class FollowerGroup: Sendable {
 
     package func runner(named name: String) -> FollowerRunner? { runners.first { $0.name == name } }
 
-    /// Starts every runner in order; on a failure, stops those started and rethrows.
-    package func start() throws(SystemError) {
+    package var serviceName: String { "followers" }
+
+    /// Starts every runner in order; on a failure, stops those started and throws.
+    package func start() throws(ServiceError) {
         for (index, runner) in runners.enumerated() {
             do throws(SystemError) {
                 try runner.start()
             } catch {
                 for started in runners[..<index].reversed() { started.stop() }
-                throw error
+                throw ServiceError(service: "follower \(runner.name)", message: "\(error)", errno: error.errno)
             }
         }
     }
+
+    package func stop(deadline: UInt64) -> Bool { stop(deadline: Optional(deadline)).isEmpty }
 
     /// Stops the runners in reverse order, all within `deadline` (monotonic nanoseconds).
     /// Returns the names of those still running at the deadline.

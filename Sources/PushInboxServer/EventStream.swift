@@ -293,13 +293,20 @@ package final class EventHub: Sendable {
     package var isStopping: Bool { state.withLock { $0.stopping } }
     package var openStreams: Int { state.withLock { $0.open } }
 
-    func opened() { state.withLock { $0.open += 1 } }
+    /// Called when a stream opens or closes (the status reporter's count of streams).
+    package let onStreamsChanged = Locked<(@Sendable () -> Void)?>(nil)
+
+    func opened() {
+        state.withLock { $0.open += 1 }
+        onStreamsChanged.withLock { $0 }?()
+    }
 
     func closedStream(_ stream: EventStream) {
         state.withLock {
             $0.open -= 1
             $0.suspended[ObjectIdentifier(stream)] = nil
         }
+        onStreamsChanged.withLock { $0 }?()
     }
 
     /// Suspends `connection` and remembers it, under the lock so a wake-up cannot slip

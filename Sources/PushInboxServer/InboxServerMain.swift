@@ -165,12 +165,8 @@ package enum InboxServerMain {
         }
 
         // Block the stop signals before any thread starts, so every thread inherits the mask
-        // and sigwait below receives them.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        // and the signal watcher below takes them.
+        SignalWatcher.blockInThisThread()
         signal(SIGPIPE, SIG_IGN)
 
         let listenFD: Int32
@@ -213,34 +209,39 @@ package enum InboxServerMain {
                                 connectionTimeout: inbox.connectionTimeout, maxRequestBytes: inbox.maxRequestBytes)
         limits.threads = options.threads ?? defaultThreads()
         let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
+        let serving = where_
+        let status = StatusReporter {
+            stats.flushAuthLog()
+            Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
+                + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
+        }
+        stats.onChange.withLock { $0 = { status.changed() } }
+        hub.onStreamsChanged.withLock { $0 = { status.changed() } }
+        let services = ServiceGroup([HTTPService(server), EventHubService(hub), status])
+        // SIGTERM/SIGINT stop; SIGHUP is taken and ignored (the configuration is read at start).
+        let stop = DispatchSemaphore(value: 0)
+        let signals: SignalWatcher
         do {
-            try server.start()
+            signals = try SignalWatcher { signalNumber in
+                if signalNumber != SIGHUP { stop.signal() }
+            }
+        } catch {
+            err("pushspool-inbox: cannot start the signal thread: \(error)\n")
+            return 1
+        }
+        defer { signals.stop() }
+        do {
+            try services.start()
         } catch {
             err("pushspool-inbox: \(error)\n")
             return 1
         }
-        hub.start()
         out("listening on \(where_)\n")
         Listener.notify("READY=1\nSTATUS=serving on \(where_)")
-        // STATUS= once a second: connections, requests, streams; and the auth-failure summary.
-        let serving = where_
-        let status = Thread {
-            while true {
-                sleep(1)
-                // Checked after the sleep: stop() may have run meanwhile.
-                if hub.isStopping { break }
-                stats.flushAuthLog()
-                Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
-                    + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
-            }
-        }
-        status.start()
-        var received: Int32 = 0
-        sigwait(&signals, &received)
+        stop.wait()
         Listener.notify("STOPPING=1")
-        hub.shutdown()
-        usleep(100_000)
-        server.stop()
+        let stuck = services.stop(within: .seconds(10))
+        if !stuck.isEmpty { err("pushspool-inbox: still busy at the stop deadline: \(stuck.joined(separator: ", "))\n") }
         stats.flushAuthLog(all: true)
         return 0
     }

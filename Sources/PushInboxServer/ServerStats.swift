@@ -28,7 +28,14 @@ package final class ServerStats: Sendable {
         self.events = events
     }
 
+    /// Called after every counted request and auth failure: the status reporter wakes on it
+    /// instead of a timer.
+    package let onChange = Locked<(@Sendable () -> Void)?>(nil)
+
+    private func changed() { onChange.withLock { $0 }?() }
+
     func record(route: String, status: Int, nanos: UInt64) {
+        defer { changed() }
         let seconds = Double(nanos) / 1e9
         state.withLock {
             $0.requests["\(route)|\(status)", default: 0] += 1
@@ -45,6 +52,7 @@ package final class ServerStats: Sendable {
     /// token-guessing client cannot flood the journal. The token is never a field.
     func authFailure(client: String, method: String, route: String, reason: String) {
         state.withLock { $0.authFailures += 1 }
+        defer { changed() }
         events.log(.inboxAuthFailed, "request refused: no valid token", fields: [
             ("REMOTE_ADDR", client.isEmpty ? "unknown" : client),
             ("HTTP_METHOD", String(method.prefix(16))),
@@ -53,8 +61,8 @@ package final class ServerStats: Sendable {
         ])
     }
 
-    /// Emits the summary of auth failures not logged one by one (called once a second by
-    /// the status thread, and at shutdown with `all`).
+    /// Emits the summary of auth failures not logged one by one (called by the status
+    /// reporter at most once a second while failures come, and at shutdown with `all`).
     package func flushAuthLog(all: Bool = false) {
         events.flush(all: all)
     }

@@ -11,7 +11,7 @@
 package protocol Service: AnyObject, Sendable {
     var serviceName: String { get }
     /// Starts the service's threads and returns. Throwing stops the services started before it.
-    func start() throws(SystemError)
+    func start() throws(ServiceError)
     /// Stops the service; returns false when it was still running at `deadline` (monotonic
     /// nanoseconds), in which case it is left to end with the process.
     func stop(deadline: UInt64) -> Bool
@@ -31,9 +31,9 @@ package final class ServiceGroup: Sendable {
 
     /// Starts each service in order; when one fails, stops those already started (in reverse)
     /// and rethrows, naming the service.
-    package func start() throws(SystemError) {
+    package func start() throws(ServiceError) {
         for (index, service) in services.enumerated() {
-            do throws(SystemError) {
+            do throws(ServiceError) {
                 try service.start()
                 started.withLock { $0 = index + 1 }
             } catch {
@@ -53,4 +53,22 @@ package final class ServiceGroup: Sendable {
         }
         return services[..<count].reversed().compactMap { $0.stop(deadline: deadline) ? nil : $0.serviceName }
     }
+}
+
+/// A service that could not start: which one, and why.
+///
+/// `Sendable`: strings and an errno.
+package struct ServiceError: Error, Sendable, CustomStringConvertible {
+    package var service: String
+    package var message: String
+    /// The errno behind it, when a system call failed.
+    package var errno: Int32?
+
+    package init(service: String, message: String, errno: Int32? = nil) {
+        self.service = service
+        self.message = message
+        self.errno = errno
+    }
+
+    package var description: String { "\(service): \(message)" }
 }

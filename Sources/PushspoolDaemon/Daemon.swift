@@ -196,7 +196,7 @@ package final class Daemon: Sendable {
         do {
             try followers.start()
         } catch {
-            return fail(errno: error.errno, "cannot start the journal's followers: \(error)")
+            return fail(errno: error.errno ?? EAGAIN, "cannot start the journal's followers: \(error)")
         }
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
@@ -573,7 +573,11 @@ package final class Daemon: Sendable {
         }
         // Close commits what was queued; its acknowledgements run before the exit.
         pipeline.flushAcknowledgements()
-        followers.stop(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
+        let stuck = followers.stop(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
+        if !stuck.isEmpty {
+            reporter.events.log(.stopping, "followers still busy at the stop deadline, left to end with the process: "
+                                + stuck.joined(separator: ", "), priority: 4, fields: [("FOLLOWERS", stuck.joined(separator: " "))])
+        }
         publishMetrics(store.current)
         reporter.flush()
         if left > 0 {

@@ -81,7 +81,7 @@ final class Followers: Sendable {
         group.retentionFloor()
     }
 
-    func start() throws(SystemError) {
+    func start() throws(ServiceError) {
         try group.start()
     }
 
@@ -93,8 +93,9 @@ final class Followers: Sendable {
 
     /// Stops the threads after their current batch or request (the exporter waits up to 2 s
     /// for PubAcks in flight and checkpoints), all within `deadline`.
-    func stop(deadline: UInt64) {
-        group.stop(deadline: deadline)
+    /// Returns the names of those still running at the deadline.
+    func stop(deadline: UInt64) -> [String] {
+        group.stop(deadline: Optional(deadline))
     }
 
     /// `[Export]` as the exporter takes it; an empty credentials or TLS file falls back to the

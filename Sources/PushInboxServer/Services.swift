@@ -1,0 +1,106 @@
+@preconcurrency import Glibc
+import Dispatch
+import PushSystem
+
+// pushspool-inbox's parts as services of one ServiceGroup, the lifecycle pushspoold's
+// followers use too: started in order (HTTP, event hub, status), stopped in reverse.
+
+/// The HTTP server as a service.
+///
+/// `Sendable`: the server locks internally.
+final class HTTPService: Service, Sendable {
+    let server: HTTPServer
+    init(_ server: HTTPServer) { self.server = server }
+
+    var serviceName: String { "http" }
+
+    func start() throws(ServiceError) {
+        do throws(HTTPServerError) {
+            try server.start()
+        } catch {
+            throw ServiceError(service: serviceName, message: error.message)
+        }
+    }
+
+    func stop(deadline: UInt64) -> Bool {
+        server.stop()
+        return true
+    }
+}
+
+/// The event hub as a service.
+///
+/// `Sendable`: the hub locks internally.
+final class EventHubService: Service, Sendable {
+    let hub: EventHub
+    init(_ hub: EventHub) { self.hub = hub }
+
+    var serviceName: String { "event hub" }
+
+    func start() throws(ServiceError) { hub.start() }
+
+    /// Ends every stream; they need a moment to send their end before the server closes
+    /// their connections (libmicrohttpd requires resumed connections at its stop).
+    func stop(deadline: UInt64) -> Bool {
+        hub.shutdown()
+        let now = Posix.monotonicNanos()
+        if deadline > now { usleep(UInt32(clamping: min(deadline - now, 100_000_000) / 1000)) }
+        return true
+    }
+}
+
+/// STATUS= for systemd (connections, streams, requests, refusals) and the auth-failure
+/// summary, when something changed and at most once a second: an idle server does not wake.
+///
+/// `Sendable`: the wake-up and the stop flag are thread-safe; the rest is fixed at init.
+final class StatusReporter: Service, Sendable {
+    private let wakeup = Wakeup()
+    private let stopping = Locked(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let update: @Sendable () -> Void
+
+    /// `update` runs on the reporter's thread after each change, throttled to one a second.
+    init(update: @escaping @Sendable () -> Void) {
+        self.update = update
+    }
+
+    var serviceName: String { "status" }
+
+    /// Something the status line counts changed.
+    func changed() { wakeup.signal() }
+
+    func start() throws(ServiceError) {
+        do throws(SystemError) {
+            try PosixThread.detach { [self] in run() }
+        } catch {
+            throw ServiceError(service: serviceName, message: "\(error)", errno: error.errno)
+        }
+    }
+
+    func stop(deadline: UInt64) -> Bool {
+        stopping.withLock { $0 = true }
+        wakeup.signal()
+        let now = Posix.monotonicNanos()
+        return finished.wait(timeout: .now() + .nanoseconds(Int(clamping: deadline > now ? deadline - now : 0))) == .success
+    }
+
+    private var isStopping: Bool { stopping.withLock { $0 } }
+
+    private func run() {
+        defer { finished.signal() }
+        var lastUpdate: UInt64 = 0
+        while true {
+            wakeup.wait(timeout: nil)
+            // A change within a second of the last update waits out that second; the changes
+            // meanwhile fold into one update.
+            while !isStopping {
+                let now = Posix.monotonicNanos()
+                guard now &- lastUpdate < 1_000_000_000 else { break }
+                wakeup.wait(timeout: .nanoseconds(Int64(clamping: 1_000_000_000 - (now &- lastUpdate))))
+            }
+            if isStopping { return }
+            update()
+            lastUpdate = Posix.monotonicNanos()
+        }
+    }
+}
