@@ -37,6 +37,9 @@ package final class OutboxFollower: Follower, Sendable {
     private let snapshot = Locked(OutboxStatus())
     private let stopping: StopFlag
     private let onNotice: @Sendable (OutboxNotice) -> Void
+    /// Wakes the runner when `pushspoolctl outbox retry` moves dead letters into `retry/`.
+    private let retryWatch = Locked<DirectoryWatch?>(nil)
+    private let wake = Locked<(@Sendable () -> Void)?>(nil)
 
     /// Creates `<state>/outbox/` and loads pending deliveries; runs nothing until a runner
     /// steps it (or `catchUp()`). `onNotice` is called on the stepping thread (keep it short:
@@ -70,7 +73,19 @@ package final class OutboxFollower: Follower, Sendable {
     /// Aborts a POST in flight (curl notices within about a second); none starts after it.
     package func stopRequested() { stopping.set() }
 
+    package func attached(wake: @escaping @Sendable () -> Void) {
+        self.wake.withLock { $0 = wake }
+    }
+
+    package func finish() {
+        retryWatch.withLock { watch in
+            watch?.stop()
+            watch = nil
+        }
+    }
+
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        watchRetries()
         let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
         publish(result.notices)
         if result.moreJournal { return .again }
@@ -92,6 +107,21 @@ package final class OutboxFollower: Follower, Sendable {
         }
         publish(notices)
         return status
+    }
+
+    /// Starts the watch on `retry/` once a runner steps the follower: dead letters an operator
+    /// sends again are taken at once, not at the next commit.
+    private func watchRetries() {
+        guard let wake = wake.withLock({ $0 }) else { return }
+        retryWatch.withLock { watch in
+            guard watch == nil else { return }
+            let directory = OutboxStore(stateDirectory: options.stateDirectory).retryDirectory
+            do {
+                watch = try DirectoryWatch(path: directory, onChange: wake)
+            } catch {
+                snapshot.withLock { $0.lastError = "cannot watch \(directory): \(error); retried dead letters wait for the next event" }
+            }
+        }
     }
 
     private func publish(_ notices: [OutboxNotice]) {

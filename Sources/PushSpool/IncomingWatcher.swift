@@ -134,16 +134,11 @@ package final class IncomingWatcher {
             Posix.close(inotifyFD)
             throw SpoolError(error, while: "watching \(incoming) (raise fs.inotify.max_user_watches if ENOSPC)")
         }
-        // A self-pipe rather than an eventfd: Swift's Glibc module does not export eventfd.
-        var pipeFDs: [Int32] = [-1, -1]
+        let pipeFDs: [Int32]
         do {
-            _ = try Posix.call("pipe") { Glibc.pipe(&pipeFDs) }
-            for fd in pipeFDs {
-                _ = try Posix.call("fcntl") { Glibc.fcntl(fd, F_SETFD, FD_CLOEXEC) }
-                _ = try Posix.call("fcntl") { Glibc.fcntl(fd, F_SETFL, O_NONBLOCK) }
-            }
+            let pipe = try Posix.selfPipe()
+            pipeFDs = [pipe.read, pipe.write]
         } catch {
-            for fd in pipeFDs where fd >= 0 { Posix.close(fd) }
             Posix.close(inotifyFD)
             throw SpoolError(error, while: "creating the watcher's wake pipe")
         }

@@ -45,6 +45,24 @@ package enum Posix {
     }
 
     /// `close(2)`. EINTR is not retried: on Linux the fd is gone either way.
+    /// A non-blocking, close-on-exec pipe for waking a thread that blocks in poll(2) (a
+    /// self-pipe: Swift's Glibc module does not export eventfd). Returns (read, write).
+    /// See: man 2 pipe.
+    package static func selfPipe() throws(SystemError) -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        do {
+            _ = try call("pipe") { Glibc.pipe(&fds) }
+            for fd in fds {
+                _ = try call("fcntl") { Glibc.fcntl(fd, F_SETFD, FD_CLOEXEC) }
+                _ = try call("fcntl") { Glibc.fcntl(fd, F_SETFL, O_NONBLOCK) }
+            }
+        } catch {
+            for fd in fds where fd >= 0 { close(fd) }
+            throw error
+        }
+        return (fds[0], fds[1])
+    }
+
     package static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
     }
