@@ -18,10 +18,12 @@ import TestSupport
         var indexPath: String { InboxIndex.path(stateDirectory: state) }
         private var counter = 0
 
-        init(_ label: String = #function) throws {
+        init(_ label: String = #function, segmentBytes: Int64? = nil) throws {
             temp = TempDir(label)
             try Posix.mkdirs(temp.appending("state/journal"))
-            writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+            var options = JournalOptions()
+            if let segmentBytes { options.segmentBytes = segmentBytes }
+            writer = try JournalWriter.open(directory: temp.appending("state/journal"), options: options).0
         }
 
         deinit { try? writer.close() }
@@ -115,5 +117,27 @@ import TestSupport
         api.fill(stream)
         #expect(String(decoding: stream.pending, as: UTF8.self).contains("event: refresh\ndata: {\"type\":\"resync\"}"))
         #expect(stream.lastSeq == 2)
+    }
+
+    /// A hub started on an existing journal reads its state changes back from the newest
+    /// segments (at most ``EventHub/seedSegments``), not from the index's applied seq.
+    @Test func aStartingHubReadsTheChangesBackFromTheJournal() async throws {
+        let setup = try Setup(segmentBytes: 1024)
+        let item = try await setup.notification("x")
+        var events: [UInt64] = []
+        for n in 0..<120 { events.append(try await setup.event(n % 2 == 0 ? "nc.seen" : "nc.read", item: item)) }
+        let names = try RealFileSystem().listDirectory(setup.journal)
+        let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
+        try #require(firstSeqs.count > EventHub.seedSegments, "\(firstSeqs.count) segments")
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        let window = try #require(hub.readJournal())
+        let oldest = firstSeqs[firstSeqs.count - EventHub.seedSegments]
+        #expect(window.coveredAfter == oldest - 1)
+        #expect(window.readSeq == events.last)
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == events.filter { $0 >= oldest })
+        // And it follows what comes next.
+        let later = try await setup.event("nc.archive", item: item)
+        #expect(hub.readJournal()?.readSeq == later)
+        #expect(hub.changes(user: "alice", after: later - 1, upTo: later).map(\.type) == ["nc.archive"])
     }
 }
