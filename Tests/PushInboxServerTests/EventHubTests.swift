@@ -99,24 +99,48 @@ import TestSupport
         }
     }
 
-    /// A position older than the ring reaches back gets `event: refresh` (refetch), then the
-    /// stream goes on from what is known.
-    @Test func aPositionBeforeTheRingGetsARefresh() async throws {
+    /// A position older than the ring reaches back gets one `event: refresh` (refetch) once
+    /// the index has applied up to the ring's start, then the stream goes on from there.
+    @Test func aPositionBeforeTheRingGetsOneRefresh() async throws {
+        // More changes than the ring holds: the oldest fall out of its window.
+        let flooded = EventHub(indexPath: "/nonexistent/index.sqlite", journalDirectory: "/nonexistent")
+        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: 1, type: "nc.seen") }
+        flooded.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
+        #expect(flooded.window?.coveredAfter == 1_010)
+        #expect(flooded.changes(user: "alice", after: 0, upTo: .max).count == EventHub.changeCapacity)
+
         let setup = try Setup()
         let item = try await setup.notification("x")
+        let read = try await setup.event("nc.read", item: item)
         let index = try InboxIndex(path: setup.indexPath)
-        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        // More changes than the ring holds: the oldest fall out of its window.
-        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: item, type: "nc.seen") }
-        hub.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
-        #expect(hub.window?.coveredAfter == 1_010)
-        _ = try await setup.event("nc.read", item: item)
         try index.catchUp(journalDirectory: setup.journal)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        // The ring starts past what the index has applied (the index is being rebuilt):
+        // nothing can be told yet, not even the refresh.
+        hub.readJournal()
+        hub.record([], readSeq: 0, coveredAfter: read + 1)
         let api = setup.api(hub)
-        let stream = EventStream(owner: .user("alice"), lastSeq: 5, feed: api, hub: hub)
+        let stream = EventStream(owner: .user("alice"), lastSeq: 0, feed: api, hub: hub)
         api.fill(stream)
+        #expect(!String(decoding: stream.pending, as: UTF8.self).contains("event: refresh"))
+        #expect(stream.lastSeq == 0)
+        // The index catches up past the ring's start: one refresh, then the stream goes on.
+        let archive = try await setup.event("nc.archive", item: item)
+        let seen = try await setup.event("nc.seen", item: item)
+        try index.catchUp(journalDirectory: setup.journal)
+        hub.readJournal()
+        api.fill(stream)
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "refresh" }.map(\.id) == [seen])
         #expect(String(decoding: stream.pending, as: UTF8.self).contains("event: refresh\ndata: {\"type\":\"resync\"}"))
-        #expect(stream.lastSeq == 2)
+        #expect(stream.lastSeq == seen)
+        _ = archive
+        let more = try await setup.event("nc.read", item: item)
+        try index.catchUp(journalDirectory: setup.journal)
+        hub.readJournal()
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [more])
+        #expect(Self.events(stream).filter { $0.event == "refresh" }.count == 1)
     }
 
     /// A hub started on an existing journal reads its state changes back from the newest
