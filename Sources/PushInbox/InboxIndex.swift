@@ -91,7 +91,6 @@ package final class InboxIndex {
     package private(set) var fileIdentity: (dev: UInt64, ino: UInt64)? = nil
     /// Whether commits rewrite `APPLIED` (not for a rebuild's temp file).
     private let announces: Bool
-    private var appliedMarkFD: Int32 = -1
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
@@ -134,22 +133,18 @@ package final class InboxIndex {
         fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
     }
 
-    deinit {
-        if appliedMarkFD >= 0 { Posix.close(appliedMarkFD) }
-    }
-
-    /// Rewrites `APPLIED` in place (one `pwrite`, no fsync: it is a wake-up, not state).
+    /// Rewrites `APPLIED` after a commit, when this index announces.
     private func announce(_ seq: UInt64) {
-        guard announces else { return }
-        if appliedMarkFD < 0 {
-            appliedMarkFD = (try? Posix.open(Self.appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644)) ?? -1
-            guard appliedMarkFD >= 0 else { return }
-        }
-        Self.writeAppliedMark(appliedMarkFD, seq: seq)
+        if announces { Self.writeAppliedMark(indexPath: path, seq: seq) }
     }
 
-    /// The seq as 20 digits and a newline at offset 0: a fixed length, rewritten in place.
-    static func writeAppliedMark(_ fd: Int32, seq: UInt64) {
+    /// Writes the seq as 20 digits and a newline at offset 0 of `APPLIED` (a fixed length,
+    /// rewritten in place; no fsync: it is a wake-up, not state). Opened each time, once per
+    /// batch: a removed `APPLIED` comes back instead of an open fd writing to a deleted file
+    /// nobody watches. Failures are ignored: readers then wake on their keep-alive.
+    static func writeAppliedMark(indexPath: String, seq: UInt64) {
+        guard let fd = try? Posix.open(appliedMarkPath(indexPath: indexPath), O_WRONLY | O_CREAT, mode: 0o644) else { return }
+        defer { Posix.close(fd) }
         let digits = String(seq)
         let text = Array((String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
         _ = text.withUnsafeBytes { try? Posix.pwriteAll(fd, $0, offset: 0, subject: "APPLIED") }
@@ -534,10 +529,7 @@ package final class InboxIndex {
             throw InboxError(.io(error), path: path)
         }
         // Wake readers of `APPLIED` (pushspool-inbox) too; the rename itself is also seen.
-        if let marker = try? Posix.open(appliedMarkPath(indexPath: path), O_WRONLY | O_CREAT, mode: 0o644) {
-            writeAppliedMark(marker, seq: appliedSeq)
-            Posix.close(marker)
-        }
+        writeAppliedMark(indexPath: path, seq: appliedSeq)
     }
 
     /// How many moved-aside damaged indexes are kept (oldest removed first).

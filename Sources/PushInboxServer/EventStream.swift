@@ -135,6 +135,10 @@ package final class EventHub: Sendable {
 
     /// How many recent changes are kept for streams that catch up or resume.
     static let changeCapacity = 16_384
+    /// At most this many segments (64 MiB each by default) are read back at start: a journal
+    /// of notifications with few state changes must not be read whole. A position before
+    /// them gets `event: refresh`.
+    static let seedSegments = 5
 
     package enum SuspendOutcome: Sendable, Equatable {
         case suspended
@@ -254,8 +258,9 @@ package final class EventHub: Sendable {
         return window
     }
 
-    /// Fills the ring from the newest segments back; returns the reader positioned after the
-    /// last committed record, or `nil` when the journal cannot be read yet.
+    /// Fills the ring from the newest segments back (at most ``seedSegments``); returns the
+    /// reader positioned after the last committed record, or `nil` when the journal cannot be
+    /// read yet.
     private func seed(_ directory: String) -> JournalReader? {
         guard let names = try? RealFileSystem().listDirectory(directory) else { return nil }
         let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
@@ -279,7 +284,7 @@ package final class EventHub: Sendable {
             }
             collected.insert(changes, at: 0)
             count += changes.count
-            if count >= Self.changeCapacity {
+            if count >= Self.changeCapacity || firstSeqs.count - position >= Self.seedSegments {
                 coveredAfter = first - min(first, 1)
                 break
             }

@@ -437,13 +437,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         // Never past what the hub has read of the journal: a state change the index applied
         // but the hub has not read yet would be skipped for good.
         if let window = hub.window {
-            if stream.lastSeq < window.coveredAfter {
-                // The ring no longer reaches back to this position: refetch rather than miss.
-                stream.lastSeq = min(applied, window.readSeq)
-                Self.appendResync(stream)
-            }
             let known = min(applied, window.readSeq)
-            if known > stream.lastSeq {
+            if stream.lastSeq < window.coveredAfter {
+                // The ring does not reach back to this position: refetch rather than miss.
+                // Only once the index has applied up to where the ring starts (after a rebuild
+                // it may not have), so that one refresh covers the gap and is not repeated.
+                if known >= window.coveredAfter {
+                    stream.lastSeq = known
+                    Self.appendResync(stream)
+                }
+            } else if known > stream.lastSeq {
                 fill(stream, index: index, upTo: known)
             }
         }

@@ -18,10 +18,12 @@ import TestSupport
         var indexPath: String { InboxIndex.path(stateDirectory: state) }
         private var counter = 0
 
-        init(_ label: String = #function) throws {
+        init(_ label: String = #function, segmentBytes: Int64? = nil) throws {
             temp = TempDir(label)
             try Posix.mkdirs(temp.appending("state/journal"))
-            writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+            var options = JournalOptions()
+            if let segmentBytes { options.segmentBytes = segmentBytes }
+            writer = try JournalWriter.open(directory: temp.appending("state/journal"), options: options).0
         }
 
         deinit { try? writer.close() }
@@ -97,23 +99,69 @@ import TestSupport
         }
     }
 
-    /// A position older than the ring reaches back gets `event: refresh` (refetch), then the
-    /// stream goes on from what is known.
-    @Test func aPositionBeforeTheRingGetsARefresh() async throws {
+    /// A position older than the ring reaches back gets one `event: refresh` (refetch) once
+    /// the index has applied up to the ring's start, then the stream goes on from there.
+    @Test func aPositionBeforeTheRingGetsOneRefresh() async throws {
+        // More changes than the ring holds: the oldest fall out of its window.
+        let flooded = EventHub(indexPath: "/nonexistent/index.sqlite", journalDirectory: "/nonexistent")
+        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: 1, type: "nc.seen") }
+        flooded.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
+        #expect(flooded.window?.coveredAfter == 1_010)
+        #expect(flooded.changes(user: "alice", after: 0, upTo: .max).count == EventHub.changeCapacity)
+
         let setup = try Setup()
         let item = try await setup.notification("x")
+        let read = try await setup.event("nc.read", item: item)
         let index = try InboxIndex(path: setup.indexPath)
-        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        // More changes than the ring holds: the oldest fall out of its window.
-        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: item, type: "nc.seen") }
-        hub.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
-        #expect(hub.window?.coveredAfter == 1_010)
-        _ = try await setup.event("nc.read", item: item)
         try index.catchUp(journalDirectory: setup.journal)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        // The ring starts past what the index has applied (the index is being rebuilt):
+        // nothing can be told yet, not even the refresh.
+        hub.readJournal()
+        hub.record([], readSeq: 0, coveredAfter: read + 1)
         let api = setup.api(hub)
-        let stream = EventStream(owner: .user("alice"), lastSeq: 5, feed: api, hub: hub)
+        let stream = EventStream(owner: .user("alice"), lastSeq: 0, feed: api, hub: hub)
         api.fill(stream)
+        #expect(!String(decoding: stream.pending, as: UTF8.self).contains("event: refresh"))
+        #expect(stream.lastSeq == 0)
+        // The index catches up past the ring's start: one refresh, then the stream goes on.
+        let archive = try await setup.event("nc.archive", item: item)
+        let seen = try await setup.event("nc.seen", item: item)
+        try index.catchUp(journalDirectory: setup.journal)
+        hub.readJournal()
+        api.fill(stream)
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "refresh" }.map(\.id) == [seen])
         #expect(String(decoding: stream.pending, as: UTF8.self).contains("event: refresh\ndata: {\"type\":\"resync\"}"))
-        #expect(stream.lastSeq == 2)
+        #expect(stream.lastSeq == seen)
+        _ = archive
+        let more = try await setup.event("nc.read", item: item)
+        try index.catchUp(journalDirectory: setup.journal)
+        hub.readJournal()
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [more])
+        #expect(Self.events(stream).filter { $0.event == "refresh" }.count == 1)
+    }
+
+    /// A hub started on an existing journal reads its state changes back from the newest
+    /// segments (at most ``EventHub/seedSegments``), not from the index's applied seq.
+    @Test func aStartingHubReadsTheChangesBackFromTheJournal() async throws {
+        let setup = try Setup(segmentBytes: 1024)
+        let item = try await setup.notification("x")
+        var events: [UInt64] = []
+        for n in 0..<120 { events.append(try await setup.event(n % 2 == 0 ? "nc.seen" : "nc.read", item: item)) }
+        let names = try RealFileSystem().listDirectory(setup.journal)
+        let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
+        try #require(firstSeqs.count > EventHub.seedSegments, "\(firstSeqs.count) segments")
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        let window = try #require(hub.readJournal())
+        let oldest = firstSeqs[firstSeqs.count - EventHub.seedSegments]
+        #expect(window.coveredAfter == oldest - 1)
+        #expect(window.readSeq == events.last)
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == events.filter { $0 >= oldest })
+        // And it follows what comes next.
+        let later = try await setup.event("nc.archive", item: item)
+        #expect(hub.readJournal()?.readSeq == later)
+        #expect(hub.changes(user: "alice", after: later - 1, upTo: later).map(\.type) == ["nc.archive"])
     }
 }
