@@ -169,6 +169,28 @@ import Testing
         #expect(try store.list(store.parkedDirectory).first?.parkedReason == "max_age")
     }
 
+    /// The runner sleeps with nothing due (no commit, no retry in backoff): a dead letter an
+    /// operator sends again (`pushspoolctl outbox retry` renames it into `retry/`) must wake it,
+    /// not wait for the next event that happens to be journaled.
+    @Test func aRetriedDeadLetterIsSentWithoutAnotherCommit() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .status(500))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        let follower = try OutboxFollower(options: fixture.options(maxAttempts: 1))
+        let runner = try follower.running()
+        defer { runner.stop() }
+        #expect(waitFor(10) { follower.status.parked == 1 })
+        usleep(200_000)
+        let steps = runner.steps
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        let store = OutboxStore(stateDirectory: fixture.state)
+        let parked = try #require(try store.names(store.parkedDirectory).first)
+        try store.requeue(parked)
+        #expect(waitFor(10) { follower.status.delivered == 1 })
+        #expect(runner.steps > steps)
+        #expect(fixture.server.hits(Self.mindboxPath) == 2)
+    }
+
     @Test func attemptsRunOutThenTheEventIsParked() async throws {
         let fixture = try OutboxFixture()
         fixture.server.route(Self.mindboxPath, .status(500))
