@@ -80,6 +80,9 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     /// SIGTERM and wait; returns the exit status.
+    /// The running daemon's pid.
+    var pid: Int32? { process?.processIdentifier }
+
     @discardableResult
     func stop(signal: Int32 = SIGTERM) -> Int32 {
         guard let process else { return -1 }

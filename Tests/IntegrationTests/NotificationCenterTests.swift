@@ -122,4 +122,61 @@ import TestSupport
         #expect(requests.allSatisfy { $0.target.contains("operation=mobileapp.NCOpen") && $0.target.contains("transactionId=\(eventId)") })
         #expect(harness.stop() == 0)
     }
+
+    /// SIGTERM with vendors that take every POST and never answer: the daemon exited only after
+    /// each due POST had timed out in turn (7 users, `RequestTimeoutSec=3s`: 21.3 s), past the
+    /// unit's TimeoutStopSec= with the default 20 s. A stop now aborts the POST in flight.
+    @Test func sigtermWithAHangingVendorExitsWithinOneRequestTimeout() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .silent)
+        let (harness, removeKey) = try Self.outboxHarness("nchang", server: server, key: "secret-key-3",
+                                                          extra: "ConnectTimeoutSec=1s\nRequestTimeoutSec=3s")
+        defer { removeKey() }
+        try harness.start()
+        for user in 1...7 {
+            let (status, out, err) = try harness.ctl(["nc", "opened", "--user", "user\(user)", "--device", "dev-\(user)"])
+            #expect(status == 0, "\(out) \(err)")
+        }
+        try waitUntil(timeout: 30, "a POST in flight") { server.hits("/v3/operations/async") >= 1 }
+        let started = Posix.monotonicNanos()
+        #expect(harness.stop() == 0)
+        let seconds = Double(Posix.monotonicNanos() - started) / 1e9
+        // One request timeout plus a second, as the issue asks (curl checks its abort flag
+        // about once a second while nothing moves).
+        #expect(seconds < 4.0, "SIGTERM took \(seconds) s")
+    }
+
+    /// An idle daemon with every follower on (index, outbox, export is left out: it needs
+    /// NATS, see the idle bench) sleeps: no follower polls, the ingest loop waits for what is
+    /// due. Before the follower runtime: about 250 wake-ups a second.
+    @Test func anIdleDaemonBarelyWakes() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/v3/operations/async", .ok([]))
+        let (harness, removeKey) = try Self.outboxHarness("ncidle", server: server, key: "secret-key-4")
+        defer { removeKey() }
+        try harness.start()
+        try harness.drop(Array(#"{"pushspool":1,"user":"idle","payload":{"aps":{"alert":{"title":"T","body":"B"}},"uniqueKey":"idle-1"}}"#.utf8),
+                         name: "idle.json")
+        try waitUntil(timeout: 30, "the item in the index") {
+            let (status, out, _) = try harness.ctl(["nc", "list", "--user", "idle", "--json"])
+            return status == 0 && ((try? Self.jsonLines(out)) ?? []).contains { $0["seq"] != nil || $0["id"] != nil }
+        }
+        // The status line settles within a couple of its 1 s refreshes.
+        usleep(3_000_000)
+        let pid = try #require(harness.pid)
+        func switches() -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            return tasks.reduce(0) { total, task in
+                let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+                return total + text.split(separator: "\n").filter { $0.hasPrefix("voluntary_ctxt_switches") || $0.hasPrefix("nonvoluntary_ctxt_switches") }
+                    .compactMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") }.reduce(0, +)
+            }
+        }
+        let before = switches()
+        usleep(4_000_000)
+        let woke = switches() - before
+        // The issue's bound is 2 a second; 8 in 4 s leaves room for a stray timer.
+        #expect(woke <= 8, "pushspoold woke \(woke) times in 4 s while idle")
+        #expect(harness.stop() == 0)
+    }
 }
