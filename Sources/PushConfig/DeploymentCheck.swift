@@ -3,9 +3,9 @@ import PushSystem
 
 /// What a configuration needs from the host beyond its own syntax and ranges: key files that
 /// exist with safe modes, vendor URLs the outbox may use. The daemon runs it before it opens
-/// the journal (exit 78, EX_CONFIG) and on every reload (the old configuration stays), and
-/// `pushspoolctl config check` runs the same code, so the check cannot pass what the daemon
-/// refuses.
+/// the journal (exit 78, EX_CONFIG; the `[Outbox]` keys take effect only at a restart, so a
+/// reload does not need it), and `pushspoolctl config check` runs the same code, so the check
+/// cannot pass what the daemon refuses.
 extension Configuration {
     /// Every problem found, each a sentence naming the setting; empty = the daemon can start.
     /// - Parameter keyFileOwner: the uid key files must belong to (the daemon's own); `nil`

@@ -118,8 +118,8 @@ package struct Backoff: Sendable, Equatable {
 }
 
 /// A follower that holds no records and runs `pass` once at start and then every `interval`,
-/// or at once when its runner is woken (`SIGHUP`, tests): journal retention and what retires
-/// with it. Sleeps between passes; never polls.
+/// or at once when its runner is woken (tests): journal retention and what retires with it.
+/// Sleeps between passes; never polls.
 ///
 /// `Sendable`: the pass is `@Sendable`; the count is atomic-by-lock.
 package final class PeriodicFollower: Follower, Sendable {

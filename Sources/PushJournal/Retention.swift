@@ -88,7 +88,8 @@ package struct RetentionResult: Sendable, Equatable {
     package var retired: [String] = []
     package var archived: [String] = []
     package var bytesFreed: Int64 = 0
-    /// Segments past a limit kept because they hold records the exporter has not had acknowledged.
+    /// Segments past a limit kept because they hold records a follower (index, outbox, export)
+    /// has not made durable yet. (`HELD_FOR_EXPORT` in the journald event, for compatibility.)
     package var heldForExport = 0
     /// The first seq the journal holds after the pass.
     package var firstRetainedSeq: UInt64 = 1
@@ -110,7 +111,8 @@ package struct RetentionResult: Sendable, Equatable {
 /// the old state plus a harmless archive (or `.tmp`, removed by the next pass), or a segment
 /// below `RETAINED`, which recovery removes (its archive, if wanted, is already durable).
 package enum JournalRetention {
-    /// One pass. `retentionFloor` is the exporter's acknowledged seq (`nil` = export off): a
+    /// One pass. `retentionFloor` is the lowest durable seq of the daemon's followers (`nil` =
+    /// no follower): a
     /// segment holding any record above it is kept whatever its age or size. Blocking (reads,
     /// compresses and fsyncs): run it on the retention thread, never on the ingest path.
     package static func runPass(directory: String, policy: RetentionPolicy,

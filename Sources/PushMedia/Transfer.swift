@@ -201,41 +201,11 @@ final class Transfer {
     /// killed the daemon at every restart. Out-of-range dates are refused (`nil`, as for any
     /// malformed header); a huge delay saturates at `retryAfterCeiling`.
     static func parseRetryAfter(_ value: String, nowEpochSeconds: Double) -> Double? {
-        let digits = value.utf8
-        if !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            // 1*DIGIT: any length is valid syntax; more than 9 digits is over the ceiling anyway.
-            guard digits.count <= 9, let seconds = Int(value) else { return retryAfterCeiling }
-            return min(Double(seconds), retryAfterCeiling)
-        }
-        // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" (2-digit day, 4-digit year, 2-digit clock fields).
-        let fields = value.split(separator: " ")
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func number(_ text: Substring, digits count: Int, in range: ClosedRange<Int>) -> Int? {
-            guard text.utf8.count == count, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                  let value = Int(text), range.contains(value) else { return nil }
-            return value
-        }
-        guard fields.count == 6, fields[5] == "GMT",
-              let day = number(fields[1], digits: 2, in: 1...31),
-              let month = months.firstIndex(of: String(fields[2])),
-              let year = number(fields[3], digits: 4, in: 1900...9999) else { return nil }
-        let clock = fields[4].split(separator: ":", omittingEmptySubsequences: false)
-        guard clock.count == 3,
-              let hour = number(clock[0], digits: 2, in: 0...23),
-              let minute = number(clock[1], digits: 2, in: 0...59),
-              let second = number(clock[2], digits: 2, in: 0...60) else { return nil }
-        // Every field is bounded above; clamping keeps that true even if the bounds change.
-        var parsed = tm()
-        parsed.tm_year = Int32(clamping: year - 1900)
-        parsed.tm_mon = Int32(clamping: month)
-        parsed.tm_mday = Int32(clamping: day)
-        parsed.tm_hour = Int32(clamping: hour)
-        parsed.tm_min = Int32(clamping: minute)
-        parsed.tm_sec = Int32(clamping: second)
-        let epoch = timegm(&parsed)
-        let delay = Double(epoch) - nowEpochSeconds
-        guard delay.isFinite else { return nil }
-        return min(max(0, delay), retryAfterCeiling)
+        // The clock is ours, but a Double meets Int64 only when it fits.
+        guard nowEpochSeconds.isFinite, abs(nowEpochSeconds) < 9.0e15 else { return nil }
+        let ceiling = Int64(min(retryAfterCeiling, 9.0e12) * 1000)
+        guard let millis = RetryAfter.delayMillis(value, nowMillis: Int64(nowEpochSeconds * 1000), ceiling: ceiling) else { return nil }
+        return Double(millis) / 1000
     }
 
     /// The open-socket callback: the SSRF check on the address about to be connected to.

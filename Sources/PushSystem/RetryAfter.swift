@@ -1,25 +1,25 @@
 @preconcurrency import Glibc
-import PushSystem
 
 /// `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date in any of the three forms
 /// a recipient must accept (IMF-fixdate, RFC 850, asctime). The value is the vendor's, so
 /// every field is range-checked before it meets a fixed-width type and the delay saturates:
-/// a `Retry-After` date once crashed pushspoold through a trapping conversion.
-enum RetryAfter {
+/// a `Retry-After` date once crashed pushspoold through a trapping conversion. The one parser
+/// for the outbox's vendors and the media fetcher's servers.
+package enum RetryAfter {
     /// The longest delay returned, a day; the follower bounds it further by `RetryCeilingSec=`.
-    static let ceilingMillis: Int64 = 86_400_000
+    package static let ceilingMillis: Int64 = 86_400_000
 
-    static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    package static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// The delay the header asks for, in milliseconds from `nowMillis` (epoch ms): 0 for a date
-    /// in the past, at most `ceilingMillis`; nil when the value is malformed.
-    static func delayMillis(_ value: String, nowMillis: Int64) -> Int64? {
+    /// in the past, at most `ceiling` (a day by default); nil when the value is malformed.
+    package static func delayMillis(_ value: String, nowMillis: Int64, ceiling ceilingMillis: Int64 = ceilingMillis) -> Int64? {
         let text = value.trimmingSpaces
         let bytes = Array(text.utf8)
         guard !bytes.isEmpty else { return nil }
         if bytes.allSatisfy(isDigit) {
-            // 1*DIGIT: any length is valid; more than 8 digits is past the ceiling anyway.
-            guard bytes.count <= 8, let seconds = Int64(text) else { return ceilingMillis }
+            // 1*DIGIT: any length is valid; past 12 digits it is past any ceiling anyway.
+            guard bytes.count <= 12, let seconds = Int64(text) else { return ceilingMillis }
             return min(seconds * 1000, ceilingMillis)
         }
         guard bytes.count <= 64 else { return nil }
@@ -30,7 +30,7 @@ enum RetryAfter {
     }
 
     /// An HTTP-date → epoch seconds; nil for anything else.
-    static func parseDate(_ text: String, nowMillis: Int64) -> Int64? {
+    package static func parseDate(_ text: String, nowMillis: Int64) -> Int64? {
         let fields = text.split(separator: " ")
         var day = 0, month = 0, year = 0
         let clock: Substring
@@ -72,10 +72,10 @@ enum RetryAfter {
         return epoch == -1 ? nil : Int64(epoch)
     }
 
-    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    package static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     /// A decimal field of `digits` length within `range`; nil otherwise.
-    static func number(_ text: Substring, digits: ClosedRange<Int>, in range: ClosedRange<Int>) -> Int? {
+    package static func number(_ text: Substring, digits: ClosedRange<Int>, in range: ClosedRange<Int>) -> Int? {
         guard digits.contains(text.utf8.count), text.utf8.allSatisfy(isDigit), let value = Int(text), range.contains(value) else { return nil }
         return value
     }
