@@ -240,7 +240,7 @@ private func steadyLatency(rate: Int, seconds: Int) {
 
 /// Stages and publishes `count` files named s<i>.json at `rate` a second; `published` gets
 /// each name and the moment of the rename that makes it visible, as a producer's would be.
-private func produceSteadily(into spool: BenchSpool, rate: Int, count: Int, published: (String, UInt64) -> Void) {
+func produceSteadily(into spool: BenchSpool, rate: Int, count: Int, published: (String, UInt64) -> Void) {
     let interval = 1_000_000_000 / UInt64(rate)
     let begin = Posix.monotonicNanos()
     for i in 0..<count {
@@ -254,7 +254,7 @@ private func produceSteadily(into spool: BenchSpool, rate: Int, count: Int, publ
 
 /// The C loop (`baseline_follow`) at the same rate on its own thread; nil (and a line saying
 /// why) when it failed or did not finish within 30 s of the last file.
-private func cLoopLatency(rate: Int, count: Int) -> LatencyPercentiles? {
+func cLoopLatency(rate: Int, count: Int) -> LatencyPercentiles? {
     let spool = BenchSpool()
     defer { spool.remove() }
     let watch = baseline_watch(spool.incoming)

@@ -11,6 +11,8 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("bigjournal", runBigJournalBench),
     ("nc", runInboxBench),
     ("export", runExportBench),
+    ("idle", runIdleBench),
+    ("visible", runVisibleBench),
     ("all", runAllBench),
     ("c-loop", runCLoop),
     // Not a benchmark: the durable pull consumer of scripts/systemd-integration/instances-live.sh.

@@ -1,0 +1,149 @@
+@preconcurrency import Glibc
+import Foundation
+import Synchronization
+import PushSystem
+import PushExport
+
+/// `pushspool-bench idle [--seconds N] [--settle S] [--threads]`
+///
+/// Wake-ups of an idle host (issue 21): the real `pushspoold` with the inbox follower, the
+/// outbox (to a loopback receiver) and the exporter (to a local JetStream) enabled, and the
+/// real `pushspool-inbox` holding one open `GET /v1/inbox/stream`. A few pushes and one
+/// `nc-open` event go through first (indexed, streamed, delivered, exported); after `--settle`
+/// seconds (default 10; the wake-ups of each of its seconds are printed) the voluntary and involuntary context switches of every thread of each
+/// process are summed over `--seconds` (default 10). Targets: pushspoold ≤ 2 a second,
+/// pushspool-inbox ≤ 1. `--threads` lists the threads that woke.
+func runIdleBench(arguments: [String]) {
+    var seconds = 10
+    var settle = 10
+    var perThread = false
+    var index = 0
+    while index < arguments.count {
+        let value = index + 1 < arguments.count ? Int(arguments[index + 1]) : nil
+        switch (arguments[index], value) {
+        case ("--seconds", let v?) where v > 0 && v <= 3_600: seconds = v
+        case ("--settle", let v?) where v >= 0 && v <= 600: settle = v
+        case ("--threads", _): perThread = true; index -= 1
+        default:
+            print("usage: pushspool-bench idle [--seconds N] [--settle S] [--threads]")
+            exit(64)
+        }
+        index += 2
+    }
+    if !idleBench(seconds: seconds, settle: settle, perThread: perThread) { exit(1) }
+}
+
+/// The idle bench; false (and a results row saying why) when the stack did not start.
+func idleBench(seconds: Int, settle: Int, perThread: Bool) -> Bool {
+    print("== idle: pushspoold (inbox follower, outbox, exporter) and pushspool-inbox (one SSE stream open), "
+          + "context switches over \(seconds) s after \(settle) s settling")
+    let stack: LiveStack
+    do { stack = try LiveStack(label: "idle") } catch {
+        print("idle: \(error)")
+        BenchResults.shared.add("idle wake-ups", "not measured: \(error)")
+        return false
+    }
+    defer { stack.stop() }
+    guard let daemonPID = stack.daemon?.pid, let inboxPID = stack.inbox?.pid else { return false }
+
+    // Some traffic first, so every follower has done its work once and gone back to sleep.
+    let user = "bench-idle"
+    let items = Atomic<Int>(0)
+    let stream: InboxStreamReader
+    do {
+        stream = try InboxStreamReader(port: stack.inboxPort, user: user, token: stack.token(user: user)) { event, _, _ in
+            if event == "item" { items.add(1, ordering: .relaxed) }
+        }
+    } catch {
+        print("idle: \(error)")
+        BenchResults.shared.add("idle wake-ups", "not measured: \(error)")
+        return false
+    }
+    defer { stream.stop() }
+    let streamStatus = stream.waitStatus()
+    if streamStatus != 200 { print("  the stream answered \(streamStatus.map(String.init) ?? "nothing"), not 200: no stream open while idle") }
+    let pushes = 3
+    for i in 0..<pushes {
+        let payload = """
+            {"pushspool":1,"user":"\(user)","platform":"ios","payload":{"aps":{"alert":{"title":"idle-\(i)","body":"An idle bench push"},"mutable-content":1},"clickUrl":"https://shop.example/p/\(i)","uniqueKey":"idle-\(i)","payload":"{\\"pushName\\":\\"idle\\"}"}}
+            """
+        if stack.drop(name: "idle-\(i).json", bytes: Array(payload.utf8)) == nil { print("  cannot drop idle-\(i).json") }
+    }
+    waitFor(seconds: 30, "  the pushes on the stream") { streamStatus != 200 || items.load(ordering: .relaxed) >= pushes }
+    // One vendor event through pushspool-inbox, the spool, the journal and the outbox.
+    let opened = stack.request("POST", "/v1/events/nc-open", user: user, body: Array("{}".utf8))
+    if opened?.status != 202 { print("  POST /v1/events/nc-open answered \(opened.map { "\($0.status) \($0.body)" } ?? "nothing")") }
+    waitFor(seconds: 30, "  the nc-open event at the receiver") { opened?.status != 202 || (stack.receiver?.hits(LiveStack.mindboxPath) ?? 0) >= 1 }
+    let lastSeq = stack.journalLastSeq
+    waitFor(seconds: 30, "  the exporter's cursor at seq \(lastSeq)") {
+        ((try? ExportCursor.read(stateDirectory: stack.state)) ?? 0) >= lastSeq
+    }
+    print("  traffic done: \(items.load(ordering: .relaxed)) items streamed, \(stack.receiver?.hits(LiveStack.mindboxPath) ?? 0) events delivered, "
+          + "\(lastSeq) records exported; settling \(settle) s")
+    // How the processes wind down after the traffic, second by second.
+    func total(_ pid: Int32) -> Int { threadContextSwitches(pid: pid).values.reduce(0) { $0 + $1.switches } }
+    var settling: [(Int, Int)] = []
+    var last = (total(daemonPID), total(inboxPID))
+    for _ in 0..<settle {
+        sleep(1)
+        let now = (total(daemonPID), total(inboxPID))
+        settling.append((now.0 - last.0, now.1 - last.1))
+        last = now
+    }
+    if !settling.isEmpty {
+        print("  while settling, wake-ups in each second: pushspoold " + settling.map { String($0.0) }.joined(separator: " ")
+              + "; pushspool-inbox " + settling.map { String($0.1) }.joined(separator: " "))
+    }
+
+    let before = [daemonPID: threadContextSwitches(pid: daemonPID), inboxPID: threadContextSwitches(pid: inboxPID)]
+    let start = Posix.monotonicNanos()
+    sleep(UInt32(clamping: seconds))
+    let elapsed = Double(Posix.monotonicNanos() - start) / 1e9
+    let after = [daemonPID: threadContextSwitches(pid: daemonPID), inboxPID: threadContextSwitches(pid: inboxPID)]
+
+    var allMet = true
+    var values: [String] = [], ratios: [String] = []
+    for (name, pid, target) in [("pushspoold", daemonPID, 2.0), ("pushspool-inbox", inboxPID, 1.0)] {
+        let was = before[pid] ?? [:], now = after[pid] ?? [:]
+        // Threads that started in the window count from zero; threads that ended are lost
+        // (their count is not readable any more): the line says how many.
+        var woke: [(tid: Int32, name: String, switches: Int)] = []
+        for (tid, thread) in now {
+            let delta = thread.switches - (was[tid]?.switches ?? 0)
+            if delta > 0 { woke.append((tid, thread.name, delta)) }
+        }
+        let ended = was.keys.filter { now[$0] == nil }.count
+        let total = woke.reduce(0) { $0 + $1.switches }
+        let rate = Double(total) / elapsed
+        let met = rate <= target
+        allMet = allMet && met
+        print(String(format: "%@: %.2f wake-ups/s (%d context switches in %.1f s over %d threads%@), target ≤ %.0f/s: %.2f× the target — %@",
+                     name, rate, total, elapsed, now.count, ended > 0 ? ", \(ended) ended in the window" : "", target, rate / target,
+                     met ? "met" : "NOT met"))
+        if perThread {
+            for thread in woke.sorted(by: { $0.switches > $1.switches }) {
+                print(String(format: "    tid %d %@: %d (%.2f/s)", thread.tid, thread.name, thread.switches, Double(thread.switches) / elapsed))
+            }
+        }
+        values.append(String(format: "%@ %.2f/s", name, rate))
+        ratios.append(String(format: "%@ %.2f×", name, rate / target))
+    }
+    print("  Not in these figures: under systemd, pushspoold's watchdog pings add 2 wake-ups per WatchdogSec (30 s in pushspoold.service: 0.07/s); "
+          + "pushspool-inbox.service has no watchdog. An open stream gets a keep-alive every 15 s.")
+    BenchResults.shared.add("idle wake-ups (inbox, outbox, export on; one SSE stream)", values.joined(separator: ", "),
+                            ratio: ratios.joined(separator: ", ") + " the target", target: "pushspoold ≤ 2/s, pushspool-inbox ≤ 1/s",
+                            met: allMet)
+    return true
+}
+
+/// Polls `done` every 10 ms for up to `seconds`; says so when it did not come true.
+func waitFor(seconds: Int, _ what: String, _ done: () -> Bool) {
+    let deadline = Posix.monotonicNanos() + UInt64(clamping: seconds) * 1_000_000_000
+    while !done() {
+        if Posix.monotonicNanos() >= deadline {
+            print("\(what): not within \(seconds) s")
+            return
+        }
+        usleep(10_000)
+    }
+}
