@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Modules by concern (see ../shared/DESIGN.md). C libraries enter only through the
+// Modules by concern (see docs/design/README.md, "Modules"). C libraries enter only through the
 // `C*` system-library and shim targets; everything above them is Swift.
 let package = Package(
     name: "pushspool",

@@ -1,7 +1,7 @@
 internal import CIsal
 
 /// CRC-32C (Castagnoli) through ISA-L's `crc32_iscsi`, the fastest implementation measured on
-/// this platform (JOURNAL.md §5).
+/// this platform (docs/design/journal.md, "Checksums").
 ///
 /// ISA-L returns the un-inverted register when seeded with `0xFFFFFFFF`; the standard CRC-32C is
 /// its bitwise NOT. Keeping the raw register in `State` lets callers chain pieces (id, then JSON)

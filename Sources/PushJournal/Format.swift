@@ -1,7 +1,9 @@
 import PushSystem
 
 /// On-disk formats of the journal: segment header, record frame, COMMITTED watermark.
-/// Pure encoding and decoding, no I/O, so every rule is testable byte by byte (JOURNAL.md b.2, b.3, b.7).
+/// Pure encoding and decoding, no I/O, so every rule is testable byte by byte
+/// (docs/design/journal.md, "Framing" and "The COMMITTED watermark"; the byte layout is
+/// docs/journal-format.md).
 /// All integers are little-endian.
 
 extension Array where Element == UInt8 {
@@ -84,7 +86,7 @@ package struct FrameDefect: Error, Sendable, Equatable, CustomStringConvertible 
     package var description: String { detail }
 }
 
-/// The fixed 40-byte header of a record frame (JOURNAL.md b.3).
+/// The fixed 40-byte header of a record frame (docs/design/journal.md, "Framing").
 package struct RecordHeader: Sendable, Equatable {
     package static let size = 40
     package static let magic: UInt32 = 0x3152_4A50  // "PJR1"; never zero, so zero-filled tails never parse
@@ -179,7 +181,8 @@ package enum RecordFrame {
 
 /// The 32-byte `COMMITTED` watermark: the highest seq known synced, rewritten in place after
 /// every sync without an fsync of its own. It can prove loss (a recovered journal shorter than
-/// it) and tells readers which records are durable, never that data is safe (JOURNAL.md b.7).
+/// it) and tells readers which records are durable, never that data is safe
+/// (docs/design/journal.md, "The COMMITTED watermark").
 package struct CommittedMark: Sendable, Equatable {
     package static let size = 32
     package static let magic: UInt32 = 0x4D43_4A50  // "PJCM"

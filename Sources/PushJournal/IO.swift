@@ -49,7 +49,8 @@ struct JournalIO: Sendable {
         try fs.pwriteAll(fd, bytes, offset: offset, subject: subject)
     }
 
-    /// `fdatasync(2)`. Any failure is fatal for the data (JOURNAL.md §2.4): mapped to `.syncFailed`.
+    /// `fdatasync(2)`. Any failure is fatal for the data (docs/design/journal.md, "fsync
+    /// failures"): mapped to `.syncFailed`.
     func fdatasync(_ fd: Int32, subject: String) throws(JournalError) {
         do { try fs.fdatasync(fd, subject: subject) }
         catch { throw JournalError(.syncFailed(error), directory: directory) }
@@ -76,7 +77,8 @@ struct JournalIO: Sendable {
         catch { throw err(error) }
     }
 
-    /// Replaces `name` durably: temp file, fsync, rename, directory fsync (JOURNAL.md b.1).
+    /// Replaces `name` durably: temp file, fsync, rename, directory fsync (docs/design/journal.md,
+    /// "Files and atomic replacement").
     func writeFileAtomically(dirfd: Int32, name: String, bytes: [UInt8]) throws(JournalError) {
         try writeFileAtomically(dirfd: dirfd, name: name) { write throws(JournalError) in try write(bytes) }
     }

@@ -19,7 +19,7 @@ func readCommittedMark(_ directory: String, fs: any FileSystem) -> CommittedMark
     (try? fs.readFile(directory + "/" + JournalFiles.committed, limit: 4096)).flatMap(CommittedMark.decode)
 }
 
-/// Reads records in seq order, read-only, alongside a running writer (JOURNAL.md b.7).
+/// Reads records in seq order, read-only, alongside a running writer (docs/design/journal.md, "Readers").
 ///
 /// By default only records at or below the `COMMITTED` watermark are returned, so a reader
 /// never acts on a record a power cut could still take away; without a valid `COMMITTED` it

@@ -15,9 +15,9 @@ struct RecoveredJournal {
     var report: RecoveryReport
 }
 
-/// Start-up recovery (JOURNAL.md b.6): check segment headers, scan from the checkpoint (or the
-/// start), cut a torn tail, refuse or quarantine mid-file damage, rebuild the dedup keys.
-/// Idempotent: a second run over its own result changes nothing.
+/// Start-up recovery (docs/design/journal.md, "Recovery"): check segment headers, scan from the
+/// checkpoint (or the start), cut a torn tail, refuse or quarantine mid-file damage, rebuild the
+/// dedup keys. Idempotent: a second run over its own result changes nothing.
 struct Recovery {
     let directory: String
     let dirfd: Int32
@@ -201,7 +201,8 @@ struct Recovery {
             pass.lastSeq = checkpoint.throughSeq
             pass.maxSeq = checkpoint.throughSeq
             pass.checkpointUsed = true
-            // Segments before the checkpoint are trusted, as sealed segments are (b.6 step 3).
+            // Segments before the checkpoint are trusted, as sealed segments are
+            // (docs/design/journal.md, "Recovery", step 3).
             for earlier in segments[..<index] { pass.retained.append((earlier.firstSeq, -1)) }
         }
 

@@ -51,7 +51,8 @@ extension SegmentFile {
     }
 
     /// Whether any 8-aligned offset in `[from, size)` holds a whole valid record with seq above
-    /// `afterSeq`: the test that separates a torn tail from damage in the middle (JOURNAL.md b.6).
+    /// `afterSeq`: the test that separates a torn tail from damage in the middle
+    /// (docs/design/journal.md, "Torn tail or damage").
     func hasValidRecord(from: Int64, afterSeq: UInt64) throws(SystemError) -> Bool {
         var offset = RecordFrame.padded(Int(from)).asInt64
         while offset + Int64(RecordHeader.size) <= size {

@@ -74,8 +74,9 @@ func isWriterRunning(_ directory: String, fs: any FileSystem) -> Bool {
     return (try? fs.tryLock(fd, subject: JournalFiles.lock)) == false
 }
 
-/// `journal verify`: checks every record of every segment, read-only (JOURNAL.md b.8). Safe
-/// alongside a running writer: bytes past its synced end are reported as in flight, not torn.
+/// `journal verify`: checks every record of every segment, read-only (docs/design/journal.md,
+/// "Verify"). Safe alongside a running writer: bytes past its synced end are reported as in flight,
+/// not torn.
 package enum JournalVerifier {
     /// Verifies the journal in `directory`. `progress` receives (bytes done, bytes total) every
     /// few MiB, for a progress display on large journals.

@@ -3,7 +3,8 @@ import Dispatch
 import Foundation
 import PushSystem
 
-/// The journal's single writer: group commit on a dedicated thread (JOURNAL.md b.5).
+/// The journal's single writer: group commit on a dedicated thread (docs/design/journal.md,
+/// "Durability").
 ///
 /// `submit` queues a record; the writer thread takes everything queued (bounded by
 /// `maxBatchRecords`/`maxBatchBytes`, after waiting at most `maxBatchDelay` for company),
@@ -613,7 +614,8 @@ package final class JournalWriter: Sendable {
         core.segmentFirstSeqs.append(core.nextSeq)
     }
 
-    /// Best effort and without fsync by design: `COMMITTED` only ever proves loss (b.7).
+    /// Best effort and without fsync by design: `COMMITTED` only ever proves loss
+    /// (docs/design/journal.md, "The COMMITTED watermark").
     private static func writeCommittedMark(_ core: Core, seq: UInt64) {
         let mark = CommittedMark(seq: seq, segmentFirstSeq: core.activeFirstSeq, endOffset: core.activeEnd)
         try? core.io.pwriteAll(core.committedfd, mark.encoded(), offset: 0, subject: JournalFiles.committed)

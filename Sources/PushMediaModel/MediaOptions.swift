@@ -1,5 +1,5 @@
 /// Limits and knobs for media downloads. Every value is configurable (the daemon maps its
-/// `[Media]` section onto this); the defaults follow vendors.md R7.
+/// `[Media]` section onto this); the defaults follow rule R7 of docs/design/vendor-payloads.md.
 ///
 /// `Sendable`: a plain value.
 package struct MediaOptions: Sendable {

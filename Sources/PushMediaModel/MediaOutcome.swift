@@ -140,10 +140,10 @@ package struct MediaOutcome: Sendable {
     }
 }
 
-/// The SFMC rich-notification fallback (vendors.md R8), the one place the rule lives: when
-/// the payload names media that ended up not attached (failed or skipped — never cancelled,
-/// whose payload is kept and fetched again) and carries a non-empty `_mediaAlt`, the body
-/// becomes that text and the original body is kept.
+/// The SFMC rich-notification fallback (docs/design/vendor-payloads.md, rule R8), the one place the
+/// rule lives: when the payload names media that ended up not attached (failed or skipped — never
+/// cancelled, whose payload is kept and fetched again) and carries a non-empty `_mediaAlt`, the
+/// body becomes that text and the original body is kept.
 package enum MediaFallback {
     /// The new body and the body it replaces, or `nil` when the body stays as it is.
     /// `mediaURL` is the payload's media URL; `nil` or empty means it named none.

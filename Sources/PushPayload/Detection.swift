@@ -1,5 +1,6 @@
 import PushSystem
-/// Vendor detection (vendors.md §5): collect every claim, then decide.
+/// Vendor detection (docs/design/vendor-payloads.md, "Detection"): collect every claim, then
+/// decide.
 struct Detection {
     enum Kind: Equatable {
         case mindboxIOSCurrent, mindboxIOSLegacy, mindboxAndroid, mindboxAndroidConverted
@@ -82,7 +83,8 @@ struct Detection {
         }
     }
 
-    /// §5.3: Mindbox iOS legacy/current and Android data/converted.
+    /// "Mindbox shapes" (docs/design/vendor-payloads.md): Mindbox iOS legacy/current and Android
+    /// data/converted.
     static func mindboxKind(_ map: [String: JSONValue]) -> Kind? {
         if case .object(let aps)? = map["aps"] {
             if aps["clickUrl"] != nil && aps["uniqueKey"] != nil { return .mindboxIOSLegacy }
@@ -99,9 +101,9 @@ struct Detection {
         return nil
     }
 
-    /// FCM's own keys in the bundle an Android app receives: `from`, `collapse_key`,
-    /// `message_type` and everything under `google.` (reserved for data, vendors.md §1.4) or
-    /// `gcm.` (the notification block, `gcm.notification.*` / `gcm.n.*`).
+    /// FCM's own keys in the bundle an Android app receives: `from`, `collapse_key`, `message_type`
+    /// and everything under `google.` (reserved for data, docs/design/vendor-payloads.md, "APNs and
+    /// FCM") or `gcm.` (the notification block, `gcm.notification.*` / `gcm.n.*`).
     static func isFCMReserved(_ key: String) -> Bool {
         key == "from" || key == "collapse_key" || key == "message_type" || key.hasPrefix("google.") || key.hasPrefix("gcm.")
     }
@@ -114,8 +116,9 @@ struct Detection {
         return payload.keys.contains { $0.hasPrefix("google.") || $0.hasPrefix("gcm.") }
     }
 
-    /// §5.6: vendors pushspool recognises but does not support. Markers are also looked for
-    /// where the vendor sends them inside a JSON string, as Android data values must be strings.
+    /// "Unsupported vendors" (docs/design/vendor-payloads.md): vendors pushspool recognises but
+    /// does not support. Markers are also looked for where the vendor sends them inside a JSON
+    /// string, as Android data values must be strings.
     static func foreignVendors(_ map: [String: JSONValue], maxDepth: Int) -> [String] {
         var found: [String] = []
         if map["os_data"] != nil || hasOneSignalId(map["custom"], maxDepth: maxDepth) { found.append("onesignal") }
@@ -141,7 +144,8 @@ struct Detection {
         }
     }
 
-    /// §5.5: JSON that belongs to the same systems but is not a push.
+    /// "Not a push" (docs/design/vendor-payloads.md): JSON that belongs to the same systems but is
+    /// not a push.
     static func nonPushShape(_ map: [String: JSONValue]) -> String? {
         if map["messageId"] != nil, map["text"] != nil, map["aps"] == nil, map["destination"] != nil || map["statusCode"] != nil {
             return "an Infobip MO (mobile-originated) message"

@@ -1,5 +1,5 @@
 import PushSystem
-/// Infobip Mobile Messaging (vendors.md §1.2).
+/// Infobip Mobile Messaging (docs/design/vendor-payloads.md, "Infobip").
 extension Session {
     mutating func infobipIOS() throws(PayloadRefusal) -> PushNotification {
         guard let messageId = map["messageId"]?.stringValue, !messageId.isEmpty else {

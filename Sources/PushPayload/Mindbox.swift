@@ -1,5 +1,5 @@
 import PushSystem
-/// Maestra/Mindbox (vendors.md §1.1, §6 R4.3, R9).
+/// Maestra/Mindbox (docs/design/vendor-payloads.md, "Mindbox (Maestra)"; rules R4, R9).
 extension Session {
     /// The Mindbox SDKs show at most 3 buttons.
     static let mindboxMaxButtons = 3

@@ -1,6 +1,7 @@
 import PushSystem
 
-/// Turns spool file bytes into a ``PushNotification`` or a ``PayloadRefusal`` (vendors.md §5–§6).
+/// Turns spool file bytes into a ``PushNotification`` or a ``PayloadRefusal``
+/// (docs/design/vendor-payloads.md, "Detection" and "Rules").
 ///
 /// Pure: no I/O, no clock, no randomness, so the same bytes always give the same outcome
 /// (derived ids included) and the daemon may re-run it after a crash.
@@ -106,7 +107,8 @@ package enum Normalizer {
     }
 }
 
-/// The optional `{"pushspool": 1, ...}` wrapper a producer may add (DESIGN.md "Spool protocol").
+/// The optional `{"pushspool": 1, ...}` wrapper a producer may add (docs/design/spool-protocol.md,
+/// "Envelope").
 struct Envelope {
     var payload: [String: JSONValue]
     var user: String?

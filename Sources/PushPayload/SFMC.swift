@@ -1,4 +1,4 @@
-/// Salesforce Marketing Cloud (vendors.md §1.3).
+/// Salesforce Marketing Cloud (docs/design/vendor-payloads.md, "Salesforce Marketing Cloud").
 extension Session {
     /// Keys SFMC itself uses; everything else at the top level is the marketer's custom data.
     static let sfmcReserved: Set<String> = ["_sid", "_m", "_r", "_h", "_mt", "_od", "_x", "_pb", "_mediaUrl", "_mediaAlt", "aps",

@@ -1,5 +1,5 @@
-// PushSpool: the spool directories and the protocol around them (see DESIGN.md, "Spool
-// protocol"). Maildir and Postfix taught the rules this module keeps:
+// PushSpool: the spool directories and the protocol around them (see
+// docs/design/spool-protocol.md). Maildir and Postfix taught the rules this module keeps:
 //
 // - Every move is a rename(2) relative to a directory fd that never replaces an existing
 //   entry, so two processes (daemon and pushspoolctl, or two daemons after a botched restart)

@@ -30,7 +30,8 @@ package protocol FileSystem: Sendable {
     func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, subject: String) throws(SystemError) -> Int
     /// One `pread(2)`; 0 at end of file.
     func pread(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, offset: Int64, subject: String) throws(SystemError) -> Int
-    /// `fdatasync(2)`. A failure means written data may be lost (JOURNAL.md §2.4).
+    /// `fdatasync(2)`. A failure means written data may be lost (docs/design/journal.md, "fsync
+    /// failures").
     func fdatasync(_ fd: Int32, subject: String) throws(SystemError)
     /// `fsync(2)` of a file or a directory (a directory's fsync makes its entries durable).
     func fsync(_ fd: Int32, subject: String) throws(SystemError)

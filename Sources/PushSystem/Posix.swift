@@ -106,7 +106,8 @@ package enum Posix {
         }
     }
 
-    /// `fdatasync(2)`. Callers must treat any failure as fatal for the data written (see JOURNAL.md §2.4).
+    /// `fdatasync(2)`. Callers must treat any failure as fatal for the data written (see
+    /// docs/design/journal.md, "fsync failures").
     package static func fdatasync(_ fd: Int32, subject: @autoclosure () -> String = "") throws(SystemError) {
         _ = try call("fdatasync", subject()) { Glibc.fdatasync(fd) }
     }

@@ -7,8 +7,9 @@ import TestSupport
 import Synchronization
 import Dispatch
 
-/// The daemon binary under the failures the journal design plans for (JOURNAL.md §2.4, b.5,
-/// b.6): a really full file system, an `fdatasync` that fails, a journal damaged in the middle.
+/// The daemon binary under the failures the journal design plans for (docs/design/journal.md:
+/// "fsync failures", "Disk full", "Recovery"): a really full file system, an `fdatasync` that
+/// fails, a journal damaged in the middle.
 @Suite struct FailureTests {
     /// Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN), tried for real.
     static let mountAllowed: Bool = {

@@ -7,10 +7,10 @@ import Testing
 import PushSystem
 import TestSupport
 
-/// Black-box kill -9 (JOURNAL.md c, tier 6): a child process (this test binary, re-executed to
-/// run `crashChildWriter` only) appends records and logs every acknowledgement; the parent
-/// kills it with SIGKILL at a random moment, recovers, and checks that every acknowledged id is
-/// in the journal exactly once and that verify is clean.
+/// Black-box kill -9 (docs/design/journal.md, "Crash testing"): a child process (this test binary,
+/// re-executed to run `crashChildWriter` only) appends records and logs every acknowledgement; the
+/// parent kills it with SIGKILL at a random moment, recovers, and checks that every acknowledged id
+/// is in the journal exactly once and that verify is clean.
 @Suite struct CrashTests {
     static let childDirVariable = "PUSHSPOOL_JOURNAL_CRASH_DIR"
 

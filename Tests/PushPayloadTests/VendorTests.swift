@@ -240,7 +240,8 @@ import PushSystem
     }
 
     @Test func androidWithoutNotificationObjectIsAccepted() throws {
-        // The SDK's mapper looks like it would NPE here (vendors.md §1.2); pushspool just reads it.
+        // The SDK's mapper looks like it would NPE here (docs/design/vendor-payloads.md,
+        // "Infobip"); pushspool just reads it.
         let n = try accept(#"{"org_ib_d": "{\"messageId\":\"IA3\",\"text\":\"t\"}"}"#)
         #expect(n.id == "IA3" && n.title == nil)
     }

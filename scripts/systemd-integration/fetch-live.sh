@@ -12,9 +12,9 @@
 # 3. SIGKILL of the instance: pushspoold reconnects, systemd starts a new instance, the next
 #    payload's image is stored; both payloads are journaled exactly once.
 #
-# The user manager cannot apply the system units' sandboxing (see SYSTEMD-TESTING.md); the
-# units are rendered from the shipped ones keeping the socket, Accept= and Exec lines. The
-# sandboxing itself is checked by scripts/check-units.sh.
+# The user manager cannot apply the system units' sandboxing (see docs/design/systemd-testing.md,
+# "Traps"); the units are rendered from the shipped ones keeping the socket, Accept= and Exec lines.
+# The sandboxing itself is checked by scripts/check-units.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

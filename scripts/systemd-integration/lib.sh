@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Bash library for live tests against a real journald and a real systemd user manager on
-# machines whose PID 1 is not systemd (see /work/shared/SYSTEMD-TESTING.md).
+# machines whose PID 1 is not systemd (see docs/design/systemd-testing.md).
 #
 #   source scripts/systemd-integration/lib.sh
 #   si_setup                        # journald + user manager (SI_MANAGER=0: journald only)
