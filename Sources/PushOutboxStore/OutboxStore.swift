@@ -36,21 +36,16 @@ package struct OutboxStore: Sendable {
         try move(name, from: parkedDirectory, to: retryDirectory)
     }
 
-    /// The last fully handled seq; 0 when none yet.
+    /// The last fully handled seq; 0 when none yet (``CursorFile``).
     package func cursor() throws(OutboxError) -> UInt64 {
-        let bytes: [UInt8]
-        do { bytes = try Posix.readFile(directory + "/cursor", limit: 64) } catch {
-            if error.errno == ENOENT { return 0 }
-            throw OutboxError(.io, "reading the outbox cursor", cause: error)
+        do { return try CursorFile.read(directory: directory) } catch {
+            throw OutboxError(.io, error.message, cause: error.cause)
         }
-        let text = String(decoding: bytes, as: UTF8.self).trimmingSpaces
-        guard let value = UInt64(text) else { throw OutboxError(.io, "\(directory)/cursor holds '\(text.prefix(40))', not a seq") }
-        return value
     }
 
     package func setCursor(_ seq: UInt64) throws(OutboxError) {
-        do { try Posix.writeFileAtomically(directory: directory, name: "cursor", bytes: Array("\(seq)\n".utf8), mode: 0o640) } catch {
-            throw OutboxError(.io, "writing the outbox cursor", cause: error)
+        do { try CursorFile.write(seq, directory: directory) } catch {
+            throw OutboxError(.io, error.message, cause: error.cause)
         }
     }
 
