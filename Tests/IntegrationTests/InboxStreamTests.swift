@@ -53,15 +53,9 @@ final class StreamClient: @unchecked Sendable {
 
     /// The `item` events received so far: (id, title).
     var items: [(id: String, title: String)] {
-        text.replacingOccurrences(of: "\r\n", with: "\n").components(separatedBy: "\n\n").compactMap { block in
-            var id: String?, event: String?, data: String?
-            for line in block.split(separator: "\n") {
-                if line.hasPrefix("id: ") { id = String(line.dropFirst(4)) }
-                if line.hasPrefix("event: ") { event = String(line.dropFirst(7)) }
-                if line.hasPrefix("data: ") { data = String(line.dropFirst(6)) }
-            }
-            guard event == "item", let id, let data, let json = try? JSONParser().parse(data) else { return nil }
-            return (id, json["title"]?.stringValue ?? "")
+        InboxIndexLifecycleTests.events(text).compactMap { event in
+            guard event.event == "item", let json = try? JSONParser().parse(event.data) else { return nil }
+            return (event.id, json["title"]?.stringValue ?? "")
         }
     }
 
