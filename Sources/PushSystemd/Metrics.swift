@@ -191,6 +191,9 @@ package struct MetricFamily: Sendable, Equatable {
     package static let exportLag = "pushspool_export_lag_records"
     package static let exportAcknowledged = "pushspool_export_acknowledged_seq"
     package static let exportConnected = "pushspool_export_connected"
+    package static let followerLag = "pushspool_follower_lag_records"
+    package static let followerFailures = "pushspool_follower_failures_total"
+    package static let followerFailing = "pushspool_follower_failing"
 
     /// The families the daemon exports.
     package static let standard: [MetricFamily] = [
@@ -213,6 +216,11 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: exportLag, help: "Journal records not yet acknowledged by NATS JetStream.", type: .gauge),
         MetricFamily(name: exportAcknowledged, help: "The highest journal seq acknowledged by NATS JetStream with all earlier ones.", type: .gauge),
         MetricFamily(name: exportConnected, help: "1 while the exporter is connected to NATS.", type: .gauge),
+        MetricFamily(name: followerLag, help: "Journal records a follower has not made durable in its own store, by follower.",
+                     type: .gauge, labelNames: ["follower"]),
+        MetricFamily(name: followerFailures, help: "Failed steps of a follower since start (each retried after a backoff), by follower.",
+                     type: .counter, labelNames: ["follower"]),
+        MetricFamily(name: followerFailing, help: "1 while a follower's last step failed, by follower.", type: .gauge, labelNames: ["follower"]),
     ]
 }
 

@@ -139,6 +139,13 @@ final class Followers: Sendable {
     var statusSuffix: String { group.statusSuffix }
 
     func publish(to metrics: Metrics) {
+        // The same three series for every follower in the group, so none can be left out.
+        for status in group.statuses {
+            let labels = ["follower": status.name]
+            if status.durableSeq != nil { metrics.set(MetricFamily.followerLag, labels: labels, to: Double(status.lag)) }
+            metrics.set(MetricFamily.followerFailures, labels: labels, to: Double(status.failuresTotal))
+            metrics.set(MetricFamily.followerFailing, labels: labels, to: status.failures > 0 ? 1 : 0)
+        }
         if let status = inbox?.status {
             metrics.set(MetricFamily.inboxLag, to: Double(status.lag))
             metrics.set(MetricFamily.inboxIndexCorrupt, to: Double(status.corruptIndexes))

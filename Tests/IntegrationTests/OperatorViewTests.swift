@@ -18,6 +18,9 @@ import Testing
         }
         let text = try String(contentsOfFile: harness.root + "/pushspool.prom", encoding: .utf8)
         #expect(text.contains("pushspool_refused_total{reason=\"invalid_json\"} 1"))
+        // Every follower in the daemon's group has its series (the index is on by default).
+        #expect(text.contains("pushspool_follower_lag_records{follower=\"inbox\"}"), "\(text)")
+        #expect(text.contains("pushspool_follower_failing{follower=\"inbox\"} 0"))
         let fsyncCount = text.split(separator: "\n").first { $0.hasPrefix("pushspool_journal_fsync_seconds_count") }
         let count = fsyncCount.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         #expect(count >= 1, "the fsync latency histogram is fed by the journal: \(fsyncCount ?? "missing")")
