@@ -323,6 +323,12 @@ private func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
     return nil
 }
 
+/// The 1-minute load average: latency figures on a shared machine mean little without it.
+func loadAverage() -> String {
+    var load = [Double](repeating: 0, count: 3)
+    return getloadavg(&load, 3) > 0 ? String(format: "%.1f", load[0]) : "unknown"
+}
+
 /// A TCP connection to 127.0.0.1:`port`, or nil.
 func connectLoopback(port: Int) -> Int32? {
     guard let port16 = UInt16(exactly: port) else { return nil }

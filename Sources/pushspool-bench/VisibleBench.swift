@@ -45,6 +45,7 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
     }
     var stopped = false
     defer { if !stopped { stack.stop() } }
+    let loadBefore = loadAverage()
 
     let total = rate * seconds
     let user = "bench-visible"
@@ -106,6 +107,7 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
         guard dropped[i] > 0, state.at[i] > 0 else { return nil }
         return state.at[i] > dropped[i] ? state.at[i] - dropped[i] : 0
     }
+    print("  load average \(loadBefore) before the stack's run, \(loadAverage()) after (\(Posix.usableCPUs()) usable CPUs)")
     let visible = LatencyPercentiles(latencies)
     let missing = total - failedDrops - latencies.count
     print(String(format: "drop to visible: p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files%@ (target at 200/s: p99 ≤ 10 ms)",
