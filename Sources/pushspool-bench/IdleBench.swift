@@ -9,10 +9,11 @@ import PushExport
 /// Wake-ups of an idle host (issue 21): the real `pushspoold` with the inbox follower, the
 /// outbox (to a loopback receiver) and the exporter (to a local JetStream) enabled, and the
 /// real `pushspool-inbox` holding one open `GET /v1/inbox/stream`. A few pushes and one
-/// `nc-open` event go through first (indexed, streamed, delivered, exported); after `--settle`
-/// seconds (default 10; the wake-ups of each of its seconds are printed) the voluntary and involuntary context switches of every thread of each
-/// process are summed over `--seconds` (default 10). Targets: pushspoold ≤ 2 a second,
-/// pushspool-inbox ≤ 1. `--threads` lists the threads that woke.
+/// `nc-open` event go through first (indexed, streamed, delivered, exported); after
+/// `--settle` seconds (default 10; the wake-ups of each are printed) the voluntary and
+/// involuntary context switches of every thread of each process are summed over `--seconds`
+/// (default 10). Targets: pushspoold ≤ 2 a second, pushspool-inbox ≤ 1. `--threads` (or
+/// `--verbose`) lists the threads that woke: id, name and the system call each sleeps in.
 func runIdleBench(arguments: [String]) {
     var seconds = 10
     var settle = 10
@@ -23,7 +24,7 @@ func runIdleBench(arguments: [String]) {
         switch (arguments[index], value) {
         case ("--seconds", let v?) where v > 0 && v <= 3_600: seconds = v
         case ("--settle", let v?) where v >= 0 && v <= 600: settle = v
-        case ("--threads", _): perThread = true; index -= 1
+        case ("--threads", _), ("--verbose", _): perThread = true; index -= 1
         default:
             print("usage: pushspool-bench idle [--seconds N] [--settle S] [--threads]")
             exit(64)
