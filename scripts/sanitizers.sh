@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The thread sanitizer over the suites with the most threads: the daemon, the journal (writer
-# thread, sync thread, readers) and media (curl loop, vips workers). Its own build directory
+# thread, sync thread, readers), media (curl loop, vips workers) and the follower runtime
+# (runner threads, commit feed, wake-ups). Its own build directory
 # (.build-tsan) so the ordinary debug build is not thrown away. SANITIZER=address runs the
 # address sanitizer instead (.build-asan); SUITES overrides the filter.
 #
-#   scripts/sanitizers.sh                                   # CI: TSan on daemon/journal/media
+#   scripts/sanitizers.sh                                   # CI: TSan on daemon/journal/media/followers
 #   SANITIZER=address SUITES='.*' scripts/sanitizers.sh     # ASan over every unit suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ case "$SANITIZER" in
     address) scratch=.build-asan ;;
     *) echo "sanitizers.sh: SANITIZER must be thread or address" >&2; exit 64 ;;
 esac
-SUITES="${SUITES:-PushspoolDaemonTests|PushJournalTests|PushMediaTests}"
+SUITES="${SUITES:-PushspoolDaemonTests|PushJournalTests|PushMediaTests|PushFollowTests}"
 # Suppressions for genuine false positives only, each commented in the file.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
