@@ -51,6 +51,10 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
     let user = "bench-visible"
     // Arrival by file index (0 = not yet); warm-up files carry no index.
     let arrivals = Locked<(at: [UInt64], count: Int, other: Int)>(([UInt64](repeating: 0, count: total), 0, 0))
+    // What a tail is made of: each item's `ingestedAt` (wall clock, milliseconds) against the
+    // wall clock at its drop and at its arrival.
+    let ingested = Locked<[Int64]>([Int64](repeating: 0, count: total))
+    let arrivedWall = Locked<[Int64]>([Int64](repeating: 0, count: total))
     let warm = Locked<Int>(0)
     let stream: InboxStreamReader
     do {
@@ -66,6 +70,11 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
                     state.at[number] = at
                     state.count += 1
                 }
+            }
+            if number < total, let millis = ingestedAtMillis(in: data) {
+                let now = Posix.wallClockMillis()
+                ingested.withLock { $0[number] = millis }
+                arrivedWall.withLock { $0[number] = now }
             }
         }
     } catch {
@@ -90,11 +99,13 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
     waitFor(seconds: 30, "  the warm-up items on the stream") { warm.withLock { $0 } >= warmCount }
 
     var dropped = [UInt64](repeating: 0, count: total)
+    var droppedWall = [Int64](repeating: 0, count: total)
     let interval = 1_000_000_000 / UInt64(clamping: rate)
     let begin = Posix.monotonicNanos()
     var failedDrops = 0
     for i in 0..<total {
         sleepUntil(monotonicNanos: begin + UInt64(clamping: i) * interval)
+        droppedWall[i] = Posix.wallClockMillis()
         if let at = stack.drop(name: "v\(i).json", bytes: payload("vis-\(i)", i)) { dropped[i] = at } else { failedDrops += 1 }
     }
     waitFor(seconds: 30, "  every file's item on the stream") { arrivals.withLock { $0.count } >= total - failedDrops }
@@ -113,6 +124,18 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
     print(String(format: "drop to visible: p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files%@ (target at 200/s: p99 ≤ 10 ms)",
                  visible.p50, visible.p99, visible.p999, visible.max, visible.count,
                  missing > 0 || failedDrops > 0 ? " (\(missing) never arrived, \(failedDrops) not dropped)" : ""))
+    // The split at millisecond resolution, for the slowest 1 %: drop → ingestedAt (pushspoold
+    // claimed and read the file) and ingestedAt → arrival (journal sync, index, stream).
+    let ingestedAt = ingested.withLock { $0 }, arrivedAt = arrivedWall.withLock { $0 }
+    let slowest = (0..<total).filter { dropped[$0] > 0 && state.at[$0] > 0 }
+        .sorted { state.at[$0] - min(state.at[$0], dropped[$0]) > state.at[$1] - min(state.at[$1], dropped[$1]) }
+        .prefix(max(1, total / 100))
+        .filter { ingestedAt[$0] > 0 }
+    if !slowest.isEmpty {
+        let toIngest = slowest.map { max(0, ingestedAt[$0] - droppedWall[$0]) }, toArrival = slowest.map { max(0, arrivedAt[$0] - ingestedAt[$0]) }
+        print(String(format: "  slowest %d files (ms, ±1): drop → ingestedAt median %.0f, max %lld; ingestedAt → on the stream median %.0f, max %lld",
+                     slowest.count, median(toIngest.map(Double.init)), toIngest.max() ?? 0, median(toArrival.map(Double.init)), toArrival.max() ?? 0))
+    }
     let loop = cLoopLatency(rate: rate, count: total)
     if let loop {
         print(String(format: "C loop drop to durable: p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms; drop-to-visible p99 is %.2f× the loop's",
@@ -125,6 +148,35 @@ func visibleBench(rate: Int, seconds: Int, inboxOnly: Bool) -> Bool {
                             ratio: loop.map { String(format: "p99 %.2f× the C loop's drop-to-durable (%.2f ms; p999 %.2f ms)", visible.p99 / max(0.001, $0.p99), $0.p99, $0.p999) } ?? "",
                             target: rate == 200 ? "p99 ≤ 10 ms" : "", met: met)
     return missing == 0
+}
+
+/// The `ingestedAt` of an item's JSON (`"ingestedAt":"2026-12-01T18:04:27.123Z"`) in
+/// milliseconds since the epoch, or nil.
+private func ingestedAtMillis(in text: String) -> Int64? {
+    guard let range = text.range(of: "\"ingestedAt\":\"") else { return nil }
+    let stamp = Array(text[range.upperBound...].prefix(24).utf8)
+    // YYYY-MM-DDTHH:MM:SS.mmmZ
+    guard stamp.count == 24, stamp[23] == UInt8(ascii: "Z") else { return nil }
+    func number(_ from: Int, _ count: Int) -> Int32? {
+        var value: Int32 = 0
+        for byte in stamp[from..<(from + count)] {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            value = value * 10 + Int32(byte - 0x30)
+        }
+        return value
+    }
+    guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+          let minute = number(14, 2), let second = number(17, 2), let millis = number(20, 3) else { return nil }
+    var parts = tm()
+    parts.tm_year = year - 1900
+    parts.tm_mon = month - 1
+    parts.tm_mday = day
+    parts.tm_hour = hour
+    parts.tm_min = minute
+    parts.tm_sec = second
+    let seconds = timegm(&parts)
+    guard seconds >= 0 else { return nil }
+    return Int64(seconds) * 1000 + Int64(millis)
 }
 
 /// The number after the first `prefix` in `text` (`"title":"vis-42"` → 42).
