@@ -101,49 +101,56 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         return response
     }
 
+    /// Every route the server answers, in the order they are tried: the one routing table
+    /// (``Route``). A wrong method or an unknown path answers 404 like a missing item; under
+    /// `/v1/` only after authentication, so a refusal says nothing about routes.
+    static let routes: [Route] = [
+        Route(.get, "/", "page") { _, _ in InboxPage.response() },
+        Route(.get, "/metrics", "metrics") { api, _ in
+            HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                         body: .bytes(Array(api.stats.prometheus(openStreams: api.hub.openStreams).utf8)))
+        },
+        Route(.get, "/v1/inbox", "inbox") { api, call in api.list(.user(call.user), call.request) },
+        Route(.get, "/v1/inbox/counts", "counts") { api, call in api.counts(.user(call.user)) },
+        Route(.get, "/v1/inbox/stream", "stream") { api, call in api.stream(.user(call.user), call.request) },
+        Route(.post, "/v1/inbox/read-all", "read-all") { api, call in api.readAll(call.user, call.request) },
+        Route(.post, "/v1/inbox/{item}/seen", "seen") { api, call in api.itemEvent(call, type: .seen) },
+        Route(.post, "/v1/inbox/{item}/read", "read") { api, call in api.itemEvent(call, type: .read) },
+        Route(.post, "/v1/inbox/{item}/open", "open") { api, call in api.itemEvent(call, type: .open) },
+        Route(.post, "/v1/inbox/{item}/archive", "archive") { api, call in api.itemEvent(call, type: .archive) },
+        Route(.post, "/v1/inbox/{item}/actions/{action}", "action") { api, call in api.itemEvent(call, type: .action) },
+        Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user)) },
+        Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
+        Route(.put, "/v1/inapp/optout", "inapp-optout") { api, call in api.inAppOptOut(call) },
+        Route(.post, "/v1/events/nc-open", "nc-open") { api, call in api.ncOpen(call.user, call.request) },
+        Route(.get, "/v1/media/{sha256}", "media") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: false, call.request) },
+        Route(.get, "/v1/media/{sha256}/thumb", "thumb") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: true, call.request) },
+    ]
+
+    /// The routes as (method, template) pairs, HEAD left out: what `docs/openapi.yaml` must list.
+    package static var routeList: [(method: String, path: String)] {
+        routes.map { ($0.method.rawValue, $0.template) }
+    }
+
     private func route(_ request: HTTPRequest) -> (String, HTTPResponse) {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        let get = request.method == "GET" || request.method == "HEAD"
-        let post = request.method == "POST"
-        switch (parts.first, parts.count) {
-        case ("", 1) where get:
-            return ("page", InboxPage.response())
-        case ("metrics", 1) where get:
-            return ("metrics", HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                                            body: .bytes(Array(stats.prometheus(openStreams: hub.openStreams).utf8))))
-        case ("v1", _):
-            break
-        default:
-            return ("other", Self.notFound)
+        var user = ""
+        if parts.first == "v1" {
+            // Every /v1/ route needs the user's token; authenticate before looking at anything
+            // else so a refusal says nothing about routes, items or users.
+            switch authenticate(request) {
+            case .success(let name): user = name
+            case .failure(let refusal):
+                stats.authFailure(client: request.clientAddress, method: request.method,
+                                  route: Self.routeTemplate(parts), reason: refusal.rawValue)
+                return ("unauthorized", Self.unauthorized)
+            }
         }
-        let rest = Array(parts.dropFirst())
-        // Every /v1/ route needs the user's token; authenticate before looking at anything else
-        // so a refusal says nothing about routes, items or users.
-        let user: String
-        switch authenticate(request) {
-        case .success(let name): user = name
-        case .failure(let refusal):
-            stats.authFailure(client: request.clientAddress, method: request.method,
-                              route: Self.routeTemplate(rest), reason: refusal.rawValue)
-            return ("unauthorized", Self.unauthorized)
+        for route in Self.routes where route.accepts(request.method) {
+            guard let parameters = route.match(parts) else { continue }
+            return (route.name, route.handler(self, Route.Call(request: request, user: user, parameters: parameters)))
         }
-        let owner = InboxOwner.user(user)
-        switch rest {
-        case ["inbox"] where get: return ("inbox", list(owner, request))
-        case ["inbox", "counts"] where get: return ("counts", counts(owner))
-        case ["inbox", "stream"] where get: return ("stream", stream(owner, request))
-        case ["inbox", "read-all"] where post: return ("read-all", readAll(user, request))
-        case ["inapp"] where get: return ("inapp", inapp(owner))
-        case ["events", "nc-open"] where post: return ("nc-open", ncOpen(user, request))
-        case let r where r.count == 3 && r[0] == "inbox" && ["seen", "read", "archive"].contains(r[2]) && post:
-            return (r[2], itemEvent(user, item: r[1], type: r[2] == "seen" ? .seen : r[2] == "read" ? .read : .archive,
-                                    request: request))
-        case let r where r.count == 4 && r[0] == "inbox" && r[2] == "actions" && post:
-            return ("action", itemEvent(user, item: r[1], type: .action, action: r[3], request: request))
-        case let r where r.count == 2 && r[0] == "media" && get: return ("media", media(r[1], thumbnail: false, request))
-        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb" && get: return ("thumb", media(r[1], thumbnail: true, request))
-        default: return ("other", Self.notFound)
-        }
+        return ("other", Self.notFound)
     }
 
     /// The user when `Authorization: Bearer <token>` and `X-Pushspool-User: <id>` match (for
@@ -176,21 +183,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case invalidToken = "invalid_token"
     }
 
-    /// The route of `/v1/…` path components with ids replaced by placeholders, for the
-    /// auth-failure event: bounded and free of the client's data (an item id or a hash could
-    /// be a guess at someone else's). Unknown paths are "other".
+    /// The template of the route a path is for (`/v1/inbox/{item}/read`), whatever the
+    /// method, for the auth-failure event: bounded and free of the client's data (an item id
+    /// or a hash could be a guess at someone else's). Unknown paths are "other". `parts`: the
+    /// path split at `/`, without the leading empty component.
     static func routeTemplate(_ parts: [String]) -> String {
-        switch parts {
-        case ["inbox"], ["inbox", "counts"], ["inbox", "stream"], ["inbox", "read-all"], ["inapp"], ["events", "nc-open"]:
-            return "/v1/" + parts.joined(separator: "/")
-        case let r where r.count == 3 && r[0] == "inbox" && ["seen", "read", "archive"].contains(r[2]):
-            return "/v1/inbox/{id}/" + r[2]
-        case let r where r.count == 4 && r[0] == "inbox" && r[2] == "actions":
-            return "/v1/inbox/{id}/actions/{action}"
-        case let r where r.count == 2 && r[0] == "media": return "/v1/media/{sha256}"
-        case let r where r.count == 3 && r[0] == "media" && r[2] == "thumb": return "/v1/media/{sha256}/thumb"
-        default: return "other"
-        }
+        routes.first { $0.match(parts) != nil }?.template ?? "other"
     }
 
     /// This thread's box (created on its first request).
@@ -343,8 +341,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
     }
 
-    private func itemEvent(_ user: String, item text: String, type: EventType, action: String? = nil,
-                           request: HTTPRequest) -> HTTPResponse {
+    /// `X-Pushspool-Device`: the device an event came from, when the app names it (Mindbox's
+    /// `deviceUUID`, Infobip's `pushRegistrationId`); ignored when empty or over 255 bytes.
+    static func device(_ request: HTTPRequest) -> String? {
+        guard let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes else { return nil }
+        return device
+    }
+
+    /// A change to the caller's `{item}`: seen, read, open, archive, an action, in-app shown.
+    /// Answers 202 with the item as it will be once the event is applied.
+    private func itemEvent(_ call: Route.Call, type: EventType) -> HTTPResponse {
+        let (user, request) = (call.user, call.request)
+        let text = call.parameters["item"] ?? ""
         guard let seq = UInt64(text), seq > 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return Self.notFound }
         guard let index = openIndex() else { return Self.unavailable }
         let current: InboxItem
@@ -355,9 +363,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         } catch {
             return failure(error)
         }
-        var event = PushEvent(type: type, eventId: "", user: user, item: seq, at: Timestamp.now())
+        let now = Timestamp.now()
+        var event: PushEvent
+        switch type {
+        case .open: event = .ncOpen(item: seq, user: user, device: Self.device(request), at: now)
+        case .inAppShown: event = .ncInAppShown(item: seq, user: user, device: Self.device(request), at: now)
+        default: event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
+        }
         if type == .action {
-            guard let action, !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
+            guard let action = call.parameters["action"], !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
             event.action = action
             if !request.body.isEmpty {
                 guard let body = try? Self.parser.parse(request.body), case .object(let members) = body else {
@@ -376,7 +390,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var next = current
         switch type {
         case .seen: next.seen = true
-        case .read: next.seen = true; next.read = true
+        case .read, .open: next.seen = true; next.read = true
+        case .inAppShown: next.inAppShown = true
         case .archive: next.archived = true
         case .action: next.seen = true; next.read = true; next.acted = true
         default: break
@@ -391,12 +406,22 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        var event = PushEvent(type: .opened, eventId: "", user: user, at: Timestamp.now())
-        if let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes {
-            event.device = device
-        }
+        var event = PushEvent(type: .opened, eventId: "", user: user, device: Self.device(request), at: Timestamp.now())
         if let refusal = submit(&event, user: user, request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId)]))
+    }
+
+    /// `PUT /v1/inapp/optout` with `{"enabled": true}` (the opt-out is on: no in-app messages)
+    /// or `{"enabled": false}` (off: they are presented again), as `pushspoolctl nc
+    /// inapp-optout on|off`.
+    private func inAppOptOut(_ call: Route.Call) -> HTTPResponse {
+        guard let body = try? Self.parser.parse(call.request.body), case .object(let members) = body,
+              case .bool(let optedOut)? = members["enabled"] else {
+            return Self.problem(400, "invalid_body", "the body must be a JSON object like {\"enabled\": true} (true opts out of in-app messages)")
+        }
+        var event = PushEvent.ncInAppOptOut(optedOut: optedOut, user: call.user, device: Self.device(call.request), at: Timestamp.now())
+        if let refusal = submit(&event, user: call.user, call.request) { return refusal }
+        return Self.json(202, .object(["eventId": .string(event.eventId), "enabled": .bool(optedOut)]))
     }
 
     // MARK: live stream

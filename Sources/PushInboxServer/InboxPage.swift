@@ -3,8 +3,13 @@
 /// would show it (title, body, thumbnail, buttons, unread dots, the modal to present now) and
 /// watch new pushes arrive over the event stream. No dependencies, no build step.
 ///
+/// A tap on an item opens it (`POST /v1/inbox/{item}/open`: read, and the push-open reports);
+/// "Mark read" only marks it read. The modal to present is reported shown
+/// (`POST /v1/inapp/{item}/shown`) as it appears, so it is not presented again.
+///
 /// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
-/// `&click=read:ITEM` then clicks that item's "Mark read" button once the list is shown;
+/// `&click=open:ITEM,read:ITEM` then taps that item, or clicks its "Mark read" button, once the
+/// list is shown;
 /// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
 /// runs out while a request stays open).
 enum InboxPage {
@@ -33,6 +38,7 @@ enum InboxPage {
         li.item { background: #fff; border-radius: 8px; padding: 10px 12px; display: grid; grid-template-columns: 14px 1fr 72px; gap: 8px; }
         li.item .dot { width: 10px; height: 10px; border-radius: 50%; margin-top: 6px; }
         li.item.unread .dot { background: #2563eb; }
+        li.item .content { cursor: pointer; }
         li.item .title { font-weight: 600; }
         li.item .subtitle { color: #374151; }
         li.item .body { color: #4b5563; white-space: pre-wrap; }
@@ -81,7 +87,9 @@ enum InboxPage {
           li.classList.toggle("unread", !item.state.read);
           li.classList.toggle("read", item.state.read);
           li.append(el("span", "dot"));
-          const text = el("div");
+          const text = el("div", "content");
+          // A tap on the item (not on one of its buttons) opens it.
+          text.addEventListener("click", (e) => { if (!e.target.closest("button")) mark(item.item, "open"); });
           text.append(el("div", "title", item.title || "(no title)"));
           if (item.subtitle) text.append(el("div", "subtitle", item.subtitle));
           if (item.body) text.append(el("div", "body", item.body));
@@ -136,11 +144,13 @@ enum InboxPage {
           $("modal-body").textContent = r.item.body || "";
           const buttons = $("modal-buttons"); buttons.replaceChildren();
           const open = el("button", "", r.item.inAppOpenTitle || "Open");
-          open.addEventListener("click", () => { $("modal").classList.remove("open"); mark(r.item.item, "read"); });
+          open.addEventListener("click", () => { $("modal").classList.remove("open"); mark(r.item.item, "open"); });
           const dismiss = el("button", "", r.item.inAppDismissTitle || "Dismiss");
           dismiss.addEventListener("click", () => $("modal").classList.remove("open"));
           buttons.append(open, dismiss);
           $("modal").classList.add("open");
+          // Presented: GET /v1/inapp does not serve it again.
+          await api("POST", "/v1/inapp/" + r.item.item + "/shown");
         }
         function live() {
           if (source) source.close();
@@ -159,9 +169,9 @@ enum InboxPage {
             await inapp();
             if (!noLive) live();
             document.body.dataset.ready = "1";
-            if (click) {
-              const [what, id] = click.split(":");
-              const target = document.querySelector('li.item[data-item="' + id + '"] button.mark-' + what);
+            for (const step of (click || "").split(",").filter((s) => s)) {
+              const [what, id] = step.split(":");
+              const target = document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title" : "button.mark-" + what));
               if (target) target.click();
             }
           } catch (e) { $("error").textContent = e.message; }

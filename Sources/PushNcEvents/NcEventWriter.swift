@@ -30,3 +30,26 @@ package enum NcEventWriter {
         try SpoolDropper.drop(bytes: envelopeBytes(event), layout: layout)
     }
 }
+
+/// The events an app reports, built in one place for `pushspoolctl nc` and pushspool-inbox's
+/// routes, so the two can never write a different envelope for the same act. `eventId` is
+/// empty and `at` unset unless given: the writer's caller draws them.
+extension PushEvent {
+    /// `nc.open`: the user opened `item` from the Notification Center. The index marks it read
+    /// (and seen); the outbox sends Mindbox `mobileapp.NCPushOpen` or an Infobip seen report.
+    package static func ncOpen(item: UInt64, user: String?, device: String?, eventId: String = "", at: String? = nil) -> PushEvent {
+        PushEvent(type: .open, eventId: eventId, user: user, device: device, item: item, at: at)
+    }
+
+    /// `nc.inapp-shown`: the in-app message of `item` was presented; it is not served again.
+    package static func ncInAppShown(item: UInt64, user: String?, device: String?, eventId: String = "", at: String? = nil) -> PushEvent {
+        PushEvent(type: .inAppShown, eventId: eventId, user: user, device: device, item: item, at: at)
+    }
+
+    /// `nc.inapp-optout`: `optedOut` true stops in-app messages for the inbox, false lets them
+    /// be presented again. The event's `enabled` says whether presentation is on, so it is the
+    /// opposite of `optedOut`.
+    package static func ncInAppOptOut(optedOut: Bool, user: String?, device: String?, eventId: String = "", at: String? = nil) -> PushEvent {
+        PushEvent(type: .inAppOptOut, eventId: eventId, user: user, device: device, enabled: !optedOut, at: at)
+    }
+}

@@ -103,9 +103,15 @@ package struct NcEventCommand: CtlSubcommand {
         switch word {
         case "opened":
             try expectOperands([])
-        case "open", "seen", "inapp-shown":
+        case "open":
             try expectOperands(["ITEM"])
-            event.type = word == "open" ? .open : word == "seen" ? .seen : .inAppShown
+            event = .ncOpen(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
+        case "inapp-shown":
+            try expectOperands(["ITEM"])
+            event = .ncInAppShown(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
+        case "seen":
+            try expectOperands(["ITEM"])
+            event.type = .seen
             event.item = try itemOperand()
         case "read", "archive":
             if all || allRead {
@@ -131,13 +137,13 @@ package struct NcEventCommand: CtlSubcommand {
             event.text = text
         case "inapp-optout":
             try expectOperands(["on|off"])
-            event.type = .inAppOptOut
+            let optedOut: Bool
             switch operands[0] {
-            // Opting out turns in-app presentation off: on → enabled false.
-            case "on": event.enabled = false
-            case "off": event.enabled = true
+            case "on": optedOut = true
+            case "off": optedOut = false
             default: throw UsageError("nc inapp-optout takes on or off, not '\(operands[0])'")
             }
+            event = .ncInAppOptOut(optedOut: optedOut, user: user, device: device, eventId: event.eventId)
         default:
             throw UsageError("no such nc subcommand: \(word)")
         }

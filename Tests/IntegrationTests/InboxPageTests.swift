@@ -5,8 +5,9 @@ import TestSupport
 import PushSystem
 
 /// The inbox page in Debian's headless Chromium against a live pushspool-inbox: the rendered
-/// DOM shows the items, their unread state and the modal; a click on "Mark read" goes through
-/// the journal; a screenshot is kept as a CI artifact (`.build/test-artifacts/inbox-page.png`).
+/// DOM shows the items, their unread state and the modal; a tap on an item opens it (nc.open),
+/// a click on "Mark read" reads another (nc.read), the modal is reported shown (nc.inapp-shown),
+/// each through the journal; a screenshot is kept as a CI artifact (`.build/test-artifacts/inbox-page.png`).
 @Suite struct InboxPageTests {
     static let chromium = "/usr/bin/chromium"
 
@@ -17,7 +18,7 @@ import PushSystem
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
-    func thePageShowsTheInboxAndMarksRead() throws {
+    func thePageShowsTheInboxOpensATappedItemAndMarksRead() throws {
         let server = try InboxServerHarness(name: "inbox-page")
         for name in ["mindbox-ios-current.json", "apns-generic.json", "infobip-ios-mirror-modal.json"] {
             let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: DaemonHarness.packageRoot + "/spool-examples/" + name)))
@@ -27,24 +28,36 @@ import PushSystem
         }
         let items = try server.items()
         let mindbox = try #require(items.first { $0["vendor"]?.stringValue == "mindbox" }?["item"]?.stringValue)
+        let apns = try #require(items.first { $0["vendor"]?.stringValue == "apns" }?["item"]?.stringValue)
         let modal = try #require(items.first { $0["presentation"]?.stringValue == "modal" })
         let profile = server.daemon.root + "/chromium"
         let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
 
-        let dom = try Self.run(["--dump-dom", page + "&click=read:\(mindbox)"], profile: profile)
+        let dom = try Self.run(["--dump-dom", page + "&click=open:\(mindbox),read:\(apns)"], profile: profile)
         #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
         let rows = dom.components(separatedBy: "<li class=\"item").dropFirst()
         #expect(rows.count == 3)
         #expect(dom.contains("<form id=\"signin\" hidden=\"\">"), "signed in: the form is hidden")
-        #expect(dom.contains("<li class=\"item read\" data-item=\"\(mindbox)\">"), "the clicked item is read")
-        #expect(rows.filter { $0.hasPrefix(" unread\"") }.count == 2)
+        #expect(dom.contains("<li class=\"item read\" data-item=\"\(mindbox)\">"), "the tapped item is read")
+        #expect(dom.contains("<li class=\"item read\" data-item=\"\(apns)\">"), "the clicked item is read")
+        #expect(rows.filter { $0.hasPrefix(" unread\"") }.count == 1)
         #expect(dom.contains("<div class=\"title\">Скидка 20% 🎉</div>"))
         #expect(dom.contains("<button class=\"action\" data-action=\"btn-open\">Open</button>"), "the push's buttons")
         // The modal to present now: the Infobip mirror push, open over the list.
         #expect(dom.contains("<div id=\"modal\" role=\"dialog\" aria-modal=\"true\" class=\"open\">"))
         #expect(dom.contains("<div class=\"title\" id=\"modal-title\">\(modal["title"]?.stringValue ?? "?")</div>"))
-        // The click went through the spool and the journal.
-        try waitUntil(timeout: 30, "the read applied") { try server.counts().unread == 2 }
+        // The tap, the click and the modal's presentation went through the spool and the journal.
+        try waitUntil(timeout: 30, "the open and the read applied") { try server.counts().unread == 1 }
+        var events: [String] = []
+        try waitUntil(timeout: 30, "the three events journaled") {
+            events = try server.daemon.records().compactMap { record -> String? in
+                guard record.key.hasPrefix("event:"), let body = try? JSONParser().parse(record.body) else { return nil }
+                return (body["type"]?.stringValue ?? "") + " " + (body["item"]?.numberLexeme ?? "")
+            }
+            return events.count >= 3
+        }
+        #expect(Set(events) == ["nc.open \(mindbox)", "nc.read \(apns)", "nc.inapp-shown \(modal["item"]?.stringValue ?? "?")"])
+        try waitUntil(timeout: 30, "the modal not served again") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == true }
 
         let artifacts = DaemonHarness.packageRoot + "/.build/test-artifacts"
         try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)

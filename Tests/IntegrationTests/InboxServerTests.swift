@@ -234,7 +234,7 @@ final class InboxServerHarness: @unchecked Sendable {
         let logged = server.authEvents.count
         #expect(logged <= ServerStats.authEventsPerSecond * (seconds + 1), "\(logged) events in about \(seconds) s")
         #expect(server.suppressedAuthEvents >= total - ServerStats.authEventsPerSecond * (seconds + 1))
-        #expect(server.authEvents.allSatisfy { $0.contains("INBOX_ROUTE=/v1/inbox/{id}/read") && !$0.contains("guess") })
+        #expect(server.authEvents.allSatisfy { $0.contains("INBOX_ROUTE=/v1/inbox/{item}/read") && !$0.contains("guess") })
         let metrics = try server.request("GET", "/metrics", user: nil)
         #expect(metrics.body.contains("pushspool_inbox_auth_failures_total \(total)"))
     }

@@ -80,12 +80,15 @@ import PushPayload
     }
 
     @Test func routeTemplatesCarryNoClientData() {
-        #expect(InboxAPI.routeTemplate(["inbox"]) == "/v1/inbox")
-        #expect(InboxAPI.routeTemplate(["inbox", "42", "read"]) == "/v1/inbox/{id}/read")
-        #expect(InboxAPI.routeTemplate(["inbox", "42", "actions", "accept"]) == "/v1/inbox/{id}/actions/{action}")
-        #expect(InboxAPI.routeTemplate(["media", "ab", "thumb"]) == "/v1/media/{sha256}/thumb")
-        #expect(InboxAPI.routeTemplate(["secret-token-in-path"]) == "other")
-        #expect(InboxAPI.routeTemplate(["inbox", "1", "2", "3", "4"]) == "other")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox"]) == "/v1/inbox")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "read"]) == "/v1/inbox/{item}/read")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "open"]) == "/v1/inbox/{item}/open")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "actions", "accept"]) == "/v1/inbox/{item}/actions/{action}")
+        #expect(InboxAPI.routeTemplate(["v1", "inapp", "42", "shown"]) == "/v1/inapp/{item}/shown")
+        #expect(InboxAPI.routeTemplate(["v1", "inapp", "optout"]) == "/v1/inapp/optout")
+        #expect(InboxAPI.routeTemplate(["v1", "media", "ab", "thumb"]) == "/v1/media/{sha256}/thumb")
+        #expect(InboxAPI.routeTemplate(["v1", "secret-token-in-path"]) == "other")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox", "1", "2", "3", "4"]) == "other")
     }
 }
 
