@@ -83,7 +83,10 @@ package final class NatsClient {
             try check(natsOptions_SetReconnectWait(opts, 250), "reconnect wait")
             if let sink {
                 // A lost or regained connection wakes the exporter, which otherwise sleeps.
-                let closure = Unmanaged.passUnretained(sink).toOpaque()
+                // Retained and never released: libnats may call the closed callback after
+                // natsConnection_Destroy returns, when the exporter may be gone. One sink per
+                // exporter, so each reconnect only raises its count.
+                let closure = Unmanaged.passRetained(sink).toOpaque()
                 let onConnection: natsConnectionHandler = { _, closure in
                     Unmanaged<AckSink>.fromOpaque(closure!).takeUnretainedValue().changed()
                 }

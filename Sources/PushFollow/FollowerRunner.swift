@@ -48,6 +48,16 @@ package final class FollowerRunner: Sendable {
     private let backoff: Backoff
     private let niceness: Int32
     private let wakeup = Wakeup()
+    /// Shared with the closures the follower and the commit feed hold.
+    private final class Flags: Sendable {
+        /// Set by ``FollowerRunner/wake()`` (and the follower's own wake closure): ends any
+        /// wait, unlike a commit.
+        let poked = Atomic<Bool>(false)
+        /// True only while the runner waits for a commit: commits wake nothing else, so a
+        /// follower's timed sleep or failure backoff is not cut short by ingest.
+        let wantsCommits = Atomic<Bool>(false)
+    }
+    private let flags = Flags()
     private let stopping = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
     private struct Control {
@@ -70,8 +80,11 @@ package final class FollowerRunner: Sendable {
         control = Locked(Control(status: FollowerStatus(name: follower.name, durableSeq: follower.durableSeq(),
                                                         journalLastSeq: commits.lastSeq, running: false, lastError: nil,
                                                         failures: 0, failuresTotal: 0, detail: follower.statusDetail)))
-        let wakeup = wakeup
-        follower.attached(wake: { wakeup.signal() })
+        let wakeup = wakeup, flags = flags
+        follower.attached(wake: {
+            flags.poked.store(true, ordering: .releasing)
+            wakeup.signal()
+        })
     }
 
     package var name: String { follower.name }
@@ -101,8 +114,12 @@ package final class FollowerRunner: Sendable {
         }
     }
 
-    /// Makes a waiting step happen now (an acknowledgement arrived, a retry was requested).
-    package func wake() { wakeup.signal() }
+    /// Makes a waiting step happen now (an acknowledgement arrived, a retry was requested),
+    /// also one sleeping out a backoff or a timed wait.
+    package func wake() {
+        flags.poked.store(true, ordering: .releasing)
+        wakeup.signal()
+    }
 
     package var stopRequested: Bool { stopping.load(ordering: .acquiring) }
 
@@ -137,15 +154,24 @@ package final class FollowerRunner: Sendable {
     }
 
     private func run() {
-        let token = commits.subscribe(wakeup)
+        let wakeup = wakeup, flags = flags
+        let token = commits.subscribe {
+            if flags.wantsCommits.load(ordering: .acquiring) { wakeup.signal() }
+        }
         defer {
             commits.unsubscribe(token)
             follower.finish()
             finished.store(true, ordering: .releasing)
         }
         let stopRequested: @Sendable () -> Bool = { [self] in self.stopRequested }
+        // A follower that asks for a commit past a seq the journal has already passed, step
+        // after step, is not making progress (a failing disk it does not report): it backs
+        // off like a failed step instead of spinning.
+        var stalledAt: UInt64?
+        var stalls = 0
         while !stopRequested() {
             let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested)
+            flags.poked.store(false, ordering: .releasing)
             let next: FollowerNext
             do {
                 next = try follower.step(context)
@@ -162,19 +188,51 @@ package final class FollowerRunner: Sendable {
                     control.status.lastError = "\(error.shortDescription): \(error.message)"
                     return control.status.failures
                 }
-                wakeup.wait(timeout: backoff.delay(failures: failures))
+                sleep(for: backoff.delay(failures: failures))
                 continue
             }
             switch next {
             case .again:
+                stalledAt = nil
+                stalls = 0
                 continue
             case .commitAfter(let seq, let atMost):
-                // Subscribed before this check, so a commit after it signals the wakeup.
-                if commits.lastSeq > seq { continue }
-                wakeup.wait(timeout: atMost)
+                if commits.lastSeq > seq {
+                    if stalledAt == seq {
+                        stalls += 1
+                        sleep(for: backoff.delay(failures: stalls))
+                    } else {
+                        stalledAt = seq
+                        stalls = 0
+                    }
+                    continue
+                }
+                stalledAt = nil
+                stalls = 0
+                // Armed before the check, so a commit after it signals the wakeup.
+                flags.wantsCommits.store(true, ordering: .releasing)
+                if commits.lastSeq <= seq, !flags.poked.load(ordering: .acquiring) { wakeup.wait(timeout: atMost) }
+                flags.wantsCommits.store(false, ordering: .releasing)
             case .wake(let atMost):
-                wakeup.wait(timeout: atMost)
+                stalledAt = nil
+                stalls = 0
+                sleep(for: atMost)
             }
+        }
+    }
+
+    /// Sleeps `duration` (`nil` = until woken), ending early only for ``wake()`` or a stop:
+    /// commits do not wake a follower here.
+    private func sleep(for duration: Duration?) {
+        let deadline = duration.map { Posix.monotonicNanos() &+ $0.clampedUInt64Nanoseconds }
+        while !stopRequested, !flags.poked.load(ordering: .acquiring) {
+            var remaining: Duration?
+            if let deadline {
+                let now = Posix.monotonicNanos()
+                guard now < deadline else { return }
+                remaining = .nanoseconds(Int64(clamping: deadline - now))
+            }
+            wakeup.wait(timeout: remaining)
         }
     }
 }

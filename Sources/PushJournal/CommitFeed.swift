@@ -1,8 +1,8 @@
 import PushSystem
 
 /// How the journal writer tells in-process followers that records became durable: each
-/// follower's runner subscribes its `Wakeup`, and every committed batch signals them all with
-/// the new last seq. A follower that is idle therefore sleeps until a commit instead of
+/// follower's runner subscribes, and every committed batch notifies them all with the new
+/// last seq. A follower that is idle therefore sleeps until a commit instead of
 /// polling the journal, and starts on a record as soon as it is durable.
 ///
 /// Across processes (pushspool-inbox) the committed-seq mark file plays this part, watched
@@ -13,7 +13,7 @@ import PushSystem
 package final class CommitFeed: Sendable {
     private struct State {
         var lastSeq: UInt64
-        var subscribers: [(id: UInt64, wakeup: Wakeup)] = []
+        var subscribers: [(id: UInt64, notify: @Sendable () -> Void)] = []
         var nextId: UInt64 = 0
     }
 
@@ -28,19 +28,20 @@ package final class CommitFeed: Sendable {
 
     /// Called by the writer after each durable batch: records the seq and wakes every subscriber.
     package func announce(_ seq: UInt64) {
-        let wakeups = state.withLock { state -> [Wakeup] in
+        let subscribers = state.withLock { state -> [@Sendable () -> Void] in
             guard seq > state.lastSeq else { return [] }
             state.lastSeq = seq
-            return state.subscribers.map(\.wakeup)
+            return state.subscribers.map(\.notify)
         }
-        for wakeup in wakeups { wakeup.signal() }
+        for notify in subscribers { notify() }
     }
 
-    /// Signals `wakeup` on every later commit until `unsubscribe(_:)` with the returned token.
-    package func subscribe(_ wakeup: Wakeup) -> UInt64 {
+    /// Calls `notify` (on the writer's thread: keep it to a signal) on every later commit until
+    /// `unsubscribe(_:)` with the returned token.
+    package func subscribe(_ notify: @escaping @Sendable () -> Void) -> UInt64 {
         state.withLock { state in
             state.nextId += 1
-            state.subscribers.append((state.nextId, wakeup))
+            state.subscribers.append((state.nextId, notify))
             return state.nextId
         }
     }

@@ -88,6 +88,8 @@ package final class OutboxFollower: Follower, Sendable {
         watchRetries()
         let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
         publish(result.notices)
+        // Deliveries already queued went out in this step; what failed is taking new records.
+        if let failure = result.journalFailure { throw FollowerError("outbox_journal", failure) }
         if result.moreJournal { return .again }
         return .commitAfter(status.cursor, atMost: result.sleepMillis.map { .milliseconds($0) })
     }
@@ -170,7 +172,13 @@ final class Worker {
         var moreJournal = false
         /// When the next delivery in backoff is due; `nil` = nothing waits on a clock.
         var sleepMillis: Int64?
+        /// Reading the journal or writing `pending/` and the cursor failed: the runner backs
+        /// off instead of stepping again at once.
+        var journalFailure: String?
     }
+
+    /// The last failure of `enqueueFromJournal`, cleared by its next success.
+    var journalFailure: String?
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
         self.options = options
@@ -214,6 +222,7 @@ final class Worker {
         var result = StepResult()
         absorbRetries()
         result.moreJournal = enqueueFromJournal(limit: 1024)
+        result.journalFailure = journalFailure
         result.notices = deliverDue(now: now)
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
         if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
@@ -282,9 +291,11 @@ final class Worker {
                 cursor = last
             }
             adoptCoveredUnconfirmed()
+            journalFailure = nil
             return count == limit
         } catch {
             lastError = error.description
+            journalFailure = error.description
             // Re-read from the cursor next time: records read but not covered by it are
             // mapped again (same file names, so nothing is duplicated).
             reader = nil

@@ -215,6 +215,10 @@ package final class Daemon: Sendable {
 
             let now = Posix.monotonicNanos()
             let configuration = store.current
+            // A settled line is still checked at every wake-up (the metrics tick bounds how
+            // long that takes): a follower can change it with no file arriving (NATS gone,
+            // an outbox failing and recovering).
+            if clock.statusSettled, statusLine() != clock.lastStatusLine { clock.statusSettled = false }
             if !clock.statusSettled, now &- clock.lastStatus >= statusInterval {
                 let line = statusLine()
                 reporter.notifier.status(line)
@@ -566,6 +570,8 @@ package final class Daemon: Sendable {
                 break drain
             }
         }
+        // Retention deletes segments: it must be done before the journal's lock is released.
+        followers.stopRetention(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
         do {
             try journal.close()
         } catch {

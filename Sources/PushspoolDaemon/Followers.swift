@@ -85,6 +85,12 @@ final class Followers: Sendable {
         try group.start()
     }
 
+    /// Stops retention and waits for its pass in progress: it deletes journal segments, which
+    /// must not happen after the journal's lock is released.
+    func stopRetention(deadline: UInt64) {
+        group.runner(named: "retention")?.stop(deadline: deadline)
+    }
+
     /// Asks every follower to stop after its current step, without waiting: an outbox POST
     /// in flight is abandoned while ingest drains.
     func requestStop() {

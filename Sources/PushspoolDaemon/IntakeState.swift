@@ -15,7 +15,8 @@
 struct IntakeState: Sendable {
     /// Where the daemon is, with what belongs to that phase alone.
     enum Phase: Sendable, Equatable {
-        case recovering
+        /// `reloadPending`: SIGHUP came during start-up; the reload happens once running.
+        case recovering(reloadPending: Bool)
         /// `startupScanComplete`: the first full scan of `incoming/` has finished since intake
         /// was armed. `reloadPending`: SIGHUP came; the loop reloads at its next turn.
         case running(startupScanComplete: Bool, reloadPending: Bool)
@@ -62,7 +63,7 @@ struct IntakeState: Sendable {
         case rescanNeeded
     }
 
-    private(set) var phase: Phase = .recovering
+    private(set) var phase: Phase = .recovering(reloadPending: false)
     let capacityLimit: Int
     let busyLimit: Int
     /// Files taken (claimed or re-processed) and not yet finished.
@@ -111,8 +112,8 @@ struct IntakeState: Sendable {
     /// after `incoming/` was replaced does not send it again). The start-up backlog is as
     /// safe in `incoming/` as it will be in the journal, so READY does not wait for it.
     mutating func intakeArmed() -> Bool {
-        guard phase == .recovering else { return false }
-        phase = .running(startupScanComplete: false, reloadPending: false)
+        guard case .recovering(let reloadPending) = phase else { return false }
+        phase = .running(startupScanComplete: false, reloadPending: reloadPending)
         guard !readySent else { return false }
         readySent = true
         return true
@@ -137,9 +138,17 @@ struct IntakeState: Sendable {
 
     /// SIGHUP: a reload is due at the loop's next turn.
     mutating func requestReload() -> IntakeAction {
-        guard case .running(let complete, _) = phase else { return [] }
-        phase = .running(startupScanComplete: complete, reloadPending: true)
-        return .wakeLoop
+        switch phase {
+        case .recovering:
+            // Kept for the running phase: the loop that reloads has not started yet.
+            phase = .recovering(reloadPending: true)
+            return []
+        case .running(let complete, _):
+            phase = .running(startupScanComplete: complete, reloadPending: true)
+            return .wakeLoop
+        case .draining, .stopped, .failed:
+            return []
+        }
     }
 
     /// Whether a reload is due; consumes the request.

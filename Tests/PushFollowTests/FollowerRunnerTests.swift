@@ -106,6 +106,10 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(waitFor { runner.status.failures >= 1 })
         #expect(runner.status.lastError == "test_failure: injected")
         #expect(runner.status.summary.contains("failing: test_failure"))
+        // Commits do not cut a backoff short (a failing follower would retry at the ingest rate).
+        for seq in 6...50 as ClosedRange<UInt64> { feed.announce(seq) }
+        usleep(100_000)
+        #expect(follower.stepsTaken.withLock { $0 } == 1)
         // In a 30 s backoff: the stop wakes it.
         let started = Posix.monotonicNanos()
         #expect(runner.stop(deadline: started + 5_000_000_000))
@@ -172,5 +176,42 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(runner.status.durableSeq == nil)
         #expect(runner.status.summary == "retention")
         runner.stop()
+    }
+}
+
+@Suite struct RunnerWaitTests {
+    @Test func commitsDoNotShortenATimedSleep() throws {
+        let feed = CommitFeed()
+        let follower = PeriodicFollower(name: "retention", interval: .seconds(3600)) {}
+        let runner = FollowerRunner(follower, commits: feed)
+        try runner.start()
+        #expect(waitFor { follower.passes == 1 })
+        for seq in 1...200 as ClosedRange<UInt64> { feed.announce(seq) }
+        usleep(200_000)
+        #expect(follower.passes == 1)
+        runner.wake()
+        #expect(waitFor { follower.passes == 2 })
+        runner.stop()
+    }
+
+    /// A follower that keeps asking for a commit past a seq the journal has already passed
+    /// makes no progress: the runner backs off instead of stepping it in a tight loop.
+    @Test func aFollowerThatMakesNoProgressIsBackedOff() throws {
+        final class Stalled: Follower, Sendable {
+            let name = "stalled"
+            let steps = Locked(0)
+            func durableSeq() -> UInt64? { 0 }
+            func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+                steps.withLock { $0 += 1 }
+                return .commitAfter(0, atMost: nil)
+            }
+        }
+        let stalled = Stalled()
+        let runner = FollowerRunner(stalled, commits: CommitFeed(lastSeq: 5), backoff: Backoff(base: .milliseconds(50), ceiling: .seconds(1)))
+        try runner.start()
+        usleep(500_000)
+        // 50, 100, 200 ms... a spinning runner would have stepped many thousands of times.
+        #expect(stalled.steps.withLock { $0 } < 12)
+        #expect(runner.stop(deadline: Posix.monotonicNanos() + 5_000_000_000))
     }
 }

@@ -191,6 +191,28 @@ import Testing
         #expect(fixture.server.hits(Self.mindboxPath) == 2)
     }
 
+    /// When the outbox cannot take new records (here `pending/` cannot be written: ENOTDIR),
+    /// every step failed at once and the runner stepped again at once: a core spun. The failure
+    /// now reaches the runner, which backs off and shows it.
+    @Test func aFailingPendingDirectoryBacksOffInsteadOfSpinning() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        try await fixture.journal((1...3).map { ("e\($0)", event("nc.opened", "e\($0)"), now) })
+        let follower = try OutboxFollower(options: fixture.options())
+        let store = OutboxStore(stateDirectory: fixture.state)
+        try FileManager.default.removeItem(atPath: store.pendingDirectory)
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: store.pendingDirectory))
+        let runner = FollowerRunner(follower, commits: CommitFeed(lastSeq: 3), backoff: Backoff(base: .milliseconds(50), ceiling: .seconds(1)),
+                                    niceness: 0)
+        try runner.start()
+        defer { runner.stop() }
+        usleep(600_000)
+        #expect(runner.status.failuresTotal >= 1, "outbox: \(follower.status)")
+        #expect(runner.status.lastError?.hasPrefix("outbox_journal") == true, "\(String(describing: runner.status.lastError))")
+        // 50, 100, 200, 400 ms: a handful of steps, not thousands.
+        #expect(runner.steps < 12, "\(runner.steps) steps in 0.6 s")
+    }
+
     @Test func attemptsRunOutThenTheEventIsParked() async throws {
         let fixture = try OutboxFixture()
         fixture.server.route(Self.mindboxPath, .status(500))

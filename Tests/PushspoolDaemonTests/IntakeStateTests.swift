@@ -228,8 +228,10 @@ import Testing
     @Test func phasesCarryTheirOwnData() {
         var state = IntakeState(capacityLimit: 2)
         let step1 = state.requestReload()
-        #expect(step1.isEmpty)    // recovering: nothing to reload into yet
+        #expect(step1.isEmpty)    // recovering: no loop to wake yet, the request is kept
+        #expect(state.phase == .recovering(reloadPending: true))
         _ = state.intakeArmed()
+        #expect(state.phase == .running(startupScanComplete: false, reloadPending: true))
         let step2 = state.requestReload()
         #expect(step2 == .wakeLoop)
         #expect(state.phase == .running(startupScanComplete: false, reloadPending: true))
