@@ -86,7 +86,7 @@ let package = Package(
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "CCurl"]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
-        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "CNats"]),
+        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
@@ -148,7 +148,7 @@ let package = Package(
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",

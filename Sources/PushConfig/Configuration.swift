@@ -275,9 +275,11 @@ package struct ExportSettings: Sendable, Equatable {
     /// `Enabled=`: off by default.
     package var enabled = false
     /// `URL=`: NATS servers (`nats://host:port`, `tls://host:port`); the client fails over.
-    /// Empty = `nats://127.0.0.1:4222` (ExportOptions' default). Not that list itself: `URL=`
-    /// appends, and a configured server must replace the local default, not join it.
+    /// Empty = `defaultURL`. Not that list itself: `URL=` appends, and a configured server must
+    /// replace the local default, not join it.
     package var urls: [String] = []
+    /// The server used when no `URL=` is set: a NATS server on this host.
+    package static let defaultURL = "nats://127.0.0.1:4222"
     /// `Subject=`: with `{vendor}` and `{platform}` placeholders.
     package var subject = "pushspool.{vendor}.{platform}"
     /// `Stream=`: used as it is when it exists, created (file storage) when it does not.
@@ -301,4 +303,6 @@ package struct ExportSettings: Sendable, Equatable {
     package var tlsCAFile = ""
     package var tlsCertFile = ""
     package var tlsKeyFile = ""
+
+    package init() {}
 }

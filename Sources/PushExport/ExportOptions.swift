@@ -1,43 +1,74 @@
+@preconcurrency import Glibc
+import PushConfig
 import PushSystem
 
 /// What the exporter needs from `[Export]`, already validated by PushConfig. `Sendable` value.
+///
+/// Built from `ExportSettings` by one initializer, so that the daemon and `pushspoolctl export
+/// replay` cannot disagree on a value, above all on the host id in `Nats-Msg-Id`: a replay
+/// with another id would put every record in the stream twice. The defaults live in the
+/// settings only.
 package struct ExportOptions: Sendable, Equatable {
     /// `<StateDirectory>`: holds `journal/` and `export/` (cursor, status).
     package var stateDirectory: String
     /// NATS server URLs (`nats://host:port`, `tls://host:port`); the client fails over between them.
-    package var urls: [String] = ["nats://127.0.0.1:4222"]
+    package var urls: [String]
     /// The subject template, with `{vendor}` and `{platform}` placeholders.
-    package var subject = "pushspool.{vendor}.{platform}"
-    package var stream = "PUSHSPOOL"
+    package var subject: String
+    package var stream: String
     /// Replicas of a stream the exporter creates (3 = R3 in a cluster).
-    package var replicas = 1
+    package var replicas: Int
     /// The stream's duplicate window, when the exporter creates it.
-    package var duplicateWindow: Duration = .seconds(3600)
+    package var duplicateWindow: Duration
     /// Publishes in flight (not yet PubAck'ed) at most.
-    package var maxPending = 1024
+    package var maxPending: Int
     /// How long a PubAck may take before the publish counts as failed and is sent again.
-    package var ackTimeout: Duration = .seconds(5)
+    package var ackTimeout: Duration
     /// The export lag (records) past which a journald event is logged.
-    package var lagWarnRecords: UInt64 = 100_000
+    package var lagWarnRecords: UInt64
     /// `<host id>` in `Nats-Msg-Id`; empty = /etc/machine-id (with `.<instance>` for an instance).
-    package var hostId = ""
+    package var hostId: String
     /// The `pushspoold@NAME` instance (`PUSHSPOOL_INSTANCE`, set by the template unit; `pushspoolctl
     /// --instance`): instances on one host share /etc/machine-id, and with the same default
     /// host id a payload id journaled by two of them would get one message id — the stream would
     /// drop all but the first. `nil` = the main daemon.
     package var instance: String?
-    package var credentialsFile = ""
-    package var tlsCAFile = ""
-    package var tlsCertFile = ""
-    package var tlsKeyFile = ""
+    package var credentialsFile: String
+    package var tlsCAFile: String
+    package var tlsCertFile: String
+    package var tlsKeyFile: String
     /// How often the acknowledged seq is written to `export/cursor` while records flow.
     package var checkpointInterval: Duration = .milliseconds(200)
     /// The exporter thread's niceness: 10 (like the inbox follower) so that under a burst
     /// export lags instead of taking a core from ingest. The benchmark also measures 0.
     package var niceness: Int32 = 10
 
-    package init(stateDirectory: String) {
+    /// `settings` as the exporter takes them. An empty credentials or TLS file falls back to
+    /// the file `LoadCredential=` put in `credentialsDirectory` (`$CREDENTIALS_DIRECTORY`)
+    /// under its conventional name, when that file is readable.
+    package init(settings: ExportSettings = ExportSettings(), stateDirectory: String, instance: String?,
+                 credentialsDirectory: String? = nil) {
         self.stateDirectory = stateDirectory
+        urls = settings.urls.isEmpty ? [ExportSettings.defaultURL] : settings.urls
+        subject = settings.subject
+        stream = settings.stream
+        replicas = settings.replicas
+        duplicateWindow = settings.duplicateWindow
+        maxPending = settings.maxPending
+        ackTimeout = settings.ackTimeout
+        lagWarnRecords = UInt64(clamping: settings.lagWarnRecords)
+        hostId = settings.hostId
+        self.instance = instance
+        func credential(_ configured: String, _ name: String) -> String {
+            if !configured.isEmpty { return configured }
+            guard let credentialsDirectory, !credentialsDirectory.isEmpty else { return "" }
+            let path = credentialsDirectory + "/" + name
+            return access(path, R_OK) == 0 ? path : ""
+        }
+        credentialsFile = credential(settings.credentialsFile, "nats.creds")
+        tlsCAFile = credential(settings.tlsCAFile, "nats-ca.pem")
+        tlsCertFile = credential(settings.tlsCertFile, "nats-cert.pem")
+        tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
     }
 
     package var journalDirectory: String { stateDirectory + "/journal" }

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import PushConfig
 import PushExport
 import PushJournal
@@ -112,20 +113,9 @@ package struct ExportCommand: CtlSubcommand {
             }
             return ExitStatus.ok
         case .replay(let from, let to):
-            var options = ExportOptions(stateDirectory: state)
-            let settings = configuration.export
-            options.urls = settings.urls.isEmpty ? options.urls : settings.urls
-            options.subject = settings.subject
-            options.stream = settings.stream
-            options.replicas = settings.replicas
-            options.duplicateWindow = settings.duplicateWindow
-            options.ackTimeout = settings.ackTimeout
-            options.hostId = settings.hostId
-            options.instance = context.globals.instance
-            options.credentialsFile = settings.credentialsFile
-            options.tlsCAFile = settings.tlsCAFile
-            options.tlsCertFile = settings.tlsCertFile
-            options.tlsKeyFile = settings.tlsKeyFile
+            // The daemon's own options, so the replayed ids are the ones it published.
+            let options = ExportOptions(settings: configuration.export, stateDirectory: state, instance: context.globals.instance,
+                                        credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
             do {
                 let result = try Exporter.replay(options: options, fromSeq: from, toSeq: to)
                 context.err("published \(result.published) record(s); \(result.duplicates) dropped by the stream as duplicates\n")

@@ -104,32 +104,10 @@ final class Followers: Sendable {
         group.stop(deadline: Optional(deadline))
     }
 
-    /// `[Export]` as the exporter takes it; an empty credentials or TLS file falls back to the
-    /// file `LoadCredential=` put in `$CREDENTIALS_DIRECTORY` under the conventional name.
+    /// `[Export]` as the exporter takes it, for this instance and with `LoadCredential=`'s files.
     static func exportOptions(_ configuration: Configuration, environment: [String: String] = Followers.environment()) -> ExportOptions {
-        let settings = configuration.export
-        var options = ExportOptions(stateDirectory: configuration.journal.stateDirectory)
-        options.urls = settings.urls.isEmpty ? options.urls : settings.urls
-        options.subject = settings.subject
-        options.stream = settings.stream
-        options.replicas = settings.replicas
-        options.instance = environment["PUSHSPOOL_INSTANCE"]
-        options.duplicateWindow = settings.duplicateWindow
-        options.maxPending = settings.maxPending
-        options.ackTimeout = settings.ackTimeout
-        options.lagWarnRecords = UInt64(clamping: settings.lagWarnRecords)
-        options.hostId = settings.hostId
-        func credential(_ configured: String, _ name: String) -> String {
-            if !configured.isEmpty { return configured }
-            guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else { return "" }
-            let path = directory + "/" + name
-            return access(path, R_OK) == 0 ? path : ""
-        }
-        options.credentialsFile = credential(settings.credentialsFile, "nats.creds")
-        options.tlsCAFile = credential(settings.tlsCAFile, "nats-ca.pem")
-        options.tlsCertFile = credential(settings.tlsCertFile, "nats-cert.pem")
-        options.tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
-        return options
+        ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
+                      instance: environment["PUSHSPOOL_INSTANCE"], credentialsDirectory: environment["CREDENTIALS_DIRECTORY"])
     }
 
     static func environment() -> [String: String] {

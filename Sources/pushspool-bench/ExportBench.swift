@@ -104,7 +104,7 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
             let aloneState = natsRoot + "/alone\(run)"
             try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(atPath: aloneState + "/journal", withDestinationPath: state + "/journal")
-            var options = ExportOptions(stateDirectory: aloneState)
+            var options = ExportOptions(stateDirectory: aloneState, instance: nil)
             options.urls = [server.url]
             options.stream = "ALONE\(run)"
             options.subject = "alone\(run).{vendor}.{platform}"
@@ -162,7 +162,7 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         while !steadyDaemon.isReady { usleep(1_000) }
         // The exporter runs in-process beside the daemon (the daemon's own is off) so its
         // acknowledged seq can be polled without the cursor file's checkpoint interval.
-        var options = ExportOptions(stateDirectory: steady.root + "/state")
+        var options = ExportOptions(stateDirectory: steady.root + "/state", instance: nil)
         options.urls = [server.url]
         options.hostId = "bench"
         options.niceness = niceness

@@ -116,7 +116,7 @@ import TestSupport
     @Test func hostIdComesFromMachineIdAndIsChecked() throws {
         let temp = TempDir()
         try Posix.writeFileAtomically(directory: temp.path, name: "machine-id", bytes: Array("0123abcd\n".utf8))
-        var options = ExportOptions(stateDirectory: temp.path)
+        var options = ExportOptions(stateDirectory: temp.path, instance: nil)
         #expect(try options.resolvedHostId(machineIdPath: temp.appending("machine-id")) == "0123abcd")
         options.hostId = "web-1"
         #expect(try options.resolvedHostId(machineIdPath: temp.appending("missing")) == "web-1")
@@ -130,7 +130,7 @@ import TestSupport
     @Test func instancesGetDistinctDefaultHostIds() throws {
         let temp = TempDir()
         try Posix.writeFileAtomically(directory: temp.path, name: "machine-id", bytes: Array("0123abcd\n".utf8))
-        var a = ExportOptions(stateDirectory: temp.path)
+        var a = ExportOptions(stateDirectory: temp.path, instance: nil)
         a.instance = "a"
         var b = a
         b.instance = "b@x"

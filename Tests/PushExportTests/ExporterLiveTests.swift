@@ -26,7 +26,7 @@ final class ExportFixture {
     }
 
     func options(stream: String = "PUSHTEST") -> ExportOptions {
-        var options = ExportOptions(stateDirectory: stateDirectory)
+        var options = ExportOptions(stateDirectory: stateDirectory, instance: nil)
         options.urls = [server.url]
         options.stream = stream
         options.hostId = "testhost"
