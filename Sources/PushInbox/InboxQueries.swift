@@ -49,7 +49,8 @@ package struct InboxItem: Sendable, Equatable {
     package var acted: Bool
     package var inAppShown: Bool
     /// Whether the inbox lists (and counts) it; `false` for a MODAL presented in-app only
-    /// (`[Inbox] ListModals=no`). Not part of ``jsonValue()``: lists serve listed items only.
+    /// (`[Inbox] ListModals=no`). In ``jsonValue()`` only when `false` (lists hold listed
+    /// items only; `inapp`, a state change's answer and a `state` event may not).
     package var listed = true
     /// As the push gave them: APNs `aps.sound` (a name; `sound.name` of a critical-sound
     /// dictionary) or the Android sound, and `aps.badge`.
@@ -101,6 +102,7 @@ package struct InboxItem: Sendable, Equatable {
         if let locArgs { o["locArgs"] = .array(locArgs.map { .string($0) }) }
         if let titleLocArgs { o["titleLocArgs"] = .array(titleLocArgs.map { .string($0) }) }
         if let customPayload { o["customPayload"] = customPayload }
+        if !listed { o["listed"] = .bool(false) }
         if let actions { o["actions"] = actions }
         if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
         if mediaPath != nil || thumbnailPath != nil {

@@ -73,6 +73,8 @@ import TestSupport
         #expect(try index.modals(.user("alice"), afterSeq: 0, upToSeq: modal, limit: 10) == [modal])
         let presented = try #require(try index.inapp(.user("alice"), now: now))
         #expect(presented.seq == modal && !presented.listed)
+        #expect(presented.jsonValue()["listed"] == .bool(false), "a client can tell it is not in the list")
+        #expect(try index.list(.user("alice"), now: now).items.first?.jsonValue()["listed"] == nil)
         #expect(try index.item(.user("alice"), seq: modal)?.listed == false, "still the user's item for in-app events")
 
         // Reading the whole inbox leaves the modal waiting to be presented; events on the
