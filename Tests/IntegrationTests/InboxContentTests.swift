@@ -63,6 +63,11 @@ import PushSystem
         #expect(ncItems == items, "nc list --json and GET /v1/inbox serve the same items")
         let (_, countOut, _) = try server.daemon.ctl(["nc", "count", "--user", "alice", "--json"])
         #expect(countOut == "{\"unread\":2,\"unseen\":2}\n")
+        let (_, text, _) = try server.daemon.ctl(["nc", "list", "--user", "alice"])
+        for line in ["    deeplink: myapp://orders/A-1001", "    web view: https://shop.example/w", "    browser: https://shop.example/b",
+                     "    title key: ORDER_TITLE Ann", "    body key: ORDER_SHIPPED A-1001", "    sound: chime.caf", "    badge: 5"] {
+            #expect(text.contains(line + "\n"), "\(line) in \(text)")
+        }
 
         let loc = try #require(items.first { $0["id"]?.stringValue == "ib-loc" })
         #expect(loc["title"] == nil && loc["body"] == nil)
