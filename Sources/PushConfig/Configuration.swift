@@ -216,6 +216,10 @@ package struct InboxSettings: Sendable, Equatable {
     /// `RetentionSec=`: items older than this are no longer listed or counted (0 = no limit;
     /// the journal keeps them).
     package var retention: Duration = .zero
+    /// `ListModals=`: whether MODAL mirror pushes are listed and counted in the inbox like
+    /// banners. Off by default: Infobip presents a MODAL in-app and, unlike a banner, does
+    /// not add it to the Notification Center. Changing it rebuilds the index.
+    package var listModals = false
     /// `TokenSecretFile=`: pushspool-inbox's HMAC secret for user tokens; empty =
     /// `$CREDENTIALS_DIRECTORY/inbox-token-secret` (systemd `LoadCredential=`).
     package var tokenSecretFile = ""

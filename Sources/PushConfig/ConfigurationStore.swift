@@ -81,6 +81,8 @@ extension Schema {
     /// [Limits] and categories (the normaliser options are swapped), [Metrics].
     static let restartRequired: Set<String> = Set(
         keys.filter { ["Journal", "Media", "Log", "Outbox", "Export"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
+            // Held by the inbox follower made at start (a change rebuilds the index).
+            + ["Inbox.ListModals"]
             + ["Spool.Directory", "Spool.FailedRetainSec", "Status.IntervalSec"]
             // Read by pushspool-inbox once at its start.
             + ["Inbox.TokenSecretFile", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",

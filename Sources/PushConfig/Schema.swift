@@ -256,6 +256,7 @@ enum Schema {
 
         .boolean("Inbox", "Enabled", \.inbox.enabled),
         .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400)),
+        .boolean("Inbox", "ListModals", \.inbox.listModals),
         .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile),
         .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000),
         .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000),

@@ -13,7 +13,7 @@ package struct InboxFollowerStatus: Sendable, Equatable {
     package var running: Bool
     /// The last failure, cleared by the next successful batch (`shortDescription` form).
     package var lastError: String?
-    /// A damaged index was moved aside and the fresh one has not caught up yet.
+    /// A damaged or outdated index was replaced and the fresh one has not caught up yet.
     package var rebuilding = false
     /// Damaged indexes moved aside since start.
     package var corruptIndexes = 0
@@ -25,6 +25,10 @@ package enum InboxNotice: Sendable, Equatable {
     /// `movedTo` and a fresh one is being rebuilt from the journal. `reason` is the
     /// error's `shortDescription`.
     case indexCorrupt(movedTo: String, reason: String)
+    /// The index was sound but built by rules this build does not apply (another schema
+    /// version, another `[Inbox] ListModals=`): replaced with a fresh one that is being
+    /// rebuilt from the journal. `reason`: `schema-mismatch` or `listing-mismatch`.
+    case indexOutdated(reason: String)
 }
 
 /// Follows the journal into the inbox index on a ``FollowerRunner``: the daemon's ingest path
@@ -61,16 +65,19 @@ package final class InboxFollower: Follower, Sendable {
 
     /// Opens (creating when missing) `<stateDirectory>/inbox/index.sqlite`, moving a damaged
     /// one aside (reported through `notify`); applies nothing until `start()` or `catchUp()`.
-    /// Throws for what a rebuild cannot cure (permissions, a full disk, another schema).
+    /// Replaces an index of another schema or listing rule with a fresh one (reported too).
+    /// Throws for what a rebuild cannot cure (permissions, a full disk).
     /// - Parameters:
     ///   - stateDirectory: holds `journal/` and `inbox/`.
     ///   - batchSize: records per transaction.
     ///   - journalLastSeq: the writer's last committed seq (the daemon passes
     ///     `{ writer.stats.lastSeq }`), for `lag`; without it `status` reads the newest
     ///     segment's frame headers.
+    ///   - listModals: `[Inbox] ListModals=` (``InboxIndex/listModals``); an index built with
+    ///     the other value is replaced and rebuilt, as is one of another schema version.
     ///   - notify: called (on the calling or the follower's thread) when a damaged index was
-    ///     moved aside.
-    package init(stateDirectory: String, batchSize: Int = 2000,
+    ///     moved aside or an outdated one replaced.
+    package init(stateDirectory: String, batchSize: Int = 2000, listModals: Bool = false,
                  journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
@@ -78,7 +85,7 @@ package final class InboxFollower: Follower, Sendable {
         self.batchSize = max(1, batchSize)
         self.journalLastSeq = journalLastSeq
         self.notify = notify
-        let handle = InboxIndexHandle(path: indexPath, readOnly: false)
+        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals)
         var notice: InboxNotice?
         let applied: UInt64
         do {
@@ -86,12 +93,15 @@ package final class InboxFollower: Follower, Sendable {
         } catch where error.isCorrupt {
             notice = try Self.moveAside(handle, error)
             applied = try handle.current().appliedSeq()
+        } catch where error.isStale {
+            notice = try Self.startOver(handle, error)
+            applied = try handle.current().appliedSeq()
         }
         worker = Locked(Worker(handle: handle))
         var status = InboxFollowerStatus(appliedSeq: applied, journalLastSeq: applied, running: false)
-        if notice != nil {
+        if let notice {
             status.rebuilding = true
-            status.corruptIndexes = 1
+            if case .indexCorrupt = notice { status.corruptIndexes = 1 }
         }
         control = Locked(Control(status: status))
         if let notice { notify(notice) }
@@ -102,6 +112,15 @@ package final class InboxFollower: Follower, Sendable {
         handle.close()
         let moved = try InboxIndex.moveAside(path: handle.path)
         return .indexCorrupt(movedTo: moved, reason: error.shortDescription)
+    }
+
+    /// Replaces the outdated file open in `handle` with a fresh, empty one (this schema and
+    /// listing rule): an upgrade or a changed `ListModals=` rebuilds the index by itself
+    /// instead of stopping pushspoold until someone runs `nc reindex`.
+    private static func startOver(_ handle: InboxIndexHandle, _ error: InboxError) throws(InboxError) -> InboxNotice {
+        handle.close()
+        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals)
+        return .indexOutdated(reason: error.shortDescription)
     }
 
     /// The seq of the last journal record in the index.
@@ -154,11 +173,11 @@ package final class InboxFollower: Follower, Sendable {
                 let seq = try index.appliedSeq()
                 worker.readerNextSeq = seq + 1
                 return .success((applied, seq))
-            } catch where error.isCorrupt {
+            } catch where error.isCorrupt || error.isStale {
                 // Derived data: start over from the journal rather than stop (or loop on it).
                 worker.reader = nil
                 do throws(InboxError) {
-                    notice = try Self.moveAside(worker.handle, error)
+                    notice = error.isCorrupt ? try Self.moveAside(worker.handle, error) : try Self.startOver(worker.handle, error)
                     return .success((0, try worker.handle.current().appliedSeq()))
                 } catch {
                     return .failure(error)
@@ -170,7 +189,7 @@ package final class InboxFollower: Follower, Sendable {
         if let notice {
             control.withLock { control in
                 control.status.rebuilding = true
-                control.status.corruptIndexes += 1
+                if case .indexCorrupt = notice { control.status.corruptIndexes += 1 }
             }
             notify(notice)
         }

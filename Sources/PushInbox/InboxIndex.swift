@@ -12,6 +12,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case missing
         /// The file was written by another schema version; rebuild it with `nc reindex`.
         case schemaMismatch(found: Int64)
+        /// A writer opened an index built with the other `[Inbox] ListModals=` (`indexed`:
+        /// what the file was built with); rebuild it with `nc reindex`.
+        case listingMismatch(indexed: Bool)
         /// A cursor that this index did not hand out.
         case invalidCursor
         /// `limit` outside 1...500.
@@ -33,6 +36,15 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         return false
     }
 
+    /// The file is a sound index built by another build or with another listing rule: a
+    /// writer replaces it with a fresh one and rebuilds from the journal (nothing to keep).
+    package var isStale: Bool {
+        switch kind {
+        case .schemaMismatch, .listingMismatch: true
+        default: false
+        }
+    }
+
     /// Stable, without data: for metrics labels and journald fields.
     package var shortDescription: String {
         switch kind {
@@ -41,6 +53,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .io(let e): "io: \(e.shortDescription)"
         case .missing: "missing"
         case .schemaMismatch: "schema-mismatch"
+        case .listingMismatch: "listing-mismatch"
         case .invalidCursor: "invalid-cursor"
         case .invalidLimit: "invalid-limit"
         }
@@ -55,6 +68,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .schemaMismatch(let found):
             "inbox index \(path) has schema version \(found), this build uses \(InboxIndex.schemaVersion); "
                 + "rebuild it with `pushspoolctl nc reindex`"
+        case .listingMismatch(let indexed):
+            "inbox index \(path) was built with [Inbox] ListModals=\(indexed ? "yes" : "no"), the configuration says "
+                + "\(indexed ? "no" : "yes"); rebuild it with `pushspoolctl nc reindex`"
         case .invalidCursor: "invalid cursor (use the nextCursor of a previous page)"
         case .invalidLimit(let n): "limit must be 1 to \(InboxIndex.maxLimit), not \(n)"
         }
@@ -68,8 +84,12 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
 ///
 /// Not `Sendable`: owns a connection. ``InboxFollower`` wraps one behind a lock.
 package final class InboxIndex {
-    package static let schemaVersion: Int64 = 1
+    /// 2: silent pushes are not items, MODALs are listed per `ListModals=` (`listed`), and
+    /// items carry sound, badge, loc keys, Infobip's link kinds and the custom payload.
+    package static let schemaVersion: Int64 = 2
     package static let maxLimit = 500
+    /// Columns of `items` (``canonicalDump()`` prints them all).
+    static let columnCount = 40
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
@@ -91,12 +111,19 @@ package final class InboxIndex {
     package private(set) var fileIdentity: (dev: UInt64, ino: UInt64)? = nil
     /// Whether commits rewrite `APPLIED` (not for a rebuild's temp file).
     private let announces: Bool
+    /// `[Inbox] ListModals=`: whether MODAL mirror pushes are listed (and counted) like
+    /// banners. Decided when a record is applied (``listed(_:listModals:)``), so a writer
+    /// must open an index built with the same value (`.listingMismatch` otherwise).
+    package let listModals: Bool
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
-    package init(path: String, readOnly: Bool = false, announce: Bool = true) throws(InboxError) {
+    /// `listModals`: a writer's `[Inbox] ListModals=`; a read-only open ignores it (readers
+    /// see what the writer decided).
+    package init(path: String, readOnly: Bool = false, announce: Bool = true, listModals: Bool = false) throws(InboxError) {
         self.path = path
         announces = announce && !readOnly
+        self.listModals = listModals
         if readOnly {
             var st = stat()
             guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
@@ -121,6 +148,9 @@ package final class InboxIndex {
             }
             let version = try Self.meta(db, "schema_version") ?? 0
             guard version == Self.schemaVersion else { throw InboxError(.schemaMismatch(found: version), path: path) }
+            if !readOnly, let indexed = try Self.meta(db, "list_modals"), (indexed != 0) != listModals {
+                throw InboxError(.listingMismatch(indexed: indexed != 0), path: path)
+            }
         } catch let error as SQLiteError {
             if error.isCantOpen { throw InboxError(.missing, path: path) }
             throw InboxError(.sqlite(error), path: path)
@@ -155,7 +185,11 @@ package final class InboxIndex {
             try db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
             // One row per notification record; `owner` is "u:<user>" or, for records without a
             // user, "d:<device>" (a shared-device inbox): a query matches it exactly, never by prefix.
-            // `hidden` = archived, or a banner acted on (it no longer shows in the inbox).
+            // `hidden` = not listed (a MODAL presented in-app only), archived, or a banner
+            // acted on: it does not show in the inbox and is not counted.
+            // Silent pushes have no row (``listed(_:listModals:)``).
+            // `loc_args`, `title_loc_args`: JSON arrays of strings; `custom_payload`: a JSON
+            // value (an object, or a string).
             try db.execute("""
                 CREATE TABLE IF NOT EXISTS items(
                     seq INTEGER PRIMARY KEY, owner TEXT, user TEXT, device TEXT,
@@ -165,7 +199,10 @@ package final class InboxIndex {
                     media_path TEXT, thumbnail_path TEXT, expires_at INTEGER, ingested_at INTEGER NOT NULL,
                     push_name TEXT, push_date TEXT,
                     seen INTEGER NOT NULL DEFAULT 0, read INTEGER NOT NULL DEFAULT 0, archived INTEGER NOT NULL DEFAULT 0,
-                    acted INTEGER NOT NULL DEFAULT 0, inapp_shown INTEGER NOT NULL DEFAULT 0, hidden INTEGER NOT NULL DEFAULT 0)
+                    acted INTEGER NOT NULL DEFAULT 0, inapp_shown INTEGER NOT NULL DEFAULT 0, hidden INTEGER NOT NULL DEFAULT 0,
+                    listed INTEGER NOT NULL DEFAULT 1, sound TEXT, badge INTEGER,
+                    loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
+                    deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -184,6 +221,9 @@ package final class InboxIndex {
             try insert.run()
             try insert.bind(1, "last_seq")
             try insert.bind(2, Int64(0))
+            try insert.run()
+            try insert.bind(1, "list_modals")
+            try insert.bind(2, listModals)
             try insert.run()
         }
     }
@@ -274,7 +314,47 @@ package final class InboxIndex {
         }
     }
 
+    /// Whether a notification record is an item, and whether the inbox lists it: `nil` for
+    /// no row at all, else `listed`. The rules (docs/vendor-rules.md, "What a person sees"):
+    ///
+    /// - A silent push (the record's `silent`: APNs `content-available` with nothing to
+    ///   display, an FCM data message without a body, Infobip's `silent`) is journaled for the
+    ///   app but shows nothing to a person: no item, no count, no stream event. Except a
+    ///   silent MODAL with something to show: Infobip presents modal mirror pushes "for silent
+    ///   push notifications as well", so it is kept for in-app presentation, never listed.
+    /// - A MODAL is presented in-app and, unlike a banner, not added to the Notification
+    ///   Center: kept for `inapp`, listed only with `listModals` (`[Inbox] ListModals=yes`).
+    /// - Everything else is listed.
+    static func listed(_ body: [String: JSONValue], listModals: Bool) -> Bool? {
+        let silent = body["silent"]?.boolValue == true
+        let modal = body["presentation"]?.stringValue == "modal"
+        guard silent else { return modal ? listModals : true }
+        guard modal else { return nil }
+        let shows = ["title", "subtitle", "body", "locKey", "titleLocKey"].contains { key in
+            body[key]?.stringValue.map { !$0.isEmpty } ?? false
+        }
+        return shows ? false : nil
+    }
+
+    /// A JSON array of strings as stored text (`loc-args`), `nil` for anything else.
+    private static func stringArrayText(_ value: JSONValue?) -> String? {
+        guard let value, case .array(let elements) = value,
+              elements.allSatisfy({ if case .string = $0 { true } else { false } }) else { return nil }
+        return value.serializedString()
+    }
+
+    /// The record's `customPayload` as stored JSON text: an object as it is, a string as a
+    /// JSON string; anything else (an array, a number) as its JSON text in a string.
+    private static func customPayloadText(_ value: JSONValue?) -> String? {
+        guard let value, !value.isNull else { return nil }
+        switch value {
+        case .object, .string: return value.serializedString()
+        default: return JSONValue.string(value.serializedString()).serializedString()
+        }
+    }
+
     private func insertItem(_ body: [String: JSONValue], seq: Int64, ingestMillis: Int64) throws(SQLiteError) {
+        guard let listed = Self.listed(body, listModals: listModals) else { return }
         let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let owner = Self.owner(user: user, device: device)
@@ -287,8 +367,10 @@ package final class InboxIndex {
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
-                thumbnail_path, expires_at, ingested_at, push_name, push_date)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
+                thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
+                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -314,8 +396,21 @@ package final class InboxIndex {
         try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
         try statement.bind(22, Self.scalarText(custom?["pushName"]))
         try statement.bind(23, Self.scalarText(custom?["pushDate"]))
+        try statement.bind(24, !listed)
+        try statement.bind(25, listed)
+        try statement.bind(26, body["sound"]?.stringValue)
+        // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
+        try statement.bind(27, body["badge"]?.numberLexeme.flatMap { Int64($0) })
+        try statement.bind(28, body["locKey"]?.stringValue)
+        try statement.bind(29, Self.stringArrayText(body["locArgs"]))
+        try statement.bind(30, body["titleLocKey"]?.stringValue)
+        try statement.bind(31, Self.stringArrayText(body["titleLocArgs"]))
+        try statement.bind(32, body["deeplink"]?.stringValue)
+        try statement.bind(33, body["webViewUrl"]?.stringValue)
+        try statement.bind(34, body["browserUrl"]?.stringValue)
+        try statement.bind(35, Self.customPayloadText(body["customPayload"]))
         try statement.run()
-        if db.changes == 1, let owner { try adjustCounters(owner: owner, unseen: 1, unread: 1) }
+        if db.changes == 1, listed, let owner { try adjustCounters(owner: owner, unseen: 1, unread: 1) }
     }
 
     private func adjustCounters(owner: String, unseen: Int64, unread: Int64) throws(SQLiteError) {
@@ -343,21 +438,24 @@ package final class InboxIndex {
     private struct ItemState {
         var owner: String?
         var presentation: String?
+        var listed: Bool
         var seen, read, archived, acted, inappShown: Bool
-        var hidden: Bool { archived || (presentation == "banner" && acted) }
+        var hidden: Bool { !listed || archived || (presentation == "banner" && acted) }
     }
 
     private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
         guard let type = body["type"]?.stringValue,
               let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
         switch type {
+        // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
+        // be presented in-app) alone.
         case "nc.read-all":
-            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0")
+            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1")
             try statement.bind(1, owner)
             try statement.run()
             try recount(owner: owner)
         case "nc.archive-read":
-            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0")
+            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1")
             try statement.bind(1, owner)
             try statement.run()
             try recount(owner: owner)
@@ -380,11 +478,11 @@ package final class InboxIndex {
     }
 
     private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
-        let select = try db.statement("SELECT owner, presentation, seen, read, archived, acted, inapp_shown FROM items WHERE seq = ?1")
+        let select = try db.statement("SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown FROM items WHERE seq = ?1")
         try select.bind(1, seq)
         guard try select.step() else { return }
-        let before = ItemState(owner: select.text(0), presentation: select.text(1), seen: select.bool(2), read: select.bool(3),
-                               archived: select.bool(4), acted: select.bool(5), inappShown: select.bool(6))
+        let before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
+                               read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7))
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item.
         guard before.owner == owner else { return }
@@ -473,7 +571,7 @@ package final class InboxIndex {
             let items = try db.statement("SELECT * FROM items ORDER BY seq")
             while try items.step() {
                 var fields: [String] = ["item"]
-                for column in Int32(0)..<29 {
+                for column in Int32(0)..<Int32(Self.columnCount) {
                     fields.append(items.isNull(column) ? "∅" : (items.text(column) ?? ""))
                 }
                 lines.append(fields.joined(separator: "|"))
@@ -491,13 +589,13 @@ package final class InboxIndex {
     /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
     /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
-    package static func rebuild(path: String, journalDirectory: String) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+    package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".rebuild-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         var result: (UInt64, Int64) = (0, 0)
         do {
-            let fresh = try InboxIndex(path: temp, announce: false)
+            let fresh = try InboxIndex(path: temp, announce: false, listModals: listModals)
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
             result = (try fresh.appliedSeq(), try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
@@ -512,6 +610,27 @@ package final class InboxIndex {
         }
         try replace(path: path, with: temp, appliedSeq: result.0)
         return result
+    }
+
+    /// Puts a fresh, empty index (this schema, `listModals`) at `path` in place of whatever
+    /// is there, through a temp file and ``replace(path:with:appliedSeq:)``: for an index of
+    /// another schema or listing rule, which a follower then rebuilds from the journal in
+    /// batches. Nothing of the old file is kept: it was sound, only built by other rules.
+    package static func replaceWithEmpty(path: String, listModals: Bool) throws(InboxError) {
+        let temp = path + ".fresh-\(getpid())"
+        for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
+        do {
+            let fresh = try InboxIndex(path: temp, announce: false, listModals: listModals)
+            _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
+        } catch let error as InboxError {
+            throw error
+        } catch let error as SQLiteError {
+            throw InboxError(.sqlite(error), path: path)
+        } catch {
+            throw InboxError(.io(SystemError(call: "create", errno: EIO, subject: path)), path: path)
+        }
+        try replace(path: path, with: temp, appliedSeq: 0)
     }
 
     /// Puts the database file `temp` (not in WAL mode) at `path`. The old `-wal` and `-shm`

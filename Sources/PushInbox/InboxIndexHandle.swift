@@ -14,13 +14,16 @@ import PushSystem
 package final class InboxIndexHandle {
     package let path: String
     package let readOnly: Bool
+    /// A writer's `[Inbox] ListModals=` (``InboxIndex/listModals``).
+    package let listModals: Bool
     private var index: InboxIndex?
     /// How many times a connection was opened: changes with each replacement noticed.
     package private(set) var generation: UInt64 = 0
 
-    package init(path: String, readOnly: Bool) {
+    package init(path: String, readOnly: Bool, listModals: Bool = false) {
         self.path = path
         self.readOnly = readOnly
+        self.listModals = listModals
     }
 
     /// The open index, reopened first when the file at `path` is not the one open (replaced,
@@ -32,7 +35,7 @@ package final class InboxIndexHandle {
             return index
         }
         index = nil
-        let fresh = try InboxIndex(path: path, readOnly: readOnly)
+        let fresh = try InboxIndex(path: path, readOnly: readOnly, listModals: listModals)
         index = fresh
         generation &+= 1
         return fresh

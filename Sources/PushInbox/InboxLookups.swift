@@ -12,7 +12,9 @@ extension InboxIndex {
             let statement = try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
-                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload
                 FROM items WHERE seq = ?1 AND owner = ?2
                 """)
             defer { statement.reset() }
@@ -32,7 +34,9 @@ extension InboxIndex {
             let statement = try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
-                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload
                 FROM items
                 WHERE owner = ?1 AND seq > ?2 AND seq <= ?3 AND hidden = 0 ORDER BY seq ASC LIMIT ?4
                 """)
@@ -44,6 +48,29 @@ extension InboxIndex {
             var items: [InboxItem] = []
             while try statement.step() { items.append(Self.item(statement)) }
             return items
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    /// The seqs of `owner`'s MODAL items with `afterSeq < seq <= upToSeq`, oldest first, at
+    /// most `limit`, listed or not: a live stream's `inapp` events, which tell the app to ask
+    /// ``inapp(_:now:retention:)`` what to present (a MODAL is not an `item` event unless the
+    /// inbox lists modals).
+    package func modals(_ owner: InboxOwner, afterSeq: UInt64, upToSeq: UInt64, limit: Int) throws(InboxError) -> [UInt64] {
+        do {
+            let statement = try db.statement("""
+                SELECT seq FROM items INDEXED BY items_modal
+                WHERE owner = ?1 AND presentation = 'modal' AND seq > ?2 AND seq <= ?3 ORDER BY seq ASC LIMIT ?4
+                """)
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            try statement.bind(2, Int64(clamping: afterSeq))
+            try statement.bind(3, Int64(clamping: upToSeq))
+            try statement.bind(4, Int64(max(1, min(limit, Self.maxLimit))))
+            var seqs: [UInt64] = []
+            while try statement.step() { seqs.append(UInt64(clamping: statement.int64(0))) }
+            return seqs
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }

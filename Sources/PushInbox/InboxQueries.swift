@@ -48,6 +48,29 @@ package struct InboxItem: Sendable, Equatable {
     package var archived: Bool
     package var acted: Bool
     package var inAppShown: Bool
+    /// Whether the inbox lists (and counts) it; `false` for a MODAL presented in-app only
+    /// (`[Inbox] ListModals=no`). In ``jsonValue()`` only when `false` (lists hold listed
+    /// items only; `inapp`, a state change's answer and a `state` event may not).
+    package var listed = true
+    /// As the push gave them: APNs `aps.sound` (a name; `sound.name` of a critical-sound
+    /// dictionary) or the Android sound, and `aps.badge`.
+    package var sound: String?
+    package var badge: Int64?
+    /// `loc-key` / `loc-args` and `title-loc-key` / `title-loc-args` (FCM `body_loc_*`,
+    /// `title_loc_*`): the app's strings to show, with their arguments, when the push names
+    /// keys instead of (or besides) text.
+    package var locKey: String?
+    package var locArgs: [String]?
+    package var titleLocKey: String?
+    package var titleLocArgs: [String]?
+    /// Infobip's three link kinds, apart (``clickUrl`` is the first of them).
+    package var deeplink: String?
+    package var webViewUrl: String?
+    package var browserUrl: String?
+    /// The push's custom data for the app to render (Mindbox `payload`, Infobip
+    /// `customPayload`, SFMC and APNs custom keys, the FCM data map): an object, or a string
+    /// when the vendor sent text that is not a JSON object.
+    package var customPayload: JSONValue?
 
     package func jsonValue() -> JSONValue {
         var o: [String: JSONValue] = [
@@ -69,6 +92,17 @@ package struct InboxItem: Sendable, Equatable {
         put("inAppDismissTitle", inAppDismissTitle)
         put("pushName", pushName)
         put("pushDate", pushDate)
+        put("sound", sound)
+        put("locKey", locKey)
+        put("titleLocKey", titleLocKey)
+        put("deeplink", deeplink)
+        put("webViewUrl", webViewUrl)
+        put("browserUrl", browserUrl)
+        if let badge { o["badge"] = .integer(badge) }
+        if let locArgs { o["locArgs"] = .array(locArgs.map { .string($0) }) }
+        if let titleLocArgs { o["titleLocArgs"] = .array(titleLocArgs.map { .string($0) }) }
+        if let customPayload { o["customPayload"] = customPayload }
+        if !listed { o["listed"] = .bool(false) }
         if let actions { o["actions"] = actions }
         if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
         if mediaPath != nil || thumbnailPath != nil {
@@ -143,7 +177,9 @@ extension InboxIndex {
             let statement = try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
-                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload
                 FROM items
                 WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND (?3 = 0 OR read = 0) AND (?4 IS NULL OR category = ?4)
                     AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -172,15 +208,35 @@ extension InboxIndex {
 
     private static let parser = JSONParser(maxDepth: 64)
 
+    /// A stored JSON array of strings (`loc_args`), `nil` when absent or not one.
+    private static func strings(_ text: String?) -> [String]? {
+        guard let text, case .array(let elements)? = try? parser.parse(text) else { return nil }
+        return elements.compactMap(\.stringValue)
+    }
+
+    /// An item from a row of `SELECT seq, user, … browser_url, custom_payload` (the column
+    /// list every item query spells out, in this order: statements are static SQL).
     static func item(_ s: SQLiteStatement) -> InboxItem {
-        InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
-                  title: s.text(5), subtitle: s.text(6), body: s.text(7), clickUrl: s.text(8), category: s.text(9),
-                  buttons: s.text(10).flatMap { try? parser.parse($0) } ?? .array([]),
-                  actions: s.text(11).flatMap { try? parser.parse($0) }, actionsCut: s.int64(12),
-                  presentation: s.text(13), inAppOpenTitle: s.text(14), inAppDismissTitle: s.text(15),
-                  mediaPath: s.text(16), thumbnailPath: s.text(17), expiresAtMillis: s.optionalInt64(18),
-                  ingestedAtMillis: s.int64(19), pushName: s.text(20), pushDate: s.text(21),
-                  seen: s.bool(22), read: s.bool(23), archived: s.bool(24), acted: s.bool(25), inAppShown: s.bool(26))
+        var item = InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
+                             title: s.text(5), subtitle: s.text(6), body: s.text(7), clickUrl: s.text(8), category: s.text(9),
+                             buttons: s.text(10).flatMap { try? parser.parse($0) } ?? .array([]),
+                             actions: s.text(11).flatMap { try? parser.parse($0) }, actionsCut: s.int64(12),
+                             presentation: s.text(13), inAppOpenTitle: s.text(14), inAppDismissTitle: s.text(15),
+                             mediaPath: s.text(16), thumbnailPath: s.text(17), expiresAtMillis: s.optionalInt64(18),
+                             ingestedAtMillis: s.int64(19), pushName: s.text(20), pushDate: s.text(21),
+                             seen: s.bool(22), read: s.bool(23), archived: s.bool(24), acted: s.bool(25), inAppShown: s.bool(26))
+        item.listed = s.bool(27)
+        item.sound = s.text(28)
+        item.badge = s.optionalInt64(29)
+        item.locKey = s.text(30)
+        item.locArgs = strings(s.text(31))
+        item.titleLocKey = s.text(32)
+        item.titleLocArgs = strings(s.text(33))
+        item.deeplink = s.text(34)
+        item.webViewUrl = s.text(35)
+        item.browserUrl = s.text(36)
+        item.customPayload = s.text(37).flatMap { try? parser.parse($0) }
+        return item
     }
 
     /// Exact counts of `owner`'s visible unseen and unread items, not capped: the per-owner
@@ -239,7 +295,9 @@ extension InboxIndex {
             let statement = try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
-                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' ORDER BY seq DESC LIMIT 1
                 """)

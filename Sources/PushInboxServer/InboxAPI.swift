@@ -492,10 +492,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var events: [(seq: UInt64, event: String, data: String)] = items.map {
             ($0.seq, "item", Self.itemJSON($0).serializedString())
         }
+        // A new MODAL, listed or not: the app asks GET /v1/inapp what to present now.
+        for seq in (try? index.modals(stream.owner, afterSeq: stream.lastSeq, upToSeq: upTo, limit: limit)) ?? [] {
+            events.append((seq, "inapp", JSONValue.object(["item": .string(String(seq))]).serializedString()))
+        }
         if case .user(let user) = stream.owner {
             for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
                 if let seq = change.item {
                     // The item's state now (after this and maybe later changes): idempotent for a client.
+                    // An in-app-only MODAL's too (`"listed": false` says it is not in the list).
                     guard let item = try? index.item(stream.owner, seq: seq) else { continue }
                     events.append((change.seq, "state", Self.itemJSON(item).serializedString()))
                 } else {
@@ -503,7 +508,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
-        events.sort { $0.seq < $1.seq }
+        // At one seq (a listed MODAL) the item comes before its `inapp`.
+        events.sort { $0.seq != $1.seq ? $0.seq < $1.seq : ($0.event == "item" && $1.event != "item") }
         for event in events { stream.append(id: event.seq, event: event.event, data: event.data) }
         stream.lastSeq = upTo
     }

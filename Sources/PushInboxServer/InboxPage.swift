@@ -79,6 +79,8 @@ enum InboxPage {
         }
         function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; }
         function render(item) {
+          // An in-app-only MODAL (ListModals=no): its state changes, but it is not in the list.
+          if (item.listed === false) return;
           let li = document.querySelector('li.item[data-item="' + item.item + '"]');
           const fresh = !li;
           if (fresh) li = el("li", "item");
@@ -90,9 +92,11 @@ enum InboxPage {
           const text = el("div", "content");
           // A tap on the item (not on one of its buttons) opens it.
           text.addEventListener("click", (e) => { if (!e.target.closest("button")) mark(item.item, "open"); });
-          text.append(el("div", "title", item.title || "(no title)"));
+          // A localised push names the app's strings; with none to look them up in, the key
+          // is shown, as the vendors' SDKs do when a key has no translation.
+          text.append(el("div", "title", item.title || item.titleLocKey || "(no title)"));
           if (item.subtitle) text.append(el("div", "subtitle", item.subtitle));
-          if (item.body) text.append(el("div", "body", item.body));
+          if (item.body || item.locKey) text.append(el("div", "body", item.body || item.locKey));
           text.append(el("div", "meta", item.vendor + " · " + new Date(item.ingestedAt).toLocaleString() + (item.category ? " · " + item.category : "")));
           const buttons = el("div", "buttons");
           const actions = (item.actions && item.actions.length ? item.actions : item.buttons) || [];
@@ -155,7 +159,8 @@ enum InboxPage {
         function live() {
           if (source) source.close();
           source = new EventSource("/v1/inbox/stream?" + q());
-          source.addEventListener("item", (e) => { render(JSON.parse(e.data)); inapp().catch(() => {}); });
+          source.addEventListener("item", (e) => render(JSON.parse(e.data)));
+          source.addEventListener("inapp", () => inapp().catch(() => {}));
           source.addEventListener("state", (e) => render(JSON.parse(e.data)));
           source.addEventListener("refresh", () => { $("items").replaceChildren(); cursor = null; page().catch(() => {}); });
           source.addEventListener("counts", (e) => counts(JSON.parse(e.data)));

@@ -38,7 +38,9 @@ extension Session {
             n.body = text(notification["body"], path + "body")
             n.sound = text(notification["sound"], path + "sound")
             n.locKey = text(notification["body_loc_key"], path + "body_loc_key")
+            n.locArgs = fcmLocArgs(notification["body_loc_args"], path + "body_loc_args")
             n.titleLocKey = text(notification["title_loc_key"], path + "title_loc_key")
+            n.titleLocArgs = fcmLocArgs(notification["title_loc_args"], path + "title_loc_args")
             n.mediaUrl = mediaURL(text(notification["image"], path + "image"), path + "image")
         } else {
             n.title = text(map["title"], "data.title")
@@ -51,6 +53,18 @@ extension Session {
             ?? text(top["google.message_id"], "google.message_id") ?? text(map["google.message_id"], "data.google.message_id")
         if let sentId, !sentId.isEmpty { n.id = sentId } else { n.id = derivedId() }
         return n
+    }
+
+    /// FCM's `body_loc_args` / `title_loc_args`: an array of strings in the send API's
+    /// `notification`, a JSON string holding that array in the bundle an app receives
+    /// (`gcm.n.body_loc_args`). Anything else warns and reads as absent.
+    mutating func fcmLocArgs(_ value: JSONValue?, _ path: String) -> [String]? {
+        guard case .string(let s)? = value else { return strings(value, path) }
+        guard let parsed = try? JSONParser(maxDepth: 2).parse(s), case .array = parsed else {
+            warn(.wrongType, path)
+            return nil
+        }
+        return strings(parsed, path)
     }
 
     /// The notification block of a flat bundle: `gcm.n.NAME`, else the older
@@ -90,9 +104,11 @@ extension Session {
         n.badge = int(aps["badge"], "aps.badge")
     }
 
-    /// R10: `content-available: 1` with nothing to display.
+    /// R10: `content-available: 1` (a background push for the app) with nothing to display:
+    /// no title, subtitle or body, and no `loc-key` / `title-loc-key` for the app to localise.
+    /// A badge or a sound alone is not something to list.
     mutating func apsIsSilent(_ aps: [String: JSONValue], _ n: PushNotification) -> Bool {
         guard int(aps["content-available"], "aps.content-available") == 1 else { return false }
-        return n.title == nil && n.body == nil && n.locKey == nil && n.subtitle == nil
+        return n.title == nil && n.body == nil && n.locKey == nil && n.titleLocKey == nil && n.subtitle == nil
     }
 }

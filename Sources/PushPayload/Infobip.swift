@@ -36,9 +36,10 @@ extension Session {
         } else if Detection.present(internalData["atts"]) {
             warn(.wrongType, "internalData.atts")
         }
-        for key in ["deeplink", "webViewUrl", "browserUrl"] where n.clickUrl == nil {
-            n.clickUrl = clickURL(string(internalData[key], "internalData.\(key)"), "internalData.\(key)")
-        }
+        n.deeplink = clickURL(string(internalData["deeplink"], "internalData.deeplink"), "internalData.deeplink")
+        n.webViewUrl = clickURL(string(internalData["webViewUrl"], "internalData.webViewUrl"), "internalData.webViewUrl")
+        n.browserUrl = clickURL(string(internalData["browserUrl"], "internalData.browserUrl"), "internalData.browserUrl")
+        n.clickUrl = n.deeplink ?? n.webViewUrl ?? n.browserUrl
         switch internalData["inAppStyle"] {
         case nil, .null?:
             if bool(internalData["inApp"], "internalData.inApp", loose: false) == true { n.presentation = .modal }
@@ -117,9 +118,10 @@ extension Session {
         n.messageType = text(internals["messageType"], "org_ib_d.internal.messageType")
         n.inAppOpenTitle = text(internals["inAppOpenTitle"], "org_ib_d.internal.inAppOpenTitle")
         n.inAppDismissTitle = text(internals["inAppDismissTitle"], "org_ib_d.internal.inAppDismissTitle")
-        for key in ["deeplink", "webViewUrl", "browserUrl"] where n.clickUrl == nil {
-            n.clickUrl = clickURL(text(internals[key], "org_ib_d.internal.\(key)"), "org_ib_d.internal.\(key)")
-        }
+        n.deeplink = clickURL(text(internals["deeplink"], "org_ib_d.internal.deeplink"), "org_ib_d.internal.deeplink")
+        n.webViewUrl = clickURL(text(internals["webViewUrl"], "org_ib_d.internal.webViewUrl"), "org_ib_d.internal.webViewUrl")
+        n.browserUrl = clickURL(text(internals["browserUrl"], "org_ib_d.internal.browserUrl"), "org_ib_d.internal.browserUrl")
+        n.clickUrl = n.deeplink ?? n.webViewUrl ?? n.browserUrl
         switch message["custom"] {
         case nil, .null?: break
         case .object(let o)?: n.customPayload = .object(o)

@@ -122,10 +122,14 @@ extension Session {
         n.buttons = kept
     }
 
-    /// `payload` is a String: JSON (Notification Center convention with `pushDate`/`pushName`) or plain text.
+    /// `payload` is a String: the app's rendering data ("such as expiration dates", the
+    /// Notification Center guide), often a JSON object (with the convention's `pushDate` /
+    /// `pushName`), sometimes plain text. A JSON object is carried as the object; anything
+    /// else (plain text, an array, a number) as the string it was sent as.
     mutating func mindboxPayload(_ text: String?, into n: inout PushNotification) {
         guard let text, !text.isEmpty else { return }
-        let decoded = decodeEmbedded(text)
+        var decoded = decodeEmbedded(text)
+        if case .object = decoded {} else { decoded = .string(text) }
         n.customPayload = decoded
         if case .string(let date)? = decoded["pushDate"], !date.isEmpty { n.sentAt = date }
     }

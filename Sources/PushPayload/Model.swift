@@ -207,7 +207,16 @@ package struct PushNotification: Sendable, Equatable {
     package var body: String?
     /// The body before a fallback replaced it.
     package var originalBody: String?
+    /// The link a tap opens. For Infobip it is derived: the first valid of ``deeplink``,
+    /// ``webViewUrl``, ``browserUrl`` (then `inAppDetails.clickUrl`), kept for readers of
+    /// records written before the three were carried apart.
     package var clickUrl: String?
+    /// Infobip's three link kinds, kept apart because the app opens each its own way: a
+    /// screen of the app (`deeplink`), a page in an in-app web view (`webViewUrl`), a page in
+    /// the system browser (`browserUrl`).
+    package var deeplink: String?
+    package var webViewUrl: String?
+    package var browserUrl: String?
     package var mediaUrl: String?
     package var mediaAlt: String?
     package var buttons: [NotificationButton] = []
@@ -275,6 +284,9 @@ package struct PushNotification: Sendable, Equatable {
         put("body", body)
         put("originalBody", originalBody)
         put("clickUrl", clickUrl)
+        put("deeplink", deeplink)
+        put("webViewUrl", webViewUrl)
+        put("browserUrl", browserUrl)
         put("mediaUrl", mediaUrl)
         put("mediaAlt", mediaAlt)
         put("category", category)

@@ -357,8 +357,10 @@ struct Session {
     /// R5: refuse when there is nothing to show.
     func requireBody(_ n: PushNotification) throws(PayloadRefusal) {
         if let body = n.body, !body.isEmpty { return }
-        if n.silent || n.locKey != nil { return }
-        throw PayloadRefusal(.missingBody, "the \(n.format) payload has no body and is neither silent nor localised (loc-key)",
+        // A localised push displays the app's strings for its keys (the SDKs fall back to the
+        // key itself), so it needs no literal body; `title-loc-key` alone shows a title.
+        if n.silent || n.locKey != nil || n.titleLocKey != nil { return }
+        throw PayloadRefusal(.missingBody, "the \(n.format) payload has no body and is neither silent nor localised (loc-key, title-loc-key)",
                              vendor: n.vendor, platform: n.platform)
     }
 

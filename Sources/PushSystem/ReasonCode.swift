@@ -47,7 +47,7 @@ package enum ReasonCode: String, Sendable, CaseIterable {
     case missingId = "missing_id"
     /// The dedup key (vendor, id and envelope user) is longer than the journal can hold.
     case idTooLong = "id_too_long"
-    /// No body, and the push is neither silent nor localised by `loc-key`.
+    /// No body, and the push is neither silent nor localised by `loc-key` / `title-loc-key`.
     case missingBody = "missing_body"
     /// A member the vendor SDK decodes strictly has the wrong JSON type.
     case typeMismatch = "type_mismatch"

@@ -37,6 +37,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// The inbox index could not be read (SQLITE_CORRUPT/NOTADB): moved aside (fields
     /// `INBOX_INDEX_MOVED_TO`, `REASON_CODE`) and rebuilt from the journal; ingest goes on.
     case inboxIndexCorrupt
+    /// The inbox index was built by another schema version or with another `[Inbox]
+    /// ListModals=` (field `REASON_CODE`): replaced with a fresh one, rebuilt from the journal.
+    case inboxIndexOutdated
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -64,6 +67,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .exportCaughtUp: "da44f3dd8a1c4fff80b929118fbc8a0e"
         case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
         case .inboxIndexCorrupt: "65bf91cc6dcc4d4ba021ecf5abfcf7f7"
+        case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
         }
     }
 
@@ -73,7 +77,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp: 5
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated: 5
         case .ingested, .duplicate: 6
         }
     }

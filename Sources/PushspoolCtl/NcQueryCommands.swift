@@ -19,7 +19,9 @@ package enum NcQueryCommands {
           list     a user's inbox, newest first, without archived or expired items; --limit 1-500
                    (default 20); the last line names the cursor of the next page (--cursor).
                    --device D lists the shared inbox of a device: items stored without a user.
-          count    exact numbers of unseen and unread items
+                   Silent pushes are not items; MODALs are presented by inapp, not listed
+                   ([Inbox] ListModals=yes lists them too)
+          count    exact numbers of unseen and unread listed items
           inapp    the in-app message to present now (the latest unexpired modal not yet shown),
                    and drops an nc.inapp-shown event into the spool so it is presented once
           reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
@@ -47,10 +49,11 @@ package enum NcQueryCommands {
         do throws(InboxError) {
             switch subcommand {
             case "reindex":
-                let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration))
+                let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration),
+                                                    listModals: configuration.inbox.listModals)
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
-                let index = try InboxIndexHandle(path: indexPath, readOnly: false).current()
+                let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
@@ -158,6 +161,13 @@ package enum NcQueryCommands {
         put("subtitle", item.subtitle)
         put("body", item.body)
         put("click", item.clickUrl)
+        put("deeplink", item.deeplink)
+        put("web view", item.webViewUrl)
+        put("browser", item.browserUrl)
+        put("title key", item.titleLocKey.map { key in key + (item.titleLocArgs.map { " " + $0.joined(separator: ", ") } ?? "") })
+        put("body key", item.locKey.map { key in key + (item.locArgs.map { " " + $0.joined(separator: ", ") } ?? "") })
+        put("sound", item.sound)
+        put("badge", item.badge.map(String.init))
         put("media", item.mediaPath)
         put("thumbnail", item.thumbnailPath)
         put("category", item.category)
@@ -171,6 +181,7 @@ package enum NcQueryCommands {
             lines.append("    actions: " + actions.joined(separator: " | ") + (item.actionsCut > 0 ? " (+\(item.actionsCut) not shown)" : ""))
         }
         put("expires", item.expiresAtMillis.map { Timestamp.iso8601(millis: $0) })
+        put("payload", item.customPayload.map { $0.stringValue ?? $0.serializedString() })
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -31,8 +31,8 @@ final class Followers: Sendable {
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
         do {
             inbox = configuration.inbox.enabled
-                ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, journalLastSeq: { journal.stats.lastSeq },
-                                    notify: { Self.log($0, events: events) })
+                ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, listModals: configuration.inbox.listModals,
+                                    journalLastSeq: { journal.stats.lastSeq }, notify: { Self.log($0, events: events) })
                 : nil
         } catch {
             throw DaemonError(stage: "inbox index", message: "\(error) (rebuild it with `pushspoolctl nc reindex`)", errno: EIO)
@@ -161,6 +161,9 @@ final class Followers: Sendable {
         case .indexCorrupt(let movedTo, let reason):
             events.log(.inboxIndexCorrupt, "inbox index was damaged (\(reason)): moved to \(movedTo), rebuilding it from the journal",
                        fields: [(EventField.inboxIndexMovedTo, movedTo), (EventField.reasonCode, reason)])
+        case .indexOutdated(let reason):
+            events.log(.inboxIndexOutdated, "inbox index was built by other rules (\(reason)): replaced, rebuilding it from the journal",
+                       fields: [(EventField.reasonCode, reason)])
         }
     }
 

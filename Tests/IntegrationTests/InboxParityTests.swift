@@ -94,7 +94,13 @@ import PushSystem
             shown = try server.request("GET", "/v1/inapp").json?["item"]?["item"]?.stringValue ?? ""
             return !shown.isEmpty
         }
-        let bobModal = try #require(try server.items("bob").first?["item"]?.stringValue)
+        // A MODAL is presented in-app, not listed (ListModals=no).
+        #expect(try server.items("bob").isEmpty)
+        var bobModal = ""
+        try waitUntil(timeout: 30, "bob's modal served") {
+            bobModal = try server.request("GET", "/v1/inapp", user: "bob").json?["item"]?["item"]?.stringValue ?? ""
+            return !bobModal.isEmpty
+        }
         let stream = try StreamClient(server: server, lastEventId: shown)
         defer { stream.close() }
 
@@ -104,8 +110,10 @@ import PushSystem
         #expect(try server.request("POST", "/v1/inapp/\(bobModal)/shown").status == 404)
         try waitUntil(timeout: 30, "the modal no longer served") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == true }
         try waitUntil(timeout: 30, "the state event") { stream.text.contains("event: state") && stream.text.contains(#""inAppShown":true"#) }
-        // Shown is not read: the item stays in the inbox, unread.
-        #expect(try server.counts().unread == 1)
+        // Shown is not read; the modal is not listed or counted, and says so.
+        #expect(reply.json?["item"]?["state"]?["read"]?.boolValue == false)
+        #expect(reply.json?["item"]?["listed"]?.boolValue == false)
+        #expect(try server.counts().unread == 0)
         // Bob's modal was not shown by alice's request.
         #expect(try server.request("GET", "/v1/inapp", user: "bob").json?["item"]?["item"]?.stringValue == bobModal)
 

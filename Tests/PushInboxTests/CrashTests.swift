@@ -83,13 +83,15 @@ import TestSupport
         let missing = try ProcessRunner.run(ctl, base + ["nc", "list", "--user", "alice"])
         #expect(missing.status == 1 && missing.stderr.contains("nc reindex"))
         try await f.notification(title: "hello")
+        let newest = try await f.notification(title: "hello again")
+        // A MODAL is presented by `nc inapp`, not listed (ListModals=no).
         let modal = try await f.notification(title: "modal", presentation: "modal")
         let reindex = try ProcessRunner.run(ctl, base + ["nc", "reindex"])
-        #expect(reindex.status == 0 && reindex.stdout.contains("2 items"), "\(reindex.stderr)")
+        #expect(reindex.status == 0 && reindex.stdout.contains("3 items"), "\(reindex.stderr)")
         let list = try ProcessRunner.run(ctl, base + ["nc", "list", "--user", "alice", "--limit", "1", "--json"])
         #expect(list.status == 0)
         let lines = list.stdout.split(separator: "\n").map { try? JSONParser().parse(String($0)) }
-        #expect(lines.count == 2 && lines[0]?["item"]?.stringValue == "\(modal)" && lines[1]?["nextCursor"] != nil)
+        #expect(lines.count == 2 && lines[0]?["item"]?.stringValue == "\(newest)" && lines[1]?["nextCursor"] != nil)
         let count = try ProcessRunner.run(ctl, base + ["nc", "count", "--user", "alice", "--json"])
         #expect(count.stdout == "{\"unread\":2,\"unseen\":2}\n")
         let inapp = try ProcessRunner.run(ctl, base + ["nc", "inapp", "--user", "alice"])
