@@ -90,6 +90,8 @@ import TestSupport
             #expect(outcome.status == .stored)
             #expect(outcome.decodable == false, "\(path): \(outcome.encodeJSON())")
             #expect(outcome.thumbnail == nil)
+            // SFMC's sample puts the alt text in the body when no attachment can be made of it.
+            #expect(MediaFallback.apply(outcome: outcome, body: "See it", mediaAlt: "A red bicycle")! == ("A red bicycle", "See it"))
         }
         #expect(filesUnder(dir.store + "/.tmp").isEmpty)
     }
