@@ -122,11 +122,17 @@ extension Session {
         n.buttons = kept
     }
 
-    /// `payload` is a String: JSON (Notification Center convention with `pushDate`/`pushName`) or plain text.
+    /// `payload` is a String: JSON (Notification Center convention with `pushDate`/`pushName`,
+    /// which the guide's step 4.7 also spells `push_date`/`push_name`) or plain text.
     mutating func mindboxPayload(_ text: String?, into n: inout PushNotification) {
         guard let text, !text.isEmpty else { return }
         let decoded = decodeEmbedded(text)
         n.customPayload = decoded
-        if case .string(let date)? = decoded["pushDate"], !date.isEmpty { n.sentAt = date }
+        for key in ["pushDate", "push_date"] {
+            if case .string(let date)? = decoded[key], !date.isEmpty {
+                n.sentAt = date
+                break
+            }
+        }
     }
 }
