@@ -179,8 +179,9 @@ final class Worker {
 
     /// The last failure of `enqueueFromJournal`, cleared by its next success.
     var journalFailure: String?
-    /// What mapping records said about fields it could not normalise, for the next step's result.
-    var mappingNotices: [OutboxNotice] = []
+    /// What mapping records said about fields it could not normalise, by record seq, for the
+    /// next step's result.
+    var mappingNotices: [(seq: UInt64, notice: OutboxNotice)] = []
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
         self.options = options
@@ -226,7 +227,7 @@ final class Worker {
         absorbRetries()
         result.moreJournal = enqueueFromJournal(limit: 1024)
         result.journalFailure = journalFailure
-        result.notices = mappingNotices + deliverDue(now: now)
+        result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
         mappingNotices = []
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
         if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
@@ -278,7 +279,7 @@ final class Worker {
                 guard let record else { break }
                 count += 1
                 let mapping = mapper.map(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body, lookup: lookup)
-                mappingNotices += mapping.notices
+                mappingNotices += mapping.notices.map { (record.seq, $0) }
                 for delivery in mapping.deliveries {
                     if let earlier = unconfirmed.removeValue(forKey: delivery.fileName) {
                         // Queued before a crash, the file is there: take it, do not queue it twice.
@@ -304,6 +305,8 @@ final class Worker {
             // mapped again (same file names, so nothing is duplicated).
             reader = nil
             pending.removeAll { $0.seq > cursor }
+            // Those records are mapped again, and say it again.
+            mappingNotices.removeAll { $0.seq > cursor }
             return false
         }
     }

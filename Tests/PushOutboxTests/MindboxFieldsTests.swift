@@ -242,4 +242,30 @@ import PushTransliteration
         #expect(again.server.requests("/v3/operations/async").isEmpty)
         #expect(parked.lastError?.contains("MindboxEndpointAndroid=") == true, "\(parked.lastError ?? "")")
     }
+
+    /// The follower hands a field problem to `onNotice` (the daemon's journald event) once,
+    /// and the delivery still goes out without the field.
+    @Test func aFieldProblemReachesTheNoticeHandlerOnce() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route("/v3/operations/async", .ok(Array("{}".utf8), contentType: "application/json"))
+        var item = mindboxItem()
+        if case .object(var members) = item {
+            members["customPayload"] = .object(["pushName": .string("Скидки"), "pushDate": .string("31.02.2026 10:00")])
+            item = .object(members)
+        }
+        try await fixture.journal([("mindbox:mb-1:alice", item, now), ("event:ev-1", event("nc.open", "ev-1", item: 1), now)])
+        let notices = Locked<[OutboxNotice]>([])
+        let follower = try OutboxFollower(options: fixture.options()) { notice in notices.withLock { $0.append(notice) } }
+        #expect(follower.catchUp().delivered == 1)
+        follower.catchUp()
+        let seen = notices.withLock { $0 }
+        #expect(seen.count == 1, "\(seen)")
+        if case .fieldProblem(let id, _, let field, let reason, _)? = seen.first {
+            #expect(id == "2-0" && field == "mobPushSendDateTime" && reason == "unparseable_date")
+        } else {
+            Issue.record("expected a field problem, got \(seen)")
+        }
+        let body = fixture.server.requests("/v3/operations/async").first.map { String(decoding: $0.body, as: UTF8.self) }
+        #expect(body == #"{"customerAction":{"customFields":{"mobPushTranslateName":"Skidki"}}}"#)
+    }
 }
