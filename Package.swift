@@ -44,6 +44,9 @@ let package = Package(
         .systemLibrary(name: "CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         // NATS C client (libnats-dev 3.4.1) for the JetStream exporter.
         .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
+        // ICU's transliterator (libicu-dev) through typed wrappers: ICU's C names are
+        // version-suffixing macros Swift cannot import.
+        .target(name: "CICU", linkerSettings: [.linkedLibrary("icui18n"), .linkedLibrary("icuuc")]),
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
@@ -73,7 +76,10 @@ let package = Package(
         .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "CSQLite"]),
-        .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "CInih"]),
+        // ICU transforms (Mindbox's transliterated push name), for the outbox and the
+        // configuration check of MindboxTransliteration=.
+        .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
+        .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushTransliteration", "CInih"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
@@ -84,7 +90,7 @@ let package = Package(
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
-        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "CCurl"]),
+        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "CCurl"]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         .target(name: "PushspoolDaemon", dependencies: [
@@ -134,11 +140,13 @@ let package = Package(
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
+        .testTarget(name: "PushTransliterationTests", dependencies: ["PushTransliteration"]),
         .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
-            "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "pushspool-outbox-child",
+            "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
+            "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [

@@ -109,6 +109,8 @@ check "the postinst generated the inbox token secret, root-only (0600 root root)
   bash -c '[[ $(stat -c "%a %U %G" /etc/pushspool/inbox-token-secret) == "600 root root" && $(wc -c </etc/pushspool/inbox-token-secret) -ge 33 ]]'
 check "pushspool-inbox links libmicrohttpd and the package depends on it (shlibs)" \
   bash -c 'ldd /usr/sbin/pushspool-inbox | grep -q libmicrohttpd && dpkg-query -W -f="\${Depends}" pushspool | grep -q libmicrohttpd'
+check "pushspoold links Debian's ICU (the outbox's transliteration) and the package depends on it (shlibs)" \
+  bash -c 'ldd /usr/sbin/pushspoold | grep -q libicui18n && dpkg-query -W -f="\${Depends}" pushspool | grep -q libicu'
 check "pushspool-inbox --version" bash -c 'pushspool-inbox --version | grep -q "^pushspool-inbox "'
 check "man pushspool-inbox" bash -c 'MANWIDTH=80 man -P cat pushspool-inbox 2>/dev/null | grep -q "serve the push Notification Center"'
 check "conffile registered" bash -c "dpkg-query -W -f='\${Conffiles}' pushspool | grep -q /etc/pushspool/pushspool.conf"

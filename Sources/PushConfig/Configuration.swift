@@ -248,8 +248,18 @@ package struct OutboxSettings: Sendable, Equatable {
     package var enabled = false
     /// `MindboxURL=`: the Mindbox (Maestra) API base, without a trailing slash.
     package var mindboxURL = "https://api.mindbox.ru"
-    /// `MindboxEndpointId=`: the app's endpoint id; empty = Mindbox events are not delivered.
+    /// `MindboxEndpointId=`: the app's endpoint id for both platforms, and the fallback of the
+    /// two below; all three empty = Mindbox events are not delivered.
     package var mindboxEndpointId = ""
+    /// `MindboxEndpointIOS=`: the endpoint for events about iOS pushes; empty = `MindboxEndpointId=`.
+    package var mindboxEndpointIOS = ""
+    /// `MindboxEndpointAndroid=`: the endpoint for events about Android pushes; empty =
+    /// `MindboxEndpointId=`.
+    package var mindboxEndpointAndroid = ""
+    /// `MindboxTransliteration=`: the ICU transform that makes NCPushOpen's
+    /// `mobPushTranslateName` from the push name; `none` sends the name as it came. Checked
+    /// with ICU when the configuration is loaded.
+    package var mindboxTransliteration = "Any-Latin; Latin-ASCII"
     /// `MindboxSecretKeyFile=`: a file holding the secret key, readable only by the service;
     /// empty = Mindbox events are not delivered.
     package var mindboxSecretKeyFile = ""

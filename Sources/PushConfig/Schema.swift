@@ -1,4 +1,5 @@
 import PushPayload
+import PushTransliteration
 
 /// One key of pushspool.conf: how to parse it into the configuration and how to print it back.
 ///
@@ -131,6 +132,18 @@ extension KeySpec {
     /// An `http(s)://host[:port][/path]` base URL without query, fragment or credentials; a
     /// trailing slash is dropped so paths can be appended. Whether plain http is allowed is
     /// decided where it is used (`AllowHTTP=`).
+    /// A Mindbox endpoint id: it goes into a query string, and a conservative alphabet keeps
+    /// it from needing escapes.
+    static func mindboxEndpoint(_ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
+        KeySpec(section: "Outbox", key: key, invalidExample: "has space", apply: { config, text in
+            guard text.count <= 128, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+                return ValueError("expected up to 128 characters of [A-Za-z0-9._-], got '\(text)'")
+            }
+            config[keyPath: field] = text
+            return nil
+        }, render: { [$0[keyPath: field]] })
+    }
+
     static func endpointURL(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
         KeySpec(section: section, key: key, invalidExample: "ftp://example.com", apply: { config, text in
             var value = text
@@ -265,14 +278,17 @@ enum Schema {
 
         .boolean("Outbox", "Enabled", \.outbox.enabled),
         .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL),
-        KeySpec(section: "Outbox", key: "MindboxEndpointId", invalidExample: "has space", apply: { config, text in
-            // It goes into a query string: a conservative alphabet keeps it from needing escapes.
-            guard text.count <= 128, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-                return ValueError("expected up to 128 characters of [A-Za-z0-9._-], got '\(text)'")
+        .mindboxEndpoint("MindboxEndpointId", \.outbox.mindboxEndpointId),
+        .mindboxEndpoint("MindboxEndpointIOS", \.outbox.mindboxEndpointIOS),
+        .mindboxEndpoint("MindboxEndpointAndroid", \.outbox.mindboxEndpointAndroid),
+        KeySpec(section: "Outbox", key: "MindboxTransliteration", invalidExample: "Cyrillic-Klingon", apply: { config, text in
+            // ICU itself judges the id, so what loads here is what the outbox can open.
+            if text.lowercased() != "none", let error = Transliterator.check(id: text) {
+                return ValueError("\(error.message), or 'none' to send the push name as it came")
             }
-            config.outbox.mindboxEndpointId = text
+            config.outbox.mindboxTransliteration = text
             return nil
-        }, render: { [$0.outbox.mindboxEndpointId] }),
+        }, render: { [$0.outbox.mindboxTransliteration] }),
         .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile),
         .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL),
         .optionalAbsolutePath("Outbox", "InfobipAppKeyFile", \.outbox.infobipAppKeyFile),

@@ -140,24 +140,32 @@ package struct MediaOutcome: Sendable {
     }
 }
 
-/// The SFMC rich-notification fallback (docs/design/vendor-payloads.md, rule R8), the one place the
-/// rule lives: when the payload names media that ended up not attached (failed or skipped — never
-/// cancelled, whose payload is kept and fetched again) and carries a non-empty `_mediaAlt`, the
-/// body becomes that text and the original body is kept.
+/// The SFMC rich-notification fallback (docs/vendor-rules.md, "Salesforce Marketing Cloud"),
+/// the one place the rule lives. SFMC's sample service extension puts a non-empty `_mediaAlt`
+/// in the body whenever the push ends up without an attachment: `_mediaUrl` missing or empty,
+/// a URL it cannot use, a failed or non-2xx download, a timeout, or a file that cannot be made
+/// into an attachment. So here: unless the media was attached, or its fetch was cancelled by a
+/// stop (the payload is kept and fetched again), the body becomes the alt text and the
+/// original body is kept.
 package enum MediaFallback {
     /// The new body and the body it replaces, or `nil` when the body stays as it is.
-    /// `mediaURL` is the payload's media URL; `nil` or empty means it named none.
-    package static func apply(attached: Bool, cancelled: Bool, mediaURL: String?, body: String?,
-                              mediaAlt: String?) -> (body: String, originalBody: String?)? {
-        guard !attached, !cancelled, let mediaURL, !mediaURL.isEmpty, let alt = mediaAlt, !alt.isEmpty else { return nil }
+    /// `attached`: a stored file a device could show (see ``MediaOutcome/attachable``).
+    package static func apply(attached: Bool, cancelled: Bool, body: String?, mediaAlt: String?) -> (body: String, originalBody: String?)? {
+        guard !attached, !cancelled, let alt = mediaAlt, !alt.isEmpty else { return nil }
         return (alt, body)
     }
 
-    /// The rule for a fetch outcome (its URL is the payload's media URL).
+    /// The rule for a fetch outcome.
     package static func apply(outcome: MediaOutcome, body: String?, mediaAlt: String?) -> (body: String, originalBody: String?)? {
-        apply(attached: outcome.status == .stored, cancelled: outcome.wasCancelled, mediaURL: outcome.url, body: body,
-              mediaAlt: mediaAlt)
+        apply(attached: outcome.attachable, cancelled: outcome.wasCancelled, body: body, mediaAlt: mediaAlt)
     }
+}
+
+extension MediaOutcome {
+    /// Stored, and not known to be undecodable: what a device could attach. An image stored
+    /// but unreadable (truncated, corrupt, a refused decompression bomb) is no attachment on
+    /// a device either (`UNNotificationAttachment` refuses it), so it does not count.
+    package var attachable: Bool { status == .stored && decodable != false }
 }
 
 /// Counters for `STATUS=`, metrics and `pushspoolctl media stats`.

@@ -5,61 +5,84 @@ import PushSystem
 /// Turns one journaled Notification Center event into the POSTs it causes. Pure: the item's
 /// notification record comes from `lookup`, so the rules are testable without a journal.
 ///
-/// `Sendable`: a plain value.
+/// `Sendable`: a plain value (the transliterator in `mindboxFields` locks internally).
 package struct EventMapper: Sendable {
     /// Whether Mindbox / Infobip delivery is configured; an unconfigured vendor's events map
     /// to nothing (they are not queued to wait for a key that may never come).
     package var mindbox: Bool
     package var infobip: Bool
+    /// How NCPushOpen's custom fields are made from the push (transliteration, date form).
+    package var mindboxFields: MindboxFields
 
-    package init(mindbox: Bool, infobip: Bool) {
+    package init(mindbox: Bool, infobip: Bool, mindboxFields: MindboxFields = MindboxFields(transliterator: nil)) {
         self.mindbox = mindbox
         self.infobip = infobip
+        self.mindboxFields = mindboxFields
+    }
+
+    /// What one record maps to: its deliveries, and the fields that could not be normalised
+    /// (for the journald event; the deliveries go out without them or with them as received).
+    ///
+    /// `Sendable`: a plain value.
+    package struct Mapping: Sendable {
+        package var deliveries: [OutboxDelivery] = []
+        package var notices: [OutboxNotice] = []
     }
 
     /// The deliveries for the record at `seq`; empty for records that are not events or need
     /// no delivery. `lookup(seq)` returns a notification record's body JSON.
     package func deliveries(seq: UInt64, ingestMillis: Int64, body: [UInt8],
                             lookup: (UInt64) -> JSONValue?) -> [OutboxDelivery] {
+        map(seq: seq, ingestMillis: ingestMillis, body: body, lookup: lookup).deliveries
+    }
+
+    /// ``deliveries(seq:ingestMillis:body:lookup:)`` with the notices about its fields.
+    package func map(seq: UInt64, ingestMillis: Int64, body: [UInt8], lookup: (UInt64) -> JSONValue?) -> Mapping {
         guard let event = try? JSONParser(maxDepth: 64).parse(body), event["kind"]?.stringValue == "event",
-              let type = event["type"]?.stringValue, let eventId = event["eventId"]?.stringValue else { return [] }
+              let type = event["type"]?.stringValue, let eventId = event["eventId"]?.stringValue else { return Mapping() }
         let user = event["user"]?.stringValue
         let device = event["device"]?.stringValue
         let orderKey: String
-        if let user { orderKey = "u:" + user } else if let device { orderKey = "d:" + device } else { return [] }
+        if let user { orderKey = "u:" + user } else if let device { orderKey = "d:" + device } else { return Mapping() }
         let atMillis = event["at"]?.stringValue.flatMap(EventMapper.parseISO8601Millis) ?? ingestMillis
 
-        func make(_ target: OutboxTarget, operation: String?, payload: JSONValue, index: Int) -> OutboxDelivery {
-            OutboxDelivery(seq: seq, index: index, target: target, eventId: eventId, eventType: type, orderKey: orderKey,
-                           createdMillis: ingestMillis, atMillis: atMillis, operation: operation, device: device, payload: payload)
+        func make(_ target: OutboxTarget, operation: String?, payload: JSONValue, index: Int, platform: String? = nil) -> OutboxDelivery {
+            var delivery = OutboxDelivery(seq: seq, index: index, target: target, eventId: eventId, eventType: type, orderKey: orderKey,
+                                          createdMillis: ingestMillis, atMillis: atMillis, operation: operation, device: device, payload: payload)
+            delivery.platform = platform
+            return delivery
         }
 
         switch type {
         case "nc.opened":
-            guard mindbox else { return [] }
-            // The guide's NCOpen carries no data: `data: {}`.
-            return [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0)]
+            guard mindbox else { return Mapping() }
+            // The guide's NCOpen carries no data: `data: {}`. It names no push, so no platform:
+            // OutboxOptions picks its endpoint.
+            return Mapping(deliveries: [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0)])
         case "nc.open", "nc.action":
             guard let itemSeq = event["item"]?.numberLexeme.flatMap({ UInt64($0) }), itemSeq < seq,
                   let item = lookup(itemSeq), EventMapper.isNotification(item),
-                  EventMapper.belongs(item, user: user, device: device) else { return [] }
+                  EventMapper.belongs(item, user: user, device: device) else { return Mapping() }
             let vendor = item["vendor"]?.stringValue
             if type == "nc.open" {
                 if vendor == "mindbox", mindbox {
-                    var fields: [String: JSONValue] = [:]
-                    let custom = item["customPayload"]
-                    if let date = custom?["pushDate"], !date.isNull { fields["mobPushSendDateTime"] = date }
-                    if let name = custom?["pushName"], !name.isNull { fields["mobPushTranslateName"] = name }
+                    let (fields, problems) = mindboxFields.customFields(item["customPayload"])
                     let body: JSONValue = .object(["customerAction": .object(["customFields": .object(fields)])])
-                    return [make(.mindbox, operation: "mobileapp.NCPushOpen", payload: body, index: 0)]
+                    let delivery = make(.mindbox, operation: "mobileapp.NCPushOpen", payload: body, index: 0,
+                                        platform: EventMapper.platform(item))
+                    let notices = problems.map {
+                        OutboxNotice.fieldProblem(id: delivery.id, target: delivery.target.rawValue, field: $0.field, reason: $0.reason,
+                                                  message: $0.message)
+                    }
+                    return Mapping(deliveries: [delivery], notices: notices)
                 }
                 if vendor == "infobip", infobip, let messageId = item["id"]?.stringValue {
-                    return [make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0)]
+                    return Mapping(deliveries: [make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0)])
                 }
-                return []
+                return Mapping()
             }
             guard vendor == "infobip", infobip, let action = event["action"]?.stringValue,
-                  let messageId = item["id"]?.stringValue, EventMapper.requiresMO(item, action: action) else { return [] }
+                  let messageId = item["id"]?.stringValue, EventMapper.requiresMO(item, action: action) else { return Mapping() }
             var custom: [String: JSONValue] = ["actionId": .string(action)]
             var message: [String: JSONValue] = [
                 "messageId": .string(eventId), "initialMessageId": .string(messageId), "text": .string(action),
@@ -69,10 +92,20 @@ package struct EventMapper: Sendable {
             }
             if let category = item["category"]?.stringValue { custom["category"] = .string(category) }
             message["customPayload"] = .object(custom)
-            return [make(.infobipMO, operation: nil, payload: .object(message), index: 0)]
+            return Mapping(deliveries: [make(.infobipMO, operation: nil, payload: .object(message), index: 0)])
         default:
-            return []
+            return Mapping()
         }
+    }
+
+    /// The push's platform as detected at ingest (`ios`/`android`), which picks the Mindbox
+    /// endpoint; records without `platform` fall back to their format name.
+    static func platform(_ item: JSONValue) -> String? {
+        if let platform = item["platform"]?.stringValue, platform == "ios" || platform == "android" { return platform }
+        guard let format = item["format"]?.stringValue else { return nil }
+        if format.hasPrefix("mindbox-ios") { return "ios" }
+        if format.hasPrefix("mindbox-android") { return "android" }
+        return nil
     }
 
     static func isNotification(_ record: JSONValue) -> Bool {

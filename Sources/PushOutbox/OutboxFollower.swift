@@ -179,12 +179,16 @@ final class Worker {
 
     /// The last failure of `enqueueFromJournal`, cleared by its next success.
     var journalFailure: String?
+    /// What mapping records said about fields it could not normalise, by record seq, for the
+    /// next step's result.
+    var mappingNotices: [(seq: UInt64, notice: OutboxNotice)] = []
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
         self.options = options
         self.store = store
         self.shouldStop = shouldStop
-        mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled)
+        mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled,
+                             mindboxFields: MindboxFields(transliterator: try options.transliterator()))
         poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
                             requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
                             allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks),
@@ -223,7 +227,8 @@ final class Worker {
         absorbRetries()
         result.moreJournal = enqueueFromJournal(limit: 1024)
         result.journalFailure = journalFailure
-        result.notices = deliverDue(now: now)
+        result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
+        mappingNotices = []
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
         if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
             result.sleepMillis = max(1, next - now)
@@ -273,9 +278,9 @@ final class Worker {
                 do { record = try reader.next() } catch { throw OutboxError(.journal, "reading \(options.journalDirectory): \(error)") }
                 guard let record else { break }
                 count += 1
-                let deliveries = mapper.deliveries(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body,
-                                                   lookup: lookup)
-                for delivery in deliveries {
+                let mapping = mapper.map(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body, lookup: lookup)
+                mappingNotices += mapping.notices.map { (record.seq, $0) }
+                for delivery in mapping.deliveries {
                     if let earlier = unconfirmed.removeValue(forKey: delivery.fileName) {
                         // Queued before a crash, the file is there: take it, do not queue it twice.
                         pending.append(earlier)
@@ -300,6 +305,8 @@ final class Worker {
             // mapped again (same file names, so nothing is duplicated).
             reader = nil
             pending.removeAll { $0.seq > cursor }
+            // Those records are mapped again, and say it again.
+            mappingNotices.removeAll { $0.seq > cursor }
             return false
         }
     }
@@ -372,7 +379,13 @@ final class Worker {
         let head = batch[0]
         guard let request = buildRequest(batch, now: now) else {
             // The vendor was unconfigured since queuing (restart with a new configuration).
-            return (park(batch, reason: "unconfigured", status: 0, message: "the \(head.target.rawValue) endpoint is not configured", now: now), true)
+            var message = "the \(head.target.rawValue) endpoint is not configured"
+            if head.target == .mindbox, head.platform == "android" {
+                message = "no Mindbox endpoint for Android pushes: set [Outbox] MindboxEndpointAndroid= or MindboxEndpointId="
+            } else if head.target == .mindbox, head.platform == "ios" {
+                message = "no Mindbox endpoint for iOS pushes: set [Outbox] MindboxEndpointIOS= or MindboxEndpointId="
+            }
+            return (park(batch, reason: "unconfigured", status: 0, message: message, now: now), true)
         }
         let response = poster.post(url: request.url, headers: request.headers, body: request.body)
         // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
@@ -465,8 +478,9 @@ final class Worker {
         let head = batch[0]
         switch head.target {
         case .mindbox:
-            guard let secret = options.mindboxSecret, !options.mindboxEndpointId.isEmpty, let operation = head.operation else { return nil }
-            var url = options.mindboxURL + "/v3/operations/async?endpointId=" + Worker.percentEncode(options.mindboxEndpointId)
+            guard let secret = options.mindboxSecret, let endpoint = options.mindboxEndpoint(platform: head.platform),
+                  let operation = head.operation else { return nil }
+            var url = options.mindboxURL + "/v3/operations/async?endpointId=" + Worker.percentEncode(endpoint)
                 + "&operation=" + Worker.percentEncode(operation)
             if let device = head.device { url += "&deviceUUID=" + Worker.percentEncode(device) }
             url += "&transactionId=" + Worker.percentEncode(head.transactionId)

@@ -1,5 +1,6 @@
 import PushOutboxStore
 import PushSystem
+import PushTransliteration
 
 /// Everything the follower needs, resolved: the daemon maps `[Outbox]` of PushConfig onto it
 /// and loads the key files with `OutboxOptions.load(...)`.
@@ -10,7 +11,16 @@ package struct OutboxOptions: Sendable {
     package var stateDirectory: String
     package var journalDirectory: String
     package var mindboxURL = "https://api.mindbox.ru"
+    /// `MindboxEndpointId=`: the endpoint for both platforms, or the fallback when a
+    /// platform's own is empty.
     package var mindboxEndpointId = ""
+    /// `MindboxEndpointIOS=` / `MindboxEndpointAndroid=`: a Mindbox app has one endpoint per
+    /// platform; empty = `mindboxEndpointId`.
+    package var mindboxEndpointIOS = ""
+    package var mindboxEndpointAndroid = ""
+    /// `MindboxTransliteration=`: the ICU transform for NCPushOpen's push name; `none` = the
+    /// name as the push had it.
+    package var mindboxTransliteration = OutboxOptions.defaultTransliteration
     package var mindboxSecret: Secret?
     package var infobipURL = "https://mobile.infobip.com"
     package var infobipAppKey: Secret?
@@ -31,8 +41,38 @@ package struct OutboxOptions: Sendable {
         self.journalDirectory = journalDirectory ?? stateDirectory + "/journal"
     }
 
-    /// Mindbox is configured: an endpoint id and a secret key.
-    package var mindboxEnabled: Bool { !mindboxEndpointId.isEmpty && mindboxSecret != nil }
+    /// ICU's "any script to Latin, then Latin to ASCII": "Весенняя распродажа" → "Vesennaa rasprodaza".
+    package static let defaultTransliteration = "Any-Latin; Latin-ASCII"
+
+    /// Mindbox is configured: an endpoint id (either kind) and a secret key.
+    package var mindboxEnabled: Bool {
+        mindboxSecret != nil && !(mindboxEndpointId.isEmpty && mindboxEndpointIOS.isEmpty && mindboxEndpointAndroid.isEmpty)
+    }
+
+    /// The endpoint for a push of `platform`: its own, else `MindboxEndpointId=`. An event
+    /// without a push (`platform` nil: NCOpen names no item) goes to `MindboxEndpointId=`, or
+    /// without it to the iOS endpoint, then the Android one. `nil` = none fits: an Android
+    /// push's event is never sent to the iOS endpoint.
+    package func mindboxEndpoint(platform: String?) -> String? {
+        let candidates: [String]
+        switch platform {
+        case "ios"?: candidates = [mindboxEndpointIOS, mindboxEndpointId]
+        case "android"?: candidates = [mindboxEndpointAndroid, mindboxEndpointId]
+        default: candidates = [mindboxEndpointId, mindboxEndpointIOS, mindboxEndpointAndroid]
+        }
+        return candidates.first { !$0.isEmpty }
+    }
+
+    /// The transliterator `mindboxTransliteration` names; `nil` for `none`.
+    /// - Throws: `configuration` when ICU has no such transform.
+    package func transliterator() throws(OutboxError) -> Transliterator? {
+        if mindboxTransliteration.lowercased() == "none" { return nil }
+        do {
+            return try Transliterator(id: mindboxTransliteration)
+        } catch {
+            throw OutboxError(.configuration, "[Outbox] MindboxTransliteration=\(mindboxTransliteration): \(error.message), or 'none'")
+        }
+    }
     package var infobipEnabled: Bool { infobipAppKey != nil }
 
     /// Loads the key files named by `[Outbox] MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
@@ -83,7 +123,8 @@ package struct OutboxStatus: Sendable, Equatable {
 }
 
 /// Something worth a journald event; the daemon maps these to `EventKind.outboxParked` and
-/// `.outboxFailed` (fields `OUTBOX_DELIVERY`, `OUTBOX_TARGET`, `HTTP_STATUS`).
+/// `.outboxFailed` (fields `OUTBOX_DELIVERY`, `OUTBOX_TARGET`, `HTTP_STATUS`) and
+/// `.outboxFieldProblem` (`OUTBOX_DELIVERY`, `OUTBOX_TARGET`, `OUTBOX_FIELD`, `REASON_CODE`).
 ///
 /// `Sendable`: a plain value.
 package enum OutboxNotice: Sendable, Equatable {
@@ -91,4 +132,8 @@ package enum OutboxNotice: Sendable, Equatable {
     case parked(id: String, target: String, status: Int, reason: String, message: String)
     /// One POST failed; retried after `retryInMillis`.
     case failed(id: String, target: String, status: Int, message: String, retryInMillis: Int64)
+    /// A field of a delivery could not be normalised (a push date pushspool cannot read, a
+    /// name ICU could not transliterate): left out or sent as received, as `message` says.
+    /// `reason`: `unparseable_date`, `name_not_text`, `transliteration_failed`.
+    case fieldProblem(id: String, target: String, field: String, reason: String, message: String)
 }

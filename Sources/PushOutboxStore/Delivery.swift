@@ -35,6 +35,9 @@ package struct OutboxDelivery: Sendable, Equatable {
     /// Mindbox: operation name and device. Infobip MO: `from` = the device.
     package var operation: String?
     package var device: String?
+    /// Mindbox: the platform of the push the event is about (`ios`/`android`), which picks the
+    /// endpoint; `nil` for an event without a push (NCOpen) and for files written before it.
+    package var platform: String?
     /// Mindbox: the whole request body. Infobip: this delivery's element of `messages`.
     package var payload: JSONValue
     package var attempts = 0
@@ -96,6 +99,7 @@ package struct OutboxDelivery: Sendable, Equatable {
         ]
         if let operation { object["operation"] = .string(operation) }
         if let device { object["device"] = .string(device) }
+        if let platform { object["platform"] = .string(platform) }
         if let lastStatus { object["lastStatus"] = .integer(lastStatus) }
         if let lastResponse { object["lastResponse"] = .string(lastResponse) }
         if let lastError { object["lastError"] = .string(lastError) }
@@ -117,6 +121,7 @@ package struct OutboxDelivery: Sendable, Equatable {
         self.init(seq: seq, index: index, target: target, eventId: eventId, eventType: eventType, orderKey: orderKey,
                   createdMillis: created, atMillis: at, operation: json["operation"]?.stringValue,
                   device: json["device"]?.stringValue, payload: payload)
+        platform = json["platform"]?.stringValue
         attempts = json["attempts"]?.intValue ?? 0
         notBeforeMillis = json["notBeforeMillis"]?.numberLexeme.flatMap({ Int64($0) }) ?? 0
         lastStatus = json["lastStatus"]?.intValue

@@ -14,9 +14,11 @@ package enum WarningCode: String, Sendable, CaseIterable {
     case actionsTruncated = "actions_truncated"
     /// The media URL is `http`; the media fetcher will not download it.
     case mediaInsecureScheme = "media_insecure_scheme"
-    /// A URL failed validation and was dropped; detail = its path.
+    /// A URL failed validation and was dropped; detail = its path. For `_mediaUrl`, a
+    /// non-empty `_mediaAlt` then becomes the body.
     case invalidURL = "invalid_url"
-    /// `_mediaAlt` without `_mediaUrl`: stored, never applied.
+    /// `_mediaAlt` without `_mediaUrl` (or with an empty one): informational; the alt text
+    /// becomes the body, as in SFMC's sample extension.
     case mediaAltWithoutURL = "media_alt_without_url"
     /// An `mm_` category that is not predefined; no actions.
     case reservedCategoryUnknown = "reserved_category_unknown"

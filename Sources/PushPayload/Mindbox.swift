@@ -124,13 +124,19 @@ extension Session {
 
     /// `payload` is a String: the app's rendering data ("such as expiration dates", the
     /// Notification Center guide), often a JSON object (with the convention's `pushDate` /
-    /// `pushName`), sometimes plain text. A JSON object is carried as the object; anything
-    /// else (plain text, an array, a number) as the string it was sent as.
+    /// `pushName`, which the guide's step 4.7 also spells `push_date` / `push_name`), sometimes
+    /// plain text. A JSON object is carried as the object; anything else (plain text, an
+    /// array, a number) as the string it was sent as.
     mutating func mindboxPayload(_ text: String?, into n: inout PushNotification) {
         guard let text, !text.isEmpty else { return }
         var decoded = decodeEmbedded(text)
         if case .object = decoded {} else { decoded = .string(text) }
         n.customPayload = decoded
-        if case .string(let date)? = decoded["pushDate"], !date.isEmpty { n.sentAt = date }
+        for key in ["pushDate", "push_date"] {
+            if case .string(let date)? = decoded[key], !date.isEmpty {
+                n.sentAt = date
+                break
+            }
+        }
     }
 }

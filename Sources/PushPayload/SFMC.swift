@@ -32,7 +32,9 @@ extension Session {
         return n
     }
 
-    /// `_mediaUrl` / `_mediaAlt` (R7, R8): the alt text is kept even without a URL, but flagged.
+    /// `_mediaUrl` / `_mediaAlt` (R7, R8). Without a usable URL no media is fetched, and the
+    /// daemon's `MediaFallback` makes the alt text the body, as SFMC's sample extension does;
+    /// the warning says why the body changed.
     mutating func readMediaKeys(into n: inout PushNotification) {
         let rawURL = text(map["_mediaUrl"], "_mediaUrl")
         n.mediaUrl = mediaURL(rawURL, "_mediaUrl")

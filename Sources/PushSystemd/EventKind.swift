@@ -27,6 +27,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     case outboxParked
     /// One outbox POST failed and will be retried with backoff.
     case outboxFailed
+    /// A field of an outbox delivery could not be normalised (a Mindbox push date pushspool
+    /// cannot read, a push name ICU could not transliterate): left out or sent as received.
+    case outboxFieldProblem
     /// The NATS export lag reached `[Export] LagWarnRecords=` (NATS down or slower than ingest).
     case exportLag
     /// The export lag fell back under half the threshold.
@@ -63,6 +66,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .aggregated: "9e7d11c59073424495f1ab099352ea7e"
         case .outboxParked: "4651bb63217a438db30b56bae8141766"
         case .outboxFailed: "7534750c0bbd4623b947e55c892f37c7"
+        case .outboxFieldProblem: "68ce207bcc1740fbb11f64b6b9963775"
         case .exportLag: "0de39b8828f84baf9b45fc4a3a8161e2"
         case .exportCaughtUp: "da44f3dd8a1c4fff80b929118fbc8a0e"
         case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
@@ -76,7 +80,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         switch self {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
-        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated: 5
         case .ingested, .duplicate: 6
         }
@@ -105,6 +109,8 @@ package enum EventField {
     /// `mindbox`, `infobip-seen` or `infobip-mo`.
     package static let outboxTarget = "OUTBOX_TARGET"
     package static let httpStatus = "HTTP_STATUS"
+    /// The field of an outbox delivery an `outboxFieldProblem` is about (`mobPushSendDateTime`).
+    package static let outboxField = "OUTBOX_FIELD"
     /// Where a damaged inbox index was moved for a post-mortem.
     package static let inboxIndexMovedTo = "INBOX_INDEX_MOVED_TO"
 }

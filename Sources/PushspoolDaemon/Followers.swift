@@ -57,6 +57,9 @@ final class Followers: Sendable {
         var options = OutboxOptions(stateDirectory: configuration.journal.stateDirectory)
         options.mindboxURL = settings.mindboxURL
         options.mindboxEndpointId = settings.mindboxEndpointId
+        options.mindboxEndpointIOS = settings.mindboxEndpointIOS
+        options.mindboxEndpointAndroid = settings.mindboxEndpointAndroid
+        options.mindboxTransliteration = settings.mindboxTransliteration
         options.infobipURL = settings.infobipURL
         options.allowHTTP = settings.allowHTTP
         options.allowNetworks = settings.allowNetworks
@@ -176,6 +179,10 @@ final class Followers: Sendable {
         case .failed(let id, let target, let status, let message, let retryInMillis):
             events.log(.outboxFailed, "outbox delivery failed, retrying in \(retryInMillis) ms: \(message)",
                        fields: [(EventField.outboxDelivery, id), (EventField.outboxTarget, target), (EventField.httpStatus, String(status))])
+        case .fieldProblem(let id, let target, let field, let reason, let message):
+            events.log(.outboxFieldProblem, "outbox delivery field not normalised (\(reason)): \(message)",
+                       fields: [(EventField.outboxDelivery, id), (EventField.outboxTarget, target), (EventField.outboxField, field),
+                                (EventField.reasonCode, reason)])
         }
     }
 }

@@ -31,8 +31,9 @@ enum RecordMedia: Sendable {
     case fetched(MediaOutcome)
     case skipped(url: String, reason: String)
 
-    var stored: Bool {
-        if case .fetched(let outcome) = self { return outcome.status == .stored }
+    /// Stored and decodable as far as known: an attachment a device could show.
+    var attachable: Bool {
+        if case .fetched(let outcome) = self { return outcome.attachable }
         return false
     }
 }

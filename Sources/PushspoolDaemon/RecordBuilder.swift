@@ -26,9 +26,11 @@ enum RecordBuilder {
     static func body(notification: PushNotification, source: SourceFile, media: RecordMedia?, ingestMillis: Int64) -> [UInt8] {
         var notification = notification
         // Cancelled downloads never get here (their payload is rolled back), so `media` is
-        // either attached, failed, skipped, or absent because the payload named no media.
-        if let media, let fallback = MediaFallback.apply(attached: media.stored, cancelled: false, mediaURL: notification.mediaUrl,
-                                                         body: notification.body, mediaAlt: notification.mediaAlt) {
+        // either attached, failed, skipped, or absent because the payload named no usable
+        // media URL (none, empty, or one the normaliser dropped as invalid): all but the
+        // first take the alt text.
+        if let fallback = MediaFallback.apply(attached: media?.attachable ?? false, cancelled: false, body: notification.body,
+                                              mediaAlt: notification.mediaAlt) {
             notification.originalBody = fallback.originalBody
             notification.body = fallback.body
         }

@@ -88,6 +88,20 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: harness.state + "/journal"))
     }
 
+    /// Issue 22: a transliteration scheme ICU does not know is refused by `config check` (and
+    /// so by the daemon, which loads the same way) with the key, the value and ICU's reason.
+    @Test func anUnknownTransliterationFailsTheCheck() throws {
+        let harness = try DaemonHarness(name: "config-translit")
+        let ctl = DaemonHarness.binDirectory + "/pushspoolctl"
+        try "[Media]\nEnabled=no\n[Outbox]\nMindboxTransliteration=Latin-Klingon\n".write(toFile: harness.config, atomically: true, encoding: .utf8)
+        let (status, stdout, stderr) = try DaemonHarness.run(ctl, ["config", "check", harness.config])
+        #expect(status != 0, "\(stdout)")
+        #expect(stderr.contains("MindboxTransliteration"), "\(stderr)")
+        #expect(stderr.contains("'Latin-Klingon'") && stderr.contains("U_INVALID_ID"), "\(stderr)")
+        try "[Media]\nEnabled=no\n[Outbox]\nMindboxTransliteration=Russian-Latin/BGN; Latin-ASCII\n".write(toFile: harness.config, atomically: true, encoding: .utf8)
+        #expect(try DaemonHarness.run(ctl, ["config", "check", harness.config]).0 == 0)
+    }
+
     /// The SIGHUP half: the reload is refused, the daemon keeps running on the old
     /// configuration and still ingests.
     @Test func reloadWithAHugeDurationIsRefusedAndTheDaemonLives() throws {

@@ -8,10 +8,11 @@ import PushSystem
 /// write, an app writes over HTTP — through the real pushspoold (journal, index follower,
 /// outbox to a receiver on 127.0.0.1) and pushspool-inbox.
 @Suite struct InboxParityTests {
-    /// A Mindbox push for `user`, with the push name and date NCPushOpen reports.
+    /// A Mindbox iOS push for `user`, with the push name and date NCPushOpen reports: a
+    /// Cyrillic name and a `dd.MM.yyyy HH:mm` date, as a Russian campaign writes them.
     static func mindboxPush(user: String, key: String) -> [UInt8] {
         Array(#"""
-            {"pushspool":1,"user":"\#(user)","payload":{"aps":{"alert":{"title":"T","body":"B"},"mutable-content":1},"clickUrl":"https://shop.example/p","uniqueKey":"\#(key)","payload":"{\"pushName\":\"sale\",\"pushDate\":\"2026-11-30T10:00:00Z\"}"}}
+            {"pushspool":1,"user":"\#(user)","payload":{"aps":{"alert":{"title":"T","body":"B"},"mutable-content":1},"clickUrl":"https://shop.example/p","uniqueKey":"\#(key)","payload":"{\"pushName\":\"Весенняя распродажа\",\"pushDate\":\"01.03.2026 10:00\"}"}}
             """#.utf8)
     }
 
@@ -35,7 +36,9 @@ import PushSystem
             AllowHTTP=yes
             AllowNetworks=127.0.0.1/32
             MindboxURL=\(receiver.url(""))
-            MindboxEndpointId=app-ios
+            MindboxEndpointId=app-fallback
+            MindboxEndpointIOS=app-ios
+            MindboxEndpointAndroid=app-android
             MindboxSecretKeyFile=\(keyFile)
             """)
         try server.daemon.drop(Self.mindboxPush(user: "alice", key: "parity-1"), name: "alice.json")
@@ -75,10 +78,14 @@ import PushSystem
         #expect(requests.count == 1, "\(requests.map(\.target))")
         let request = try #require(requests.first)
         #expect(request.target.contains("operation=mobileapp.NCPushOpen"))
+        // An iOS push: the iOS endpoint, not the fallback.
+        #expect(request.target.hasPrefix("/v3/operations/async?endpointId=app-ios&"), "\(request.target)")
         #expect(request.target.contains("transactionId=\(eventId)"))
         #expect(request.target.contains("deviceUUID=dev-a"))
         let body = try JSONParser().parse(request.body)
-        #expect(body["customerAction"]?["customFields"]?["mobPushTranslateName"]?.stringValue == "sale")
+        // The transliterated push name (ICU's Any-Latin; Latin-ASCII) and the date in one form.
+        #expect(body["customerAction"]?["customFields"]?["mobPushTranslateName"]?.stringValue == "Vesennaa rasprodaza")
+        #expect(body["customerAction"]?["customFields"]?["mobPushSendDateTime"]?.stringValue == "2026-03-01T10:00:00.000Z")
         // Bob's item stayed unread; the stream showed alice's item read.
         #expect(try server.counts("bob").unread == 1)
         #expect(stream.text.contains(#""read":true"#), "\(stream.text)")

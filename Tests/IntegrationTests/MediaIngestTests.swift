@@ -130,6 +130,40 @@ import TestSupport
         #expect((stats["store"] as? [String: Any])?["files"] as? Int == 0)
     }
 
+    /// Issue 22, SFMC's sample extension: `_mediaAlt` becomes the body whenever the push ends
+    /// without an attachment — `_mediaUrl` missing, empty or unusable, and an image that
+    /// downloads but cannot be decoded — not only when a download fails. A good image keeps
+    /// the body.
+    @Test func sfmcAltTextFollowsTheSampleExtension() throws {
+        let server = try LoopbackHTTPServer()
+        server.route("/good.png", .ok(Self.png, contentType: "image/png"))
+        server.route("/cut.png", .ok(Array(ImageFixtures.png.prefix(ImageFixtures.png.count / 2)), contentType: "image/png"))
+        let harness = try DaemonHarness(name: "media-sfmc-alt", config: Self.config())
+        try harness.start()
+        let withoutURL = Array(#"{"_sid":"SFMC","_m":"no-url","_mediaAlt":"Alt no-url","aps":{"alert":{"title":"T","body":"Body no-url"}}}"#.utf8)
+        try harness.drop(withoutURL, name: "no-url.json")
+        try harness.drop(Self.sfmc(id: "empty-url", mediaURL: "", alt: "Alt empty-url", body: "Body empty-url"), name: "empty.json")
+        try harness.drop(Self.sfmc(id: "bad-url", mediaURL: "not a url", alt: "Alt bad-url", body: "Body bad-url"), name: "bad.json")
+        try harness.drop(Self.sfmc(id: "cut", mediaURL: server.url("/cut.png"), alt: "Alt cut", body: "Body cut"), name: "cut.json")
+        try harness.drop(Self.sfmc(id: "good", mediaURL: server.url("/good.png"), alt: "Alt good", body: "Body good"), name: "good.json")
+        try waitUntil(timeout: 30, "five records") { Self.recordCount(harness) == 5 }
+        #expect(harness.stop() == 0)
+
+        let records = Dictionary(uniqueKeysWithValues: try harness.records().map { ($0.key, try Self.object($0)) })
+        for id in ["no-url", "empty-url", "bad-url", "cut"] {
+            let record = try #require(records["sfmc:\(id)"], "\(records.keys)")
+            #expect(record["body"] as? String == "Alt \(id)", "\(id): \(record)")
+            #expect(record["originalBody"] as? String == "Body \(id)", "\(id)")
+        }
+        let cut = try #require(records["sfmc:cut"]?["media"] as? [String: Any])
+        #expect(cut["status"] as? String == "stored" && cut["decodable"] as? Bool == false, "\(cut)")
+        let warnings = records["sfmc:no-url"]?["warnings"] as? [String]
+        #expect(warnings == ["media_alt_without_url"], "\(String(describing: warnings))")
+        #expect((records["sfmc:bad-url"]?["warnings"] as? [String])?.contains("invalid_url:_mediaUrl") == true)
+        let good = try #require(records["sfmc:good"])
+        #expect(good["body"] as? String == "Body good" && good["originalBody"] == nil, "\(good)")
+    }
+
     /// Media the daemon refuses to fetch (plain http with AllowHTTP=no) is recorded as
     /// skipped with its reason, and `_mediaAlt` replaces the body as for a failed download.
     @Test func skippedMediaIsRecordedAndAltStillApplies() throws {

@@ -85,7 +85,7 @@ import TestSupport
         #expect(request.header("Authorization") == "SecretKey secret-key-1")
         let body = try JSONParser().parse(request.body)
         #expect(body["customerAction"]?["customFields"]?["mobPushTranslateName"]?.stringValue == "sale")
-        #expect(body["customerAction"]?["customFields"]?["mobPushSendDateTime"]?.stringValue == "2026-11-30T10:00:00Z")
+        #expect(body["customerAction"]?["customFields"]?["mobPushSendDateTime"]?.stringValue == "2026-11-30T10:00:00.000Z")
         #expect(harness.stop() == 0)
         #expect(!harness.daemonStderr.contains("secret-key-1"), "the key never reaches the logs")
 

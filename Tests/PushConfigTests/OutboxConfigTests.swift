@@ -31,4 +31,36 @@ import Testing
         #expect(try ConfigurationLoader.load(text: "[Outbox]\nConnectTimeoutSec=1s\nRequestTimeoutSec=2s\n", path: "x.conf").0.outbox.connectTimeout == .seconds(1))
         #expect(throws: ConfigError.self) { try ConfigurationLoader.load(text: "[Outbox]\nConnectTimeoutSec=2s\nRequestTimeoutSec=1s\n", path: "x.conf") }
     }
+
+    /// Issue 22: one endpoint per platform, the single key as fallback; the push name's
+    /// transliteration scheme is judged by ICU at load, so a typo is a config error at its line.
+    @Test func mindboxPlatformEndpointsAndTransliterationLoad() throws {
+        let (config, _) = try ConfigurationLoader.load(text: """
+            [Outbox]
+            MindboxEndpointId=app
+            MindboxEndpointIOS=app-ios
+            MindboxEndpointAndroid=app.android-2
+            MindboxTransliteration=Russian-Latin/BGN; Any-Latin; Latin-ASCII
+
+            """, path: "x.conf")
+        #expect(config.outbox.mindboxEndpointId == "app")
+        #expect(config.outbox.mindboxEndpointIOS == "app-ios")
+        #expect(config.outbox.mindboxEndpointAndroid == "app.android-2")
+        #expect(config.outbox.mindboxTransliteration == "Russian-Latin/BGN; Any-Latin; Latin-ASCII")
+        #expect(Configuration().outbox.mindboxTransliteration == "Any-Latin; Latin-ASCII")
+        #expect(try ConfigurationLoader.load(text: "[Outbox]\nMindboxTransliteration=none\n", path: "x.conf").0.outbox.mindboxTransliteration == "none")
+    }
+
+    @Test func anUnknownTransliterationIsRefusedWithICUsReason() throws {
+        let dir = try ConfigDirectory()
+        try dir.write("pushspool.conf", "[Outbox]\nEnabled=yes\nMindboxTransliteration=Any-Latin; Latin-ASCI\n")
+        let error = try #require(dir.error())
+        #expect(error.section == "Outbox" && error.key == "MindboxTransliteration" && error.line == 3)
+        #expect(error.message.contains("'Any-Latin; Latin-ASCI'"), "\(error)")
+        #expect(error.message.contains("U_INVALID_ID"), "\(error)")
+        #expect(error.message.contains("'none'"), "\(error)")
+        for bad in ["MindboxEndpointIOS=has space", "MindboxEndpointAndroid=a/b"] {
+            #expect(throws: ConfigError.self) { try ConfigurationLoader.load(text: "[Outbox]\n\(bad)\n", path: "x.conf") }
+        }
+    }
 }

@@ -90,6 +90,9 @@ import TestSupport
             #expect(outcome.status == .stored)
             #expect(outcome.decodable == false, "\(path): \(outcome.encodeJSON())")
             #expect(outcome.thumbnail == nil)
+            // SFMC's sample puts the alt text in the body when no attachment can be made of it.
+            let fallback = MediaFallback.apply(outcome: outcome, body: "See it", mediaAlt: "A red bicycle")
+            #expect(fallback.map { $0 == ("A red bicycle", "See it") } == true, "\(path)")
         }
         #expect(filesUnder(dir.store + "/.tmp").isEmpty)
     }

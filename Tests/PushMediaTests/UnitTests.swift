@@ -106,5 +106,12 @@ import PushMediaStore
         #expect(MediaFallback.apply(outcome: failed, body: "orig", mediaAlt: nil) == nil)
         #expect(MediaFallback.apply(outcome: stored, body: "orig", mediaAlt: "alt") == nil)
         #expect(MediaFallback.apply(outcome: cancelled, body: "orig", mediaAlt: "alt") == nil)
+        // Issue 22: stored but undecodable is no attachment; nothing fetched at all (the
+        // payload named no usable URL) takes the alt text too.
+        var undecodable = stored
+        undecodable.decodable = false
+        #expect(MediaFallback.apply(outcome: undecodable, body: "orig", mediaAlt: "alt").map { $0 == ("alt", "orig") } == true)
+        #expect(!undecodable.attachable && stored.attachable)
+        #expect(MediaFallback.apply(attached: false, cancelled: false, body: "orig", mediaAlt: "alt").map { $0 == ("alt", "orig") } == true)
     }
 }

@@ -41,7 +41,7 @@ import Testing
         #expect(String(decoding: mindbox[0].body, as: UTF8.self) == "{}")
         #expect(mindbox[1].target == "/v3/operations/async?endpointId=app-ios&operation=mobileapp.NCPushOpen&deviceUUID=dev-1&transactionId=ev-2")
         #expect(String(decoding: mindbox[1].body, as: UTF8.self)
-            == #"{"customerAction":{"customFields":{"mobPushSendDateTime":"2026-11-30T10:00:00Z","mobPushTranslateName":"sale_november"}}}"#)
+            == #"{"customerAction":{"customFields":{"mobPushSendDateTime":"2026-11-30T10:00:00.000Z","mobPushTranslateName":"sale_november"}}}"#)
 
         let seen = fixture.server.requests(Self.seenPath)
         try #require(seen.count == 1)

@@ -83,6 +83,15 @@ import PushSystem
         #expect(n.sentAt == "d")
     }
 
+    /// The guide's step 4.7 names the saved values `push_name` / `push_date`: the date gives
+    /// `sentAt` as `pushDate` does (which wins when both are there).
+    @Test func theGuidesUnderscoreDateGivesSentAt() throws {
+        let n = try accept(#"{"uniqueKey": "A3", "message": "M", "payload": "{\"push_name\":\"n\",\"push_date\":\"01.03.2026 10:00\"}"}"#)
+        #expect(n.sentAt == "01.03.2026 10:00")
+        let both = try accept(#"{"uniqueKey": "A4", "message": "M", "payload": "{\"pushDate\":\"a\",\"push_date\":\"b\"}"}"#)
+        #expect(both.sentAt == "a")
+    }
+
     @Test func androidButtonsMayBeAnArray() throws {
         let n = try accept(#"{"uniqueKey": "A2", "message": "M", "buttons": [{"text": "x"}]}"#)
         #expect(n.buttons.map(\.text) == ["x"])

@@ -57,13 +57,40 @@ import PushSystem
         #expect(media["status"] == .string("skipped"))
     }
 
-    @Test func withoutMediaTheBodyIsUntouched() throws {
+    /// Issue 22, SFMC's sample extension: a payload that names no usable media URL (missing,
+    /// empty, or dropped as invalid by the normaliser) gets its `_mediaAlt` as the body too;
+    /// without alt text the body stays.
+    @Test func withoutMediaTheAltTextIsTheBody() throws {
         let source = SourceFile(name: "f.json", size: 10, sha256: "ab")
         let body = RecordBuilder.body(notification: notification(media: nil), source: source, media: nil, ingestMillis: 0)
         guard case .object(let record) = try JSONParser().parse(body) else { Issue.record("not an object"); return }
-        #expect(record["body"] == .string("original"))
-        #expect(record["originalBody"] == nil)
+        #expect(record["body"] == .string("alt text"))
+        #expect(record["originalBody"] == .string("original"))
         #expect(record["media"] == nil)
+
+        var plain = notification(media: nil)
+        plain.mediaAlt = nil
+        let untouched = try JSONParser().parse(RecordBuilder.body(notification: plain, source: source, media: nil, ingestMillis: 0))
+        #expect(untouched["body"] == .string("original") && untouched["originalBody"] == nil)
+        plain.mediaAlt = ""
+        #expect(try JSONParser().parse(RecordBuilder.body(notification: plain, source: source, media: nil, ingestMillis: 0))["body"]
+            == .string("original"))
+    }
+
+    /// A file that downloaded but cannot be decoded is no attachment on a device either: the
+    /// alt text is the body. A decodable one, or one whose type has no decoder, is attached.
+    @Test(arguments: [(Optional(false), true), (Optional(true), false), (nil, false)])
+    func anUndecodableStoredImageTakesTheAltText(decodable: Bool?, altApplied: Bool) throws {
+        let url = "https://a.example/i.png"
+        var outcome = MediaOutcome(url: url, status: .stored, attempts: 1)
+        outcome.decodable = decodable
+        outcome.path = "/var/lib/pushspool/media/ab/cd"
+        let body = RecordBuilder.body(notification: notification(media: url), source: SourceFile(name: "f.json", size: 10, sha256: "ab"),
+                                      media: .fetched(outcome), ingestMillis: 0)
+        let record = try JSONParser().parse(body)
+        #expect(record["body"] == .string(altApplied ? "alt text" : "original"), "decodable \(String(describing: decodable))")
+        #expect(record["originalBody"] == (altApplied ? .string("original") : nil))
+        #expect(record["media"]?["status"] == .string("stored"))
     }
 
     @Test(arguments: [
