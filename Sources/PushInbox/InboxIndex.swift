@@ -359,7 +359,7 @@ package final class InboxIndex {
         let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let owner = Self.owner(user: user, device: device)
         let media = body["media"]?.objectValue
-        let custom = body["customPayload"]?.objectValue
+        let custom = body["customPayload"]
         // A hostile `actionsCut` (1e999, -5, "x") is read as a bounded count or 0.
         let actionsCut = body["actionsCut"]?.numberLexeme.flatMap { Int64($0) }.map { min(max($0, 0), 1_000_000) } ?? 0
         let buttons: String = if case .array = body["buttons"] { body["buttons"]!.serializedString() } else { "[]" }
@@ -394,8 +394,9 @@ package final class InboxIndex {
         // An unparseable expiry counts as none: hiding a push over a typo would lose it.
         try statement.bind(20, body["expiresAt"]?.stringValue.flatMap(ISO8601.millis))
         try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
-        try statement.bind(22, Self.scalarText(custom?["pushName"]))
-        try statement.bind(23, Self.scalarText(custom?["pushDate"]))
+        // The Mindbox guide spells these both ways; the outbox reads both too.
+        try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
+        try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
         try statement.bind(24, !listed)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)

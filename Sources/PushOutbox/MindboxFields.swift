@@ -38,7 +38,7 @@ package struct MindboxFields: Sendable {
     package func customFields(_ custom: JSONValue?) -> (fields: [String: JSONValue], problems: [Problem]) {
         var fields: [String: JSONValue] = [:]
         var problems: [Problem] = []
-        if let date = MindboxFields.source(custom, "pushDate", "push_date") {
+        if let date = custom?.first(of: "pushDate", "push_date") {
             if let millis = MindboxDate.epochMillis(date) {
                 fields["mobPushSendDateTime"] = .string(MindboxDate.format(millis))
             } else {
@@ -48,7 +48,7 @@ package struct MindboxFields: Sendable {
                                         message: "the push's date \(MindboxFields.excerpt(date)) is not a date pushspool reads (ISO-8601, dd.MM.yyyy HH:mm, epoch seconds); NCPushOpen went without mobPushSendDateTime"))
             }
         }
-        if let name = MindboxFields.source(custom, "pushName", "push_name") {
+        if let name = custom?.first(of: "pushName", "push_name") {
             let text: String?
             switch name {
             case .string(let s): text = s
@@ -80,16 +80,6 @@ package struct MindboxFields: Sendable {
                     Problem(field: "mobPushTranslateName", reason: "transliteration_failed",
                             message: "\(error.message); NCPushOpen carries the name as the push had it"))
         }
-    }
-
-    /// The first present, non-null, non-empty member of `keys`.
-    static func source(_ custom: JSONValue?, _ keys: String...) -> JSONValue? {
-        for key in keys {
-            guard let value = custom?[key] else { continue }
-            if value.isNull || value.stringValue?.isEmpty == true { continue }
-            return value
-        }
-        return nil
     }
 
     static func prefix(_ text: String, characters: Int) -> String {

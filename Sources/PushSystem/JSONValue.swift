@@ -19,6 +19,16 @@ package enum JSONValue: Sendable, Equatable {
         return nil
     }
 
+    /// The first of `keys` this object holds with a value (not null, not an empty string):
+    /// for members a sender may spell more than one way (Mindbox's `pushName` / `push_name`).
+    package func first(of keys: String...) -> JSONValue? {
+        for key in keys {
+            guard let value = self[key], !value.isNull, value.stringValue?.isEmpty != true else { continue }
+            return value
+        }
+        return nil
+    }
+
     package var isNull: Bool { if case .null = self { return true } else { return false } }
     package var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
     package var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }

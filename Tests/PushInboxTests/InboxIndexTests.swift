@@ -98,6 +98,14 @@ import TestSupport
         #expect(item.actions == actions && item.actionsCut == 2)
         #expect(item.mediaPath == "ab/cd.jpg" && item.thumbnailPath == "ab/cd.thumb.jpg")
         #expect(item.pushName == "promo" && item.pushDate == "1700000000")
+
+        // The guide's other spelling (its step 4.7) names the push too.
+        let snake = try await f.notification(title: "snake", category: "snake", extra: [
+            "customPayload": .object(["push_name": .string("sale"), "push_date": .string("01.03.2026 10:00")]),
+        ])
+        try index.catchUp(journalDirectory: f.journalDirectory)
+        let snakeItem = try #require(try index.list(.user("alice"), category: "snake", now: now).items.first)
+        #expect(snakeItem.seq == snake && snakeItem.pushName == "sale" && snakeItem.pushDate == "01.03.2026 10:00")
         #expect(item.buttons.arrayValue?.count == 1)
     }
 
