@@ -64,7 +64,19 @@ import TestSupport
                                             "actions": actions, "buttons": buttons], key: "m2")
         let index = try InboxIndex(path: setup.indexPath)
         try index.catchUp(journalDirectory: setup.journal)
-        let api = setup.api(EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal))
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        hub.readJournal()
+        let api = setup.api(hub)
+
+        // The stream's items are in the language of the stream request.
+        let token = TokenAuth(secret: Self.secret).token(user: "alice")
+        let response = api.handle(HTTPRequest(method: "GET", path: "/v1/inbox/stream", headers: [
+            "authorization": "Bearer " + token, "x-pushspool-user": "alice", "accept-language": "ja", "last-event-id": "0",
+        ]))
+        guard case .stream(let stream) = response.body else { Issue.record("no stream: \(response.status)"); return }
+        api.fill(stream)
+        let events = String(decoding: stream.pending, as: UTF8.self)
+        #expect(events.contains("event: item") && events.contains(#""title":"拒否""#), "\(events)")
 
         let item = Self.get(api, "/v1/inapp", language: "ja").json?["item"]
         #expect(Self.titles(item) == ["拒否", "同意"])
