@@ -63,13 +63,13 @@ package struct TitleLanguage: Sendable, Equatable {
     /// macrolanguage codes Android still uses (`iw` Hebrew, `in` Indonesian, `no` Norwegian)
     /// name the SDK's `he`, `id`, `nb`.
     package static func lookup(_ tag: String) -> TitleLanguage? {
-        lookup(Array(tag.utf8)[...])
+        tag.utf8.count <= maxTagBytes ? lookup(Array(tag.utf8)[...]) : nil
     }
 
     /// Whether `tag` is a language tag as `--lang` takes it: 1-8 letters, then any number of
     /// `-` (or `_`) and 1-8 letters or digits, at most 64 bytes.
     package static func isWellFormed(_ tag: String) -> Bool {
-        subtags(Array(tag.utf8)[...]) != nil
+        tag.utf8.count <= maxTagBytes && subtags(Array(tag.utf8)[...]) != nil
     }
 
     /// The language for an `Accept-Language` header (RFC 9110 12.5.4): the translated

@@ -107,7 +107,7 @@ package enum NcQueryCommands {
                 case .option("--lang", let inline) where subcommand == "list" || subcommand == "inapp":
                     let tag = try cursor.value(of: "--lang", inline: inline)
                     guard TitleLanguage.isWellFormed(tag) else {
-                        throw UsageError("--lang takes a language tag like de, pt-PT or zh-Hant, not '\(tag)'")
+                        throw UsageError("--lang takes a language tag like de, pt-PT or zh-Hant, not '\(tag.prefix(80))'")
                     }
                     language = TitleLanguage.lookup(tag) ?? .english
                 case .option(let name, _): throw UsageError("unknown option for nc \(subcommand): \(name)")
