@@ -22,6 +22,9 @@ package protocol EventFeed: AnyObject, Sendable {
 /// `connection` is set there before the hub can see the stream.
 package final class EventStream: @unchecked Sendable {
     package let owner: InboxOwner
+    /// The language of the predefined action titles in the items sent (the stream request's
+    /// `Accept-Language`, which a browser's EventSource sends by itself).
+    package let language: TitleLanguage
     /// The seq up to which the owner's items have been sent: the SSE `id:` of the last event.
     package var lastSeq: UInt64
     package var lastCounts: InboxCounts?
@@ -35,8 +38,9 @@ package final class EventStream: @unchecked Sendable {
     /// The client hung up (``hungUp()``): the next read ends the response.
     private let gone = Atomic(false)
 
-    init(owner: InboxOwner, lastSeq: UInt64, feed: any EventFeed, hub: EventHub) {
+    init(owner: InboxOwner, lastSeq: UInt64, feed: any EventFeed, hub: EventHub, language: TitleLanguage = .english) {
         self.owner = owner
+        self.language = language
         self.lastSeq = lastSeq
         self.feed = feed
         self.hub = hub

@@ -119,7 +119,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.post, "/v1/inbox/{item}/open", "open") { api, call in api.itemEvent(call, type: .open) },
         Route(.post, "/v1/inbox/{item}/archive", "archive") { api, call in api.itemEvent(call, type: .archive) },
         Route(.post, "/v1/inbox/{item}/actions/{action}", "action") { api, call in api.itemEvent(call, type: .action) },
-        Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user)) },
+        Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user), call.request) },
         Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
         Route(.put, "/v1/inapp/optout", "inapp-optout") { api, call in api.inAppOptOut(call) },
         Route(.post, "/v1/events/nc-open", "nc-open") { api, call in api.ncOpen(call.user, call.request) },
@@ -240,9 +240,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         do {
             let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: request.query["cursor"],
                                       retention: settings.retention)
-            var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0) })]
+            let language = Self.language(request)
+            var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0, language) })]
             body["nextCursor"] = page.nextCursor.map { .string($0) } ?? .null
-            return Self.json(200, .object(body))
+            return Self.json(200, .object(body), headers: [Self.varyLanguage])
         } catch {
             return failure(error)
         }
@@ -270,9 +271,27 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         .object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)])
     }
 
-    /// An item as served: the index's JSON, with media paths turned into API URLs.
-    static func itemJSON(_ item: InboxItem) -> JSONValue {
-        guard case .object(var o) = item.jsonValue() else { return item.jsonValue() }
+    /// The language of the predefined action titles a request asked for with
+    /// `Accept-Language` (English without one).
+    static func language(_ request: HTTPRequest) -> TitleLanguage {
+        TitleLanguage.negotiate(acceptLanguage: request.headers["accept-language"])
+    }
+
+    /// Answers that depend on `Accept-Language` say so to caches.
+    static let varyLanguage = ("Vary", "Accept-Language")
+
+    /// An item as served: the index's JSON with the predefined action titles in `language`
+    /// and media paths turned into API URLs; with `inApp`, also the buttons of its modal
+    /// (`inAppActions`), each with the route a tap on it calls.
+    static func itemJSON(_ item: InboxItem, _ language: TitleLanguage, inApp: Bool = false) -> JSONValue {
+        guard case .object(var o) = item.localized(language).jsonValue() else { return item.jsonValue() }
+        if inApp {
+            o["inAppActions"] = .array(item.inAppActions(language).map { action in
+                guard case .object(var a) = action.jsonValue() else { return action.jsonValue() }
+                a["path"] = .string(inAppPath(action, item: item.seq))
+                return .object(a)
+            })
+        }
         if let path = item.mediaPath, let sha = sha256(inPath: path) {
             var media: [String: JSONValue] = ["url": .string("/v1/media/\(sha)")]
             if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
@@ -289,17 +308,28 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         return isSHA256(sha) ? sha : nil
     }
 
+    /// The route a tap on an in-app button calls (POST): Cancel reports the modal shown,
+    /// Open opens the item, a category action acts on it. Category action ids are the
+    /// configuration's (letters, digits, `_`, `-`, `.`) or the SDK's `mm_` ones: path-safe.
+    static func inAppPath(_ action: InAppAction, item: UInt64) -> String {
+        switch action.kind {
+        case .dismiss: "/v1/inapp/\(item)/shown"
+        case .open: "/v1/inbox/\(item)/open"
+        case .category: "/v1/inbox/\(item)/actions/\(action.id)"
+        }
+    }
+
     static func isSHA256(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
-    private func inapp(_ owner: InboxOwner) -> HTTPResponse {
+    private func inapp(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         guard let index = openIndex() else { return Self.unavailable }
         do {
             guard let item = try index.inapp(owner, retention: settings.retention) else {
-                return Self.json(200, .object(["item": .null]))
+                return Self.json(200, .object(["item": .null]), headers: [Self.varyLanguage])
             }
-            return Self.json(200, .object(["item": Self.itemJSON(item)]))
+            return Self.json(200, .object(["item": Self.itemJSON(item, Self.language(request), inApp: true)]), headers: [Self.varyLanguage])
         } catch {
             return failure(error)
         }
@@ -396,7 +426,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .action: next.seen = true; next.read = true; next.acted = true
         default: break
         }
-        return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next)]))
+        return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
     }
 
     private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
@@ -445,7 +475,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
-        let stream = EventStream(owner: owner, lastSeq: start, feed: self, hub: hub)
+        let stream = EventStream(owner: owner, lastSeq: start, feed: self, hub: hub, language: Self.language(request))
         if resync { Self.appendResync(stream) }
         return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
                                                    ("X-Accel-Buffering", "no")], body: .stream(stream))
@@ -490,7 +520,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         // A full page: stop at its last item this round (the reader asks again at once).
         let upTo = items.count == limit ? items[limit - 1].seq : known
         var events: [(seq: UInt64, event: String, data: String)] = items.map {
-            ($0.seq, "item", Self.itemJSON($0).serializedString())
+            ($0.seq, "item", Self.itemJSON($0, stream.language).serializedString())
         }
         // A new MODAL, listed or not: the app asks GET /v1/inapp what to present now.
         for seq in (try? index.modals(stream.owner, afterSeq: stream.lastSeq, upToSeq: upTo, limit: limit)) ?? [] {
@@ -502,7 +532,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                     // The item's state now (after this and maybe later changes): idempotent for a client.
                     // An in-app-only MODAL's too (`"listed": false` says it is not in the list).
                     guard let item = try? index.item(stream.owner, seq: seq) else { continue }
-                    events.append((change.seq, "state", Self.itemJSON(item).serializedString()))
+                    events.append((change.seq, "state", Self.itemJSON(item, stream.language).serializedString()))
                 } else {
                     events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))
                 }

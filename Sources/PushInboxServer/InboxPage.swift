@@ -5,11 +5,15 @@
 ///
 /// A tap on an item opens it (`POST /v1/inbox/{item}/open`: read, and the push-open reports);
 /// "Mark read" only marks it read. The modal to present is reported shown
-/// (`POST /v1/inapp/{item}/shown`) as it appears, so it is not presented again.
+/// (`POST /v1/inapp/{item}/shown`) as it appears, so it is not presented again. Its buttons
+/// are the ones `GET /v1/inapp` serves (`inAppActions`, titled in the browser's language):
+/// Cancel and Open, or the push's category actions; each calls the route it names (Cancel
+/// repeats the shown report under the same Idempotency-Key, so it is journaled once).
 ///
 /// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
-/// `&click=open:ITEM,read:ITEM` then taps that item, or clicks its "Mark read" button, once the
-/// list is shown;
+/// `&click=open:ITEM,read:ITEM,modal:ACTION` then taps that item, clicks its "Mark read"
+/// button, or the modal's button with that action id (`mm_open`, `mm_cancel`), once the list
+/// is shown;
 /// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
 /// runs out while a request stays open).
 enum InboxPage {
@@ -69,8 +73,9 @@ enum InboxPage {
         let user = "", token = "", cursor = null, source = null;
         const $ = (id) => document.getElementById(id);
         const q = () => "user=" + encodeURIComponent(user) + "&token=" + encodeURIComponent(token);
-        async function api(method, path, body) {
+        async function api(method, path, body, key) {
           const headers = { "Authorization": "Bearer " + token, "X-Pushspool-User": user };
+          if (key) headers["Idempotency-Key"] = key;
           if (body !== undefined) headers["Content-Type"] = "application/json";
           const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
           const json = await response.json().catch(() => ({}));
@@ -134,6 +139,8 @@ enum InboxPage {
           if (action.textInput) { const t = prompt(action.textInput.placeholder || "Reply"); if (t == null) return; body = { text: t }; }
           try { const r = await api("POST", "/v1/inbox/" + item.item + "/actions/" + encodeURIComponent(action.id), body); render(r.item); } catch (e) { $("error").textContent = e.message; }
         }
+        // An answer's item, on the list only when it is listed there (a modal may not be).
+        function refresh(item) { if (document.querySelector('li.item[data-item="' + item.item + '"]')) render(item); }
         function counts(c) { $("counts").textContent = c.unread + " unread · " + c.unseen + " unseen"; $("counts").dataset.unread = c.unread; }
         async function page() {
           const r = await api("GET", "/v1/inbox?limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
@@ -147,14 +154,23 @@ enum InboxPage {
           $("modal-title").textContent = r.item.title || "";
           $("modal-body").textContent = r.item.body || "";
           const buttons = $("modal-buttons"); buttons.replaceChildren();
-          const open = el("button", "", r.item.inAppOpenTitle || "Open");
-          open.addEventListener("click", () => { $("modal").classList.remove("open"); mark(r.item.item, "open"); });
-          const dismiss = el("button", "", r.item.inAppDismissTitle || "Dismiss");
-          dismiss.addEventListener("click", () => $("modal").classList.remove("open"));
-          buttons.append(open, dismiss);
+          // One key for the shown report, on presentation and on Cancel: journaled once.
+          const shownKey = "inapp-shown-" + r.item.item;
+          for (const action of r.item.inAppActions || []) {
+            const b = el("button", "modal-action", action.title);
+            b.dataset.action = action.id;
+            b.addEventListener("click", async () => {
+              $("modal").classList.remove("open");
+              try {
+                const answer = await api("POST", action.path, undefined, action.event === "nc.inapp-shown" ? shownKey : undefined);
+                if (answer.item) refresh(answer.item);
+              } catch (e) { $("error").textContent = e.message; }
+            });
+            buttons.append(b);
+          }
           $("modal").classList.add("open");
           // Presented: GET /v1/inapp does not serve it again.
-          await api("POST", "/v1/inapp/" + r.item.item + "/shown");
+          await api("POST", "/v1/inapp/" + r.item.item + "/shown", undefined, shownKey);
         }
         function live() {
           if (source) source.close();
@@ -176,7 +192,8 @@ enum InboxPage {
             document.body.dataset.ready = "1";
             for (const step of (click || "").split(",").filter((s) => s)) {
               const [what, id] = step.split(":");
-              const target = document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title" : "button.mark-" + what));
+              const target = what === "modal" ? document.querySelector('#modal-buttons button[data-action="' + id + '"]')
+                : document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title" : "button.mark-" + what));
               if (target) target.click();
             }
           } catch (e) { $("error").textContent = e.message; }

@@ -110,7 +110,15 @@ package struct CategoryTableError: Error, Sendable, Equatable, CustomStringConve
 package struct CategoryTable: Sendable, Equatable {
     package private(set) var categories: [String: NotificationCategory]
 
-    /// Infobip's predefined table (PredefinedNotificationCategories.plist).
+    /// Infobip's predefined table. The vendor's document tabulates Accept before Decline,
+    /// but says actions are displayed in the order they are set, and both SDKs set Decline
+    /// first: the iOS SDK's
+    /// `Classes/MobileMessaging/Resources/InteractiveNotifications/PredefinedNotificationCategories.plist`
+    /// lists `mm_decline` then `mm_accept`, and the Android SDK's
+    /// `interactive/predefined/PredefinedNotificationCategories.java` builds the category from
+    /// `decline()` then `accept()`. So Decline comes first here too. The titles are the
+    /// English ones; pushspool-inbox and `pushspoolctl nc` serve them translated (PushInbox's
+    /// `PredefinedTitles`).
     package static let builtIn = CategoryTable(categories: [
         NotificationCategory(id: "mm_accept_decline", actions: [
             CategoryAction(id: "mm_decline", title: "Decline", options: [.destructive, .authenticationRequired, .moRequired]),

@@ -10,9 +10,9 @@ package enum NcQueryCommands {
     package static let subcommands = ["list", "count", "inapp", "reindex", "update"]
 
     package static let help = """
-        usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--json]
+        usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--lang TAG] [--json]
                pushspoolctl nc count (--user U | --device D) [--json]
-               pushspoolctl nc inapp (--user U | --device D) [--json]
+               pushspoolctl nc inapp (--user U | --device D) [--lang TAG] [--json]
                pushspoolctl nc reindex
                pushspoolctl nc update
 
@@ -23,12 +23,19 @@ package enum NcQueryCommands {
                    ([Inbox] ListModals=yes lists them too)
           count    exact numbers of unseen and unread listed items
           inapp    the in-app message to present now (the latest unexpired modal not yet shown),
-                   and drops an nc.inapp-shown event into the spool so it is presented once
+                   and drops an nc.inapp-shown event into the spool so it is presented once;
+                   with its buttons: its category's actions when it is interactive, else
+                   Cancel (dismiss: nothing more to report) and Open (nc open)
           reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
                    another schema), and renames it into place; pushspoold and
                    pushspool-inbox may keep running and switch to it
           update   applies the journal's new records to the index in place (what pushspoold's
                    follower does)
+
+        --lang TAG (list, inapp) gives the titles of the Infobip SDK's predefined buttons
+        (Accept, Decline, Cancel, Open) in that language, as the SDK translates them
+        (de, fr-CA, zh-Hant, pt-PT…; a region falls back to its language); English by
+        default and for a language the SDK does not translate.
 
         The index is read-only to list/count/inapp. Exit status: 0 ok, 1 failure (no index:
         run 'pushspoolctl nc reindex'), 64 usage error.
@@ -75,6 +82,7 @@ package enum NcQueryCommands {
         var cursor: String?
         var category: String?
         var json = false
+        var language = TitleLanguage.english
         let subcommand: String
 
         init(subcommand: String, arguments: [String]) throws(UsageError) {
@@ -99,6 +107,12 @@ package enum NcQueryCommands {
                     self.cursor = try cursor.value(of: "--cursor", inline: inline)
                 case .option("--category", let inline) where subcommand == "list":
                     category = try cursor.value(of: "--category", inline: inline)
+                case .option("--lang", let inline) where subcommand == "list" || subcommand == "inapp":
+                    let tag = try cursor.value(of: "--lang", inline: inline)
+                    guard TitleLanguage.isWellFormed(tag) else {
+                        throw UsageError("--lang takes a language tag like de, pt-PT or zh-Hant, not '\(tag.prefix(80))'")
+                    }
+                    language = TitleLanguage.lookup(tag) ?? .english
                 case .option(let name, _): throw UsageError("unknown option for nc \(subcommand): \(name)")
                 case .operand(let operand): throw UsageError("unexpected argument: \(operand)")
                 }
@@ -114,11 +128,11 @@ package enum NcQueryCommands {
             case "list":
                 let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: cursor, retention: retention)
                 if json {
-                    for item in page.items { context.out(item.jsonValue().serializedString() + "\n") }
+                    for item in page.items { context.out(item.localized(language).jsonValue().serializedString() + "\n") }
                     if let next = page.nextCursor { context.out(JSONValue.object(["nextCursor": .string(next)]).serializedString() + "\n") }
                 } else {
                     if page.items.isEmpty { context.out("no items\n") }
-                    for item in page.items { context.out(NcQueryCommands.text(item)) }
+                    for item in page.items { context.out(NcQueryCommands.text(item.localized(language))) }
                     if let next = page.nextCursor { context.out("next page: --cursor \(next)\n") }
                 }
             case "count":
@@ -140,15 +154,30 @@ package enum NcQueryCommands {
                     return ExitStatus.failure
                 }
                 if json {
-                    context.out(item.jsonValue().serializedString() + "\n")
+                    context.out(item.inAppJSON(language).serializedString() + "\n")
                 } else {
-                    context.out(NcQueryCommands.text(item))
-                    if let open = item.inAppOpenTitle { context.out("    open button: \(open)\n") }
-                    if let dismiss = item.inAppDismissTitle { context.out("    dismiss button: \(dismiss)\n") }
+                    context.out(NcQueryCommands.text(item.localized(language)))
+                    context.out(NcQueryCommands.inAppButtons(item, owner: owner, language: language))
                 }
             }
             return ExitStatus.ok
         }
+    }
+
+    /// The modal's buttons for people, one line each, with the command a tap on it is.
+    static func inAppButtons(_ item: InboxItem, owner: InboxOwner, language: TitleLanguage) -> String {
+        let who = switch owner {
+        case .user(let id): "--user \(id)"
+        case .device(let id): "--device \(id)"
+        }
+        return item.inAppActions(language).map { action in
+            let tap = switch action.kind {
+            case .dismiss: "dismisses it (shown is already reported)"
+            case .open: "pushspoolctl nc open \(who) \(item.seq)"
+            case .category: "pushspoolctl nc action \(who) \(item.seq) \(action.id)"
+            }
+            return "    button \(action.title): \(tap)\n"
+        }.joined()
     }
 
     /// One item for people: a header line (id, state, time, vendor) and indented fields.

@@ -60,9 +60,18 @@ import PushSystem
                 .replacingOccurrences(of: "{lastEventId}", with: "0")
         }
 
+        var modalSent = false
         for example in examples {
             let (head, body) = Self.split(example.request.map(fill))
             let words = head[0].split(separator: " ")
+            if !modalSent, words.count > 1, words[0] == "GET", words[1] == "/v1/inapp" {
+                // The in-app examples show a modal: an Infobip mirror push arrives just before.
+                modalSent = true
+                try server.daemon.drop(Array(#"""
+                    {"pushspool":1,"user":"alice","payload":{"messageId":"ib-doc-1","aps":{"alert":{"title":"Mirror push","body":"Shown as a modal in the app"}},"internalData":{"inAppStyle":0}}}
+                    """#.utf8), name: "modal.json")
+                try waitUntil(timeout: 30, "the modal served") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == false }
+            }
             var arguments = ["-s", "-i", "--max-time", "2", "-X", String(words[0])]
             for header in head.dropFirst() { arguments += ["-H", header] }
             if !body.isEmpty { arguments += ["--data-binary", body] }

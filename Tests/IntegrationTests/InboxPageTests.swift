@@ -2,14 +2,23 @@
 import Foundation
 import Testing
 import TestSupport
+import PushInbox
 import PushSystem
 
 /// The inbox page in Debian's headless Chromium against a live pushspool-inbox: the rendered
 /// DOM shows the items, their unread state and the modal; a tap on an item opens it (nc.open),
 /// a click on "Mark read" reads another (nc.read), the modal is reported shown (nc.inapp-shown),
 /// each through the journal; a screenshot is kept as a CI artifact (`.build/test-artifacts/inbox-page.png`).
+/// The modal offers Cancel and Open in the browser's language; each calls its route.
 @Suite struct InboxPageTests {
     static let chromium = "/usr/bin/chromium"
+
+    /// A non-interactive Infobip modal without button titles of its own.
+    static func plainModal(id: String, title: String) -> [UInt8] {
+        Array(#"""
+            {"pushspool":1,"user":"alice","payload":{"messageId":"\#(id)","aps":{"alert":{"title":"\#(title)","body":"b"}},"internalData":{"inAppStyle":0}}}
+            """#.utf8)
+    }
 
     static func run(_ arguments: [String], profile: String) throws -> String {
         let result = try ProcessRunner.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile,
@@ -70,5 +79,58 @@ import PushSystem
         _ = try Self.run(["--window-size=720,900", "--screenshot=" + shot, page], profile: profile)
         let png = try Data(contentsOf: URL(fileURLWithPath: shot))
         #expect(png.starts(with: [0x89, 0x50, 0x4e, 0x47]))
+    }
+
+    /// Open on one modal, Cancel on the next, clicked in the page of a German browser: the
+    /// buttons carry the SDK's German titles; Open reads the item (nc.open), Cancel only
+    /// reports it shown — once, although the page reports it on presentation and again on
+    /// Cancel (one Idempotency-Key) — and neither modal is presented again.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
+    func theModalsCancelAndOpenButtons() throws {
+        let server = try InboxServerHarness(name: "inbox-page-modal")
+        let profile = server.daemon.root + "/chromium"
+        let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
+        func present(_ id: String, _ title: String) throws -> UInt64 {
+            try server.daemon.drop(Self.plainModal(id: id, title: title), name: id + ".json")
+            var item: UInt64?
+            try waitUntil(timeout: 30, "\(title) served") {
+                let served = try server.request("GET", "/v1/inapp").json?["item"]
+                item = served?["title"]?.stringValue == title ? served?["item"]?.stringValue.flatMap { UInt64($0) } : nil
+                return item != nil
+            }
+            return item ?? 0
+        }
+        func state(_ seq: UInt64) throws -> InboxItem? {
+            try InboxIndex(path: server.daemon.state + "/inbox/index.sqlite", readOnly: true).item(.user("alice"), seq: seq)
+        }
+        func events() throws -> [String] {
+            try server.daemon.records().compactMap { record -> String? in
+                guard record.key.hasPrefix("event:"), let body = try? JSONParser().parse(record.body) else { return nil }
+                return (body["type"]?.stringValue ?? "") + " " + (body["item"]?.numberLexeme ?? "")
+            }
+        }
+
+        let opened = try present("ib-page-1", "to open")
+        let dom = try Self.run(["--accept-lang=de-DE,de", "--dump-dom", page + "&click=modal:mm_open"], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        #expect(dom.contains("<button class=\"modal-action\" data-action=\"mm_cancel\">Abbrechen</button>"), "\(dom)")
+        #expect(dom.contains("<button class=\"modal-action\" data-action=\"mm_open\">Öffnen</button>"))
+        #expect(dom.contains("<div id=\"modal\" role=\"dialog\" aria-modal=\"true\" class=\"\">"), "the tap closed the modal")
+        try waitUntil(timeout: 30, "the open applied") { try state(opened)?.read == true }
+        #expect(try state(opened)?.inAppShown == true)
+        try waitUntil(timeout: 30, "the opened modal not served again") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == true }
+
+        let cancelled = try present("ib-page-2", "to cancel")
+        _ = try Self.run(["--accept-lang=de-DE,de", "--dump-dom", page + "&click=modal:mm_cancel"], profile: profile)
+        try waitUntil(timeout: 30, "the cancel applied") { try state(cancelled)?.inAppShown == true }
+        try waitUntil(timeout: 30, "the cancelled modal not served again") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == true }
+        // Let any stray event land before counting.
+        try waitUntil(timeout: 30, "the spool drained") {
+            server.daemon.files(in: "incoming").isEmpty && server.daemon.files(in: "processing").isEmpty
+        }
+        usleep(300_000)
+        #expect(try state(cancelled)?.read == false, "Cancel does not read the item")
+        #expect(try events().sorted() == ["nc.inapp-shown \(cancelled)", "nc.inapp-shown \(opened)", "nc.open \(opened)"].sorted())
+        #expect(server.daemon.files(in: "failed").isEmpty)
     }
 }
