@@ -62,6 +62,10 @@ import TestSupport
         let modal = try await setup.append(["vendor": .string("infobip"), "id": .string("m2"), "user": .string("alice"), "title": .string("invite"),
                                             "presentation": .string("modal"), "category": .string("mm_accept_decline"),
                                             "actions": actions, "buttons": buttons], key: "m2")
+        // A MODAL is presented, not listed: a banner of the same category is the stream's and
+        // the list's item.
+        _ = try await setup.append(["vendor": .string("infobip"), "id": .string("b2"), "user": .string("alice"), "title": .string("invite banner"),
+                                "category": .string("mm_accept_decline"), "actions": actions, "buttons": buttons], key: "b2")
         let index = try InboxIndex(path: setup.indexPath)
         try index.catchUp(journalDirectory: setup.journal)
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)

@@ -150,6 +150,9 @@ import Testing
         try await f.notification(title: "invite", vendor: "infobip", presentation: "modal", category: "mm_accept_decline",
                                  extra: ["actions": Self.acceptDecline, "buttons": Self.buttons(Self.acceptDecline),
                                          "inAppOpenTitle": .string("Go")])
+        // A MODAL is presented, not listed: a banner of the same category shows the list.
+        try await f.notification(title: "invite banner", vendor: "infobip", category: "mm_accept_decline",
+                                 extra: ["actions": Self.acceptDecline, "buttons": Self.buttons(Self.acceptDecline)])
         let index = try f.openIndex()
         try index.catchUp(journalDirectory: f.journalDirectory)
         let item = try #require(try index.inapp(.user("alice"), now: Self.now))
@@ -162,7 +165,7 @@ import Testing
         #expect(english[0].options == ["destructive", "authenticationRequired", "moRequired"])
         let french = try #require(TitleLanguage.lookup("fr-CA"))
         #expect(item.inAppActions(french).map(\.title) == ["Refuser", "Accepter"])
-        // The listed item is localised too, in `actions` and in the category's `buttons`.
+        // A listed item is localised too, in `actions` and in the category's `buttons`.
         let listed = try #require(try index.list(.user("alice"), now: Self.now).items.first).localized(french)
         #expect(listed.actions?.arrayValue?.compactMap { $0["title"]?.stringValue } == ["Refuser", "Accepter"])
         #expect(listed.buttons.arrayValue?.compactMap { $0["text"]?.stringValue } == ["Refuser", "Accepter"])
