@@ -66,8 +66,11 @@ def main():
         f.write("%d\n" % server.server_address[1])
     os.rename(port_file + ".tmp", port_file)
     # serve_forever runs on the main thread, where Python delivers signals: SystemExit
-    # unwinds it, and the with-block closes the listening socket.
+    # unwinds it, and the with-block closes the listening socket. The signal mask is
+    # inherited across exec: a launcher that blocks SIGTERM (a test runner waiting for signals
+    # on a thread of its own) would leave the handler unreachable, so unblock it.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
     with server:
         server.serve_forever()
     return 0

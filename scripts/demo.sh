@@ -127,13 +127,22 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-# start NAME LOG PROGRAM ARGS...: a service in its own session, recorded by PID. setsid runs
-# PROGRAM in place (a background child of a shell without job control is no group leader, so
-# setsid(1) needs no fork), so $! is the service itself.
+# start NAME LOG PROGRAM ARGS...: a service in its own session, recorded by PID. The subshell
+# execs setsid, which runs PROGRAM in place (a background child of a shell without job control
+# is no group leader, so setsid(1) needs no fork), so $! is the service itself. Only stdin,
+# stdout and stderr go with it: a descriptor this script inherited (a CI runner's pipe, the
+# socket a launcher watches to learn that its child has exited) would stay open as long as
+# the service runs, and whoever waits for it to close would wait as long.
 start() {
     local name=$1 log=$2
     shift 2
-    setsid "$@" </dev/null >"$log" 2>&1 &
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if ((fd > 2)); then eval "exec $fd>&-"; fi
+        done
+        exec setsid "$@"
+    ) </dev/null >"$log" 2>&1 &
     started_here[$!]=1
     echo "$name $!" >>"$demo/pids"
 }
