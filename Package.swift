@@ -158,6 +158,9 @@ let package = Package(
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
+        // README.md and docs/: links and anchors resolve, nothing points outside the repository,
+        // the module table, the MESSAGE_ID runbook and the architecture picture are complete.
+        .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
             "PushExport", "PushInbox",

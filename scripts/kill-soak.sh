@@ -7,7 +7,7 @@
 # drains and `journal verify` is clean. Prints cycles per minute.
 #
 #   scripts/kill-soak.sh [--cycles N] [--lanes L] [--release]
-#     --cycles N   default 1000; the README figure is for 10000
+#     --cycles N   default 1000; the figure in docs/development.md is for 10000
 #     --lanes L    run L daemons side by side (own spool and state each), sharing the N cycles;
 #                  a cycle mostly waits for its kill, so 4 lanes on 2 cores give ~3-4x the rate
 #     --release    soak the release build of pushspoold (.build/release) instead of the debug one

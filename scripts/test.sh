@@ -9,7 +9,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 # One lock type, PushSystem's Locked (a pthread mutex TSan sees): a Synchronization.Mutex would
 # blind the thread sanitizer stage below to everything it guards.
 if grep -rnE '\bMutex *[<(]' Sources Tests Fuzz --include='*.swift'; then
-    echo "test.sh: use PushSystem's Locked, not Synchronization.Mutex (see README, Sanitizers)" >&2
+    echo "test.sh: use PushSystem's Locked, not Synchronization.Mutex (see docs/development.md, "Fuzzing and sanitizers")" >&2
     exit 1
 fi
 swift build -Xswiftc -warnings-as-errors --build-tests

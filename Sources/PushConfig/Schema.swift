@@ -4,7 +4,7 @@ import PushTransliteration
 /// One key of pushspool.conf: how to parse it into the configuration and how to print it back.
 ///
 /// The table is the single place that names keys, so loading, `config show` and the shipped
-/// default file cannot drift apart (a test walks it against the README and the shipped file).
+/// default file cannot drift apart (a test walks it against docs/configuration.md and the shipped file).
 struct KeySpec: Sendable {
     var section: String
     var key: String
@@ -28,7 +28,7 @@ enum KeyBounds: Sendable, Equatable {
     case size(ClosedRange<Int>)
     case integer(ClosedRange<Int>)
 
-    /// `1s to 1d`, as error messages and the README's reference say it.
+    /// `1s to 1d`, as error messages and docs/configuration.md say it.
     var rangeText: String {
         switch self {
         case .duration(let range): "\(ConfigValue.formatDuration(range.lowerBound)) to \(ConfigValue.formatDuration(range.upperBound))"

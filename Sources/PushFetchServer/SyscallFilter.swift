@@ -5,7 +5,7 @@ import PushSystem
 /// The fetcher's own seccomp filter (libseccomp): an allow-list of the system calls that
 /// libcurl, OpenSSL, libvips/GLib, glibc's threads and resolver and the Swift runtime were
 /// measured to make (`strace -f -c` on the PushFetchTests and FetcherTests fetchers; see
-/// README, "Media: privilege separation"). Everything else fails with EPERM, and the calls
+/// docs/media-sandbox.md, "Privilege separation"). Everything else fails with EPERM, and the calls
 /// only an attacker would make (`killed`) end the process with SIGSYS at once.
 ///
 /// It is installed on every thread (TSYNC) after libcurl and libvips are initialised and

@@ -229,7 +229,7 @@ struct KeyFingerprints: Sendable, Equatable {
         return all
     }
 
-    /// Slots allocated over all shards (for the memory tests and the README's figures).
+    /// Slots allocated over all shards (for the memory tests and the figures in docs/performance.md).
     var slotCapacity: Int { shards.reduce(0) { $0 + $1.slots.count } }
 
     /// The index without the records below `seq` (`[Journal] DedupWindowSec=`): rebuilt, as

@@ -134,6 +134,6 @@ enum NetworkProbe {
     static func problem(feature: String) -> String? {
         guard let reason = outboundDenied() else { return nil }
         return "\(feature) is enabled but pushspoold has no network: \(reason). Install the drop-in "
-            + "pushspoold-network.conf as /etc/systemd/system/pushspoold.service.d/network.conf (README, \"Network\")"
+            + "pushspoold-network.conf as /etc/systemd/system/pushspoold.service.d/network.conf (docs/operations.md, \"Network\")"
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `pushspool-bench all [--full] [--write-readme-table README.md]`
+/// `pushspool-bench all [--full] [--write-readme-table docs/performance.md]`
 ///
 /// The performance suite: burst against the C loop (from outside and in process), latency at
 /// 1,000 and 5,000 files/s, backlogs of 20,000 and 200,000 files (and 1,000,000 with
@@ -22,7 +22,7 @@ func runAllBench(arguments: [String]) {
             readme = arguments[index + 1]
             index += 1
         default:
-            print("usage: pushspool-bench all [--full] [--write-readme-table README.md]")
+            print("usage: pushspool-bench all [--full] [--write-readme-table docs/performance.md]")
             exit(64)
         }
         index += 1

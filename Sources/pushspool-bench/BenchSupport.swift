@@ -3,7 +3,7 @@ import Foundation
 import PushSystem
 import TestSupport
 
-/// One line of the results table `pushspool-bench all` prints and writes into the README.
+/// One line of the results table `pushspool-bench all` prints and writes into docs/performance.md.
 struct BenchRow: Sendable {
     var name: String
     var value: String

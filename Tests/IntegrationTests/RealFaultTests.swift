@@ -51,7 +51,7 @@ import PushJournal
     // MARK: - ENOSPC
 
     /// The state directory on a small file system that a ballast file has filled all but
-    /// ~400 KB of; payloads keep arriving. Documented behaviour (README "Disk full pauses
+    /// ~400 KB of; payloads keep arriving. Documented behaviour (docs/architecture.md, "Disk full pauses
     /// intake"): on ENOSPC nothing is acknowledged, intake pauses and says so, the daemon stays
     /// up; when the ballast goes, intake resumes. Then every payload is journaled exactly once.
     @Test(arguments: FileSystemKind.allCases)
@@ -271,7 +271,7 @@ import PushJournal
     /// the spool is journaled, no key twice. At the end the spool drains and `verify` is clean.
     /// `PUSHSPOOL_KILL_SOAK_LANES` runs that many daemons side by side, each on its own spool
     /// and state directory, sharing the cycle count: a cycle mostly waits for its kill, so lanes
-    /// multiply the cycles an hour buys. Prints cycles per minute for the README.
+    /// multiply the cycles an hour buys. Prints cycles per minute for docs/development.md.
     @Test func killSoakLosesAndDoublesNothing() throws {
         let environment = ProcessInfo.processInfo.environment
         let cycles = max(1, Int(environment["PUSHSPOOL_KILL_SOAK_CYCLES"] ?? "") ?? 40)

@@ -139,9 +139,9 @@ import PushSystem
 
     // MARK: - Documentation
 
-    /// The README's reference rows: `| `[Section] Key=` | default | range | reload | meaning |`.
-    static func readmeRows() throws -> [String: [String]] {
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The reference rows of docs/configuration.md: `| `[Section] Key=` | default | range | reload | meaning |`.
+    static func referenceRows() throws -> [String: [String]] {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         var rows: [String: [String]] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("| `[") {
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
@@ -155,17 +155,17 @@ import PushSystem
         return rows
     }
 
-    @Test func readmeReferenceListsExactlyTheSchemaKeys() throws {
-        let rows = try Self.readmeRows()
-        #expect(Set(rows.keys) == Set(Self.allPaths), "README keys differ from the schema")
+    @Test func configurationReferenceListsExactlyTheSchemaKeys() throws {
+        let rows = try Self.referenceRows()
+        #expect(Set(rows.keys) == Set(Self.allPaths), "docs/configuration.md keys differ from the schema")
     }
 
-    /// Each key's README row gives its default as `config show` prints it, its range as the
+    /// Each key's row in docs/configuration.md gives its default as `config show` prints it, its range as the
     /// error message says it, and whether a reload applies it.
     @Test(arguments: allPaths)
-    func readmeDocumentsTheKey(path: String) throws {
+    func configurationReferenceDocumentsTheKey(path: String) throws {
         let spec = try #require(Schema.byPath[path])
-        let row = try #require(try Self.readmeRows()[path], "\(path) is missing from the README's configuration reference")
+        let row = try #require(try Self.referenceRows()[path], "\(path) is missing from docs/configuration.md")
         try #require(row.count == 5, "\(path): expected 5 cells, got \(row)")
         let rendered = spec.render(Configuration()).joined(separator: " ")
         #expect(row[1] == (rendered.isEmpty ? "empty" : "`\(rendered)`"), "\(path) default")

@@ -85,7 +85,7 @@ import PushSystem
         #expect(later.dedupFloorSeq == JournalFiles.firstSeq(ofSegment: names.last!))
         #expect(try FileManager.default.contentsOfDirectory(atPath: temp.journal + "/keys").isEmpty)
         #expect(writer.pruneDedupIndex(belowSeq: later.dedupFloorSeq) > 0)
-        // What the README promises: a re-delivery after the window is a new record.
+        // What docs/operations.md promises: a re-delivery after the window is a new record.
         #expect(seq(append(writer, "k1")) == 62)
         try writer.close()
     }
