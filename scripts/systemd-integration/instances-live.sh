@@ -212,9 +212,18 @@ for n in 1 2 3; do
   echo "     (nats n$n holds $c pushspoold connection(s))"
   if (( c > most )); then most=$c victim=$n; fi
 done
-# Kill it mid-export: while the next N per instance are being dropped (a, then b, then c),
-# as soon as instance a journaled the first of them.
-drop_all $((N + 1)) $((2 * N)) &
+# Kill it mid-export: while the next N per instance are being dropped, as soon as instance a
+# journaled the first of them. They are dropped in rounds of 10 per instance over about two
+# seconds: the exporters wake on each commit and keep up with a burst within milliseconds, so
+# a batch dropped at once would be acknowledged everywhere before any poll could see it start.
+drop_in_rounds() {  # drop_in_rounds FIRST LAST
+  local k
+  for ((k = $1; k <= $2; k += 10)); do
+    drop_all "$k" $(( k + 9 < $2 ? k + 9 : $2 )) || return 1
+    sleep 0.1
+  done
+}
+drop_in_rounds $((N + 1)) $((2 * N)) &
 drop_pid=$!
 journaled_above() { local seq; seq=$(status_field "$1" journalLastSeq) || return 1; (( ${seq:-0} > $2 )); }
 check "instance a journals the second batch" poll "$WAIT" journaled_above a "$N"
