@@ -211,9 +211,10 @@ package enum InboxServerMain {
         let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
         let serving = where_
         let status = StatusReporter {
-            stats.flushAuthLog()
+            let summaryPending = stats.flushAuthLog()
             Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
                 + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
+            return summaryPending
         }
         stats.onChange.withLock { $0 = { status.changed() } }
         hub.onStreamsChanged.withLock { $0 = { status.changed() } }

@@ -63,8 +63,11 @@ package final class ServerStats: Sendable {
 
     /// Emits the summary of auth failures not logged one by one (called by the status
     /// reporter at most once a second while failures come, and at shutdown with `all`).
-    package func flushAuthLog(all: Bool = false) {
+    /// Returns whether a summary is still held for the current second (flush again after it).
+    @discardableResult
+    package func flushAuthLog(all: Bool = false) -> Bool {
         events.flush(all: all)
+        return events.summaryPending
     }
 
     package var totalRequests: Int { state.withLock { $0.total } }

@@ -57,10 +57,12 @@ final class StatusReporter: Service, Sendable {
     private let wakeup = Wakeup()
     private let stopping = Locked(false)
     private let finished = DispatchSemaphore(value: 0)
-    private let update: @Sendable () -> Void
+    private let update: @Sendable () -> Bool
 
-    /// `update` runs on the reporter's thread after each change, throttled to one a second.
-    init(update: @escaping @Sendable () -> Void) {
+    /// `update` runs on the reporter's thread after each change, throttled to one a second; it
+    /// returns true when it has work left for a second later (a summary of auth failures held
+    /// for a second that has not ended), which then runs without another change.
+    init(update: @escaping @Sendable () -> Bool) {
         self.update = update
     }
 
@@ -89,8 +91,10 @@ final class StatusReporter: Service, Sendable {
     private func run() {
         defer { finished.signal() }
         var lastUpdate: UInt64 = 0
+        var again = false
         while true {
-            wakeup.wait(timeout: nil)
+            // Sleeps until a change, or, with work left over, until the next second's update.
+            if !again { wakeup.wait(timeout: nil) }
             // A change within a second of the last update waits out that second; the changes
             // meanwhile fold into one update.
             while !isStopping {
@@ -99,7 +103,7 @@ final class StatusReporter: Service, Sendable {
                 wakeup.wait(timeout: .nanoseconds(Int64(clamping: 1_000_000_000 - (now &- lastUpdate))))
             }
             if isStopping { return }
-            update()
+            again = update()
             lastUpdate = Posix.monotonicNanos()
         }
     }

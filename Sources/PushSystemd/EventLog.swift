@@ -101,6 +101,12 @@ package final class EventLog: Sendable {
         for (kind, count) in summaries { emitSummary(kind, count) }
     }
 
+    /// Whether events are held back in a second that has not ended yet: their summary is due
+    /// once it has, so whoever calls `flush()` must call it again then.
+    package var summaryPending: Bool {
+        windows.withLock { $0.values.contains { $0.suppressed > 0 } }
+    }
+
     private static func closeWindows(_ windows: inout [EventKind: Window], before second: UInt64) -> [(EventKind, Int)] {
         var summaries: [(EventKind, Int)] = []
         for (kind, window) in windows where window.second < second {

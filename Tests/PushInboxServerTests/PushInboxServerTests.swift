@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Testing
 import PushPayload
+import PushSystem
 @testable import PushInboxServer
 
 @Suite struct TokenAuthTests {
@@ -254,5 +255,27 @@ import PushPayload
         // Past the retention on the wall clock the key is free again.
         let third = IdempotencyBindings(store: try IdempotencyStore(path: path))
         #expect(third.bind(scope, "archive-4", now: 1, wallMillis: 1_000 + day) == .bound)
+    }
+}
+
+/// The status reporter sleeps until a change; an update that leaves work for the next second
+/// (auth failures held back in the current one) gets that second pass without another change,
+/// or their summary would wait for the next refused request, perhaps forever.
+@Suite struct StatusReporterTests {
+    @Test func leftoverWorkRunsASecondLaterWithoutAnotherChange() throws {
+        let passes = Locked(0)
+        let reporter = StatusReporter {
+            passes.withLock { $0 += 1 }
+            return passes.withLock { $0 } == 1
+        }
+        try reporter.start()
+        defer { _ = reporter.stop(deadline: Posix.monotonicNanos() + 2_000_000_000) }
+        reporter.changed()
+        let deadline = Posix.monotonicNanos() + 5_000_000_000
+        while passes.withLock({ $0 }) < 2 && Posix.monotonicNanos() < deadline { usleep(20_000) }
+        #expect(passes.withLock { $0 } == 2, "the leftover pass ran")
+        // Nothing left and no change: it sleeps.
+        usleep(1_300_000)
+        #expect(passes.withLock { $0 } == 2)
     }
 }

@@ -47,6 +47,23 @@ final class ManualClock: Sendable {
         #expect(pipe.available().isEmpty)
     }
 
+    /// A flush within the second of the held-back events cannot summarise them yet: the log
+    /// says so, so that its caller comes back after the second instead of forgetting them.
+    @Test func eventsHeldInTheCurrentSecondAreReportedPending() {
+        let pipe = Pipe2()
+        let clock = ManualClock()
+        let log = EventLog(identifier: "pending", maxEventsPerSecond: 2, destination: .lines(fd: pipe.writeEnd), clock: { clock.now() })
+        for _ in 0..<2 { log.log(.refused, "Spool file refused") }
+        #expect(!log.summaryPending, "nothing held back yet")
+        log.log(.refused, "Spool file refused")
+        log.flush()
+        #expect(log.summaryPending)
+        clock.advance()
+        log.flush()
+        #expect(!log.summaryPending)
+        #expect(pipe.available().split(separator: "\n").last?.contains("AGGREGATED_COUNT=1") == true)
+    }
+
     @Test func fieldNamesAreMadeValidAndValuesCapped() {
         #expect(EventLog.fieldName("push_id") == "PUSH_ID")
         #expect(EventLog.fieldName("_SYSTEMD_UNIT") == "SYSTEMD_UNIT")
