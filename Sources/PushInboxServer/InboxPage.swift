@@ -98,7 +98,6 @@ enum InboxPage {
           li.classList.toggle("unread", !item.state.read);
           li.classList.toggle("read", item.state.read);
           li.classList.toggle("pinned", !!item.state.pinned);
-          li.dataset.pinned = item.state.pinned ? "1" : "0";
           li.append(el("span", "dot"));
           const text = el("div", "content");
           // A tap on the item (not on one of its buttons) opens it.
@@ -136,7 +135,7 @@ enum InboxPage {
           if (item.state.archived) { li.remove(); return; }
           // Pinned items first, each part newest first, as the server lists them; a pin or
           // an unpin moves the item.
-          const rank = (c) => [c.dataset.pinned === "1" ? 1 : 0, Number(c.dataset.item)];
+          const rank = (c) => [c.classList.contains("pinned") ? 1 : 0, Number(c.dataset.item)];
           const mine = rank(li);
           const list = $("items");
           const after = [...list.children].find((c) => {
