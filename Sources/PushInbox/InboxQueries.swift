@@ -203,15 +203,28 @@ extension InboxIndex {
     /// there are more.
     private func listPart(_ owner: InboxOwner, pinned: Bool, before: Int64, unread: Bool, category: String?, limit: Int,
                           now: Int64, retention: Duration?) throws(InboxError) -> ([InboxItem], Bool) {
+        // Two static statements: the pinned part names `pinned = 1` literally so that SQLite
+        // reads it through the small partial index items_pinned (a bound value could not
+        // select a partial index, and the scan would walk the whole inbox to find the pins).
         do {
-            let statement = try db.statement("""
+            let statement = try pinned ? db.statement("""
+                SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
+                    actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload, pinned, deleted
+                FROM items INDEXED BY items_pinned
+                WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
+                    AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
+                ORDER BY seq DESC LIMIT ?7
+                """) : db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted
                 FROM items
-                WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = ?8 AND (?3 = 0 OR read = 0)
+                WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
                 ORDER BY seq DESC LIMIT ?7
                 """)
@@ -223,7 +236,6 @@ extension InboxIndex {
             try statement.bind(5, now)
             try statement.bind(6, Self.cutoff(now: now, retention: retention))
             try statement.bind(7, Int64(limit + 1))
-            try statement.bind(8, pinned)
             var items: [InboxItem] = []
             while try statement.step() {
                 if items.count == limit { return (items, true) }
