@@ -86,10 +86,11 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
 package final class InboxIndex {
     /// 2: silent pushes are not items, MODALs are listed per `ListModals=` (`listed`), and
     /// items carry sound, badge, loc keys, Infobip's link kinds and the custom payload.
-    package static let schemaVersion: Int64 = 2
+    /// 3: items can be pinned (`pinned`) and deleted (`deleted`, a tombstone).
+    package static let schemaVersion: Int64 = 3
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 40
+    static let columnCount = 42
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
@@ -185,8 +186,10 @@ package final class InboxIndex {
             try db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
             // One row per notification record; `owner` is "u:<user>" or, for records without a
             // user, "d:<device>" (a shared-device inbox): a query matches it exactly, never by prefix.
-            // `hidden` = not listed (a MODAL presented in-app only), archived, or a banner
-            // acted on: it does not show in the inbox and is not counted.
+            // `hidden` = not listed (a MODAL presented in-app only), archived, deleted, or a
+            // banner acted on: it does not show in the inbox and is not counted.
+            // `deleted` is a tombstone, not a missing row: a deleted newest MODAL must still
+            // stop older ones from being presented, and later events on it are ignored.
             // Silent pushes have no row (``listed(_:listModals:)``).
             // `loc_args`, `title_loc_args`: JSON arrays of strings; `custom_payload`: a JSON
             // value (an object, or a string).
@@ -202,12 +205,15 @@ package final class InboxIndex {
                     acted INTEGER NOT NULL DEFAULT 0, inapp_shown INTEGER NOT NULL DEFAULT 0, hidden INTEGER NOT NULL DEFAULT 0,
                     listed INTEGER NOT NULL DEFAULT 1, sound TEXT, badge INTEGER,
                     loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
-                    deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT)
+                    deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
+                    pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_age ON items(owner, ingested_at, hidden, seen, read)")
             try db.execute("CREATE INDEX IF NOT EXISTS items_modal ON items(owner, seq) WHERE presentation = 'modal'")
+            // Few items are pinned: the first part of a page reads them through this index.
+            try db.execute("CREATE INDEX IF NOT EXISTS items_pinned ON items(owner, seq) WHERE pinned = 1 AND hidden = 0")
             // Exact counters of visible unseen/unread items per owner, kept in the same
             // transaction as the items, so `count` does not scan a 100,000-item inbox; expired
             // items are subtracted at query time through items_expiry / items_age.
@@ -440,8 +446,8 @@ package final class InboxIndex {
         var owner: String?
         var presentation: String?
         var listed: Bool
-        var seen, read, archived, acted, inappShown: Bool
-        var hidden: Bool { !listed || archived || (presentation == "banner" && acted) }
+        var seen, read, archived, acted, inappShown, pinned, deleted: Bool
+        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) }
     }
 
     private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
@@ -451,12 +457,12 @@ package final class InboxIndex {
         // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
         // be presented in-app) alone.
         case "nc.read-all":
-            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1")
+            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0")
             try statement.bind(1, owner)
             try statement.run()
             try recount(owner: owner)
         case "nc.archive-read":
-            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1")
+            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0")
             try statement.bind(1, owner)
             try statement.run()
             try recount(owner: owner)
@@ -468,7 +474,8 @@ package final class InboxIndex {
             try statement.bind(1, owner)
             try statement.bind(2, !enabled)
             try statement.run()
-        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown":
+        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",
+             "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let item = Int64(lexeme), item > 0 else { return }
@@ -479,27 +486,41 @@ package final class InboxIndex {
     }
 
     private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
-        let select = try db.statement("SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown FROM items WHERE seq = ?1")
+        let select = try db.statement("""
+            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted FROM items WHERE seq = ?1
+            """)
         try select.bind(1, seq)
         guard try select.step() else { return }
         let before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
-                               read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7))
+                               read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
+                               pinned: select.bool(8), deleted: select.bool(9))
         select.reset()
-        // Never cross inboxes: the event's user (or device) must own the item.
-        guard before.owner == owner else { return }
+        // Never cross inboxes: the event's user (or device) must own the item. Deleting is
+        // final: no later event changes a deleted item (an unarchive does not bring it back).
+        guard before.owner == owner, !before.deleted else { return }
         var after = before
+        // The flags are independent: archiving a pinned item keeps the pin (hidden items are
+        // not listed anyway), so an unarchive brings it back pinned.
         switch type {
         case "nc.seen": after.seen = true
         case "nc.read", "nc.open": after.seen = true; after.read = true
         case "nc.archive": after.archived = true
         case "nc.action": after.seen = true; after.read = true; after.acted = true
         case "nc.inapp-shown": after.inappShown = true
+        // Unread is not unseen: the user has seen the item and chose to keep it to read later.
+        case "nc.unread": after.read = false
+        case "nc.unarchive": after.archived = false
+        case "nc.delete": after.deleted = true
+        case "nc.pin": after.pinned = true
+        case "nc.unpin": after.pinned = false
         default: return
         }
         guard after.seen != before.seen || after.read != before.read || after.archived != before.archived
-            || after.acted != before.acted || after.inappShown != before.inappShown else { return }
+            || after.acted != before.acted || after.inappShown != before.inappShown
+            || after.pinned != before.pinned || after.deleted != before.deleted else { return }
         let update = try db.statement("""
-            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7 WHERE seq = ?1
+            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
+                deleted = ?9 WHERE seq = ?1
             """)
         try update.bind(1, seq)
         try update.bind(2, after.seen)
@@ -508,6 +529,8 @@ package final class InboxIndex {
         try update.bind(5, after.acted)
         try update.bind(6, after.inappShown)
         try update.bind(7, after.hidden)
+        try update.bind(8, after.pinned)
+        try update.bind(9, after.deleted)
         try update.run()
         func counted(_ state: ItemState) -> (Int64, Int64) {
             state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)

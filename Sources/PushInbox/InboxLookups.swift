@@ -4,9 +4,10 @@ import PushSystem
 /// check before an event is accepted, and the Server-Sent Events feed.
 extension InboxIndex {
     /// Item `seq` when `owner` owns it (archived and expired ones included: an event on them
-    /// is still that owner's to send), else `nil` — the same answer for "no such item" and
-    /// "another owner's item", so a caller cannot tell them apart.
-    package func item(_ owner: InboxOwner, seq: UInt64) throws(InboxError) -> InboxItem? {
+    /// is still that owner's to send), else `nil` — the same answer for "no such item",
+    /// "another owner's item" and a deleted one (unless `deleted`, for the stream to announce
+    /// a deletion), so a caller cannot tell them apart.
+    package func item(_ owner: InboxOwner, seq: UInt64, deleted: Bool = false) throws(InboxError) -> InboxItem? {
         guard let seq = Int64(exactly: seq) else { return nil }
         do {
             let statement = try db.statement("""
@@ -14,12 +15,13 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload
-                FROM items WHERE seq = ?1 AND owner = ?2
+                    browser_url, custom_payload, pinned, deleted
+                FROM items WHERE seq = ?1 AND owner = ?2 AND (?3 = 1 OR deleted = 0)
                 """)
             defer { statement.reset() }
             try statement.bind(1, seq)
             try statement.bind(2, owner.key)
+            try statement.bind(3, deleted)
             return try statement.step() ? Self.item(statement) : nil
         } catch {
             throw InboxError(.sqlite(error), path: path)
@@ -36,7 +38,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload
+                    browser_url, custom_payload, pinned, deleted
                 FROM items
                 WHERE owner = ?1 AND seq > ?2 AND seq <= ?3 AND hidden = 0 ORDER BY seq ASC LIMIT ?4
                 """)
@@ -61,7 +63,7 @@ extension InboxIndex {
         do {
             let statement = try db.statement("""
                 SELECT seq FROM items INDEXED BY items_modal
-                WHERE owner = ?1 AND presentation = 'modal' AND seq > ?2 AND seq <= ?3 ORDER BY seq ASC LIMIT ?4
+                WHERE owner = ?1 AND presentation = 'modal' AND deleted = 0 AND seq > ?2 AND seq <= ?3 ORDER BY seq ASC LIMIT ?4
                 """)
             defer { statement.reset() }
             try statement.bind(1, owner.key)

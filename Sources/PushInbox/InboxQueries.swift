@@ -48,6 +48,11 @@ package struct InboxItem: Sendable, Equatable {
     package var archived: Bool
     package var acted: Bool
     package var inAppShown: Bool
+    /// Kept first in lists (`nc.pin`); `state.pinned` in ``jsonValue()``.
+    package var pinned = false
+    /// Deleted (`nc.delete`): never listed, counted or served again; only ``InboxIndex``'s
+    /// tombstone lookups see such an item.
+    package var deleted = false
     /// Whether the inbox lists (and counts) it; `false` for a MODAL presented in-app only
     /// (`[Inbox] ListModals=no`). In ``jsonValue()`` only when `false` (lists hold listed
     /// items only; `inapp`, a state change's answer and a `state` event may not).
@@ -77,7 +82,7 @@ package struct InboxItem: Sendable, Equatable {
             "item": .string(String(seq)), "vendor": .string(vendor), "id": .string(id), "buttons": buttons,
             "ingestedAt": .string(Timestamp.iso8601(millis: ingestedAtMillis)),
             "state": .object(["seen": .bool(seen), "read": .bool(read), "archived": .bool(archived),
-                              "acted": .bool(acted), "inAppShown": .bool(inAppShown)]),
+                              "acted": .bool(acted), "inAppShown": .bool(inAppShown), "pinned": .bool(pinned)]),
         ]
         func put(_ key: String, _ value: String?) { if let value { o[key] = .string(value) } }
         put("user", user)
@@ -138,18 +143,19 @@ package struct InboxCounts: Sendable, Equatable {
     }
 }
 
-/// Opaque page cursors: `c1.` and the hex seq of the last item of the previous page. Keyset
-/// paging (`seq < cursor`) stays correct while newer items arrive, unlike offsets.
+/// Opaque page cursors: the hex seq of the last item of the previous page after `c1.` (among
+/// the items that are not pinned) or `c2.` (among the pinned ones, which come first). Keyset
+/// paging (`(pinned, seq) < cursor`) stays correct while newer items arrive, unlike offsets.
 package enum InboxCursor {
-    static func make(afterSeq seq: Int64) -> String { "c1." + String(seq, radix: 16) }
+    static func make(afterSeq seq: Int64, pinned: Bool = false) -> String { (pinned ? "c2." : "c1.") + String(seq, radix: 16) }
 
-    /// The seq a cursor names, or `nil` for anything this index did not hand out.
-    static func parse(_ text: String) -> Int64? {
-        guard text.utf8.count <= 20, text.hasPrefix("c1.") else { return nil }
+    /// The position a cursor names, or `nil` for anything this index did not hand out.
+    static func parse(_ text: String) -> (seq: Int64, pinned: Bool)? {
+        guard text.utf8.count <= 20, text.hasPrefix("c1.") || text.hasPrefix("c2.") else { return nil }
         let hex = text.dropFirst(3)
         guard !hex.isEmpty, hex.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
               let seq = Int64(hex, radix: 16), seq > 0 else { return nil }
-        return seq
+        return (seq, text.hasPrefix("c2."))
     }
 }
 
@@ -161,28 +167,65 @@ extension InboxIndex {
         return overflow ? .min : difference
     }
 
-    /// A page of `owner`'s inbox, newest first: not archived, not expired (`expiresAt` before
-    /// `now`, or ingested longer than `retention` ago), optionally unread only or of one
-    /// category. Throws `.invalidLimit` outside 1...500 and `.invalidCursor` for a cursor
-    /// this index did not hand out.
+    /// A page of `owner`'s inbox: pinned items first, then the rest, each newest first; not
+    /// archived or deleted, not expired (`expiresAt` before `now`, or ingested longer than
+    /// `retention` ago), optionally unread only or of one category. Throws `.invalidLimit`
+    /// outside 1...500 and `.invalidCursor` for a cursor this index did not hand out.
     package func list(_ owner: InboxOwner, unread: Bool = false, category: String? = nil, limit: Int = 50,
                       cursor: String? = nil, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxPage {
         guard (1...Self.maxLimit).contains(limit) else { throw InboxError(.invalidLimit(limit), path: path) }
-        var before = Int64.max
+        var position: (seq: Int64, pinned: Bool) = (.max, true)
         if let cursor {
-            guard let seq = InboxCursor.parse(cursor) else { throw InboxError(.invalidCursor, path: path) }
-            before = seq
+            guard let parsed = InboxCursor.parse(cursor) else { throw InboxError(.invalidCursor, path: path) }
+            position = parsed
         }
+        // Two keyset scans, pinned items and then the others: each walks an index in seq order.
+        var items: [InboxItem] = []
+        if position.pinned {
+            let (pinned, more) = try listPart(owner, pinned: true, before: position.seq, unread: unread, category: category,
+                                              limit: limit, now: now, retention: retention)
+            items = pinned
+            if more { return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq), pinned: true)) }
+            position.seq = .max
+        }
+        guard items.count < limit else {
+            // Exactly a page of pinned items: the rest may follow.
+            return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq), pinned: true))
+        }
+        let (rest, more) = try listPart(owner, pinned: false, before: position.seq, unread: unread, category: category,
+                                        limit: limit - items.count, now: now, retention: retention)
+        items += rest
+        guard more, let last = items.last else { return InboxPage(items: items, nextCursor: nil) }
+        return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: last.seq)))
+    }
+
+    /// Up to `limit` listed items with `pinned` and `seq < before`, newest first, and whether
+    /// there are more.
+    private func listPart(_ owner: InboxOwner, pinned: Bool, before: Int64, unread: Bool, category: String?, limit: Int,
+                          now: Int64, retention: Duration?) throws(InboxError) -> ([InboxItem], Bool) {
+        // Two static statements: the pinned part names `pinned = 1` literally so that SQLite
+        // reads it through the small partial index items_pinned (a bound value could not
+        // select a partial index, and the scan would walk the whole inbox to find the pins).
         do {
-            let statement = try db.statement("""
+            let statement = try pinned ? db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload
+                    browser_url, custom_payload, pinned, deleted
+                FROM items INDEXED BY items_pinned
+                WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
+                    AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
+                ORDER BY seq DESC LIMIT ?7
+                """) : db.statement("""
+                SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
+                    actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload, pinned, deleted
                 FROM items
-                WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND (?3 = 0 OR read = 0) AND (?4 IS NULL OR category = ?4)
-                    AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
+                WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = 0 AND (?3 = 0 OR read = 0)
+                    AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
                 ORDER BY seq DESC LIMIT ?7
                 """)
             defer { statement.reset() }
@@ -195,12 +238,10 @@ extension InboxIndex {
             try statement.bind(7, Int64(limit + 1))
             var items: [InboxItem] = []
             while try statement.step() {
-                if items.count == limit {
-                    return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq)))
-                }
+                if items.count == limit { return (items, true) }
                 items.append(Self.item(statement))
             }
-            return InboxPage(items: items, nextCursor: nil)
+            return (items, false)
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }
@@ -214,7 +255,7 @@ extension InboxIndex {
         return elements.compactMap(\.stringValue)
     }
 
-    /// An item from a row of `SELECT seq, user, … browser_url, custom_payload` (the column
+    /// An item from a row of `SELECT seq, user, … browser_url, custom_payload, pinned, deleted` (the column
     /// list every item query spells out, in this order: statements are static SQL).
     static func item(_ s: SQLiteStatement) -> InboxItem {
         var item = InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
@@ -236,6 +277,8 @@ extension InboxIndex {
         item.webViewUrl = s.text(35)
         item.browserUrl = s.text(36)
         item.customPayload = s.text(37).flatMap { try? parser.parse($0) }
+        item.pinned = s.bool(38)
+        item.deleted = s.bool(39)
         return item
     }
 
@@ -297,7 +340,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload
+                    browser_url, custom_payload, pinned, deleted
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' ORDER BY seq DESC LIMIT 1
                 """)
@@ -305,7 +348,7 @@ extension InboxIndex {
             try statement.bind(1, owner.key)
             guard try statement.step() else { return nil }
             let item = Self.item(statement)
-            if item.inAppShown || item.acted || item.read || item.archived { return nil }
+            if item.inAppShown || item.acted || item.read || item.archived || item.deleted { return nil }
             if let expires = item.expiresAtMillis, expires < now { return nil }
             if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
             return item

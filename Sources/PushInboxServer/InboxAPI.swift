@@ -118,6 +118,11 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.post, "/v1/inbox/{item}/read", "read") { api, call in api.itemEvent(call, type: .read) },
         Route(.post, "/v1/inbox/{item}/open", "open") { api, call in api.itemEvent(call, type: .open) },
         Route(.post, "/v1/inbox/{item}/archive", "archive") { api, call in api.itemEvent(call, type: .archive) },
+        Route(.post, "/v1/inbox/{item}/unread", "unread") { api, call in api.itemEvent(call, type: .unread) },
+        Route(.post, "/v1/inbox/{item}/unarchive", "unarchive") { api, call in api.itemEvent(call, type: .unarchive) },
+        Route(.post, "/v1/inbox/{item}/pin", "pin") { api, call in api.itemEvent(call, type: .pin) },
+        Route(.post, "/v1/inbox/{item}/unpin", "unpin") { api, call in api.itemEvent(call, type: .unpin) },
+        Route(.delete, "/v1/inbox/{item}", "delete") { api, call in api.itemEvent(call, type: .delete) },
         Route(.post, "/v1/inbox/{item}/actions/{action}", "action") { api, call in api.itemEvent(call, type: .action) },
         Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user), call.request) },
         Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
@@ -378,8 +383,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         return device
     }
 
-    /// A change to the caller's `{item}`: seen, read, open, archive, an action, in-app shown.
-    /// Answers 202 with the item as it will be once the event is applied.
+    /// A change to the caller's `{item}`: seen, read, open, archive, an action, in-app shown,
+    /// unread, unarchive, pin, unpin, delete. Answers 202 with the item as it will be once
+    /// the event is applied (for a delete, ``deletedJSON(_:)``).
     private func itemEvent(_ call: Route.Call, type: EventType) -> HTTPResponse {
         let (user, request) = (call.user, call.request)
         let text = call.parameters["item"] ?? ""
@@ -387,8 +393,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let index = openIndex() else { return Self.unavailable }
         let current: InboxItem
         do {
-            // Another user's item answers exactly like a missing one.
-            guard let found = try index.item(.user(user), seq: seq) else { return Self.notFound }
+            // Another user's item answers exactly like a missing one, and so does a deleted one
+            // (except to a retry of the DELETE that deleted it, below).
+            guard let found = try index.item(.user(user), seq: seq, deleted: type == .delete) else { return Self.notFound }
             current = found
         } catch {
             return failure(error)
@@ -415,6 +422,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
+        if current.deleted, !isRetry(event, user: user, request) { return Self.notFound }
         if let refusal = submit(&event, user: user, request) { return refusal }
         let id = event.eventId
         var next = current
@@ -424,9 +432,37 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .inAppShown: next.inAppShown = true
         case .archive: next.archived = true
         case .action: next.seen = true; next.read = true; next.acted = true
+        case .unread: next.read = false
+        case .unarchive: next.archived = false
+        case .pin: next.pinned = true
+        case .unpin: next.pinned = false
+        case .delete: return Self.json(202, .object(["eventId": .string(id), "item": Self.deletedJSON(seq)]))
         default: break
         }
         return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
+    }
+
+    /// What stands for a deleted item (the answer to DELETE, a stream's `state` event):
+    /// `{"item": "<seq>", "deleted": true}`; its content is not served any more.
+    static func deletedJSON(_ seq: UInt64) -> JSONValue {
+        .object(["item": .string(String(seq)), "deleted": .bool(true)])
+    }
+
+    /// Whether `request` repeats, under the same Idempotency-Key, a request already accepted
+    /// for `event`: such a retry of a DELETE answers as the first did, even once the item is
+    /// gone (the event id is the same, so the journal keeps one).
+    private func isRetry(_ event: PushEvent, user: String, _ request: HTTPRequest) -> Bool {
+        guard let key = request.headers["idempotency-key"], !key.isEmpty, key.utf8.count <= 255 else { return false }
+        let scope = IdempotencyBindings.scope(user: user, key: key)
+        let fingerprint = IdempotencyBindings.fingerprint(event)
+        switch idempotency.bind(scope, fingerprint) {
+        case .retry: return true
+        case .bound:
+            // Not bound before: this key was not used for that DELETE; leave it free.
+            idempotency.unbind(scope, fingerprint)
+            return false
+        case .conflict: return false
+        }
     }
 
     private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
@@ -531,8 +567,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 if let seq = change.item {
                     // The item's state now (after this and maybe later changes): idempotent for a client.
                     // An in-app-only MODAL's too (`"listed": false` says it is not in the list).
-                    guard let item = try? index.item(stream.owner, seq: seq) else { continue }
-                    events.append((change.seq, "state", Self.itemJSON(item, stream.language).serializedString()))
+                    guard let item = try? index.item(stream.owner, seq: seq, deleted: true) else { continue }
+                    let data = item.deleted ? Self.deletedJSON(seq) : Self.itemJSON(item, stream.language)
+                    events.append((change.seq, "state", data.serializedString()))
                 } else {
                     events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))
                 }

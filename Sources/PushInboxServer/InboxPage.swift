@@ -4,7 +4,8 @@
 /// watch new pushes arrive over the event stream. No dependencies, no build step.
 ///
 /// A tap on an item opens it (`POST /v1/inbox/{item}/open`: read, and the push-open reports);
-/// "Mark read" only marks it read. The modal to present is reported shown
+/// "Mark read" only marks it read, "Mark unread" undoes that; "Pin" keeps it first in the list
+/// ("Unpin" undoes it); "Delete" removes it for good (`DELETE /v1/inbox/{item}`). The modal to present is reported shown
 /// (`POST /v1/inapp/{item}/shown`) as it appears, so it is not presented again. Its buttons
 /// are the ones `GET /v1/inapp` serves (`inAppActions`, titled in the browser's language):
 /// Cancel and Open, or the push's category actions; each calls the route it names (Cancel
@@ -12,8 +13,8 @@
 ///
 /// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
 /// `&click=open:ITEM,read:ITEM,modal:ACTION` then taps that item, clicks its "Mark read"
-/// button, or the modal's button with that action id (`mm_open`, `mm_cancel`), once the list
-/// is shown;
+/// button (`unread:`, `pin:`, `unpin:`, `delete:` its other buttons), or the modal's button
+/// with that action id (`mm_open`, `mm_cancel`), once the list is shown;
 /// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
 /// runs out while a request stays open).
 enum InboxPage {
@@ -42,6 +43,7 @@ enum InboxPage {
         li.item { background: #fff; border-radius: 8px; padding: 10px 12px; display: grid; grid-template-columns: 14px 1fr 72px; gap: 8px; }
         li.item .dot { width: 10px; height: 10px; border-radius: 50%; margin-top: 6px; }
         li.item.unread .dot { background: #2563eb; }
+        li.item.pinned { outline: 2px solid #f59e0b; }
         li.item .content { cursor: pointer; }
         li.item .title { font-weight: 600; }
         li.item .subtitle { color: #374151; }
@@ -87,12 +89,15 @@ enum InboxPage {
           // An in-app-only MODAL (ListModals=no): its state changes, but it is not in the list.
           if (item.listed === false) return;
           let li = document.querySelector('li.item[data-item="' + item.item + '"]');
+          // A deleted item is only {"item", "deleted": true}.
+          if (item.deleted) { if (li) li.remove(); return; }
           const fresh = !li;
           if (fresh) li = el("li", "item");
           li.replaceChildren();
           li.dataset.item = item.item;
           li.classList.toggle("unread", !item.state.read);
           li.classList.toggle("read", item.state.read);
+          li.classList.toggle("pinned", !!item.state.pinned);
           li.append(el("span", "dot"));
           const text = el("div", "content");
           // A tap on the item (not on one of its buttons) opens it.
@@ -111,28 +116,40 @@ enum InboxPage {
             b.addEventListener("click", () => act(item, action));
             buttons.append(b);
           }
-          if (!item.state.read) {
-            const b = el("button", "mark-read", "Mark read");
-            b.addEventListener("click", () => mark(item.item, "read"));
+          const button = (what, title) => {
+            const b = el("button", "mark-" + what, title);
+            b.addEventListener("click", () => mark(item.item, what));
             buttons.append(b);
-          }
+          };
+          if (item.state.read) button("unread", "Mark unread"); else button("read", "Mark read");
+          if (item.state.pinned) button("unpin", "Unpin"); else button("pin", "Pin");
           const archive = el("button", "archive", "Archive");
           archive.addEventListener("click", () => mark(item.item, "archive"));
           buttons.append(archive);
+          button("delete", "Delete");
           text.append(buttons);
           li.append(text);
           if (item.media && item.media.thumbnailUrl) {
             const img = el("img", "thumb"); img.alt = ""; img.src = item.media.thumbnailUrl + "?" + q(); li.append(img);
           } else li.append(el("span"));
           if (item.state.archived) { li.remove(); return; }
-          if (fresh) {
-            const list = $("items");
-            const newer = [...list.children].find((c) => Number(c.dataset.item) < Number(item.item));
-            list.insertBefore(li, newer || null);
-          }
+          // Pinned items first, each part newest first, as the server lists them; a pin or
+          // an unpin moves the item.
+          const rank = (c) => [c.classList.contains("pinned") ? 1 : 0, Number(c.dataset.item)];
+          const mine = rank(li);
+          const list = $("items");
+          const after = [...list.children].find((c) => {
+            if (c === li) return false;
+            const other = rank(c);
+            return other[0] < mine[0] || (other[0] === mine[0] && other[1] < mine[1]);
+          });
+          if (fresh || li.nextElementSibling !== (after || null)) list.insertBefore(li, after || null);
         }
         async function mark(id, what) {
-          try { const r = await api("POST", "/v1/inbox/" + id + "/" + what); render(r.item); } catch (e) { $("error").textContent = e.message; }
+          try {
+            const r = what === "delete" ? await api("DELETE", "/v1/inbox/" + id) : await api("POST", "/v1/inbox/" + id + "/" + what);
+            render(r.item);
+          } catch (e) { $("error").textContent = e.message; }
         }
         async function act(item, action) {
           let body = {};

@@ -9,6 +9,7 @@ struct Route: Sendable {
         case get = "GET"
         case post = "POST"
         case put = "PUT"
+        case delete = "DELETE"
     }
 
     /// A path component: fixed text, or a `{name}` placeholder that takes any one component.

@@ -23,11 +23,21 @@ package enum EventType: String, Sendable, CaseIterable {
     case inAppShown = "nc.inapp-shown"
     /// Per-user opt-out of in-app presentation (`enabled: false` opts out).
     case inAppOptOut = "nc.inapp-optout"
+    /// A read item is unread again (seen stays as it was).
+    case unread = "nc.unread"
+    /// An archived item is back in the inbox.
+    case unarchive = "nc.unarchive"
+    /// The item leaves the user's inbox for good (the journal keeps the push); final.
+    case delete = "nc.delete"
+    /// The item is kept first in lists.
+    case pin = "nc.pin"
+    /// The item is listed by arrival again.
+    case unpin = "nc.unpin"
 
     /// The members this type requires besides `type` and `eventId`.
     package var requiredMembers: Set<String> {
         switch self {
-        case .seen, .read, .archive, .open, .inAppShown: ["item"]
+        case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin: ["item"]
         case .readAll, .archiveRead, .opened: []
         case .action: ["item", "action"]
         case .inAppOptOut: ["enabled"]

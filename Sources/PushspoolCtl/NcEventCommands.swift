@@ -25,6 +25,11 @@ package struct NcEventCommand: CtlSubcommand {
             entry("seen", "ITEM ", "ITEM was listed to the user (nc.seen)"),
             entry("read", "(ITEM | --all) ", "mark ITEM, or every item, read (nc.read, nc.read-all)"),
             entry("archive", "(ITEM | --all-read) ", "hide ITEM, or every read item (nc.archive, nc.archive-read)"),
+            entry("unread", "ITEM ", "mark the read ITEM unread again (nc.unread)"),
+            entry("unarchive", "ITEM ", "bring the archived ITEM back into the inbox (nc.unarchive)"),
+            entry("delete", "ITEM ", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)"),
+            entry("pin", "ITEM ", "keep ITEM first in lists (nc.pin)"),
+            entry("unpin", "ITEM ", "list ITEM by arrival again (nc.unpin)"),
             entry("action", "ITEM ACTION [--text T] ", "the user chose button/category ACTION of ITEM (nc.action)"),
             entry("inapp-shown", "ITEM ", "the in-app message of ITEM was presented (nc.inapp-shown)"),
             entry("inapp-optout", "(on | off) ", "opt the user out of (on) or back into (off) in-app messages (nc.inapp-optout)"),
@@ -109,9 +114,16 @@ package struct NcEventCommand: CtlSubcommand {
         case "inapp-shown":
             try expectOperands(["ITEM"])
             event = .ncInAppShown(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
-        case "seen":
+        case "seen", "unread", "unarchive", "delete", "pin", "unpin":
             try expectOperands(["ITEM"])
-            event.type = .seen
+            event.type = switch word {
+            case "unread": .unread
+            case "unarchive": .unarchive
+            case "delete": .delete
+            case "pin": .pin
+            case "unpin": .unpin
+            default: .seen
+            }
             event.item = try itemOperand()
         case "read", "archive":
             if all || allRead {

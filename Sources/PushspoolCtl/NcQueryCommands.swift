@@ -182,7 +182,7 @@ package enum NcQueryCommands {
 
     /// One item for people: a header line (id, state, time, vendor) and indented fields.
     static func text(_ item: InboxItem) -> String {
-        let state = item.archived ? "archived" : item.read ? "read" : item.seen ? "seen" : "unseen"
+        let state = (item.archived ? "archived" : item.read ? "read" : item.seen ? "seen" : "unseen") + (item.pinned ? " pinned" : "")
         var lines = ["\(item.seq)  \(state)  \(Timestamp.iso8601(millis: item.ingestedAtMillis))  \(item.vendor)"
                      + (item.presentation.map { "  \($0)" } ?? "")]
         func put(_ label: String, _ value: String?) { if let value { lines.append("    \(label): \(value)") } }

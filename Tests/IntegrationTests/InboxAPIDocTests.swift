@@ -45,17 +45,22 @@ import PushSystem
         let examples = try Self.examples()
         #expect(examples.count >= 12, "the doc's examples were not found")
         let server = try InboxServerHarness(name: "inbox-doc")
+        try server.push(user: "alice", title: "Sale 0")
+        try waitUntil(timeout: 30, "the first push") { try server.counts().unread == 1 }
         try server.push(user: "alice", title: "Sale")
         try server.push(user: "alice", title: "Sale 2")
-        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 3 }
         let item = try #require(try server.items().first?["item"]?.stringValue)
+        // The oldest, for the DELETE example: the others keep using the newest.
+        let deletable = try #require(try server.items().last?["item"]?.stringValue)
         let png: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 9]
         let sha = SHA256.hex(of: png)
         try FileManager.default.createDirectory(atPath: server.daemon.state + "/media/" + sha.prefix(2), withIntermediateDirectories: true)
         try Data(png).write(to: URL(fileURLWithPath: server.daemon.state + "/media/" + sha.prefix(2) + "/" + sha.dropFirst(2) + ".png"))
         func fill(_ text: String) -> String {
             text.replacingOccurrences(of: "{token}", with: InboxServerHarness.token("alice"))
-                .replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{sha256}", with: sha)
+                .replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{deletable}", with: deletable)
+                .replacingOccurrences(of: "{sha256}", with: sha)
                 // From the start: the newest item is archived by the examples before the stream.
                 .replacingOccurrences(of: "{lastEventId}", with: "0")
         }

@@ -7,7 +7,8 @@ import PushSystem
 
 /// The inbox page in Debian's headless Chromium against a live pushspool-inbox: the rendered
 /// DOM shows the items, their unread state and the modal; a tap on an item opens it (nc.open),
-/// a click on "Mark read" reads another (nc.read), the modal is reported shown (nc.inapp-shown),
+/// a click on "Mark read" reads another (nc.read), "Mark unread", "Pin" and "Delete" do what
+/// they say (nc.unread, nc.pin, nc.delete), the modal is reported shown (nc.inapp-shown),
 /// each through the journal; a screenshot is kept as a CI artifact (`.build/test-artifacts/inbox-page.png`).
 /// The modal offers Cancel and Open in the browser's language; each calls its route.
 @Suite struct InboxPageTests {
@@ -79,6 +80,54 @@ import PushSystem
         _ = try Self.run(["--window-size=720,900", "--screenshot=" + shot, page], profile: profile)
         let png = try Data(contentsOf: URL(fileURLWithPath: shot))
         #expect(png.starts(with: [0x89, 0x50, 0x4e, 0x47]))
+    }
+
+    /// "Mark unread", "Delete" and "Pin" clicked in the page: each goes through the spool and
+    /// the journal (nc.unread, nc.delete, nc.pin); the deleted item leaves the list and the
+    /// pinned one moves first.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
+    func thePageMarksUnreadDeletesAndPins() throws {
+        let server = try InboxServerHarness(name: "inbox-page-states")
+        for i in 1...3 {
+            try server.push(user: "alice", title: "s\(i)")
+            try waitUntil(timeout: 30, "push s\(i)") { try server.counts().unread == i }
+        }
+        let ids = try server.items().compactMap { $0["item"]?.stringValue }
+        try #require(ids.count == 3)
+        let (newest, middle, oldest) = (ids[0], ids[1], ids[2])
+        #expect(try server.request("POST", "/v1/inbox/\(oldest)/read").status == 202)
+        try waitUntil(timeout: 30, "the read applied") { try server.counts().unread == 2 }
+        let profile = server.daemon.root + "/chromium"
+        let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
+        func position(_ dom: String, _ item: String) -> String.Index? { dom.range(of: "data-item=\"\(item)\"")?.lowerBound }
+
+        // Two different items, so neither answer overwrites the other's rendering.
+        var dom = try Self.run(["--dump-dom", page + "&click=unread:\(oldest),delete:\(middle)"], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        #expect(dom.contains("<li class=\"item unread\" data-item=\"\(oldest)\">"), "\(dom)")
+        #expect(dom.contains("<button class=\"mark-read\">Mark read</button>"))
+        #expect(position(dom, middle) == nil, "the deleted item left the list")
+        try waitUntil(timeout: 30, "the unread and the delete applied") {
+            try server.counts().unread == 2 && server.items().compactMap { $0["item"]?.stringValue } == [newest, oldest]
+        }
+
+        dom = try Self.run(["--dump-dom", page + "&click=pin:\(oldest)"], profile: profile)
+        #expect(dom.contains("<li class=\"item unread pinned\" data-item=\"\(oldest)\">"), "\(dom)")
+        #expect(dom.contains("<button class=\"mark-unpin\">Unpin</button>"))
+        let pinned = try #require(position(dom, oldest)), other = try #require(position(dom, newest))
+        #expect(pinned < other, "the pinned item moved first")
+        try waitUntil(timeout: 30, "the pin applied") {
+            try server.items().compactMap { $0["item"]?.stringValue } == [oldest, newest]
+        }
+        var events: [String] = []
+        try waitUntil(timeout: 30, "the events journaled") {
+            events = try server.daemon.records().compactMap { record -> String? in
+                guard record.key.hasPrefix("event:"), let body = try? JSONParser().parse(record.body) else { return nil }
+                return (body["type"]?.stringValue ?? "") + " " + (body["item"]?.numberLexeme ?? "")
+            }
+            return events.count >= 4
+        }
+        #expect(Set(events) == ["nc.read \(oldest)", "nc.unread \(oldest)", "nc.delete \(middle)", "nc.pin \(oldest)"])
     }
 
     /// Open on one modal, Cancel on the next, clicked in the page of a German browser: the

@@ -72,7 +72,8 @@ import PushSystem
         try Data(png).write(to: URL(fileURLWithPath: directory + "/" + sha.dropFirst(2) + ".png"))
         try Data([0xff, 0xd8, 0xff]).write(to: URL(fileURLWithPath: directory + "/" + sha.dropFirst(2) + ".thumb320.jpg"))
 
-        for operation in operations.sorted() {
+        // DELETE last: the item is gone once it is applied.
+        for operation in operations.sorted(by: { ($0.hasPrefix("DELETE ") ? 1 : 0, $0) < ($1.hasPrefix("DELETE ") ? 1 : 0, $1) }) {
             let words = operation.split(separator: " ").map(String.init)
             let path = words[1].replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{action}", with: "reply")
                 .replacingOccurrences(of: "{sha256}", with: sha)

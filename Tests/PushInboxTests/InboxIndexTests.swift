@@ -130,7 +130,7 @@ import TestSupport
         #expect(seen == Array((1...25).reversed()).map(UInt64.init))
     }
 
-    @Test(arguments: ["", "c1.", "c1.zz", "c1.-1", "c1.0", "c1.ffffffffffffffffff", "c2.10", "garbage", "c1.A", "c1.1 ", "c1.\u{0}"])
+    @Test(arguments: ["", "c1.", "c1.zz", "c1.-1", "c1.0", "c1.ffffffffffffffffff", "c3.10", "c2.", "c2.x", "garbage", "c1.A", "c1.1 ", "c1.\u{0}"])
     func garbageCursorsAreRefused(cursor: String) async throws {
         let f = try InboxFixture()
         try await f.notification()

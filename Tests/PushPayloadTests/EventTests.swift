@@ -16,7 +16,8 @@ struct EventCase: Sendable, CustomTestStringConvertible {
 /// The smallest valid event of each type.
 let minimalEvents: [EventCase] = EventType.allCases.map { type in
     switch type {
-    case .seen, .read, .archive, .open, .inAppShown: EventCase(type: type, members: #""item": 42"#)
+    case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin:
+        EventCase(type: type, members: #""item": 42"#)
     case .readAll, .archiveRead, .opened: EventCase(type: type, members: "")
     case .action: EventCase(type: type, members: #""item": 42, "action": "mm_accept""#)
     case .inAppOptOut: EventCase(type: type, members: #""enabled": false"#)
@@ -77,7 +78,7 @@ let minimalEvents: [EventCase] = EventType.allCases.map { type in
 
     @Test(arguments: [
         // (event members, envelope, expected code, expected path)
-        (#""type": "nc.delete", "eventId": "e""#, #""user": "u""#, ReasonCode.invalidEvent, "event.type"),
+        (#""type": "nc.self-destruct", "eventId": "e""#, #""user": "u""#, ReasonCode.invalidEvent, "event.type"),
         (#""eventId": "e", "item": 1"#, #""user": "u""#, .invalidEvent, "event.type"),
         (#""type": 7, "eventId": "e""#, #""user": "u""#, .invalidEvent, "event.type"),
         (#""type": "NC.OPENED", "eventId": "e""#, #""user": "u""#, .invalidEvent, "event.type"),
