@@ -85,7 +85,7 @@ let package = Package(
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
         .target(name: "PushInboxServer", dependencies: [
             "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
-            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
@@ -93,13 +93,16 @@ let package = Package(
         .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "CCurl"]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
+        // The inbox index built from the export stream (a durable pull consumer) instead of
+        // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
+        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
@@ -163,7 +166,7 @@ let package = Package(
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
-            "PushExport", "PushInbox",
+            "PushExport", "PushInbox", "PushInboxStream",
         ]),
     ]
 )

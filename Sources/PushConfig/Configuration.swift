@@ -50,6 +50,15 @@ package enum CorruptionPolicy: String, Sendable, Equatable, CaseIterable {
     case quarantineSegment = "quarantine-segment"
 }
 
+/// Where the inbox index is built from (`[Inbox] Source=`).
+package enum InboxSource: String, Sendable, Equatable, CaseIterable {
+    /// pushspoold follows this host's journal into the index.
+    case journal
+    /// pushspool-inbox follows the `[Export]` JetStream stream (every ingest host's records)
+    /// into the index through a durable pull consumer; pushspoold leaves the index alone.
+    case nats
+}
+
 /// `[Journal]`: the durable record store.
 package struct JournalSettings: Sendable, Equatable {
     /// `StateDirectory=`: journal segments, the dedup checkpoint and media live here.
@@ -220,6 +229,10 @@ package struct InboxSettings: Sendable, Equatable {
     /// banners. Off by default: Infobip presents a MODAL in-app and, unlike a banner, does
     /// not add it to the Notification Center. Changing it rebuilds the index.
     package var listModals = false
+    /// `Source=`: `journal` (pushspoold builds the index from this host's journal) or `nats`
+    /// (pushspool-inbox builds it from the `[Export]` stream, with `[Export]`'s URL,
+    /// credentials, TLS files, `Stream=` and `Subject=`).
+    package var source: InboxSource = .journal
     /// `TokenSecretFile=`: pushspool-inbox's HMAC secret for user tokens; empty =
     /// `$CREDENTIALS_DIRECTORY/inbox-token-secret` (systemd `LoadCredential=`).
     package var tokenSecretFile = ""

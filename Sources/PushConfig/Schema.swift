@@ -270,6 +270,13 @@ enum Schema {
         .boolean("Inbox", "Enabled", \.inbox.enabled),
         .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400)),
         .boolean("Inbox", "ListModals", \.inbox.listModals),
+        KeySpec(section: "Inbox", key: "Source", invalidExample: "kafka", apply: { config, text in
+            guard let source = InboxSource(rawValue: text) else {
+                return ValueError("expected one of \(InboxSource.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
+            }
+            config.inbox.source = source
+            return nil
+        }, render: { [$0.inbox.source.rawValue] }),
         .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile),
         .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000),
         .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000),

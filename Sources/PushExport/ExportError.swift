@@ -8,6 +8,10 @@ package struct ExportError: Error, Sendable, CustomStringConvertible {
         case connect
         /// A JetStream API call (stream lookup or creation) failed.
         case stream
+        /// The stream does not exist.
+        case noStream
+        /// A consumer could not be created, or a fetch from it failed.
+        case consume
         /// A publish was refused or not acknowledged in time.
         case publish
         /// Reading or writing the cursor or status file failed.

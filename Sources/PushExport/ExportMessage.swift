@@ -45,12 +45,18 @@ package struct ExportMessage: Sendable, Equatable {
     /// crash) carries the same id and the server drops the second.
     package var msgId: String
     package var body: [UInt8]
+    /// The record's ingest time (ms since the epoch), for a reader that builds what the
+    /// journal's followers build from the record (the inbox index's fallback `ingested_at`).
+    package var ingestMillis: Int64
 
     /// Header carrying the journal seq, so an ack can be matched and consumers can order.
     package static let seqHeader = "Pushspool-Seq"
+    /// Header carrying ``ingestMillis`` as decimal digits.
+    package static let ingestHeader = "Pushspool-Ingest-Millis"
 
     package init(record: JournalRecord, hostId: String, template: SubjectTemplate) {
         seq = record.seq
+        ingestMillis = record.ingestMillis
         msgId = Self.messageId(hostId: hostId, key: record.key)
         body = record.body
         let vendor = DedupKey.parse(record.key)?.vendor ?? "unknown"

@@ -46,8 +46,8 @@ func natsText(_ status: natsStatus) -> String {
 /// Not `Sendable`: owns the libnats handles; the exporter uses it from its thread only
 /// (publishing), libnats' own threads only call the ack handler.
 package final class NatsClient {
-    private var connection: OpaquePointer?
-    private var js: OpaquePointer?
+    private(set) var connection: OpaquePointer?
+    private(set) var js: OpaquePointer?
     private var options: OpaquePointer?
     private let sink: AckSink?
     package let ackTimeout: Duration
@@ -222,6 +222,7 @@ package final class NatsClient {
         }
         if status == NATS_OK { status = natsMsgHeader_Set(msg, "Nats-Msg-Id", message.msgId) }
         if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.seqHeader, String(message.seq)) }
+        if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.ingestHeader, String(message.ingestMillis)) }
         if status == NATS_OK {
             var pub = jsPubOptions()
             jsPubOptions_Init(&pub)
@@ -265,6 +266,7 @@ package final class NatsClient {
         defer { natsMsg_Destroy(msg) }
         if status == NATS_OK { status = natsMsgHeader_Set(msg, "Nats-Msg-Id", message.msgId) }
         if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.seqHeader, String(message.seq)) }
+        if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.ingestHeader, String(message.ingestMillis)) }
         var ack: UnsafeMutablePointer<jsPubAck>?
         var code = jsErrCode(0)
         if status == NATS_OK {
@@ -282,6 +284,33 @@ package final class NatsClient {
     }
 
     // MARK: Reading back (tests, benchmark, `pushspoolctl export status`)
+
+    /// The first and last sequence and the message count of `stream` (an empty stream that
+    /// never held a message: 0, 0; one purged empty: last + 1, last). Wraps js_GetStreamInfo(3).
+    package func streamBounds(_ stream: String) throws(ExportError) -> (firstSeq: UInt64, lastSeq: UInt64, messages: UInt64) {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let status = js_GetStreamInfo(&info, js, stream, nil, &code)
+        guard status == NATS_OK, let info else {
+            throw ExportError(status == NATS_NOT_FOUND ? .noStream : .stream, "stream \(stream): \(natsText(status))",
+                              natsStatus: Int32(bitPattern: status.rawValue))
+        }
+        defer { jsStreamInfo_Destroy(info) }
+        return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq, info.pointee.State.Msgs)
+    }
+
+    /// Removes every message of `stream` below `keepFrom` (tests: a stream whose retention
+    /// passed an index). Wraps js_PurgeStream(3) with `Sequence`.
+    package func purgeStream(_ stream: String, keepFrom: UInt64) throws(ExportError) {
+        var opts = jsOptions()
+        jsOptions_Init(&opts)
+        opts.Stream.Purge.Sequence = keepFrom
+        var code = jsErrCode(0)
+        let status = js_PurgeStream(js, stream, &opts, &code)
+        guard status == NATS_OK else {
+            throw ExportError(.stream, "purging \(stream): \(natsText(status))", natsStatus: Int32(bitPattern: status.rawValue))
+        }
+    }
 
     /// The number of messages and the last sequence of `stream`.
     package func streamState(_ stream: String) throws(ExportError) -> (messages: UInt64, lastSeq: UInt64) {

@@ -614,13 +614,23 @@ package final class InboxIndex {
     /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
     package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        try rebuild(path: path, listModals: listModals) { fresh throws(InboxError) in
+            try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
+        }
+    }
+
+    /// Builds a fresh index into a temp file beside `path` with `fill` and, when it returns,
+    /// puts it at `path` (``replace(path:with:appliedSeq:)``); a `fill` that throws leaves
+    /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
+    package static func rebuild(path: String, listModals: Bool,
+                                fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".rebuild-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         var result: (UInt64, Int64) = (0, 0)
         do {
             let fresh = try InboxIndex(path: temp, announce: false, listModals: listModals)
-            try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
+            try fill(fresh)
             result = (try fresh.appliedSeq(), try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
             try fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -634,6 +644,22 @@ package final class InboxIndex {
         }
         try replace(path: path, with: temp, appliedSeq: result.0)
         return result
+    }
+
+    /// Makes an index that applied nothing yet start after `seq`: the records up to it are
+    /// taken as accounted for (a rebuild from a stream whose first records are gone). Does
+    /// nothing when the index applied records already.
+    package func startAfter(_ seq: UInt64) throws(InboxError) {
+        do {
+            try db.transaction { () throws(SQLiteError) in
+                guard UInt64(clamping: try Self.meta(db, "last_seq") ?? 0) == 0 else { return }
+                let update = try db.statement("UPDATE meta SET value = ?1 WHERE key = 'last_seq'")
+                try update.bind(1, Int64(clamping: seq))
+                try update.run()
+            }
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
     }
 
     /// Puts a fresh, empty index (this schema, `listModals`) at `path` in place of whatever

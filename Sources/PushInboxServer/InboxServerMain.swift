@@ -1,6 +1,10 @@
 @preconcurrency import Glibc
 import PushConfig
+import PushExport
+import PushFollow
 import PushInbox
+import PushInboxStream
+import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
@@ -15,6 +19,7 @@ package enum InboxServerMain {
         Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
         the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
         read-only; state changes become event envelopes dropped into <spool>/incoming/.
+        With [Inbox] Source=nats it also builds that index from the [Export] stream.
 
           --listen ADDR:PORT   bind here (127.0.0.1:8080, [::1]:0); port 0 = any free port,
                                printed on stdout as "listening on ADDR:PORT"
@@ -193,14 +198,28 @@ package enum InboxServerMain {
 
         let state = configuration.journal.stateDirectory
         let indexPath = InboxIndex.path(stateDirectory: state)
-        let hub = EventHub(indexPath: indexPath, journalDirectory: state + "/journal")
+        // SIGTERM/SIGINT stop; so does a stream follower that finds the stream no longer holds
+        // what the index needs (exit 78, like a configuration the host cannot serve).
+        let stop = DispatchSemaphore(value: 0)
+        let exitStatus = Locked<Int32>(0)
+        var streamFollower: FollowerGroup?
+        if inbox.source == .nats {
+            switch startStreamFollower(configuration: configuration, indexPath: indexPath, stop: stop, exitStatus: exitStatus) {
+            case .exit(let status): return status
+            case .run(let group): streamFollower = group
+            }
+        }
+        // Events the hub reads from the journal carry journal seqs; an index built from the
+        // stream numbers items by stream seq, so the hub then tells streams of items and counts only.
+        let journalDirectory = inbox.source == .journal ? state + "/journal" : ""
+        let hub = EventHub(indexPath: indexPath, journalDirectory: inbox.source == .journal ? journalDirectory : nil)
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
                                            idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
-                                           journalDirectory: state + "/journal"),
+                                           journalDirectory: journalDirectory),
                            auth: auth, hub: hub, stats: stats)
         if let error = api.idempotencyStoreError {
             err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")
@@ -218,9 +237,9 @@ package enum InboxServerMain {
         }
         stats.onChange.withLock { $0 = { status.changed() } }
         hub.onStreamsChanged.withLock { $0 = { status.changed() } }
-        let services = ServiceGroup([HTTPService(server), EventHubService(hub), status])
-        // SIGTERM/SIGINT stop; SIGHUP is taken and ignored (the configuration is read at start).
-        let stop = DispatchSemaphore(value: 0)
+        let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
+        let services = ServiceGroup(members.compactMap { $0 })
+        // SIGHUP is taken and ignored (the configuration is read at start).
         let signals: SignalWatcher
         do {
             signals = try SignalWatcher { signalNumber in
@@ -244,6 +263,49 @@ package enum InboxServerMain {
         let stuck = services.stop(within: .seconds(10))
         if !stuck.isEmpty { err("pushspool-inbox: still busy at the stop deadline: \(stuck.joined(separator: ", "))\n") }
         stats.flushAuthLog(all: true)
-        return 0
+        return exitStatus.withLock { $0 }
+    }
+
+    enum StreamStart {
+        case run(FollowerGroup)
+        case exit(Int32)
+    }
+
+    /// `[Inbox] Source=nats`: the follower that builds the index from the `[Export]` stream,
+    /// checked before the server starts. A stream that no longer holds what the index needs
+    /// refuses the start (78), now or later (then `stop` is signalled with 78 as the status);
+    /// NATS out of reach only delays the index (the follower keeps trying).
+    static func startStreamFollower(configuration: Configuration, indexPath: String, stop: DispatchSemaphore,
+                                    exitStatus: Locked<Int32>) -> StreamStart {
+        let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
+        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: nil,
+                                   credentialsDirectory: credentials)
+        let hostId: String
+        do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
+            err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
+            return .exit(78)
+        }
+        let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+                                         consumerName: StreamInboxOptions.consumerName(hostId: hostId))
+        let follower: StreamInboxFollower
+        do throws(InboxStreamError) {
+            follower = try StreamInboxFollower(options: options) { error in
+                err("pushspool-inbox: \(error)\n")
+                exitStatus.withLock { $0 = 78 }
+                stop.signal()
+            }
+        } catch {
+            err("pushspool-inbox: \(error)\n")
+            return .exit(1)
+        }
+        do throws(InboxStreamError) {
+            try follower.prepare()
+        } catch where error.isGap {
+            err("pushspool-inbox: \(error)\n")
+            return .exit(78)
+        } catch {
+            err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
+        }
+        return .run(FollowerGroup([follower], commits: CommitFeed(), niceness: 0))
     }
 }

@@ -1,4 +1,8 @@
+@preconcurrency import Glibc
+import PushConfig
+import PushExport
 import PushInbox
+import PushInboxStream
 import PushSpool
 import PushSystem
 
@@ -13,7 +17,7 @@ package enum NcQueryCommands {
         usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--lang TAG] [--json]
                pushspoolctl nc count (--user U | --device D) [--json]
                pushspoolctl nc inapp (--user U | --device D) [--lang TAG] [--json]
-               pushspoolctl nc reindex
+               pushspoolctl nc reindex [--from-stream]
                pushspoolctl nc update
 
           list     a user's inbox, newest first, without archived or expired items; --limit 1-500
@@ -28,9 +32,12 @@ package enum NcQueryCommands {
                    Cancel (dismiss: nothing more to report) and Open (nc open)
           reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
                    another schema), and renames it into place; pushspoold and
-                   pushspool-inbox may keep running and switch to it
+                   pushspool-inbox may keep running and switch to it. With [Inbox] Source=nats
+                   it needs --from-stream: rebuilds from the [Export] stream, from the stream's
+                   first seq to its last (a new node, a lost disk, a stream purged past the
+                   index); what the stream no longer holds is not in the index
           update   applies the journal's new records to the index in place (what pushspoold's
-                   follower does)
+                   follower does); not with [Inbox] Source=nats
 
         --lang TAG (list, inapp) gives the titles of the Infobip SDK's predefined buttons
         (Accept, Decline, Cancel, Open) in that language, as the SDK translates them
@@ -53,6 +60,20 @@ package enum NcQueryCommands {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
         let stateDirectory = configuration.journal.stateDirectory
         let indexPath = InboxIndex.path(stateDirectory: stateDirectory)
+        // An index built from the stream numbers items by stream seq, one from the journal by
+        // journal seq: never let one source write into an index the other follows.
+        let fromStream = configuration.inbox.source == .nats
+        if subcommand == "reindex", query.fromStream != fromStream {
+            context.err(fromStream
+                ? "pushspoolctl: [Inbox] Source=nats: the index is built from the stream; rebuild it with `pushspoolctl nc reindex --from-stream`\n"
+                : "pushspoolctl: --from-stream needs [Inbox] Source=nats (this index follows the journal)\n")
+            return ExitStatus.usage
+        }
+        if subcommand == "update", fromStream {
+            context.err("pushspoolctl: [Inbox] Source=nats: pushspool-inbox applies the stream to the index; `nc update` applies the journal\n")
+            return ExitStatus.usage
+        }
+        if subcommand == "reindex", fromStream { return reindexFromStream(configuration: configuration, indexPath: indexPath, context: context) }
         do throws(InboxError) {
             switch subcommand {
             case "reindex":
@@ -75,7 +96,29 @@ package enum NcQueryCommands {
         }
     }
 
+    /// `nc reindex --from-stream`: the index rebuilt from what the `[Export]` stream holds.
+    static func reindexFromStream(configuration: Configuration, indexPath: String, context: CtlContext) -> Int32 {
+        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
+                                   instance: context.globals.instance,
+                                   credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
+        do throws(InboxStreamError) {
+            let hostId: String
+            do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
+                throw InboxStreamError(.nats(error), stream: export.stream)
+            }
+            let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+                                             consumerName: StreamInboxOptions.consumerName(hostId: hostId))
+            let result = try StreamInboxFollower.rebuild(options: options)
+            context.out("rebuilt \(indexPath) from stream \(export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
+            return ExitStatus.ok
+        } catch {
+            context.err("pushspoolctl: \(error)\n")
+            return ExitStatus.failure
+        }
+    }
+
     struct Query {
+        var fromStream = false
         var owner: InboxOwner?
         var unread = false
         var limit = 20
@@ -99,6 +142,7 @@ package enum NcQueryCommands {
                     guard owner == nil else { throw UsageError("give one of --user and --device") }
                     owner = .device(try cursor.value(of: "--device", inline: inline))
                 case .option("--json", nil) where takesOwner: json = true
+                case .option("--from-stream", nil) where subcommand == "reindex": fromStream = true
                 case .option("--unread", nil) where subcommand == "list": unread = true
                 case .option("--limit", let inline) where subcommand == "list":
                     limit = try cursor.positiveInteger(of: "--limit", inline: inline)

@@ -30,7 +30,9 @@ final class Followers: Sendable {
     /// `inboxIndexCorrupt` event).
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
         do {
-            inbox = configuration.inbox.enabled
+            // With [Inbox] Source=nats, pushspool-inbox builds the index from the stream: the
+            // journal's follower must not write into the same file with journal seqs.
+            inbox = configuration.inbox.enabled && configuration.inbox.source == .journal
                 ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, listModals: configuration.inbox.listModals,
                                     journalLastSeq: { journal.stats.lastSeq }, notify: { Self.log($0, events: events) })
                 : nil

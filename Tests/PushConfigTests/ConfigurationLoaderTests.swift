@@ -75,6 +75,13 @@ final class ConfigDirectory {
         #expect(provenance["Media.MaxRedirects"] == nil)
     }
 
+    @Test func inboxSourceDefaultsToTheJournalAndTakesNats() throws {
+        let dir = try ConfigDirectory()
+        #expect(try dir.load().0.inbox.source == .journal)
+        try dir.write("pushspool.conf", "[Inbox]\nSource=nats\n")
+        #expect(try dir.load().0.inbox.source == .nats)
+    }
+
     @Test func semicolonInsideAValueIsNotAComment() throws {
         let dir = try ConfigDirectory()
         try dir.write("pushspool.conf", "[Category chat]\nAction=reply:Reply ; later:foreground\n")
@@ -216,6 +223,7 @@ final class ConfigDirectory {
         ("Spool", "Directory", "relative/dir", "expected an absolute path"),
         ("Spool", "Directory", "/var/../etc", "without '..'"),
         ("Journal", "CorruptionPolicy", "ignore", "expected one of refuse, quarantine-segment"),
+        ("Inbox", "Source", "kafka", "expected one of journal, nats"),
         ("Journal", "MaxBatchDelaySec", "5s", "must be from 0 to 1s"),
         ("Metrics", "TextfilePath", "/var/lib/x.txt", "*.prom"),
         ("Log", "Identifier", "push spool", "without spaces"),

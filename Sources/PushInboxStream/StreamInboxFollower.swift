@@ -1,0 +1,396 @@
+@preconcurrency import Glibc
+import PushExport
+import PushFollow
+import PushInbox
+import PushJournal
+import PushSystem
+
+/// Why the index cannot be built from the stream. `Sendable` value; `description` says
+/// what happened and what to do.
+package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
+    package enum Kind: Sendable {
+        /// The stream no longer holds the records the index needs next: its first seq is
+        /// `firstSeq`, the index applied up to `appliedSeq` (retention or a purge passed it).
+        case gap(appliedSeq: UInt64, firstSeq: UInt64)
+        case nats(ExportError)
+        case index(InboxError)
+    }
+
+    package var kind: Kind
+    package var stream: String
+
+    package init(_ kind: Kind, stream: String) {
+        self.kind = kind
+        self.stream = stream
+    }
+
+    /// The index cannot go on from where it is: the operator must rebuild it (exit 78).
+    package var isGap: Bool {
+        if case .gap = kind { return true }
+        return false
+    }
+
+    /// Stable, without data: for STATUS=, metrics and journald fields.
+    package var shortDescription: String {
+        switch kind {
+        case .gap: "stream-gap"
+        case .nats(let e): e.shortDescription
+        case .index(let e): "index-\(e.shortDescription)"
+        }
+    }
+
+    package var description: String {
+        switch kind {
+        case .gap(let applied, let first):
+            "the inbox index applied stream \(stream) up to seq \(applied), but the stream now starts at seq \(first): "
+                + "records \(applied + 1) to \(first - 1) are gone (the stream's retention or a purge passed the index). "
+                + "Rebuild the index from what the stream holds with `pushspoolctl nc reindex --from-stream`, "
+                + "or keep the stream longer (its MaxAge/MaxMsgs must cover the inbox's)"
+        case .nats(let e): "inbox index from stream \(stream): \(e)"
+        case .index(let e): "\(e)"
+        }
+    }
+}
+
+/// What the stream follower needs: the `[Export]` connection, the index, its own consumer.
+/// `Sendable` value.
+package struct StreamInboxOptions: Sendable {
+    /// URLs, credentials, TLS files and `Stream=` (``ExportOptions``, from `[Export]`).
+    package var export: ExportOptions
+    package var indexPath: String
+    /// `[Inbox] ListModals=`.
+    package var listModals: Bool
+    /// The durable consumer's name: one per inbox node (``consumerName(hostId:)``).
+    package var consumerName: String
+    /// Messages per fetch and per SQLite transaction.
+    package var batchSize = 1000
+    /// How long one fetch waits on the server when nothing is new (the follower's idle wait;
+    /// a stop interrupts it).
+    package var fetchWait: Duration = .seconds(10)
+
+    package init(export: ExportOptions, indexPath: String, listModals: Bool, consumerName: String) {
+        self.export = export
+        self.indexPath = indexPath
+        self.listModals = listModals
+        self.consumerName = consumerName
+    }
+
+    /// `pushspool-inbox-<host id>` with `.` as `_` (consumer names cannot hold a dot): the
+    /// host id is unique per node (`[Export] HostId=`, else /etc/machine-id), so two inbox
+    /// nodes never share, and thus never replace, each other's consumer.
+    package static func consumerName(hostId: String) -> String {
+        "pushspool-inbox-" + String(hostId.map { $0 == "." ? "_" : $0 })
+    }
+}
+
+/// Builds the inbox index from the export stream instead of the local journal, on a
+/// ``FollowerRunner`` (pushspool-inbox with `[Inbox] Source=nats`).
+///
+/// Each fetched batch is applied in stream order through the same path as the journal's
+/// records (``InboxIndex/apply(_:)``), with the stream seq as the record's seq: items are
+/// identified by their stream seq, which every node following the stream agrees on. The
+/// stream seq applied is stored in the same SQLite transaction as the items, and the batch is
+/// acknowledged only after the commit: a crash (kill -9 included) anywhere loses nothing and
+/// applies nothing twice — the consumer is recreated at the stored seq + 1 at start, and a
+/// redelivery at or below it is skipped by ``InboxIndex/apply(_:)``.
+///
+/// Before it creates the consumer it checks that the stream still starts at or before the
+/// stored seq + 1; when it does not (``InboxStreamError/isGap``) it reports through
+/// `refused` and stops applying: the owner exits (78) and an operator rebuilds.
+///
+/// `Sendable`: the connection, consumer and index live behind one lock (the runner's thread
+/// uses them); the status behind another.
+package final class StreamInboxFollower: Follower, Sendable {
+    package let options: StreamInboxOptions
+    private let refused: @Sendable (InboxStreamError) -> Void
+    private let interrupt = NatsInterrupt()
+
+    private struct Session: ~Copyable {
+        var handle: InboxIndexHandle
+        var client: NatsClient?
+        var consumer: NatsPullConsumer?
+        /// The stream seq the consumer delivers next (the index's applied seq + 1 when made).
+        var consumerNext: UInt64 = 0
+        var generation: UInt64 = 0
+    }
+
+    private struct Control {
+        var appliedSeq: UInt64 = 0
+        var streamLastSeq: UInt64 = 0
+        var connected = false
+        var refusal: InboxStreamError?
+    }
+
+    private let session: Locked<Session>
+    private let control = Locked(Control())
+
+    /// Opens (creating when missing) the index; connects only in a step or ``prepare()``.
+    /// `refused`: called once, on the runner's thread, when the stream no longer holds what
+    /// the index needs.
+    package init(options: StreamInboxOptions, refused: @escaping @Sendable (InboxStreamError) -> Void = { _ in }) throws(InboxStreamError) {
+        self.options = options
+        self.refused = refused
+        let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals)
+        let applied: UInt64
+        do throws(InboxError) {
+            applied = try Self.openIndex(handle).appliedSeq()
+        } catch {
+            throw InboxStreamError(.index(error), stream: options.export.stream)
+        }
+        session = Locked(Session(handle: handle))
+        control.withLock { $0.appliedSeq = applied }
+    }
+
+    /// The index at the handle, a damaged one moved aside and an outdated one replaced by an
+    /// empty one (derived data: rebuilt from the stream, or refused when the stream lacks
+    /// its start).
+    private static func openIndex(_ handle: InboxIndexHandle) throws(InboxError) -> InboxIndex {
+        do {
+            return try handle.current()
+        } catch where error.isCorrupt {
+            handle.close()
+            _ = try InboxIndex.moveAside(path: handle.path)
+            return try handle.current()
+        } catch where error.isStale {
+            handle.close()
+            try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals)
+            return try handle.current()
+        }
+    }
+
+    /// The stream seq of the last record in the index.
+    package var appliedSeq: UInt64 { control.withLock { $0.appliedSeq } }
+
+    /// Connects and creates the consumer now, on the caller's thread (pushspool-inbox, before
+    /// it serves). Throws the gap refusal, or why NATS could not be reached (the runner then
+    /// keeps trying).
+    package func prepare() throws(InboxStreamError) {
+        try session.withLock { session throws(InboxStreamError) in
+            _ = try ensureConsumer(&session)
+        }
+    }
+
+    // MARK: Follower
+
+    package var name: String { "inbox-stream" }
+
+    /// The applied stream seq (not a journal seq: the runner's journal lag means nothing here).
+    package func durableSeq() -> UInt64? { nil }
+
+    package var statusDetail: String? {
+        let c = control.withLock { $0 }
+        if c.refusal != nil { return "inbox index: stream no longer holds what it needs (rebuild with nc reindex --from-stream)" }
+        let lag = c.streamLastSeq > c.appliedSeq ? c.streamLastSeq - c.appliedSeq : 0
+        return "inbox from stream seq \(c.appliedSeq), lag \(lag) (\(c.connected ? "connected" : "disconnected"))"
+    }
+
+    /// A stop closes the connection, so a fetch waiting on the server returns at once.
+    package func stopRequested() { interrupt.interrupt() }
+
+    package func finish() {
+        session.withLock { session in
+            interrupt.disarm()
+            session.consumer = nil
+            session.client?.close()
+            session.client = nil
+        }
+        control.withLock { $0.connected = false }
+    }
+
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        if control.withLock({ $0.refusal != nil }) || context.stopRequested() { return .wake(atMost: nil) }
+        do throws(InboxStreamError) {
+            return try session.withLock { session throws(InboxStreamError) -> FollowerNext in
+                try step(&session, context)
+            }
+        } catch {
+            if error.isGap {
+                control.withLock { $0.refusal = error }
+                refused(error)
+                return .wake(atMost: nil)
+            }
+            throw FollowerError(error.shortDescription, error.description)
+        }
+    }
+
+    private func step(_ session: inout Session, _ context: FollowerContext) throws(InboxStreamError) -> FollowerNext {
+        let stream = options.export.stream
+        let (index, consumer) = try ensureConsumer(&session)
+        let records: [StreamRecord]
+        do throws(ExportError) {
+            records = try consumer.fetch(batch: options.batchSize, timeout: options.fetchWait)
+        } catch {
+            // Start over with a fresh consumer (and connection, when it is gone).
+            session.consumer = nil
+            if session.client?.isClosed ?? true { dropClient(&session) }
+            if context.stopRequested() { return .wake(atMost: nil) }
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+        guard !records.isEmpty else { return .again }
+        let journalRecords = records.map { record in
+            JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
+        }
+        let applied: UInt64
+        do throws(InboxError) {
+            try index.apply(journalRecords)
+            applied = try index.appliedSeq()
+        } catch {
+            session.consumer = nil  // what was fetched comes again from the stored seq
+            if error.isCorrupt || error.isStale { session.handle.close() }
+            throw InboxStreamError(.index(error), stream: stream)
+        }
+        // After the commit: a lost ack only costs a redelivery that apply skips.
+        do throws(ExportError) { try consumer.acknowledgeFetched() } catch {
+            session.consumer = nil
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+        session.consumerNext = applied + 1
+        control.withLock { c in
+            c.appliedSeq = applied
+            c.streamLastSeq = max(c.streamLastSeq, applied)
+        }
+        return .again
+    }
+
+    private func dropClient(_ session: inout Session) {
+        interrupt.disarm()
+        session.consumer = nil
+        session.client?.close()
+        session.client = nil
+        control.withLock { $0.connected = false }
+    }
+
+    /// The index and a consumer delivering from its applied seq + 1: connects, checks the
+    /// stream's first seq, and (re)creates the consumer when there is none or the index file
+    /// was replaced (`nc reindex --from-stream`) or moved on without it.
+    private func ensureConsumer(_ session: inout Session) throws(InboxStreamError) -> (InboxIndex, NatsPullConsumer) {
+        let stream = options.export.stream
+        let index: InboxIndex
+        let applied: UInt64
+        do throws(InboxError) {
+            index = try Self.openIndex(session.handle)
+            applied = try index.appliedSeq()
+        } catch {
+            session.handle.close()
+            throw InboxStreamError(.index(error), stream: stream)
+        }
+        control.withLock { $0.appliedSeq = applied }
+        if let consumer = session.consumer, session.generation == session.handle.generation, session.consumerNext == applied + 1 {
+            return (index, consumer)
+        }
+        session.consumer = nil
+        if session.client?.isClosed ?? true {
+            dropClient(&session)
+            let e = options.export
+            do throws(ExportError) {
+                let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
+                                            tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
+                                            name: "pushspool-inbox")
+                client.arm(interrupt)
+                session.client = client
+            } catch {
+                throw InboxStreamError(.nats(error), stream: stream)
+            }
+        }
+        guard let client = session.client else { throw InboxStreamError(.nats(ExportError(.connect, "not connected")), stream: stream) }
+        control.withLock { $0.connected = true }
+        let firstSeq: UInt64
+        do throws(ExportError) {
+            let bounds = try client.streamBounds(stream)
+            control.withLock { $0.streamLastSeq = bounds.lastSeq }
+            firstSeq = bounds.firstSeq
+        } catch {
+            if client.isClosed { dropClient(&session) }
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+        if firstSeq > applied + 1 {
+            throw InboxStreamError(.gap(appliedSeq: applied, firstSeq: firstSeq), stream: stream)
+        }
+        do throws(ExportError) {
+            let consumer = try NatsPullConsumer(client: client, stream: stream, name: options.consumerName, startSeq: applied + 1,
+                                                maxAckPending: max(options.batchSize * 2, 1000))
+            session.consumer = consumer
+            session.consumerNext = applied + 1
+            session.generation = session.handle.generation
+            return (index, consumer)
+        } catch {
+            if client.isClosed { dropClient(&session) }
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+    }
+
+    // MARK: Rebuild
+
+    /// Rebuilds the index at `options.indexPath` from what the stream holds now, from its
+    /// first seq to its last (`nc reindex --from-stream`), into a temp file renamed over the
+    /// old one; a running follower notices the new file and goes on from its seq. Records the
+    /// stream no longer holds are taken as accounted for (``InboxIndex/startAfter(_:)``).
+    /// Uses a consumer of its own (`<consumerName>-rebuild`), deleted at the end.
+    package static func rebuild(options: StreamInboxOptions, patience: Duration = .seconds(30),
+                                progress: (UInt64) -> Void = { _ in }) throws(InboxStreamError) -> (appliedSeq: UInt64, items: Int64) {
+        let e = options.export
+        let stream = e.stream
+        let client: NatsClient
+        do throws(ExportError) {
+            client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
+                                    tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspoolctl")
+        } catch {
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+        defer { client.close() }
+        var natsFailure: ExportError?
+        do throws(InboxError) {
+            return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals) { fresh throws(InboxError) in
+                do throws(ExportError) {
+                    try fill(fresh, client: client, options: options, patience: patience, progress: progress)
+                } catch {
+                    natsFailure = error
+                    throw InboxError(.io(SystemError(call: "nats", errno: EIO, subject: stream)), path: options.indexPath)
+                }
+            }
+        } catch {
+            if let natsFailure { throw InboxStreamError(.nats(natsFailure), stream: stream) }
+            throw InboxStreamError(.index(error), stream: stream)
+        }
+    }
+
+    private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
+                             progress: (UInt64) -> Void) throws(ExportError) {
+        let stream = options.export.stream
+        let bounds = try client.streamBounds(stream)
+        guard bounds.messages > 0, bounds.lastSeq >= max(1, bounds.firstSeq) else {
+            // Nothing to read: the index starts after the stream's last seq.
+            do { try index.startAfter(bounds.lastSeq) } catch { throw ExportError(.io, "\(error)") }
+            return
+        }
+        let first = max(1, bounds.firstSeq)
+        do { try index.startAfter(first - 1) } catch { throw ExportError(.io, "\(error)") }
+        let consumer = try NatsPullConsumer(client: client, stream: stream, name: options.consumerName + "-rebuild", startSeq: first,
+                                            maxAckPending: max(options.batchSize * 2, 1000))
+        defer { consumer.delete() }
+        var applied = first - 1
+        var quietSince = Posix.monotonicNanos()
+        // Up to the last seq the stream had when the rebuild began; what comes later the
+        // follower applies. A deleted message leaves a hole below it: the quiet limit ends that.
+        while applied < bounds.lastSeq {
+            let records = try consumer.fetch(batch: options.batchSize, timeout: .seconds(2))
+            if records.isEmpty {
+                let now = Posix.monotonicNanos()
+                if now &- quietSince >= patience.clampedUInt64Nanoseconds { break }
+                if try client.streamBounds(stream).lastSeq <= applied { break }
+                continue
+            }
+            quietSince = Posix.monotonicNanos()
+            do {
+                try index.apply(records.map {
+                    JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
+                })
+                applied = try index.appliedSeq()
+            } catch {
+                throw ExportError(.io, "\(error)")
+            }
+            try consumer.acknowledgeFetched()
+            progress(applied)
+        }
+    }
+}
