@@ -83,6 +83,9 @@ extension Schema {
         keys.filter { ["Journal", "Media", "Log", "Outbox", "Export"].contains($0.section) || $0.path == "Inbox.Enabled" }.map(\.path)
             // Held by the inbox follower made at start (a change rebuilds the index).
             + ["Inbox.ListModals"]
+            // Whether pushspoold runs the journal follower or pushspool-inbox the stream's,
+            // each decided at its start.
+            + ["Inbox.Source"]
             + ["Spool.Directory", "Spool.FailedRetainSec", "Status.IntervalSec"]
             // Read by pushspool-inbox once at its start.
             + ["Inbox.TokenSecretFile", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",
