@@ -97,9 +97,14 @@ let package = Package(
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
+        // What pushspool holds about one user or device, gathered from every store (pushspoolctl
+        // user export): journal and archives, inbox index, outbox, quarantine, media.
+        .target(name: "PushUserData", dependencies: [
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore",
+        ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport",
+            "PushInbox", "PushNcEvents", "PushExport", "PushUserData",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
