@@ -136,7 +136,8 @@ import TestSupport
             for tag in (0..<3).map({ "\(user)-secret-\($0)" }) + ["\(user)-image", "\(user)-live"] {
                 #expect(keys.contains { $0.hasSuffix(":" + tag) }, "\(user): no record \(tag) in \(keys)")
             }
-            #expect(records.contains { $0["record"]?["event"]?["type"]?.stringValue == "nc.opened" }, "\(user): no nc.opened event")
+            #expect(records.contains { $0["record"]?["kind"]?.stringValue == "event" && $0["record"]?["type"]?.stringValue == "nc.opened" },
+                    "\(user): no nc.opened event")
             #expect(records.contains { $0["source"]?.stringValue?.hasPrefix("archive/") == true })
             #expect(records.contains { $0["source"]?.stringValue == "live" })
             #expect(records.allSatisfy { $0["record"]?["user"]?.stringValue == user })
