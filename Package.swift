@@ -162,6 +162,7 @@ let package = Package(
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
+        .testTarget(name: "PushUserDataTests", dependencies: ["PushUserData", "PushInbox", "PushSpool"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",

@@ -291,7 +291,7 @@ package struct UserDataExport: Sendable {
     /// `user`/`device` is the subject; `text` when it does not parse but holds a
     /// `"user": "<id>"` (or `"device"`) member, which an operator should review before
     /// handing it out; `nil` otherwise.
-    func quarantineMatch(_ bytes: [UInt8]) -> String? {
+    package func quarantineMatch(_ bytes: [UInt8]) -> String? {
         if case .object(let top)? = try? JSONParser(maxDepth: 64).parse(bytes) {
             return names(top) ? "envelope" : nil
         }
@@ -303,7 +303,7 @@ package struct UserDataExport: Sendable {
     }
 
     /// Whether `bytes` hold `"name"`, optional blanks, `:`, optional blanks, then `value`.
-    static func containsMember(_ bytes: [UInt8], name: String, value: [UInt8]) -> Bool {
+    package static func containsMember(_ bytes: [UInt8], name: String, value: [UInt8]) -> Bool {
         let key = Array("\"\(name)\"".utf8)
         guard bytes.count >= key.count else { return false }
         var start = 0
@@ -326,7 +326,7 @@ package struct UserDataExport: Sendable {
     }
 
     /// Whether `path` lies inside the media store: under it, with no `.` or `..` component.
-    func isInMediaStore(_ path: String) -> Bool {
+    package func isInMediaStore(_ path: String) -> Bool {
         let prefix = sources.mediaDirectory + "/"
         guard path.hasPrefix(prefix) else { return false }
         return !path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
