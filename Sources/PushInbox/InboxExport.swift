@@ -28,7 +28,10 @@ extension InboxIndex {
     /// what the inbox lists. One row at a time, so a 100,000-item inbox is not held in memory.
     package func forEachItem(naming subject: DataSubject, _ body: (InboxItem) -> Void) throws(InboxError) {
         do {
-            // Static SQL: two statements that differ only in the column matched.
+            // Static SQL: two statements that differ only in the column matched. A user's items
+            // are exactly those owned by "u:<user>" (the owner is the user whenever there is
+            // one), which items_owner finds without a scan; a device's items include those
+            // of the users who had it, so `device` is matched, over the whole table.
             let statement = switch subject {
             case .user: try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
@@ -36,7 +39,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload
-                FROM items WHERE user = ?1 ORDER BY seq
+                FROM items WHERE owner = ?1 ORDER BY seq
                 """)
             case .device: try db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
@@ -49,7 +52,8 @@ extension InboxIndex {
             }
             defer { statement.reset() }
             switch subject {
-            case .user(let id), .device(let id): try statement.bind(1, id)
+            case .user(let id): try statement.bind(1, InboxOwner.user(id).key)
+            case .device(let id): try statement.bind(1, id)
             }
             while try statement.step() {
                 body(Self.item(statement))
