@@ -100,9 +100,14 @@ let package = Package(
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
+        // What pushspool holds about one user or device, gathered from every store (pushspoolctl
+        // user export): journal and archives, inbox index, outbox, quarantine, media.
+        .target(name: "PushUserData", dependencies: [
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore",
+        ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
@@ -160,6 +165,7 @@ let package = Package(
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
+        .testTarget(name: "PushUserDataTests", dependencies: ["PushUserData", "PushInbox", "PushSpool"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,
         // the module table, the MESSAGE_ID runbook and the architecture picture are complete.

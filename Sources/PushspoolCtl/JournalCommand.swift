@@ -205,8 +205,8 @@ package struct JournalCommand: CtlSubcommand {
 }
 
 /// Lines for stdout gathered into one `write` per 256 KiB instead of one per record, which
-/// bounded `journal cat` at the syscall rate.
-private struct OutputBuffer {
+/// bounded `journal cat` at the syscall rate. Also `user export`'s.
+struct OutputBuffer {
     private var bytes: [UInt8] = []
     private static let flushAt = 256 << 10
 
@@ -214,6 +214,13 @@ private struct OutputBuffer {
 
     mutating func append(_ line: String) {
         bytes.append(contentsOf: line.utf8)
+        if bytes.count >= Self.flushAt { flush() }
+    }
+
+    /// `bytes` and a newline.
+    mutating func appendLine(_ line: [UInt8]) {
+        bytes.append(contentsOf: line)
+        bytes.append(0x0A)
         if bytes.count >= Self.flushAt { flush() }
     }
 

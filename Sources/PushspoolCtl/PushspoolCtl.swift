@@ -106,6 +106,7 @@ package enum PushspoolCtl {
         MediaCommand.self,
         ConfigCommand.self,
         NcCommand.self,
+        UserCommand.self,
     ] }
 
     package static let usage = """
