@@ -624,25 +624,35 @@ package final class InboxIndex {
     /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
     package static func rebuild(path: String, listModals: Bool,
                                 fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        let temp = path + ".rebuild-\(getpid())"
-        for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
-        defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
-        var result: (UInt64, Int64) = (0, 0)
-        do {
-            let fresh = try InboxIndex(path: temp, announce: false, listModals: listModals)
+        try buildAside(path: path, tag: "rebuild", listModals: listModals) { fresh in
             try fill(fresh)
-            result = (try fresh.appliedSeq(), try fresh.itemCount())
+            let result = (appliedSeq: try fresh.appliedSeq(), items: try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
             try fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
+            return result
+        }
+    }
+
+    /// Makes a fresh index (this schema, `listModals`) in a temp file beside `path`, lets
+    /// `finish` fill it, then puts it at `path` with ``replace(path:with:appliedSeq:)``. The
+    /// temp file goes whatever happens; when `finish` throws, `path` stays as it was.
+    private static func buildAside(path: String, tag: String, listModals: Bool,
+                                   _ finish: (InboxIndex) throws -> (appliedSeq: UInt64, items: Int64)) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        let temp = path + ".\(tag)-\(getpid())"
+        for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
+        let result: (appliedSeq: UInt64, items: Int64)
+        do {
+            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals))
         } catch let error as InboxError {
             throw error
         } catch let error as SQLiteError {
             throw InboxError(.sqlite(error), path: path)
         } catch {
-            throw InboxError(.io(SystemError(call: "rebuild", errno: EIO, subject: path)), path: path)
+            throw InboxError(.io(SystemError(call: tag, errno: EIO, subject: path)), path: path)
         }
-        try replace(path: path, with: temp, appliedSeq: result.0)
+        try replace(path: path, with: temp, appliedSeq: result.appliedSeq)
         return result
     }
 
@@ -667,20 +677,10 @@ package final class InboxIndex {
     /// another schema or listing rule, which a follower then rebuilds from the journal in
     /// batches. Nothing of the old file is kept: it was sound, only built by other rules.
     package static func replaceWithEmpty(path: String, listModals: Bool) throws(InboxError) {
-        let temp = path + ".fresh-\(getpid())"
-        for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
-        defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
-        do {
-            let fresh = try InboxIndex(path: temp, announce: false, listModals: listModals)
+        _ = try buildAside(path: path, tag: "fresh", listModals: listModals) { fresh in
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
-        } catch let error as InboxError {
-            throw error
-        } catch let error as SQLiteError {
-            throw InboxError(.sqlite(error), path: path)
-        } catch {
-            throw InboxError(.io(SystemError(call: "create", errno: EIO, subject: path)), path: path)
+            return (0, 0)
         }
-        try replace(path: path, with: temp, appliedSeq: 0)
     }
 
     /// Puts the database file `temp` (not in WAL mode) at `path`. The old `-wal` and `-shm`
