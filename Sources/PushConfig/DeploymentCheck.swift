@@ -30,6 +30,14 @@ extension Configuration {
                 }
             }
         }
+        if outbox.enabled && inbox.source == .nats {
+            // Items on a stream-built index are stream seqs; the outbox reads the events' items
+            // as this host's journal seqs and would report another push's name, date or message
+            // id to the vendor. Until the outbox follows the stream (docs/design/fleet-inbox.md),
+            // the two do not run together.
+            problems.append("[Outbox] Enabled=yes with [Inbox] Source=nats: the outbox cannot yet map stream item ids; "
+                + "run the outbox on a Source=journal host, or set [Outbox] Enabled=no here")
+        }
         return problems
     }
 }

@@ -179,7 +179,9 @@ package struct UserDataExport: Sendable {
                 line("inbox-owner", ["unseen": .integer(row.unseen), "unread": .integer(row.unread), "optOut": .bool(row.optout)])
             }
             try index.forEachItem(naming: subject) { item in
-                line("inbox-item", ["item": item.jsonValue()])
+                // A deleted item's row is a tombstone that still holds the push: say so, since
+                // the inbox no longer shows it to the user.
+                line("inbox-item", ["item": item.jsonValue(), "deleted": .bool(item.deleted)])
                 counts.inboxItems += 1
             }
         } catch {

@@ -64,3 +64,20 @@ import Testing
         }
     }
 }
+
+/// A stream-built inbox numbers items by stream seq; the outbox maps events through this
+/// host's journal seqs, so the daemon (and `config check`) refuse the two together.
+@Suite struct OutboxWithStreamInboxTests {
+    @Test func theOutboxIsRefusedBesideAStreamBuiltInbox() {
+        var configuration = Configuration()
+        configuration.outbox.enabled = true
+        configuration.outbox.mindboxURL = "https://api.mindbox.ru"
+        configuration.inbox.source = .nats
+        #expect(configuration.deploymentProblems(keyFileOwner: nil).contains { $0.contains("Source=nats") })
+        configuration.inbox.source = .journal
+        #expect(!configuration.deploymentProblems(keyFileOwner: nil).contains { $0.contains("Source=nats") })
+        configuration.inbox.source = .nats
+        configuration.outbox.enabled = false
+        #expect(configuration.deploymentProblems(keyFileOwner: nil).isEmpty)
+    }
+}

@@ -12,6 +12,25 @@ import TestSupport
         try index.list(.user("alice"), limit: limit, now: now).items.compactMap(\.title)
     }
 
+    /// An access request's export reads items with their states: a pinned item says so, and
+    /// a deleted one (a tombstone that still holds the push) is marked deleted.
+    @Test func theExportReadsPinnedAndDeletedStates() async throws {
+        let f = try InboxFixture()
+        let pinned = try await f.notification(title: "pinned")
+        let deleted = try await f.notification(title: "deleted")
+        let plain = try await f.notification(title: "plain")
+        try await f.event("nc.pin", item: .seq(pinned))
+        try await f.event("nc.delete", item: .seq(deleted))
+        let index = try f.openIndex()
+        try index.catchUp(journalDirectory: f.journalDirectory)
+        var seen: [UInt64: (pinned: Bool, deleted: Bool)] = [:]
+        try index.forEachItem(naming: .user("alice")) { seen[$0.seq] = ($0.pinned, $0.deleted) }
+        #expect(seen.count == 3)
+        #expect(seen[pinned]?.pinned == true && seen[pinned]?.deleted == false)
+        #expect(seen[deleted]?.deleted == true)
+        #expect(seen[plain]?.pinned == false && seen[plain]?.deleted == false)
+    }
+
     @Test func unreadMakesAReadItemUnreadAndTheCountsFollow() async throws {
         let f = try InboxFixture()
         let a = try await f.notification(title: "a")
