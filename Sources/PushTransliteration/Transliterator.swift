@@ -64,7 +64,8 @@ package final class Transliterator: Sendable {
         }
         var status: Int32 = 0
         let opened = units.withUnsafeBufferPointer { buffer in
-            cicu_transliterator_open(buffer.baseAddress, Int32(buffer.count), &status)
+            // At most maxIdBytes units (checked above): clamping never changes it.
+            cicu_transliterator_open(buffer.baseAddress, Int32(clamping: buffer.count), &status)
         }
         guard let opened else {
             throw TransliterationError(.invalidId,
@@ -108,8 +109,10 @@ package final class Transliterator: Sendable {
             let length = handle.withLock { transliterator in
                 source.withUnsafeBufferPointer { input in
                     output.withUnsafeMutableBufferPointer { buffer in
-                        cicu_transliterate(transliterator, input.baseAddress, Int32(input.count), buffer.baseAddress,
-                                           Int32(buffer.count), &status)
+                        // Both at most maxInputUnits / maxOutputUnits (checked above): clamping never
+                        // changes them, and a value past Int32 could not trap here if it did.
+                        cicu_transliterate(transliterator, input.baseAddress, Int32(clamping: input.count), buffer.baseAddress,
+                                           Int32(clamping: buffer.count), &status)
                     }
                 }
             }
