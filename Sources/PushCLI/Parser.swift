@@ -84,7 +84,7 @@ package struct Invocation: Sendable, Equatable {
     }
 }
 
-/// What a command line asks for.
+/// What a command line asks for. Not `Sendable`: it carries whatever the table builds.
 package enum ParseResult<Target> {
     /// Run the command built from the table.
     case run(Target, Invocation)
@@ -95,7 +95,7 @@ package enum ParseResult<Target> {
     case generate(String)
 }
 
-/// A program: its name and its command tree. `Sendable`: plain values.
+/// A program: its name and its command tree. `Sendable`: plain values and `@Sendable` closures.
 package struct Program<Target>: Sendable {
     package var name: String
     package var root: Command<Target>

@@ -1,12 +1,13 @@
 @preconcurrency import Glibc
 
 /// What `main` does after the command line: run the command, or leave with this status.
+/// Not `Sendable`: it carries whatever the table builds.
 package enum Resolution<Target> {
     case run(Target, Invocation)
     case exit(Int32)
 }
 
-/// Exit statuses shared by every program (sysexits.h).
+/// Exit statuses shared by every program (sysexits.h). `Sendable`: case-less namespace.
 package enum CLIExit {
     package static let ok: Int32 = 0
     /// EX_USAGE: a command line that cannot be understood.
