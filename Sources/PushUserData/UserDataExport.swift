@@ -40,6 +40,8 @@ package struct UserDataError: Error, Sendable, CustomStringConvertible {
         case inbox
         case outbox
         case spool
+        /// pushspoold holds the journal (an erasure needs it stopped).
+        case busy
     }
 
     package var code: Code
