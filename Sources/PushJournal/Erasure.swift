@@ -361,31 +361,16 @@ package struct ErasureReport: Sendable, Equatable {
 /// rerun after a crash at any step finishes the work (tombstones are left as they are; a
 /// leftover `.tmp` is removed by recovery or by the next run).
 package enum JournalErasure {
-    /// Erases `targets` from the journal in `directory`; `hook` is a test seam called at each
-    /// `ErasureStep` (throwing from it stops the run there, as a crash would).
-    package static func run(directory: String, targets: [ErasureTarget], secret: ErasureSecret,
+    /// Erases `targets` from the journal in `directory` under `lock` (taken here when `nil`);
+    /// `hook` is a test seam called at each `ErasureStep` (throwing from it stops the run
+    /// there, as a crash would).
+    package static func run(directory: String, targets: [ErasureTarget], secret: ErasureSecret, lock: JournalErasureLock? = nil,
                             hook: (ErasureStep) throws(ErasureError) -> Void = { _ throws(ErasureError) in }) throws(ErasureError) -> ErasureReport {
+        let held: JournalErasureLock
+        if let lock { held = lock } else { held = try JournalErasureLock(directory: directory) }
+        defer { withExtendedLifetime(held) {} }
         let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
-        let dirfd: Int32
-        do { dirfd = try Posix.openDirectory(directory) } catch {
-            throw ErasureError(.journal, "no journal at \(directory) (\(error)); check --state-dir")
-        }
-        defer { Posix.close(dirfd) }
-        let lockfd: Int32
-        do {
-            lockfd = try Posix.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640)
-        } catch {
-            throw ErasureError(.journal, "cannot open \(directory)/\(JournalFiles.lock): \(error)")
-        }
-        defer { Posix.close(lockfd) }
-        let locked: Bool
-        do { locked = try io.fs.tryLock(lockfd, subject: JournalFiles.lock) } catch {
-            throw ErasureError(.journal, "cannot lock \(directory)/\(JournalFiles.lock): \(error)")
-        }
-        guard locked else {
-            throw ErasureError(.busy, "the journal \(directory) is in use by pushspoold; stop it (systemctl stop pushspool), "
-                               + "run the erasure, then start it again")
-        }
+        let dirfd = held.dirfd
         var report = ErasureReport()
         let names: [String]
         do { names = try io.fs.listDirectory(directory) } catch { throw ErasureError(io.err(error)) }
@@ -490,6 +475,47 @@ package enum JournalErasure {
         do { try io.renameat(dirfd, temp, dirfd, name) } catch { throw ErasureError(error) }
         try step(false)
         do { try io.fsync(dirfd, subject: directoryPath) } catch { throw ErasureError(error) }
+    }
+}
+
+/// The journal's `LOCK`, held for an erasure: no writer (pushspoold) can open the journal
+/// meanwhile. Released when the value goes away. Not `Sendable`: owns descriptors.
+package final class JournalErasureLock {
+    let dirfd: Int32
+    private let lockfd: Int32
+
+    /// Takes the lock of the journal in `directory`, or throws `.busy` while pushspoold holds it.
+    package init(directory: String) throws(ErasureError) {
+        let dirfd: Int32
+        do { dirfd = try Posix.openDirectory(directory) } catch {
+            throw ErasureError(.journal, "no journal at \(directory) (\(error)); check --state-dir")
+        }
+        let lockfd: Int32
+        do {
+            lockfd = try Posix.openat(dirfd, JournalFiles.lock, O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o640)
+        } catch {
+            Posix.close(dirfd)
+            throw ErasureError(.journal, "cannot open \(directory)/\(JournalFiles.lock): \(error)")
+        }
+        let locked: Bool
+        do { locked = try RealFileSystem().tryLock(lockfd, subject: JournalFiles.lock) } catch {
+            Posix.close(lockfd)
+            Posix.close(dirfd)
+            throw ErasureError(.journal, "cannot lock \(directory)/\(JournalFiles.lock): \(error)")
+        }
+        guard locked else {
+            Posix.close(lockfd)
+            Posix.close(dirfd)
+            throw ErasureError(.busy, "the journal \(directory) is in use by pushspoold; stop it (systemctl stop pushspoold), "
+                               + "run the erasure, then start it again")
+        }
+        self.dirfd = dirfd
+        self.lockfd = lockfd
+    }
+
+    deinit {
+        Posix.close(lockfd)
+        Posix.close(dirfd)
     }
 }
 

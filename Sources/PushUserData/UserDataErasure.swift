@@ -97,13 +97,19 @@ package struct UserDataErasure: Sendable {
         do { try Posix.mkdirIfMissing(eraseDirectory, mode: 0o700) } catch {
             throw UserDataError(.journal, "creating \(eraseDirectory): \(error)")
         }
+        // Locked before the plan: records ingested between a plan and the rewrite would
+        // escape the plan's media list.
+        let lock: JournalErasureLock
+        do { lock = try JournalErasureLock(directory: sources.journalDirectory) } catch {
+            throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
+        }
         var counts = UserDataErasureCounts()
         let plan = try loadOrMakePlan(subjectHash: subjectHash, secret: secret)
         try hook(.planned)
 
         let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash)
         do throws(ErasureError) {
-            let report = try JournalErasure.run(directory: sources.journalDirectory, targets: [target], secret: secret) { step throws(ErasureError) in
+            let report = try JournalErasure.run(directory: sources.journalDirectory, targets: [target], secret: secret, lock: lock) { step throws(ErasureError) in
                 do throws(UserDataError) { try hook(.journal(step)) } catch { throw ErasureError(.stopped, error.message) }
             }
             counts.journalRecords = report.records
@@ -153,6 +159,7 @@ package struct UserDataErasure: Sendable {
             throw UserDataError(.journal, "removing \(planPath): \(SystemError(call: "unlink", errno: errno, subject: planPath))")
         }
         try? Posix.syncDirectory(eraseDirectory)
+        withExtendedLifetime(lock) {}
         return (plan.erasureID, counts)
     }
 

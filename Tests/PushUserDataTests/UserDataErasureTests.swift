@@ -186,6 +186,19 @@ import TestSupport
         try expectComplete(fixture)
     }
 
+    /// While pushspoold holds the journal nothing happens, not even a plan (records ingested
+    /// after a plan would escape its media list).
+    @Test func aRunningDaemonsJournalIsRefusedBeforeAnyStep() async throws {
+        let fixture = try await makeFixture()
+        let (writer, _) = try JournalWriter.open(directory: fixture.state + "/journal")
+        defer { try? writer.close() }
+        let error = #expect(throws: UserDataError.self) {
+            _ = try UserDataErasure(subject: .user("alice"), sources: fixture.sources).run()
+        }
+        #expect(error?.code == .busy)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: fixture.state + "/erase")) ?? []).isEmpty)
+    }
+
     /// Stopped after each named step (the first of each kind inside the journal), then run
     /// again: the erasure completes and nothing of bob's is lost.
     @Test func aStopAtAnyStepIsFinishedByTheNextRun() async throws {
