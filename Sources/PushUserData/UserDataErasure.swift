@@ -14,6 +14,8 @@ package struct UserDataErasureCounts: Sendable, Equatable {
     package var mediaFiles = 0
     /// Media files the subject's records pointed at that another subject's records still use.
     package var mediaShared = 0
+    /// Status snapshots (`status.json`, `export/status.json`) deleted because they quoted the subject.
+    package var statusFiles = 0
 
     package init() {}
 
@@ -21,7 +23,7 @@ package struct UserDataErasureCounts: Sendable, Equatable {
         .object([
             "journalRecords": .integer(journalRecords), "inboxItems": .integer(inboxItems),
             "outboxDeliveries": .integer(outboxDeliveries), "quarantined": .integer(quarantined),
-            "mediaFiles": .integer(mediaFiles), "mediaShared": .integer(mediaShared),
+            "mediaFiles": .integer(mediaFiles), "mediaShared": .integer(mediaShared), "statusFiles": .integer(statusFiles),
         ])
     }
 }
@@ -37,6 +39,8 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
     case inboxDone
     case outboxDone
     case quarantineDone
+    /// Status snapshots quoting the subject deleted.
+    case statusDone
     /// Media files deleted; the plan not yet removed.
     case mediaDone
 
@@ -48,6 +52,7 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
         case .inboxDone: "inbox-done"
         case .outboxDone: "outbox-done"
         case .quarantineDone: "quarantine-done"
+        case .statusDone: "status-done"
         case .mediaDone: "media-done"
         }
     }
@@ -141,6 +146,9 @@ package struct UserDataErasure: Sendable {
         counts.quarantined = try eraseQuarantine(export)
         try hook(.quarantineDone)
 
+        counts.statusFiles = try eraseStatusFiles()
+        try hook(.statusDone)
+
         for path in plan.media {
             guard export.isInMediaStore(path) else { continue }
             // unlink(2) removes a symlink itself, never what it points at.
@@ -214,6 +222,33 @@ package struct UserDataErasure: Sendable {
             throw UserDataError(.journal, "writing the erasure plan \(path): \(error)")
         }
         return plan
+    }
+
+    /// Snapshots the daemon and the exporter rewrite while they run (`status.json`,
+    /// `export/status.json`): a free-text `lastError` may quote a key, and so the subject.
+    /// One that holds the subject's id anywhere is deleted — the next run writes a fresh one.
+    private func eraseStatusFiles() throws(UserDataError) -> Int {
+        let id = switch subject {
+        case .user(let id): id
+        case .device(let id): id
+        }
+        // The id as JSON writes it (escaped) and as it is.
+        let needles = Set([Array(id.utf8), Array(JSONValue.string(id).serialized().dropFirst().dropLast())]).filter { !$0.isEmpty }
+        var removed = 0
+        for path in [sources.stateDirectory + "/status.json", sources.stateDirectory + "/export/status.json"] {
+            guard case .bytes(let bytes) = UserDataExport.readRegularFile(path, limit: 16 << 20),
+                  needles.contains(where: { Self.contains(bytes, $0) }) else { continue }
+            if unlink(path) != 0, errno != ENOENT {
+                throw UserDataError(.journal, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
+            }
+            removed += 1
+        }
+        return removed
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
     /// Deletes quarantined spool files (and their reasons) that name the subject, as

@@ -98,7 +98,8 @@ package struct UserCommand: CtlSubcommand {
                 } else {
                     context.out("erasure \(erasureID) complete: \(counts.journalRecords) journal records, \(counts.inboxItems) inbox items, "
                                 + "\(counts.outboxDeliveries) outbox deliveries, \(counts.quarantined) quarantined files, "
-                                + "\(counts.mediaFiles) media files removed (\(counts.mediaShared) shared media files kept)\n")
+                                + "\(counts.mediaFiles) media files, \(counts.statusFiles) status files removed "
+                                + "(\(counts.mediaShared) shared media files kept)\n")
                 }
                 return ExitStatus.ok
             } catch {

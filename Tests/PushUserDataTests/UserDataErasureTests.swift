@@ -112,6 +112,13 @@ import TestSupport
         try Posix.writeFileAtomically(directory: fixture.temp.path, name: "outside.json",
                                       bytes: Array(#"{"pushspool":1,"user":"alice","payload":{}}"#.utf8))
         #expect(symlink(fixture.outside, failed + "/link.json") == 0)
+
+        // Status snapshots whose last error quotes a key.
+        try Posix.writeFileAtomically(directory: fixture.state, name: "status.json",
+                                      bytes: Array(#"{"files":40,"lastError":"journal: key mindbox@5:alice:n3 refused"}"#.utf8))
+        try Posix.mkdirs(fixture.state + "/export")
+        try Posix.writeFileAtomically(directory: fixture.state + "/export", name: "status.json",
+                                      bytes: Array(#"{"published":3,"lastError":"nats: mindbox@5:alice:n4"}"#.utf8))
         return fixture
     }
 
@@ -179,6 +186,7 @@ import TestSupport
         #expect(counts.quarantined == 2)
         #expect(counts.mediaFiles == Self.count / 4 * 2)
         #expect(counts.mediaShared == 1)
+        #expect(counts.statusFiles == 2)
         try expectComplete(fixture)
         // A second run finds nothing more to do.
         let (_, again) = try UserDataErasure(subject: .user("alice"), sources: fixture.sources).run()
@@ -210,7 +218,7 @@ import TestSupport
         func kind(_ step: UserDataErasureStep) -> String { step.description.split(separator: " ").prefix(2).joined(separator: " ") }
         var stops: [String] = []
         for step in steps where !stops.contains(kind(step)) { stops.append(kind(step)) }
-        #expect(stops.count == 12)
+        #expect(stops.count == 13)
         for (number, stop) in stops.enumerated() {
             let fixture = try await makeFixture("stop-\(number)")
             #expect(throws: UserDataError.self, "stop at \(stop)") {
