@@ -299,7 +299,15 @@ package final class JournalWriter: Sendable {
     /// under the original key's fingerprint, or hold the tombstone key's own after a rebuild).
     private func storedKeyMatches(_ key: String, erasedKey: String?, seq: UInt64, offset: Int64, segments: [UInt64]) -> Result<Bool, SystemError> {
         if seq == 0 { return .success(true) }
-        guard let firstSeq = segments.last(where: { $0 <= seq }) else { return .success(false) }
+        guard let firstSeq = segments.last(where: { $0 <= seq }) else {
+            // Below every segment this writer knows: retired before it opened (its list holds
+            // only the live segments then), so the key can only be in the retired key files.
+            guard let retired = RetiredKeys.list(directory: directory).last(where: { $0.firstSeq <= seq }),
+                  let stored = RetiredKeys.lookup(directory: directory, segment: String(retired.name.dropLast(RetiredKeys.suffix.count)),
+                                                  seq: seq, fs: core.io.fs)
+            else { return .success(false) }
+            return .success(stored.utf8.elementsEqual(key.utf8) || erasedKey.map { stored.utf8.elementsEqual($0.utf8) } == true)
+        }
         let name = JournalFiles.segmentName(firstSeq: firstSeq)
         let fs = core.io.fs
         // One small pread of the frame header and key, not a buffered segment reader (which
