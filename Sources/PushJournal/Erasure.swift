@@ -260,7 +260,16 @@ package enum SegmentRedaction {
     /// check: a damaged segment is never rewritten (its damage would get fresh CRCs).
     package static func redact(_ bytes: inout [UInt8], label: String, targets: [ErasureTarget],
                                secret: ErasureSecret) throws(ErasureError) -> [UInt64] {
+        var tombstones: [UInt64: String] = [:]
+        return try redact(&bytes, label: label, targets: targets, secret: secret, tombstones: &tombstones)
+    }
+
+    /// `redact`, also collecting the key of every tombstone in the segment, old and new, by
+    /// seq (for the dedup checkpoint's fingerprints).
+    static func redact(_ bytes: inout [UInt8], label: String, targets: [ErasureTarget], secret: ErasureSecret,
+                       tombstones: inout [UInt64: String]) throws(ErasureError) -> [UInt64] {
         var replaced: [UInt64] = []
+        var seen: [UInt64: String] = [:]
         var replacements: [(offset: Int, frame: [UInt8])] = []
         let scanned: Result<Void, ErasureError> = bytes.withUnsafeBytes { raw in
             guard case .success(let header) = SegmentHeader.decode(raw) else {
@@ -285,8 +294,9 @@ package enum SegmentRedaction {
                 case .failure(let defect):
                     return .failure(ErasureError(.journal, "\(label) at \(offset): \(defect.detail); run `pushspoolctl journal verify`"))
                 }
-                if !Tombstone.isTombstone(key: parts.key),
-                   let target = targets.first(where: { $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
+                if Tombstone.isTombstone(key: parts.key) {
+                    seen[frame.seq] = parts.key
+                } else if let target = targets.first(where: { $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
                     do throws(ErasureError) {
                         let body = try Tombstone.body(bodyLength: Int(frame.bodyLength), originalKey: parts.key,
                                                       erasureID: target.erasureID, secret: secret)
@@ -298,6 +308,7 @@ package enum SegmentRedaction {
                         }
                         replacements.append((offset, encoded))
                         replaced.append(frame.seq)
+                        seen[frame.seq] = String(decoding: body.key, as: UTF8.self)
                     } catch {
                         return .failure(error)
                     }
@@ -308,6 +319,7 @@ package enum SegmentRedaction {
             return .success(())
         }
         try scanned.get()
+        tombstones.merge(seen) { _, new in new }
         for replacement in replacements {
             bytes.replaceSubrange(replacement.offset..<(replacement.offset + replacement.frame.count), with: replacement.frame)
         }
@@ -327,7 +339,7 @@ package enum ErasureStep: Sendable, Equatable, CustomStringConvertible {
     case archiveRenamed(String)
     /// A retired segment's key file (`keys/NAME.keys`) is renamed into place, the directory not synced.
     case keysRewritten(String)
-    /// Every segment is done; `dedup.ckpt` (fingerprints of the original keys) not yet removed.
+    /// Every segment is done; `dedup.ckpt` (fingerprints of the original keys) not yet rewritten.
     case beforeCheckpoint
 
     package var description: String {
@@ -349,7 +361,8 @@ package struct ErasureReport: Sendable, Equatable {
     package var segmentsRewritten: [String] = []
     package var archivesRewritten: [String] = []
     package var keyFilesRewritten: [String] = []
-    package var checkpointRemoved = false
+    /// `dedup.ckpt` had slots of erased records and was rewritten (or, undecodable, removed).
+    package var checkpointRewritten = false
 
     package init() {}
 }
@@ -357,8 +370,9 @@ package struct ErasureReport: Sendable, Equatable {
 /// The journal side of an erasure, on the files.
 ///
 /// `run` needs the journal to itself (it takes `LOCK`): with no writer, every segment,
-/// the newest included, can be rewritten, and the dedup checkpoint removed. Idempotent: a
-/// rerun after a crash at any step finishes the work (tombstones are left as they are; a
+/// the newest included, can be rewritten, and so can the dedup checkpoint. Idempotent: a
+/// rerun after a crash at any step finishes the work (tombstones are left as they are, and
+/// every tombstone found, old or new, is what the checkpoint's slots are pointed at; a
 /// leftover `.tmp` is removed by recovery or by the next run).
 package enum JournalErasure {
     /// Erases `targets` from the journal in `directory` under `lock` (taken here when `nil`);
@@ -372,6 +386,7 @@ package enum JournalErasure {
         let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
         let dirfd = held.dirfd
         var report = ErasureReport()
+        var tombstones: [UInt64: String] = [:]
         let names: [String]
         do { names = try io.fs.listDirectory(directory) } catch { throw ErasureError(io.err(error)) }
         // A rewrite a crash interrupted: the segment it came from is intact, so it is redone.
@@ -388,44 +403,34 @@ package enum JournalErasure {
         let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name, $0) } }.sorted { $0.1 < $1.1 }
         for (name, _) in segments {
             if try rewriteSegment(name, directory: directory, dirfd: dirfd, io: io, targets: targets, secret: secret, hook: hook,
-                                  report: &report) {
+                                  report: &report, tombstones: &tombstones) {
                 report.segmentsRewritten.append(name)
             }
         }
         for archived in JournalArchive.list(directory: directory) {
             if try rewriteArchive(archived.name, directory: directory, io: io, targets: targets, secret: secret, hook: hook,
-                                  report: &report) {
+                                  report: &report, tombstones: &tombstones) {
                 report.archivesRewritten.append(archived.name)
             }
         }
         for keyFile in RetiredKeys.list(directory: directory) {
             if try RetiredKeys.redact(directory: directory, name: keyFile.name, io: io, targets: targets, secret: secret,
-                                      hook: hook) {
+                                      hook: hook, tombstones: &tombstones) {
                 report.keyFilesRewritten.append(keyFile.name)
             }
         }
         try hook(.beforeCheckpoint)
-        // The checkpoint holds unkeyed fingerprints of the original keys; removed, it is
-        // rebuilt from the frames (tombstone keys) at the next start.
-        do {
-            try io.fs.unlinkat(dirfd, JournalFiles.checkpoint, flags: 0)
-            report.checkpointRemoved = true
-        } catch {
-            if error.errno != ENOENT { throw ErasureError(io.err(error)) }
-        }
-        if report.checkpointRemoved {
-            do { try io.fsync(dirfd, subject: directory) } catch { throw ErasureError(error) }
-        }
+        report.checkpointRewritten = try rewriteCheckpoint(directory: directory, dirfd: dirfd, io: io, tombstones: tombstones)
         return report
     }
 
     /// Rewrites one live segment if it holds a target; true when it did.
     private static func rewriteSegment(_ name: String, directory: String, dirfd: Int32, io: JournalIO, targets: [ErasureTarget],
                                        secret: ErasureSecret, hook: (ErasureStep) throws(ErasureError) -> Void,
-                                       report: inout ErasureReport) throws(ErasureError) -> Bool {
+                                       report: inout ErasureReport, tombstones: inout [UInt64: String]) throws(ErasureError) -> Bool {
         var bytes: [UInt8]
         do { bytes = try Posix.readFile(directory + "/" + name, limit: 1 << 40) } catch { throw ErasureError(io.err(error)) }
-        let replaced = try SegmentRedaction.redact(&bytes, label: name, targets: targets, secret: secret)
+        let replaced = try SegmentRedaction.redact(&bytes, label: name, targets: targets, secret: secret, tombstones: &tombstones)
         guard !replaced.isEmpty else { return false }
         try replaceFile(name, in: dirfd, directoryPath: directory, bytes: bytes, io: io, mode: 0o640)
         { step throws(ErasureError) in try hook(step ? .segmentTemp(name) : .segmentRenamed(name)) }
@@ -435,10 +440,11 @@ package enum JournalErasure {
 
     private static func rewriteArchive(_ name: String, directory: String, io: JournalIO, targets: [ErasureTarget],
                                        secret: ErasureSecret, hook: (ErasureStep) throws(ErasureError) -> Void,
-                                       report: inout ErasureReport) throws(ErasureError) -> Bool {
+                                       report: inout ErasureReport, tombstones: inout [UInt64: String]) throws(ErasureError) -> Bool {
         var bytes: [UInt8]
         do { bytes = try JournalArchive.segmentBytes(directory: directory, archiveName: name) } catch { throw ErasureError(error) }
-        let replaced = try SegmentRedaction.redact(&bytes, label: JournalFiles.archive + "/" + name, targets: targets, secret: secret)
+        let replaced = try SegmentRedaction.redact(&bytes, label: JournalFiles.archive + "/" + name, targets: targets, secret: secret,
+                                                   tombstones: &tombstones)
         guard !replaced.isEmpty else { return false }
         let compressed: [UInt8]
         do { compressed = try Zstd.compress(bytes) } catch { throw ErasureError(.journal, "\(name): \(error.detail)") }
@@ -449,6 +455,40 @@ package enum JournalErasure {
         try replaceFile(name, in: afd, directoryPath: path, bytes: compressed, io: io, mode: 0o640)
         { step throws(ErasureError) in try hook(step ? .archiveTemp(name) : .archiveRenamed(name)) }
         report.records += replaced.count
+        return true
+    }
+
+    /// Points the dedup checkpoint's slots of tombstoned records at their tombstone keys'
+    /// fingerprints (the old ones are unkeyed hashes of keys that named the user). Rewritten,
+    /// not removed: the checkpoint is the only dedup memory of retired segments' keys, which a
+    /// rebuild from the live frames cannot recover. One that does not decode is removed
+    /// (recovery would ignore it anyway). True when the file changed.
+    private static func rewriteCheckpoint(directory: String, dirfd: Int32, io: JournalIO,
+                                          tombstones: [UInt64: String]) throws(ErasureError) -> Bool {
+        let bytes: [UInt8]
+        do { bytes = try io.fs.readFile(directory + "/" + JournalFiles.checkpoint, limit: 1 << 30) } catch {
+            if error.errno == ENOENT { return false }
+            throw ErasureError(io.err(error))
+        }
+        guard var checkpoint = DedupCheckpoint.decode(bytes) else {
+            do {
+                try io.unlinkat(dirfd, JournalFiles.checkpoint)
+                try io.fsync(dirfd, subject: directory)
+            } catch { throw ErasureError(error) }
+            return true
+        }
+        var changed = false
+        for index in checkpoint.keys.indices where index < checkpoint.seqs.count {
+            guard let key = tombstones[checkpoint.seqs[index]] else { continue }
+            let fingerprint = KeyFingerprints.fingerprint(key)
+            if checkpoint.keys[index] != fingerprint {
+                checkpoint.keys[index] = fingerprint
+                changed = true
+            }
+        }
+        guard changed else { return false }
+        try replaceFile(JournalFiles.checkpoint, in: dirfd, directoryPath: directory, bytes: checkpoint.encoded(), io: io, mode: 0o640)
+        { _ throws(ErasureError) in }
         return true
     }
 
@@ -524,7 +564,7 @@ extension RetiredKeys {
     /// (the segment itself may be gone, so the key is matched on the user it carries). True
     /// when the file changed.
     static func redact(directory: String, name: String, io: JournalIO, targets: [ErasureTarget], secret: ErasureSecret,
-                       hook: (ErasureStep) throws(ErasureError) -> Void) throws(ErasureError) -> Bool {
+                       hook: (ErasureStep) throws(ErasureError) -> Void, tombstones: inout [UInt64: String]) throws(ErasureError) -> Bool {
         let path = directory + "/" + directoryName
         let bytes: [UInt8]
         do { bytes = try Posix.readFile(path + "/" + name, limit: 1 << 30) } catch { throw ErasureError(io.err(error)) }
@@ -541,10 +581,16 @@ extension RetiredKeys {
             let length = Int(bytes[at + 8])
             guard at + 9 + length <= bytes.count else { break }
             var key = Array(bytes[(at + 9)..<(at + 9 + length)])
-            if let text = UTF8Text.string(key[...]), !Tombstone.isTombstone(key: text),
-               targets.contains(where: { $0.matches(key: text, secret: secret) }) {
-                key = Array(secret.tombstoneKey(for: text).utf8)
-                changed = true
+            let seq = bytes.withUnsafeBytes { $0.loadLE(at, as: UInt64.self) }
+            if let text = UTF8Text.string(key[...]) {
+                if Tombstone.isTombstone(key: text) {
+                    tombstones[seq] = text
+                } else if targets.contains(where: { $0.matches(key: text, secret: secret) }) {
+                    let tombstone = secret.tombstoneKey(for: text)
+                    key = Array(tombstone.utf8)
+                    tombstones[seq] = tombstone
+                    changed = true
+                }
             }
             body += bytes[at..<(at + 8)]
             body.append(UInt8(truncatingIfNeeded: key.count))

@@ -25,14 +25,17 @@ import PushSystem
                 #expect(seq(append(writer, "event:\(user)\(i)", event)) != nil)
             }
         }
+        // As in pushspoold: retention runs beside the writer, whose dedup index (and so its
+        // checkpoint at close) keeps the retired segments' keys.
+        if archive {
+            var policy = RetentionPolicy(maxBytes: Int64(segmentNames(temp.journal).count / 2 * 2048))
+            policy.archive = true
+            policy.dedupWindow = .seconds(86_400)
+            let result = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
+            try #require(result.archived.count >= 2)
+            try #require(!RetiredKeys.list(directory: temp.journal).isEmpty)
+        }
         try writer.close()
-        guard archive else { return }
-        var policy = RetentionPolicy(maxBytes: Int64(segmentNames(temp.journal).count / 2 * 2048))
-        policy.archive = true
-        policy.dedupWindow = .seconds(86_400)
-        let result = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
-        try #require(result.archived.count >= 2)
-        try #require(!RetiredKeys.list(directory: temp.journal).isEmpty)
     }
 
     func alice(_ id: String = "0123456789abcdef0123456789abcdef") -> ErasureTarget {
@@ -162,33 +165,59 @@ import PushSystem
         #expect(error?.description.contains("stop it") == true)
     }
 
-    /// The redelivery of an erased push is still a duplicate: through the checkpoint, whose
-    /// slot for the original key now points at the tombstone, and through a table rebuilt
-    /// from the frames (tombstone keys only). Without the secret it would be journaled again.
-    @Test(arguments: [true, false])
-    func aRedeliveredErasedPushIsStillADuplicate(keepCheckpoint: Bool) throws {
+    enum CheckpointState: CaseIterable {
+        /// Stopped before the checkpoint step: its slots still carry the original keys'
+        /// fingerprints and point at tombstones.
+        case old
+        /// Rewritten: the slots carry the tombstone keys' fingerprints.
+        case rewritten
+        /// Gone: the table is rebuilt from the live frames (tombstone keys only).
+        case rebuilt
+    }
+
+    /// The redelivery of an erased push is still a duplicate, whatever the checkpoint holds,
+    /// also for a record whose segment is retired (its key in `keys/`). Without the secret it
+    /// would be journaled again.
+    @Test(arguments: CheckpointState.allCases)
+    func aRedeliveredErasedPushIsStillADuplicate(checkpoint: CheckpointState) throws {
         let temp = TempDir()
-        try fixture(temp, archive: false)
+        try fixture(temp, archive: true)
         do {
             _ = try JournalErasure.run(directory: temp.journal, targets: [alice()], secret: Self.secret) { step throws(ErasureError) in
-                if keepCheckpoint, step == .beforeCheckpoint { throw ErasureError(.stopped, "test") }
+                if checkpoint == .old, step == .beforeCheckpoint { throw ErasureError(.stopped, "test") }
             }
         } catch {
-            #expect(keepCheckpoint && error.code == .stopped)
+            #expect(checkpoint == .old && error.code == .stopped)
         }
-        #expect(FileManager.default.fileExists(atPath: temp.journal + "/" + JournalFiles.checkpoint) == keepCheckpoint)
+        if checkpoint == .rebuilt { try FileManager.default.removeItem(atPath: temp.journal + "/" + JournalFiles.checkpoint) }
         let (writer, report) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.erasureSecret = Self.secret })
-        #expect(report.checkpointUsed == keepCheckpoint)
-        if case .duplicate = append(writer, "apns@5:alice:id3", "{}") {} else { Issue.record("erased push journaled again") }
-        if case .duplicate = append(writer, "event:alice7", "{}") {} else { Issue.record("erased event journaled again") }
-        if case .duplicate = append(writer, "apns@3:bob:id3", "{}") {} else { Issue.record("bob's push journaled again") }
+        #expect(report.checkpointUsed == (checkpoint != .rebuilt))
+        if case .duplicate = append(writer, "apns@5:alice:id\(Self.perUser)", "{}") {} else { Issue.record("erased live push journaled again") }
+        if case .duplicate = append(writer, "event:alice\(Self.perUser - 1)", "{}") {} else { Issue.record("erased event journaled again") }
+        if checkpoint != .rebuilt {
+            // Retired: only the checkpoint and keys/ remember it.
+            if case .duplicate = append(writer, "apns@5:alice:id1", "{}") {} else { Issue.record("erased retired push journaled again") }
+        }
+        if case .duplicate = append(writer, "apns@3:bob:id\(Self.perUser)", "{}") {} else { Issue.record("bob's push journaled again") }
         #expect(seq(append(writer, "apns@5:alice:new", "{}")) != nil)
         try writer.close()
 
         // The same without the secret: the tombstone no longer confirms the key.
         let (plain, _) = try JournalWriter.open(directory: temp.journal, options: testOptions())
-        #expect(seq(append(plain, "apns@5:alice:id4", "{}")) != nil)
+        #expect(seq(append(plain, "apns@5:alice:id\(Self.perUser - 1)", "{}")) != nil)
         try plain.close()
+    }
+
+    /// The checkpoint is rewritten, never dropped: it is the only memory of retired keys.
+    @Test func theCheckpointKeepsBobsRetiredKeys() throws {
+        let temp = TempDir()
+        try fixture(temp, archive: true)
+        let report = try JournalErasure.run(directory: temp.journal, targets: [alice()], secret: Self.secret)
+        #expect(report.checkpointRewritten)
+        let (writer, recovery) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.erasureSecret = Self.secret })
+        #expect(recovery.checkpointUsed)
+        if case .duplicate = append(writer, "apns@3:bob:id1", "{}") {} else { Issue.record("bob's retired push journaled again") }
+        try writer.close()
     }
 
     /// Kill at every named step, restart (journal recovery), rerun: the erasure completes and
