@@ -142,4 +142,16 @@ import TestSupport
         #expect(try Self.listed(harness, "alice") == 0)
         #expect(harness.stop() == 0)
     }
+
+    @Test func usageAndMissingJournalErrors() throws {
+        let harness = try DaemonHarness(name: "user-erase-usage", config: "[Media]\nEnabled=no\n")
+        for arguments in [["user", "erase"], ["user", "erase", "alice", "--include-media"], ["user", "erase", "alice", "--device", "d"],
+                          ["user", "erase", ""]] {
+            let (status, _, err) = try harness.ctl(arguments)
+            #expect(status == 64, "\(arguments): \(err)")
+        }
+        let (status, _, err) = try harness.ctl(["user", "erase", "alice"])
+        #expect(status == 1)
+        #expect(err.contains("no journal at"), "\(err)")
+    }
 }

@@ -131,6 +131,21 @@ import PushSystem
         #expect(ErasureTarget.user(inKey: "event:x@5:alice:y") == nil)
     }
 
+    /// A user is matched by the record's `user` or its key; a device by `device` only; the
+    /// same id as user and as device are different subjects.
+    @Test func targetsMatchTheirScopeOnly() {
+        let user = ErasureTarget(erasureID: "i", subject: .user("x1"), secret: Self.secret)
+        let device = ErasureTarget(erasureID: "i", subject: .device("x1"), secret: Self.secret)
+        let byUser = Array(#"{"user":"x1","device":"d"}"#.utf8)
+        let byDevice = Array(#"{"user":"u","device":"x1"}"#.utf8)
+        #expect(user.matches(key: "event:1", json: byUser, secret: Self.secret))
+        #expect(!user.matches(key: "event:1", json: byDevice, secret: Self.secret))
+        #expect(user.matches(key: "fcm@2:x1:abc", json: Array("{}".utf8), secret: Self.secret))
+        #expect(device.matches(key: "event:1", json: byDevice, secret: Self.secret))
+        #expect(!device.matches(key: "fcm@2:x1:abc", json: byUser, secret: Self.secret))
+        #expect(user.subjectHash != device.subjectHash)
+    }
+
     @Test func erasingAUserLeavesNoByteOfThemAndEveryByteOfTheOthers() throws {
         let temp = TempDir()
         try fixture(temp)
