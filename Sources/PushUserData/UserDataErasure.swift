@@ -16,6 +16,9 @@ package struct UserDataErasureCounts: Sendable, Equatable {
     package var mediaShared = 0
     /// Status snapshots (`status.json`, `export/status.json`) deleted because they quoted the subject.
     package var statusFiles = 0
+    /// Quarantined entries that could not be checked (a symlink, a FIFO, a file over the read
+    /// limit, an unreadable one): left in place for an operator to review.
+    package var quarantineUnchecked = 0
 
     package init() {}
 
@@ -24,6 +27,7 @@ package struct UserDataErasureCounts: Sendable, Equatable {
             "journalRecords": .integer(journalRecords), "inboxItems": .integer(inboxItems),
             "outboxDeliveries": .integer(outboxDeliveries), "quarantined": .integer(quarantined),
             "mediaFiles": .integer(mediaFiles), "mediaShared": .integer(mediaShared), "statusFiles": .integer(statusFiles),
+            "quarantineUnchecked": .integer(quarantineUnchecked),
         ])
     }
 }
@@ -143,7 +147,7 @@ package struct UserDataErasure: Sendable {
         }
         try hook(.outboxDone)
 
-        counts.quarantined = try eraseQuarantine(export)
+        (counts.quarantined, counts.quarantineUnchecked) = try eraseQuarantine(export)
         try hook(.quarantineDone)
 
         counts.statusFiles = try eraseStatusFiles()
@@ -155,7 +159,7 @@ package struct UserDataErasure: Sendable {
             if unlink(path) == 0 {
                 counts.mediaFiles += 1
             } else if errno != ENOENT {
-                throw UserDataError(.journal, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
+                throw UserDataError(.media, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
             }
         }
         counts.mediaShared = plan.shared
@@ -253,18 +257,20 @@ package struct UserDataErasure: Sendable {
 
     /// Deletes quarantined spool files (and their reasons) that name the subject, as
     /// `user export` finds them; a symlink or FIFO is neither read nor followed.
-    private func eraseQuarantine(_ export: UserDataExport) throws(UserDataError) -> Int {
+    private func eraseQuarantine(_ export: UserDataExport) throws(UserDataError) -> (erased: Int, unchecked: Int) {
         var matched: [String] = []
+        var unchecked = 0
         do throws(SpoolError) {
             try FailedQueue.forEach(layout: sources.spool) { entry in
                 guard !entry.payloadMissing else { return }
-                guard case .bytes(let bytes) = UserDataExport.readRegularFile(sources.spool.failed + "/" + entry.name, limit: 64 << 20),
-                      export.quarantineMatch(bytes) != nil else { return }
-                matched.append(entry.name)
+                switch UserDataExport.readRegularFile(sources.spool.failed + "/" + entry.name, limit: 64 << 20) {
+                case .bytes(let bytes): if export.quarantineMatch(bytes) != nil { matched.append(entry.name) }
+                case .unread: unchecked += 1
+                }
             }
         } catch {
             if UserDataExport.isDirectory(sources.spool.failed) { throw UserDataError(.spool, "reading \(sources.spool.failed): \(error)") }
-            return 0
+            return (0, 0)
         }
         for name in matched {
             for file in [name, name + SpoolName.reasonSuffix] {
@@ -275,6 +281,6 @@ package struct UserDataErasure: Sendable {
             }
         }
         if !matched.isEmpty { try? Posix.syncDirectory(sources.spool.failed) }
-        return matched.count
+        return (matched.count, unchecked)
     }
 }

@@ -42,6 +42,8 @@ package struct UserDataError: Error, Sendable, CustomStringConvertible {
         case spool
         /// pushspoold holds the journal (an erasure needs it stopped).
         case busy
+        /// A media file could not be removed.
+        case media
     }
 
     package var code: Code

@@ -100,6 +100,10 @@ package struct UserCommand: CtlSubcommand {
                                 + "\(counts.outboxDeliveries) outbox deliveries, \(counts.quarantined) quarantined files, "
                                 + "\(counts.mediaFiles) media files, \(counts.statusFiles) status files removed "
                                 + "(\(counts.mediaShared) shared media files kept)\n")
+                    if counts.quarantineUnchecked > 0 {
+                        context.out("\(counts.quarantineUnchecked) entries of the spool's failed/ could not be checked "
+                                    + "(a symlink, a FIFO, too large or unreadable); review them by hand\n")
+                    }
                 }
                 return ExitStatus.ok
             } catch {

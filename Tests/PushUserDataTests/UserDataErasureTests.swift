@@ -187,10 +187,14 @@ import TestSupport
         #expect(counts.mediaFiles == Self.count / 4 * 2)
         #expect(counts.mediaShared == 1)
         #expect(counts.statusFiles == 2)
+        // The symlink: neither followed nor matched, but reported for a look by hand.
+        #expect(counts.quarantineUnchecked == 1)
         try expectComplete(fixture)
         // A second run finds nothing more to do.
         let (_, again) = try UserDataErasure(subject: .user("alice"), sources: fixture.sources).run()
-        #expect(again == UserDataErasureCounts())
+        var nothing = UserDataErasureCounts()
+        nothing.quarantineUnchecked = 1
+        #expect(again == nothing)
         try expectComplete(fixture)
     }
 
