@@ -173,7 +173,9 @@ let package = Package(
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
-        .testTarget(name: "PushUserDataTests", dependencies: ["PushUserData", "PushInbox", "PushSpool"]),
+        .testTarget(name: "PushUserDataTests", dependencies: [
+            "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "TestSupport",
+        ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,
         // the module table, the MESSAGE_ID runbook and the architecture picture are complete.

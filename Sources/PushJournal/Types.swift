@@ -63,6 +63,10 @@ package struct JournalOptions: Sendable {
     /// The file system the journal's calls go through; `nil` = the real one
     /// (`RealFileSystem(faultScope:)`). Tests pass a simulated one (crash and fault models).
     package var fileSystem: (any FileSystem)?
+    /// The instance's erasure secret (`<state>/erase.key`), once an erasure ran: a submission
+    /// whose tombstone key (`erased:` + its keyed hash) is in the journal is a duplicate, so a
+    /// vendor's redelivery of an erased push is not journaled again.
+    package var erasureSecret: ErasureSecret?
 
     package init() {}
 

@@ -229,6 +229,9 @@ package final class JournalWriter: Sendable {
             return
         }
         let fingerprint = options.fingerprint(key)
+        // The key as a tombstone stores it, when erasures ran: its slot points at the tombstone.
+        let erasedKey = options.erasureSecret?.tombstoneKey(for: key)
+        let erasedFingerprint = erasedKey.map { options.fingerprint($0) }
         let pending = Pending(key: key, fingerprint: fingerprint, body: body, ingestMillis: ingestMillis,
                               completion: completion, enqueuedNanos: Posix.monotonicNanos())
         // A fingerprint hit is only a candidate: the stored key is read back and compared (off
@@ -246,7 +249,9 @@ package final class JournalWriter: Sendable {
                     state.stats.duplicates += 1
                     return .done(.duplicate)
                 }
-                let candidates = state.committedKeys.locations(fingerprint: fingerprint).filter { !refuted.contains($0.seq) }
+                var candidates = state.committedKeys.locations(fingerprint: fingerprint)
+                if let erasedFingerprint { candidates += state.committedKeys.locations(fingerprint: erasedFingerprint) }
+                candidates.removeAll { refuted.contains($0.seq) }
                 if !candidates.isEmpty { return .confirm(candidates, state.position.segments) }
                 state.pendingKeys[fingerprint, default: []].append(key)
                 state.queue.append(pending)
@@ -262,7 +267,7 @@ package final class JournalWriter: Sendable {
                 return
             case .confirm(let candidates, let segments):
                 for candidate in candidates {
-                    switch storedKeyMatches(key, seq: candidate.seq, offset: candidate.offset, segments: segments) {
+                    switch storedKeyMatches(key, erasedKey: erasedKey, seq: candidate.seq, offset: candidate.offset, segments: segments) {
                     case .success(true):
                         shared.withLock { $0.stats.duplicates += 1 }
                         completion(.duplicate)
@@ -290,9 +295,19 @@ package final class JournalWriter: Sendable {
     /// without a location (seq 0) cannot be checked and counts as a duplicate, as before. A
     /// segment that exists but cannot be read is neither: the submission fails with the error
     /// (the payload stays in the spool) rather than being journaled twice or dropped.
-    private func storedKeyMatches(_ key: String, seq: UInt64, offset: Int64, segments: [UInt64]) -> Result<Bool, SystemError> {
+    /// A tombstone matches through `erasedKey` (the fingerprint table may still point at it
+    /// under the original key's fingerprint, or hold the tombstone key's own after a rebuild).
+    private func storedKeyMatches(_ key: String, erasedKey: String?, seq: UInt64, offset: Int64, segments: [UInt64]) -> Result<Bool, SystemError> {
         if seq == 0 { return .success(true) }
-        guard let firstSeq = segments.last(where: { $0 <= seq }) else { return .success(false) }
+        guard let firstSeq = segments.last(where: { $0 <= seq }) else {
+            // Below every segment this writer knows: retired before it opened (its list holds
+            // only the live segments then), so the key can only be in the retired key files.
+            guard let retired = RetiredKeys.list(directory: directory).last(where: { $0.firstSeq <= seq }),
+                  let stored = RetiredKeys.lookup(directory: directory, segment: String(retired.name.dropLast(RetiredKeys.suffix.count)),
+                                                  seq: seq, fs: core.io.fs)
+            else { return .success(false) }
+            return .success(stored.utf8.elementsEqual(key.utf8) || erasedKey.map { stored.utf8.elementsEqual($0.utf8) } == true)
+        }
         let name = JournalFiles.segmentName(firstSeq: firstSeq)
         let fs = core.io.fs
         // One small pread of the frame header and key, not a buffered segment reader (which
@@ -303,7 +318,7 @@ package final class JournalWriter: Sendable {
         do { fd = try fs.open(directory + "/" + name, O_RDONLY | O_CLOEXEC, mode: 0) } catch {
             guard error.errno == ENOENT else { return .failure(error) }
             guard let stored = RetiredKeys.lookup(directory: directory, segment: name, seq: seq, fs: fs) else { return .success(false) }
-            return .success(stored.utf8.elementsEqual(key.utf8))
+            return .success(stored.utf8.elementsEqual(key.utf8) || erasedKey.map { stored.utf8.elementsEqual($0.utf8) } == true)
         }
         defer { fs.close(fd) }
         var bytes = [UInt8](repeating: 0, count: RecordHeader.size + 255)
@@ -316,10 +331,10 @@ package final class JournalWriter: Sendable {
         guard got >= RecordHeader.size else { return .success(false) }
         return .success(bytes.withUnsafeBytes { raw -> Bool in
             guard case .success(let header) = RecordHeader.decode(UnsafeRawBufferPointer(rebasing: raw[0..<got])),
-                  header.seq == seq, Int(header.keyLength) == key.utf8.count,
-                  RecordHeader.size + Int(header.keyLength) <= got
+                  header.seq == seq, RecordHeader.size + Int(header.keyLength) <= got
             else { return false }
-            return raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))].elementsEqual(key.utf8)
+            let stored = raw[RecordHeader.size..<(RecordHeader.size + Int(header.keyLength))]
+            return stored.elementsEqual(key.utf8) || erasedKey.map { stored.elementsEqual($0.utf8) } == true
         })
     }
 

@@ -40,6 +40,10 @@ package struct UserDataError: Error, Sendable, CustomStringConvertible {
         case inbox
         case outbox
         case spool
+        /// pushspoold holds the journal (an erasure needs it stopped).
+        case busy
+        /// A media file could not be removed.
+        case media
     }
 
     package var code: Code

@@ -182,6 +182,11 @@ package struct JournalCommand: CtlSubcommand {
             }
             return "{\"seq\":\(record.seq),\"body\":\(String(decoding: body, as: UTF8.self))}\n"
         }
+        if Tombstone.isTombstone(key: record.key) {
+            // An erased record keeps its seq and time; its content and recipient are gone.
+            let erasure = Tombstone.erasureID(json: record.body).map { " (\($0))" } ?? ""
+            return "\(record.seq)\t\(Timestamp.iso8601(millis: record.ingestMillis))\terased\(erasure)\n"
+        }
         var summary = ""
         if case .object(let object)? = try? JSONParser().parse(record.body) {
             let title = object["title"].flatMap { if case .string(let s) = $0 { s } else { nil } }

@@ -3,16 +3,18 @@ import PushInbox
 import PushSystem
 import PushUserData
 
-/// `pushspoolctl user export`: what pushspool holds about one person (an access or
-/// portability request), gathered by PushUserData.
+/// `pushspoolctl user export|erase`: what pushspool holds about one person (an access or
+/// portability request), gathered by PushUserData; and its erasure (docs/design/erasure.md).
 package struct UserCommand: CtlSubcommand {
     package static var command: CtlCommandSpec {
-        Command("user", summary: "export everything held about a user or device (access requests)", subcommands: [
+        let device = Option.value("--device", placeholder: "TOKEN", help: "the device (the envelopes' \"device\")")
+        let subject = Positional("USER", alternative: "--device")
+        return Command("user", summary: "export or erase everything held about a user or device", subcommands: [
             Command("export", summary: "everything pushspool holds about USER, or with --device about a device",
-                    options: [.value("--device", placeholder: "TOKEN", help: "the device (the envelopes' \"device\")"),
+                    options: [device,
                               .flag("--include-media", help: "also the media files' bytes, base64"),
                               .flag("--json", help: "JSON Lines (the default and only format)")],
-                    positionals: [Positional("USER", alternative: "--device")], discussion: """
+                    positionals: [subject], discussion: """
                         USER is the envelopes' "user". Gathers the journal's records naming it (pushes and
                         Notification Center events, archived segments first, then the live ones), its inbox
                         index items with their states, its outbox deliveries still pending or parked,
@@ -28,19 +30,72 @@ package struct UserCommand: CtlSubcommand {
                         Exit status: 0 success (also when nothing is held), 1 runtime failure (no journal,
                         an unreadable store; the summary line is then missing), 64 usage error.
                         """) { invocation throws(CLIError) in
-                let user = invocation.operands.first
-                if let user, user.isEmpty { throw invocation.error("USER must not be empty") }
-                let subject: DataSubject = user.map { .user($0) } ?? .device(invocation.value("--device") ?? "")
-                return UserCommand(subject: subject, includeMedia: invocation.flag("--include-media"))
+                try UserCommand(.export, invocation)
+            },
+            Command("erase", summary: "remove USER, or with --device a device, from every store (an erasure request)",
+                    options: [device, .flag("--json", help: "what was removed, as one JSON object")],
+                    positionals: [subject], discussion: """
+                        Its journal records (live and archived) become tombstones of the same length that keep
+                        their seq and time ("erased" in journal cat), its inbox index rows go (the index is
+                        vacuumed and its WAL emptied), its outbox deliveries and quarantined files are deleted,
+                        and so are the media files only its records used (a file another user's record uses
+                        stays). A redelivery of an erased push is still a duplicate. Needs pushspoold stopped
+                        (it refuses while the daemon holds the journal). Idempotent: if it is interrupted, run
+                        it again and it finishes. Not reached: copies already exported to NATS, sent to
+                        vendors, in journald, in backups, or in freed disk blocks.
+                        """,
+                    exitStatus: """
+                        Exit status: 0 success (also when nothing is held), 1 runtime failure (no journal,
+                        an unreadable store, pushspoold running), 64 usage error.
+                        """) { invocation throws(CLIError) in
+                try UserCommand(.erase, invocation)
             },
         ])
     }
 
+    enum Action { case export, erase }
+
+    var action: Action
     var subject: DataSubject
     var includeMedia = false
+    var json = false
+
+    init(_ action: Action, _ invocation: Invocation) throws(CLIError) {
+        let user = invocation.operands.first
+        if let user, user.isEmpty { throw invocation.error("USER must not be empty") }
+        self.action = action
+        subject = user.map { .user($0) } ?? .device(invocation.value("--device") ?? "")
+        includeMedia = action == .export && invocation.flag("--include-media")
+        json = invocation.flag("--json")
+    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        if action == .erase {
+            let erasure = UserDataErasure(subject: subject,
+                                          sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory,
+                                                                   spool: context.spoolLayout(configuration)))
+            do throws(UserDataError) {
+                let (erasureID, counts) = try erasure.run()
+                if json {
+                    context.out(String(decoding: JSONValue.object(["erasureId": .string(erasureID), "complete": .bool(true),
+                                                                   "counts": counts.jsonValue]).serialized(), as: UTF8.self) + "\n")
+                } else {
+                    context.out("erasure \(erasureID) complete: \(counts.journalRecords) journal records, \(counts.inboxItems) inbox items, "
+                                + "\(counts.outboxDeliveries) outbox deliveries, \(counts.quarantined) quarantined files, "
+                                + "\(counts.mediaFiles) media files, \(counts.statusFiles) status files removed "
+                                + "(\(counts.mediaShared) shared media files kept)\n")
+                    if counts.quarantineUnchecked > 0 {
+                        context.out("\(counts.quarantineUnchecked) entries of the spool's failed/ could not be checked "
+                                    + "(a symlink, a FIFO, too large or unreadable); review them by hand\n")
+                    }
+                }
+                return ExitStatus.ok
+            } catch {
+                context.err("pushspoolctl: user erase: \(error)\n")
+                return ExitStatus.failure
+            }
+        }
         let export = UserDataExport(subject: subject,
                                     sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory,
                                                              spool: context.spoolLayout(configuration)),

@@ -93,6 +93,12 @@ package final class Daemon: Sendable {
             var options = Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments)
             options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: stateDirectory + "/journal")
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
+            // After `pushspoolctl user erase`: a redelivered erased push is still a duplicate.
+            do {
+                options.erasureSecret = try ErasureSecret.load(stateDirectory: stateDirectory)
+            } catch {
+                throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
+            }
             let (journal, report) = try JournalWriter.open(directory: stateDirectory + "/journal", options: options)
             self.journal = journal
             Reporter.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)

@@ -90,6 +90,25 @@ import PushSystem
         try writer.close()
     }
 
+    /// After a restart too: the reopened writer knows only the live segments, and a retired
+    /// record's key is confirmed from `keys/` (it was journaled again before).
+    @Test func dedupHoldsInsideTheWindowAfterARestart() throws {
+        let temp = TempDir()
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.segmentBytes = 2048 })
+        for i in 1...60 { #expect(seq(append(writer, "k\(i)", body(for: i, size: 200))) == UInt64(i)) }
+        var policy = RetentionPolicy(maxBytes: 1)
+        policy.dedupWindow = .seconds(86_400)
+        let result = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
+        try #require(result.retired.count >= 3)
+        try writer.close()
+        let (reopened, report) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.segmentBytes = 2048 })
+        #expect(report.checkpointUsed)
+        guard case .duplicate = append(reopened, "k1") else { Issue.record("k1 inside the window was journaled again"); return }
+        guard case .duplicate = append(reopened, "k20") else { Issue.record("k20 inside the window was journaled again"); return }
+        #expect(seq(append(reopened, "fresh")) == 61)
+        try reopened.close()
+    }
+
     @Test func theIndexKeepsLocationsThroughGrowthAndPruning() {
         var index = KeyFingerprints()
         for i in 1...5_000 { index.insert(fingerprint: UInt64(i % 100) + 1, seq: UInt64(i), offset: Int64(i) * 64) }

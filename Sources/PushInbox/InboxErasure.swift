@@ -1,0 +1,61 @@
+@preconcurrency import Glibc
+import PushSystem
+
+extension InboxIndex {
+    /// Deletes everything the index holds about `subject` — its items and its `owners` row —
+    /// so that no byte of it stays in the file: `secure_delete` zeroes the freed cells,
+    /// `VACUUM` rebuilds the file without free pages, and `wal_checkpoint(TRUNCATE)` empties
+    /// the WAL that held the rows and the vacuum's copies (docs/design/erasure.md, "Inbox
+    /// index"). Returns the items deleted. Idempotent: a second call deletes nothing and
+    /// compacts again. A user's items are those owned by `u:<user>`; a device's are those
+    /// naming it (`device`), whoever owned them, and its own `d:<device>` row.
+    ///
+    /// Opens the file directly, not through ``init(path:readOnly:announce:listModals:)``: an
+    /// erasure does not depend on how the index lists MODAL pushes.
+    @discardableResult
+    package static func erase(path: String, subject: DataSubject) throws(InboxError) -> Int {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
+        do {
+            let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
+            try db.execute("PRAGMA secure_delete=ON")
+            let deleted = try db.transaction { () throws(SQLiteError) -> Int in
+                let items = switch subject {
+                case .user: try db.statement("DELETE FROM items WHERE owner = ?1")
+                case .device: try db.statement("DELETE FROM items WHERE device = ?1 OR owner = ?2")
+                }
+                switch subject {
+                case .user(let id): try items.bind(1, InboxOwner.user(id).key)
+                case .device(let id):
+                    try items.bind(1, id)
+                    try items.bind(2, InboxOwner.device(id).key)
+                }
+                try items.run()
+                let count = Int(clamping: db.changes)
+                let owner = try db.statement("DELETE FROM owners WHERE owner = ?1")
+                switch subject {
+                case .user(let id): try owner.bind(1, InboxOwner.user(id).key)
+                case .device(let id): try owner.bind(1, InboxOwner.device(id).key)
+                }
+                try owner.run()
+                return count
+            }
+            try compactForErasure(db)
+            return deleted
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    /// `VACUUM` and an emptied WAL: what the index holds afterwards is only live rows.
+    static func compactForErasure(_ db: SQLiteDatabase) throws(SQLiteError) {
+        try db.execute("VACUUM")
+        // A checkpoint blocked by a reader returns a row with busy = 1 rather than an error;
+        // the WAL would then keep the deleted rows' pages, so that is a failure here.
+        if try db.pragmaText("PRAGMA wal_checkpoint(TRUNCATE)") != "0" {
+            throw SQLiteError(code: 5 /* SQLITE_BUSY */, operation: "wal_checkpoint(TRUNCATE)",
+                              message: "a reader kept the write-ahead log from being emptied; retry when pushspool-inbox is idle",
+                              path: db.path)
+        }
+    }
+}

@@ -1,0 +1,286 @@
+@preconcurrency import Glibc
+import PushInbox
+import PushJournal
+import PushOutboxStore
+import PushSpool
+import PushSystem
+
+/// What an erasure removed, by store. `Sendable`: a plain value.
+package struct UserDataErasureCounts: Sendable, Equatable {
+    package var journalRecords = 0
+    package var inboxItems = 0
+    package var outboxDeliveries = 0
+    package var quarantined = 0
+    package var mediaFiles = 0
+    /// Media files the subject's records pointed at that another subject's records still use.
+    package var mediaShared = 0
+    /// Status snapshots (`status.json`, `export/status.json`) deleted because they quoted the subject.
+    package var statusFiles = 0
+    /// Quarantined entries that could not be checked (a symlink, a FIFO, a file over the read
+    /// limit, an unreadable one): left in place for an operator to review.
+    package var quarantineUnchecked = 0
+
+    package init() {}
+
+    package var jsonValue: JSONValue {
+        .object([
+            "journalRecords": .integer(journalRecords), "inboxItems": .integer(inboxItems),
+            "outboxDeliveries": .integer(outboxDeliveries), "quarantined": .integer(quarantined),
+            "mediaFiles": .integer(mediaFiles), "mediaShared": .integer(mediaShared), "statusFiles": .integer(statusFiles),
+            "quarantineUnchecked": .integer(quarantineUnchecked),
+        ])
+    }
+}
+
+/// A named step of `UserDataErasure.run`, where the crash tests stop it.
+package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
+    /// The plan (`erase/<id>.plan`) is written; nothing is erased yet.
+    case planned
+    /// A step inside the journal's rewrite.
+    case journal(ErasureStep)
+    /// The journal is done; the inbox index not yet.
+    case journalDone
+    case inboxDone
+    case outboxDone
+    case quarantineDone
+    /// Status snapshots quoting the subject deleted.
+    case statusDone
+    /// Media files deleted; the plan not yet removed.
+    case mediaDone
+
+    package var description: String {
+        switch self {
+        case .planned: "planned"
+        case .journal(let step): "journal \(step)"
+        case .journalDone: "journal-done"
+        case .inboxDone: "inbox-done"
+        case .outboxDone: "outbox-done"
+        case .quarantineDone: "quarantine-done"
+        case .statusDone: "status-done"
+        case .mediaDone: "media-done"
+        }
+    }
+}
+
+/// `pushspoolctl user erase`: removes one user or device from every store pushspool keeps
+/// (docs/design/erasure.md). The journal's records become same-length tombstones; the inbox
+/// index loses the subject's rows (and is vacuumed); outbox deliveries and quarantined spool
+/// files naming the subject are deleted; media files only the subject's records used are
+/// deleted, shared ones kept.
+///
+/// Needs pushspoold stopped (the journal's `LOCK`). Crash-safe and idempotent: the erasure's
+/// id and plan (the media to delete, as paths inside the content-addressed store; no plain
+/// id) are written to `<state>/erase/` before anything is erased, under the subject's keyed
+/// hash, so a rerun after a crash at any step reuses them and finishes; they are removed at
+/// the end. `Sendable`: a plain value.
+package struct UserDataErasure: Sendable {
+    package var subject: DataSubject
+    package var sources: UserDataSources
+
+    package init(subject: DataSubject, sources: UserDataSources) {
+        self.subject = subject
+        self.sources = sources
+    }
+
+    var eraseDirectory: String { sources.stateDirectory + "/erase" }
+
+    private var journalSubject: ErasureSubject {
+        switch subject {
+        case .user(let id): .user(id)
+        case .device(let id): .device(id)
+        }
+    }
+
+    /// Runs (or finishes) the erasure. `hook` is a test seam called after each step;
+    /// throwing from it stops the run there as a crash would.
+    package func run(hook: (UserDataErasureStep) throws(UserDataError) -> Void = { _ throws(UserDataError) in })
+        throws(UserDataError) -> (erasureID: String, counts: UserDataErasureCounts) {
+        guard UserDataExport.isDirectory(sources.journalDirectory) else {
+            throw UserDataError(.noJournal, "no journal at \(sources.journalDirectory); check --state-dir or the configuration's [Journal] StateDirectory=")
+        }
+        let secret: ErasureSecret
+        do { secret = try ErasureSecret.loadOrCreate(stateDirectory: sources.stateDirectory) } catch {
+            throw UserDataError(.journal, "\(error)")
+        }
+        let subjectHash = secret.subjectHash(journalSubject)
+        do { try Posix.mkdirIfMissing(eraseDirectory, mode: 0o700) } catch {
+            throw UserDataError(.journal, "creating \(eraseDirectory): \(error)")
+        }
+        // Locked before the plan: records ingested between a plan and the rewrite would
+        // escape the plan's media list.
+        let lock: JournalErasureLock
+        do { lock = try JournalErasureLock(directory: sources.journalDirectory) } catch {
+            throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
+        }
+        var counts = UserDataErasureCounts()
+        let plan = try loadOrMakePlan(subjectHash: subjectHash, secret: secret)
+        try hook(.planned)
+
+        let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash)
+        do throws(ErasureError) {
+            let report = try JournalErasure.run(directory: sources.journalDirectory, targets: [target], secret: secret, lock: lock) { step throws(ErasureError) in
+                do throws(UserDataError) { try hook(.journal(step)) } catch { throw ErasureError(.stopped, error.message) }
+            }
+            counts.journalRecords = report.records
+        } catch {
+            throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
+        }
+        try hook(.journalDone)
+
+        if UserDataExport.isRegularFile(sources.inboxIndexPath) {
+            do { counts.inboxItems = try InboxIndex.erase(path: sources.inboxIndexPath, subject: subject) } catch {
+                throw UserDataError(.inbox, "erasing from the inbox index: \(error)")
+            }
+        }
+        try hook(.inboxDone)
+
+        let export = UserDataExport(subject: subject, sources: sources)
+        let store = OutboxStore(stateDirectory: sources.stateDirectory)
+        for directory in [store.pendingDirectory, store.parkedDirectory, store.retryDirectory] {
+            let names: [String]
+            do { names = try store.names(directory) } catch { throw UserDataError(.outbox, "listing \(directory): \(error)") }
+            for name in names {
+                guard let delivery = store.read(directory + "/" + name), export.names(delivery) else { continue }
+                do { try store.remove(name, in: directory) } catch { throw UserDataError(.outbox, "\(error)") }
+                counts.outboxDeliveries += 1
+            }
+        }
+        try hook(.outboxDone)
+
+        (counts.quarantined, counts.quarantineUnchecked) = try eraseQuarantine(export)
+        try hook(.quarantineDone)
+
+        counts.statusFiles = try eraseStatusFiles()
+        try hook(.statusDone)
+
+        for path in plan.media {
+            guard export.isInMediaStore(path) else { continue }
+            // unlink(2) removes a symlink itself, never what it points at.
+            if unlink(path) == 0 {
+                counts.mediaFiles += 1
+            } else if errno != ENOENT {
+                throw UserDataError(.media, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
+            }
+        }
+        counts.mediaShared = plan.shared
+        try hook(.mediaDone)
+
+        // Done: the plan goes last, so a crash before this line redoes the (idempotent) steps.
+        let planPath = eraseDirectory + "/" + subjectHash + ".plan"
+        if unlink(planPath) != 0, errno != ENOENT {
+            throw UserDataError(.journal, "removing \(planPath): \(SystemError(call: "unlink", errno: errno, subject: planPath))")
+        }
+        try? Posix.syncDirectory(eraseDirectory)
+        withExtendedLifetime(lock) {}
+        return (plan.erasureID, counts)
+    }
+
+    /// The erasure's id and the media only the subject uses.
+    struct Plan {
+        var erasureID: String
+        var media: [String]
+        var shared: Int
+    }
+
+    /// The plan a crashed run left, or a new one from a scan of the journal (archives first):
+    /// the media paths the subject's records point at, minus those another record uses.
+    private func loadOrMakePlan(subjectHash: String, secret: ErasureSecret) throws(UserDataError) -> Plan {
+        let path = eraseDirectory + "/" + subjectHash + ".plan"
+        if let bytes = try? Posix.readFile(path, limit: 64 << 20), case .object(let stored)? = try? JSONParser(maxDepth: 8).parse(bytes),
+           let id = stored["erasureId"]?.stringValue, let media = stored["media"]?.arrayValue {
+            return Plan(erasureID: id, media: media.compactMap(\.stringValue), shared: stored["shared"]?.intValue ?? 0)
+        }
+        let export = UserDataExport(subject: subject, sources: sources)
+        var mine: [String] = []
+        var seen: Set<String> = []
+        var others: Set<String> = []
+        func consider(_ record: JournalRecord) {
+            guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
+                  let media = body["media"]?.objectValue else { return }
+            let paths = [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap { $0 }.filter { !$0.isEmpty }
+            if export.names(body) {
+                for path in paths where seen.insert(path).inserted { mine.append(path) }
+            } else {
+                others.formUnion(paths)
+            }
+        }
+        do throws(JournalError) {
+            var next: UInt64 = 1
+            for archived in JournalArchive.list(directory: sources.journalDirectory) {
+                for record in try JournalArchive.records(directory: sources.journalDirectory, archiveName: archived.name) where record.seq >= next {
+                    consider(record)
+                    next = record.seq + 1
+                }
+            }
+            let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: next)
+            while let record = try reader.next() { consider(record) }
+        } catch {
+            throw UserDataError(.journal, "reading the journal: \(error)")
+        }
+        let plan = Plan(erasureID: ErasureTarget.newID(), media: mine.filter { !others.contains($0) },
+                        shared: mine.filter { others.contains($0) }.count)
+        let document = JSONValue.object([
+            "erasureId": .string(plan.erasureID), "media": .array(plan.media.map { .string($0) }), "shared": .integer(plan.shared),
+        ]).serialized()
+        do { try Posix.writeFileAtomically(directory: eraseDirectory, name: subjectHash + ".plan", bytes: document, mode: 0o600) } catch {
+            throw UserDataError(.journal, "writing the erasure plan \(path): \(error)")
+        }
+        return plan
+    }
+
+    /// Snapshots the daemon and the exporter rewrite while they run (`status.json`,
+    /// `export/status.json`): a free-text `lastError` may quote a key, and so the subject.
+    /// One that holds the subject's id anywhere is deleted — the next run writes a fresh one.
+    private func eraseStatusFiles() throws(UserDataError) -> Int {
+        let id = switch subject {
+        case .user(let id): id
+        case .device(let id): id
+        }
+        // The id as JSON writes it (escaped) and as it is.
+        let needles = Set([Array(id.utf8), Array(JSONValue.string(id).serialized().dropFirst().dropLast())]).filter { !$0.isEmpty }
+        var removed = 0
+        for path in [sources.stateDirectory + "/status.json", sources.stateDirectory + "/export/status.json"] {
+            guard case .bytes(let bytes) = UserDataExport.readRegularFile(path, limit: 16 << 20),
+                  needles.contains(where: { Self.contains(bytes, $0) }) else { continue }
+            if unlink(path) != 0, errno != ENOENT {
+                throw UserDataError(.journal, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
+            }
+            removed += 1
+        }
+        return removed
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+
+    /// Deletes quarantined spool files (and their reasons) that name the subject, as
+    /// `user export` finds them; a symlink or FIFO is neither read nor followed.
+    private func eraseQuarantine(_ export: UserDataExport) throws(UserDataError) -> (erased: Int, unchecked: Int) {
+        var matched: [String] = []
+        var unchecked = 0
+        do throws(SpoolError) {
+            try FailedQueue.forEach(layout: sources.spool) { entry in
+                guard !entry.payloadMissing else { return }
+                switch UserDataExport.readRegularFile(sources.spool.failed + "/" + entry.name, limit: 64 << 20) {
+                case .bytes(let bytes): if export.quarantineMatch(bytes) != nil { matched.append(entry.name) }
+                case .unread: unchecked += 1
+                }
+            }
+        } catch {
+            if UserDataExport.isDirectory(sources.spool.failed) { throw UserDataError(.spool, "reading \(sources.spool.failed): \(error)") }
+            return (0, 0)
+        }
+        for name in matched {
+            for file in [name, name + SpoolName.reasonSuffix] {
+                let path = sources.spool.failed + "/" + file
+                if unlink(path) != 0, errno != ENOENT {
+                    throw UserDataError(.spool, "removing \(path): \(SystemError(call: "unlink", errno: errno, subject: path))")
+                }
+            }
+        }
+        if !matched.isEmpty { try? Posix.syncDirectory(sources.spool.failed) }
+        return (matched.count, unchecked)
+    }
+}
