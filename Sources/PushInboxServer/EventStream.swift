@@ -27,7 +27,7 @@ package final class EventStream: @unchecked Sendable {
     package let language: TitleLanguage
     /// The seq up to which the owner's items have been sent: the SSE `id:` of the last event.
     package var lastSeq: UInt64
-    package var lastCounts: InboxCounts?
+    package var lastCounts: JSONValue?
     /// Bytes not yet handed to libmicrohttpd.
     package var pending: [UInt8] = []
     private var offset = 0

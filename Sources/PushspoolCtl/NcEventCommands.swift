@@ -1,3 +1,4 @@
+import PushConfig
 import PushNcEvents
 import PushPayload
 import PushSpool
@@ -23,8 +24,8 @@ package struct NcEventCommand: CtlSubcommand {
             entry("opened", "", "report that the Notification Center screen was opened (nc.opened)"),
             entry("open", "ITEM ", "the user opened ITEM from the NC: read, push-open reports (nc.open)"),
             entry("seen", "ITEM ", "ITEM was listed to the user (nc.seen)"),
-            entry("read", "(ITEM | --all) ", "mark ITEM, or every item, read (nc.read, nc.read-all)"),
-            entry("archive", "(ITEM | --all-read) ", "hide ITEM, or every read item (nc.archive, nc.archive-read)"),
+            entry("read", "(ITEM | --all [--feed NAME]) ", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)"),
+            entry("archive", "(ITEM | --all-read [--feed NAME]) ", "hide ITEM, or every read item (of a feed) (nc.archive, nc.archive-read)"),
             entry("unread", "ITEM ", "mark the read ITEM unread again (nc.unread)"),
             entry("unarchive", "ITEM ", "bring the archived ITEM back into the inbox (nc.unarchive)"),
             entry("delete", "ITEM ", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)"),
@@ -51,6 +52,7 @@ package struct NcEventCommand: CtlSubcommand {
                           e.g. to replay an event the app may have reported already
           --text T        nc action: the text typed into a text-input action (<= 4096 bytes)
           --all           nc read: every item;  --all-read  nc archive: every read item
+          --feed NAME     with --all or --all-read: only the items of feed NAME ([Feed NAME])
           --json          print the envelope written instead of the event id
         """
 
@@ -70,6 +72,7 @@ package struct NcEventCommand: CtlSubcommand {
         var text: String?
         var all = false
         var allRead = false
+        var feed: String?
         var operands: [String] = []
         var cursor = ArgumentCursor(arguments)
         while let item = cursor.next() {
@@ -82,6 +85,10 @@ package struct NcEventCommand: CtlSubcommand {
             case .option("--text", let inline) where word == "action": text = try cursor.value(of: "--text", inline: inline)
             case .option("--all", nil) where word == "read": all = true
             case .option("--all-read", nil) where word == "archive": allRead = true
+            case .option("--feed", let inline) where word == "read" || word == "archive":
+                let name = try cursor.value(of: "--feed", inline: inline)
+                if let problem = FeedName.problem(name) { throw UsageError("--feed: \(problem)") }
+                feed = name
             case .option(let name, _): throw UsageError("unknown option for nc \(word): \(name)")
             }
         }
@@ -129,7 +136,9 @@ package struct NcEventCommand: CtlSubcommand {
             if all || allRead {
                 try expectOperands([])
                 event.type = word == "read" ? .readAll : .archiveRead
+                event.feed = feed
             } else {
+                if feed != nil { throw UsageError("--feed goes with \(word == "read" ? "--all" : "--all-read")") }
                 try expectOperands(["ITEM (or \(word == "read" ? "--all" : "--all-read"))"])
                 event.type = word == "read" ? .read : .archive
                 event.item = try itemOperand()
@@ -173,6 +182,12 @@ package struct NcEventCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        // A feed the configuration does not define would change nothing once applied: say so now.
+        if let feed = event.feed, !configuration.feeds.contains(where: { $0.name == feed }) {
+            let known = configuration.feeds.map(\.name)
+            context.err("pushspoolctl: no feed '\(feed)'; \(known.isEmpty ? "no feeds are configured (add [Feed NAME] sections)" : "the feeds are \(known.joined(separator: ", "))")\n")
+            return ExitStatus.failure
+        }
         var event = event
         if event.eventId.isEmpty { event.eventId = NcEventWriter.newEventId() }
         if event.at == nil { event.at = Timestamp.now() }

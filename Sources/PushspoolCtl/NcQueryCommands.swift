@@ -3,6 +3,7 @@ import PushConfig
 import PushExport
 import PushInbox
 import PushInboxStream
+import PushPayload
 import PushSpool
 import PushSystem
 
@@ -14,8 +15,8 @@ package enum NcQueryCommands {
     package static let subcommands = ["list", "count", "inapp", "reindex", "update"]
 
     package static let help = """
-        usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--lang TAG] [--json]
-               pushspoolctl nc count (--user U | --device D) [--json]
+        usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--feed NAME] [--lang TAG] [--json]
+               pushspoolctl nc count (--user U | --device D) [--feed NAME] [--json]
                pushspoolctl nc inapp (--user U | --device D) [--lang TAG] [--json]
                pushspoolctl nc reindex [--from-stream]
                pushspoolctl nc update
@@ -25,7 +26,9 @@ package enum NcQueryCommands {
                    --device D lists the shared inbox of a device: items stored without a user.
                    Silent pushes are not items; MODALs are presented by inapp, not listed
                    ([Inbox] ListModals=yes lists them too)
-          count    exact numbers of unseen and unread listed items
+                   --feed NAME lists one feed ([Feed NAME] in the configuration)
+          count    exact numbers of unseen and unread listed items, and of each feed
+                   (--feed NAME: of that feed only)
           inapp    the in-app message to present now (the latest unexpired modal not yet shown),
                    and drops an nc.inapp-shown event into the spool so it is presented once;
                    with its buttons: its category's actions when it is interactive, else
@@ -78,10 +81,11 @@ package enum NcQueryCommands {
             switch subcommand {
             case "reindex":
                 let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration),
-                                                    listModals: configuration.inbox.listModals)
+                                                    listModals: configuration.inbox.listModals, feeds: configuration.inboxFeeds)
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
-                let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals).current()
+                let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals,
+                                             feeds: configuration.inboxFeeds).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
@@ -106,8 +110,9 @@ package enum NcQueryCommands {
             do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
                 throw InboxStreamError(.nats(error), stream: export.stream)
             }
-            let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+            var options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
                                              consumerName: StreamInboxOptions.consumerName(hostId: hostId))
+            options.feeds = configuration.inboxFeeds
             let result = try StreamInboxFollower.rebuild(options: options)
             context.out("rebuilt \(indexPath) from stream \(export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
             return ExitStatus.ok
@@ -124,6 +129,7 @@ package enum NcQueryCommands {
         var limit = 20
         var cursor: String?
         var category: String?
+        var feed: String?
         var json = false
         var language = TitleLanguage.english
         let subcommand: String
@@ -151,6 +157,10 @@ package enum NcQueryCommands {
                     self.cursor = try cursor.value(of: "--cursor", inline: inline)
                 case .option("--category", let inline) where subcommand == "list":
                     category = try cursor.value(of: "--category", inline: inline)
+                case .option("--feed", let inline) where subcommand == "list" || subcommand == "count":
+                    let name = try cursor.value(of: "--feed", inline: inline)
+                    if let problem = FeedName.problem(name) { throw UsageError("--feed: \(problem)") }
+                    feed = name
                 case .option("--lang", let inline) where subcommand == "list" || subcommand == "inapp":
                     let tag = try cursor.value(of: "--lang", inline: inline)
                     guard TitleLanguage.isWellFormed(tag) else {
@@ -170,7 +180,8 @@ package enum NcQueryCommands {
             guard let owner else { return ExitStatus.usage }
             switch subcommand {
             case "list":
-                let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: cursor, retention: retention)
+                let page = try index.list(owner, unread: unread, category: category, feed: feed, limit: limit, cursor: cursor,
+                                          retention: retention)
                 if json {
                     for item in page.items { context.out(item.localized(language).jsonValue().serializedString() + "\n") }
                     if let next = page.nextCursor { context.out(JSONValue.object(["nextCursor": .string(next)]).serializedString() + "\n") }
@@ -180,11 +191,19 @@ package enum NcQueryCommands {
                     if let next = page.nextCursor { context.out("next page: --cursor \(next)\n") }
                 }
             case "count":
+                if let feed {
+                    let counts = try index.count(owner, feed: feed, retention: retention)
+                    context.out(json ? NcQueryCommands.countsJSON(counts, feeds: nil).serializedString() + "\n"
+                                : "unseen \(counts.unseen)\nunread \(counts.unread)\n")
+                    return ExitStatus.ok
+                }
                 let counts = try index.count(owner, retention: retention)
+                let feeds = try index.feedCounts(owner, retention: retention)
                 if json {
-                    context.out(JSONValue.object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]).serializedString() + "\n")
+                    context.out(NcQueryCommands.countsJSON(counts, feeds: feeds).serializedString() + "\n")
                 } else {
                     context.out("unseen \(counts.unseen)\nunread \(counts.unread)\n")
+                    for feed in feeds { context.out("feed \(feed.feed): unseen \(feed.counts.unseen), unread \(feed.counts.unread)\n") }
                 }
             default:  // inapp
                 guard let item = try index.inapp(owner, retention: retention) else {
@@ -206,6 +225,17 @@ package enum NcQueryCommands {
             }
             return ExitStatus.ok
         }
+    }
+
+    /// `{"unseen":…,"unread":…}`, with `"feeds":{NAME:{…}}` when there are feeds: the same
+    /// shape as pushspool-inbox's `GET /v1/inbox/counts`.
+    static func countsJSON(_ counts: InboxCounts, feeds: [InboxFeedCounts]?) -> JSONValue {
+        func object(_ c: InboxCounts) -> JSONValue { .object(["unseen": .integer(c.unseen), "unread": .integer(c.unread)]) }
+        guard case .object(var o) = object(counts) else { return object(counts) }
+        if let feeds, !feeds.isEmpty {
+            o["feeds"] = .object(Dictionary(feeds.map { ($0.feed, object($0.counts)) }, uniquingKeysWith: { first, _ in first }))
+        }
+        return .object(o)
     }
 
     /// The modal's buttons for people, one line each, with the command a tap on it is.
