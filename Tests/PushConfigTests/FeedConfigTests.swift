@@ -58,7 +58,7 @@ import Testing
         try dir.write("pushspool.conf", (1...33).map { "[Feed f\($0)]\nCategories=c\($0)\n" }.joined())
         let error = try #require(dir.error())
         #expect(error.message.contains("more than 32 feeds"))
-        #expect(error.line == 65)
+        #expect(error.line == 66, "the 33rd feed's first key")
     }
 
     @Test func configShowRoundTripsFeeds() throws {
