@@ -100,11 +100,12 @@ package final class InboxIndex {
     /// 2: silent pushes are not items, MODALs are listed per `ListModals=` (`listed`), and
     /// items carry sound, badge, loc keys, Infobip's link kinds and the custom payload.
     /// 3: items can be pinned (`pinned`) and deleted (`deleted`, a tombstone).
-    /// 4: feeds (`feeds`, `item_feeds`, `feed_counts`, the items' `feeds` mask).
+    /// 4: feeds (`feeds`, `item_feeds`, `feed_counts`, the items' `feeds` mask), muted
+    /// categories (`preferences`, the items' `muted`).
     package static let schemaVersion: Int64 = 4
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 43
+    static let columnCount = 44
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
@@ -233,7 +234,8 @@ package final class InboxIndex {
                     listed INTEGER NOT NULL DEFAULT 1, sound TEXT, badge INTEGER,
                     loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
                     deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
-                    pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0)
+                    pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
+                    muted INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -260,6 +262,9 @@ package final class InboxIndex {
                 CREATE TABLE IF NOT EXISTS feed_counts(owner TEXT NOT NULL, feed INTEGER NOT NULL, unseen INTEGER NOT NULL DEFAULT 0,
                     unread INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, feed)) WITHOUT ROWID
                 """)
+            // The categories each owner muted (`nc.preferences`): their items are `muted` (and
+            // so hidden) while the row is there.
+            try db.execute("CREATE TABLE IF NOT EXISTS preferences(owner TEXT NOT NULL, category TEXT NOT NULL, PRIMARY KEY(owner, category)) WITHOUT ROWID")
             // A fresh file gets this writer's feeds; an existing one keeps what it was built
             // with (compared after, so that other definitions rebuild it).
             if try Self.meta(db, "schema_version") == nil {
@@ -423,6 +428,8 @@ package final class InboxIndex {
         let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let owner = Self.owner(user: user, device: device)
+        // A push of a category its owner muted is kept, hidden, until the category is unmuted.
+        let muted = try owner.map { owner throws(SQLiteError) in try isMuted(owner: owner, category: body["category"]?.stringValue) } ?? false
         let media = body["media"]?.objectValue
         let custom = body["customPayload"]
         // A hostile `actionsCut` (1e999, -5, "x") is read as a bounded count or 0.
@@ -433,9 +440,9 @@ package final class InboxIndex {
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
-                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds)
+                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -462,7 +469,7 @@ package final class InboxIndex {
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
-        try statement.bind(24, !listed)
+        try statement.bind(24, !listed || muted)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)
         // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
@@ -482,6 +489,7 @@ package final class InboxIndex {
             : InboxFeed.membership(feeds, vendor: body["vendor"]?.stringValue ?? "", category: body["category"]?.stringValue,
                                    customPayload: custom.flatMap { $0.isNull ? nil : $0 })
         try statement.bind(36, mask)
+        try statement.bind(37, muted)
         try statement.run()
         guard db.changes == 1, let owner else { return }
         if mask != 0 {
@@ -493,7 +501,7 @@ package final class InboxIndex {
                 try member.run()
             }
         }
-        if listed { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
+        if listed, !muted { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
     }
 
     /// Adds to `owner`'s counters and to those of each feed in the mask `feeds`.
@@ -549,7 +557,42 @@ package final class InboxIndex {
         var presentation: String?
         var listed: Bool
         var seen, read, archived, acted, inappShown, pinned, deleted: Bool
-        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) }
+        var muted = false
+        /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
+        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) || muted }
+    }
+
+    /// Whether `owner` muted `category` (`nil`: an item without a category, never muted).
+    private func isMuted(owner: String, category: String?) throws(SQLiteError) -> Bool {
+        guard let category else { return false }
+        let statement = try db.statement("SELECT 1 FROM preferences WHERE owner = ?1 AND category = ?2")
+        defer { statement.reset() }
+        try statement.bind(1, owner)
+        try statement.bind(2, category)
+        return try statement.step()
+    }
+
+    /// Mutes or unmutes `category` for `owner`: the preference row and its items' `muted`
+    /// and `hidden` (recomputed from the other flags by ``ItemState/hidden``'s rule on unmute).
+    /// Returns whether anything changed (the caller then recounts).
+    private func setMuted(owner: String, category: String, _ muted: Bool) throws(SQLiteError) -> Bool {
+        guard try isMuted(owner: owner, category: category) != muted else { return false }
+        let row = try muted ? db.statement("INSERT INTO preferences(owner, category) VALUES (?1, ?2)")
+            : db.statement("DELETE FROM preferences WHERE owner = ?1 AND category = ?2")
+        try row.bind(1, owner)
+        try row.bind(2, category)
+        try row.run()
+        let items = try muted
+            ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
+            : db.statement("""
+                UPDATE items SET muted = 0,
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1))
+                WHERE owner = ?1 AND category = ?2 AND muted = 1
+                """)
+        try items.bind(1, owner)
+        try items.bind(2, category)
+        try items.run()
+        return true
     }
 
     private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
@@ -564,13 +607,13 @@ package final class InboxIndex {
         }
         switch type {
         // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
-        // be presented in-app) alone.
+        // be presented in-app, a muted category's items, which come back as they were) alone.
         case "nc.read-all":
             let statement = try feed == nil
-                ? db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0")
+                ? db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
                     UPDATE items SET read = 1, seen = 1 WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
-                        AND owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0
+                        AND owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0 AND muted = 0
                     """)
             try statement.bind(1, owner)
             if let feed { try statement.bind(2, feed) }
@@ -578,10 +621,10 @@ package final class InboxIndex {
             try recount(owner: owner)
         case "nc.archive-read":
             let statement = try feed == nil
-                ? db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0")
+                ? db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
                     UPDATE items SET archived = 1, hidden = 1 WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
-                        AND owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0
+                        AND owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0
                     """)
             try statement.bind(1, owner)
             if let feed { try statement.bind(2, feed) }
@@ -595,6 +638,15 @@ package final class InboxIndex {
             try statement.bind(1, owner)
             try statement.bind(2, !enabled)
             try statement.run()
+        case "nc.preferences":
+            guard case .object(let members)? = body["muted"] else { return }
+            var changed = false
+            // In name order, so that a rebuild applies them the same way.
+            for (category, value) in members.sorted(by: { $0.key < $1.key }) {
+                guard let muted = value.boolValue, !category.isEmpty else { continue }
+                changed = try setMuted(owner: owner, category: category, muted) || changed
+            }
+            if changed { try recount(owner: owner) }
         case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
@@ -608,14 +660,15 @@ package final class InboxIndex {
 
     private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
         let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds FROM items WHERE seq = ?1
+            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted FROM items WHERE seq = ?1
             """)
         try select.bind(1, seq)
         guard try select.step() else { return }
-        let before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
+        var before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
                                read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
                                pinned: select.bool(8), deleted: select.bool(9))
         let feeds = select.int64(10)
+        before.muted = select.bool(11)
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
@@ -722,6 +775,9 @@ package final class InboxIndex {
                 lines.append("feed-count|\(counts.text(0) ?? "")|\(counts.int64(1))|\(counts.int64(2))|\(counts.int64(3))")
             }
             counts.reset()
+            let preferences = try db.statement("SELECT owner, category FROM preferences ORDER BY owner, category")
+            while try preferences.step() { lines.append("muted|\(preferences.text(0) ?? "")|\(preferences.text(1) ?? "")") }
+            preferences.reset()
             let members = try db.statement("SELECT owner, feed, seq FROM item_feeds ORDER BY owner, feed, seq")
             while try members.step() { lines.append("feed-item|\(members.text(0) ?? "")|\(members.int64(1))|\(members.int64(2))") }
             members.reset()

@@ -352,7 +352,8 @@ extension InboxIndex {
     /// The in-app message to present now, as the Infobip SDK decides on the device: the most
     /// recent MODAL of `owner`, if it is unexpired and not yet shown, acted on, read or
     /// archived; older modals are never presented later, and nothing is presented to an owner
-    /// who opted out. Banners only appear in the inbox. This does not mark the message shown:
+    /// who opted out. A modal of a category the owner muted is passed over as if it were not
+    /// there (until the category is unmuted). Banners only appear in the inbox. This does not mark the message shown:
     /// the caller drops an `nc.inapp-shown` event.
     package func inapp(_ owner: InboxOwner, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxItem? {
         do {
@@ -368,7 +369,7 @@ extension InboxIndex {
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted
                 FROM items INDEXED BY items_modal
-                WHERE owner = ?1 AND presentation = 'modal' ORDER BY seq DESC LIMIT 1
+                WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)
             defer { statement.reset() }
             try statement.bind(1, owner.key)
@@ -475,6 +476,22 @@ extension InboxIndex {
             try expired.bind(3, cutoff)
             try subtract(expired)
             return zip(names, counts).map { InboxFeedCounts(feed: $0, counts: $1) }
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}
+
+extension InboxIndex {
+    /// The categories `owner` muted (`nc.preferences`), in name order.
+    package func mutedCategories(_ owner: InboxOwner) throws(InboxError) -> [String] {
+        do {
+            let statement = try db.statement("SELECT category FROM preferences WHERE owner = ?1 ORDER BY category")
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            var categories: [String] = []
+            while try statement.step() { categories.append(statement.text(0) ?? "") }
+            return categories
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }

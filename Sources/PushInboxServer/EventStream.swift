@@ -232,7 +232,7 @@ package final class EventHub: Sendable {
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
             return Change(seq: record.seq, user: user, item: item, type: type)
-        case "nc.read-all", "nc.archive-read":
+        case "nc.read-all", "nc.archive-read", "nc.preferences":
             return Change(seq: record.seq, user: user, item: nil, type: type)
         default:
             return nil

@@ -128,6 +128,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user), call.request) },
         Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
         Route(.put, "/v1/inapp/optout", "inapp-optout") { api, call in api.inAppOptOut(call) },
+        Route(.get, "/v1/preferences", "preferences") { api, call in api.preferences(.user(call.user)) },
+        Route(.put, "/v1/preferences", "set-preferences") { api, call in api.setPreferences(call) },
         Route(.post, "/v1/events/nc-open", "nc-open") { api, call in api.ncOpen(call.user, call.request) },
         Route(.get, "/v1/media/{sha256}", "media") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: false, call.request) },
         Route(.get, "/v1/media/{sha256}/thumb", "thumb") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: true, call.request) },
@@ -522,6 +524,50 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var event = PushEvent.ncInAppOptOut(optedOut: optedOut, user: call.user, device: Self.device(call.request), at: Timestamp.now())
         if let refusal = submit(&event, user: call.user, call.request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId), "enabled": .bool(optedOut)]))
+    }
+
+    // MARK: preferences
+
+    /// `{"muted": {CATEGORY: true, …}}`: the categories the user muted, as the index has applied them.
+    private func preferences(_ owner: InboxOwner) -> HTTPResponse {
+        guard let index = openIndex() else { return Self.unavailable }
+        do {
+            return Self.json(200, Self.preferencesJSON(try index.mutedCategories(owner)))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    static func preferencesJSON(_ muted: [String]) -> JSONValue {
+        .object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { first, _ in first }))])
+    }
+
+    /// `PUT /v1/preferences` with `{"muted": {"promo": true, "news": false}}`: mutes and
+    /// unmutes those categories (others keep their setting), as `pushspoolctl nc mute|unmute`.
+    /// Answers 202 with the muted categories as they will be once applied.
+    private func setPreferences(_ call: Route.Call) -> HTTPResponse {
+        let refusal = Self.problem(400, "invalid_body", "the body must be a JSON object like {\"muted\": {\"promo\": true, \"news\": false}} "
+                                       + "naming 1 to \(PushEvent.maxPreferences) categories")
+        guard let body = try? Self.parser.parse(call.request.body), case .object(let members) = body,
+              members.keys.allSatisfy({ $0 == "muted" }), case .object(let muted)? = members["muted"],
+              (1...PushEvent.maxPreferences).contains(muted.count) else { return refusal }
+        var flags: [String: Bool] = [:]
+        for (category, value) in muted {
+            guard case .bool(let flag) = value else { return refusal }
+            flags[category] = flag
+        }
+        guard let index = openIndex() else { return Self.unavailable }
+        let current: [String]
+        do { current = try index.mutedCategories(.user(call.user)) } catch { return failure(error) }
+        var event = PushEvent(type: .preferences, eventId: "", user: call.user, at: Timestamp.now())
+        event.muted = flags
+        // A category name the daemon would refuse (control characters, over 255 bytes) is
+        // refused here by `drop` as invalid_event, before anything is written.
+        if let refusal = submit(&event, user: call.user, call.request) { return refusal }
+        let next = Set(current).union(flags.filter(\.value).keys).subtracting(flags.filter { !$0.value }.keys).sorted()
+        guard case .object(var answer) = Self.preferencesJSON(next) else { return refusal }
+        answer["eventId"] = .string(event.eventId)
+        return Self.json(202, .object(answer))
     }
 
     // MARK: live stream

@@ -33,6 +33,10 @@ package enum EventType: String, Sendable, CaseIterable {
     case pin = "nc.pin"
     /// The item is listed by arrival again.
     case unpin = "nc.unpin"
+    /// Per-user category preferences: `muted` maps categories to whether they are muted (a
+    /// muted category is neither listed, counted nor presented in-app; its pushes come back
+    /// when it is unmuted). Categories not named keep their setting.
+    case preferences = "nc.preferences"
 
     /// The members this type requires besides `type` and `eventId`.
     package var requiredMembers: Set<String> {
@@ -41,6 +45,7 @@ package enum EventType: String, Sendable, CaseIterable {
         case .readAll, .archiveRead, .opened: []
         case .action: ["item", "action"]
         case .inAppOptOut: ["enabled"]
+        case .preferences: ["muted"]
         }
     }
 
@@ -94,6 +99,8 @@ package struct PushEvent: Sendable, Equatable {
     package var enabled: Bool?
     /// `nc.read-all`, `nc.archive-read`: only the items of this feed (``FeedName``).
     package var feed: String?
+    /// `nc.preferences`: category → muted, 1…``maxPreferences`` of them.
+    package var muted: [String: Bool]?
     /// When it happened (ISO-8601), as the producer said; `nil` means at ingest.
     package var at: String?
 
@@ -102,6 +109,8 @@ package struct PushEvent: Sendable, Equatable {
     package static let maxTextBytes = 4096
     /// The largest `user`, `device` or `action`, in UTF-8 bytes (what a dedup key can hold).
     package static let maxNameBytes = 255
+    /// The most categories one `nc.preferences` event names.
+    package static let maxPreferences = 64
 
     package init(type: EventType, eventId: String, user: String? = nil, device: String? = nil, item: UInt64? = nil,
                  action: String? = nil, text: String? = nil, enabled: Bool? = nil, feed: String? = nil, at: String? = nil) {
@@ -136,6 +145,7 @@ package struct PushEvent: Sendable, Equatable {
         if let text { o["text"] = .string(text) }
         if let enabled { o["enabled"] = .bool(enabled) }
         if let feed { o["feed"] = .string(feed) }
+        if let muted { o["muted"] = .object(muted.mapValues { .bool($0) }) }
         if let at { o["at"] = .string(at) }
         return .object(o)
     }
@@ -210,6 +220,26 @@ enum EventParser {
         case nil, .null?: break
         case .bool(let b)?: parsed.enabled = b
         case let other?: throw invalid("event.enabled must be true or false, found \(other.typeName)", "event.enabled")
+        }
+        switch event["muted"] {
+        case nil, .null?: break
+        case .object(let members)?:
+            guard (1...PushEvent.maxPreferences).contains(members.count) else {
+                throw invalid("event.muted names 1 to \(PushEvent.maxPreferences) categories, found \(members.count)", "event.muted")
+            }
+            var muted: [String: Bool] = [:]
+            for (category, value) in members.sorted(by: { $0.key < $1.key }) {
+                guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes else {
+                    throw invalid("event.muted: a category is 1-\(PushEvent.maxNameBytes) bytes", "event.muted")
+                }
+                try ControlCharacters.check(category, "event.muted category", path: "event.muted")
+                guard case .bool(let flag) = value else {
+                    throw invalid("event.muted.\(category.prefix(40)) must be true (muted) or false, found \(value.typeName)", "event.muted")
+                }
+                muted[category] = flag
+            }
+            parsed.muted = muted
+        case let other?: throw invalid("event.muted must be an object of category: true|false, found \(other.typeName)", "event.muted")
         }
         switch event["feed"] {
         case nil, .null?: break

@@ -45,6 +45,7 @@ package struct NcCommand: CtlSubcommand {
             "inapp": "the in-app message to present now (reports it shown)",
             "reindex": "rebuild the inbox index from the journal alone",
             "update": "apply the journal's new records to the inbox index",
+            "preferences": "the categories a user muted",
         ]
         let usage = NcQueryCommands.help.split(separator: "\n").map { $0.trimmingSpaces }
         return NcQueryCommands.subcommands.map { word in

@@ -33,6 +33,8 @@ package struct NcEventCommand: CtlSubcommand {
             entry("unpin", "ITEM ", "list ITEM by arrival again (nc.unpin)"),
             entry("action", "ITEM ACTION [--text T] ", "the user chose button/category ACTION of ITEM (nc.action)"),
             entry("inapp-shown", "ITEM ", "the in-app message of ITEM was presented (nc.inapp-shown)"),
+            entry("mute", "CATEGORY... ", "mute categories: their items are neither listed, counted nor presented (nc.preferences)"),
+            entry("unmute", "CATEGORY... ", "unmute categories: their items come back (nc.preferences)"),
             entry("inapp-optout", "(on | off) ", "opt the user out of (on) or back into (off) in-app messages (nc.inapp-optout)"),
         ]
     }
@@ -156,6 +158,18 @@ package struct NcEventCommand: CtlSubcommand {
                 throw UsageError("--text is \(text.utf8.count) bytes, over \(PushEvent.maxTextBytes)")
             }
             event.text = text
+        case "mute", "unmute":
+            guard !operands.isEmpty else { throw UsageError("nc \(word) needs CATEGORY...") }
+            guard operands.count <= PushEvent.maxPreferences else {
+                throw UsageError("nc \(word) takes at most \(PushEvent.maxPreferences) categories at once")
+            }
+            for category in operands {
+                guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: category) == nil else {
+                    throw UsageError("a CATEGORY is 1-\(PushEvent.maxNameBytes) bytes without control characters")
+                }
+            }
+            event.type = .preferences
+            event.muted = Dictionary(operands.map { ($0, word == "mute") }, uniquingKeysWith: { a, _ in a })
         case "inapp-optout":
             try expectOperands(["on|off"])
             let optedOut: Bool

@@ -12,12 +12,13 @@ import PushSystem
 /// ``run(subcommand:arguments:context:)`` for these words.
 package enum NcQueryCommands {
     /// The words handled here.
-    package static let subcommands = ["list", "count", "inapp", "reindex", "update"]
+    package static let subcommands = ["list", "count", "inapp", "reindex", "update", "preferences"]
 
     package static let help = """
         usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--feed NAME] [--lang TAG] [--json]
                pushspoolctl nc count (--user U | --device D) [--feed NAME] [--json]
                pushspoolctl nc inapp (--user U | --device D) [--lang TAG] [--json]
+               pushspoolctl nc preferences (--user U | --device D) [--json]
                pushspoolctl nc reindex [--from-stream]
                pushspoolctl nc update
 
@@ -33,6 +34,9 @@ package enum NcQueryCommands {
                    and drops an nc.inapp-shown event into the spool so it is presented once;
                    with its buttons: its category's actions when it is interactive, else
                    Cancel (dismiss: nothing more to report) and Open (nc open)
+          preferences
+                   the categories the user muted (nc mute / nc unmute): their items are
+                   neither listed, counted nor presented in-app until unmuted
           reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
                    another schema), and renames it into place; pushspoold and
                    pushspool-inbox may keep running and switch to it. With [Inbox] Source=nats
@@ -138,7 +142,7 @@ package enum NcQueryCommands {
             self.subcommand = subcommand
             guard NcQueryCommands.subcommands.contains(subcommand) else { throw UsageError("no such nc subcommand: \(subcommand)") }
             var cursor = ArgumentCursor(arguments)
-            let takesOwner = ["list", "count", "inapp"].contains(subcommand)
+            let takesOwner = ["list", "count", "inapp", "preferences"].contains(subcommand)
             while let item = cursor.next() {
                 switch item {
                 case .option("--user", let inline) where takesOwner:
@@ -204,6 +208,14 @@ package enum NcQueryCommands {
                 } else {
                     context.out("unseen \(counts.unseen)\nunread \(counts.unread)\n")
                     for feed in feeds { context.out("feed \(feed.feed): unseen \(feed.counts.unseen), unread \(feed.counts.unread)\n") }
+                }
+            case "preferences":
+                let muted = try index.mutedCategories(owner)
+                if json {
+                    context.out(JSONValue.object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { a, _ in a }))])
+                        .serializedString() + "\n")
+                } else {
+                    context.out(muted.isEmpty ? "no muted categories\n" : muted.map { "muted \($0)\n" }.joined())
                 }
             default:  // inapp
                 guard let item = try index.inapp(owner, retention: retention) else {
