@@ -59,4 +59,40 @@ import PushSystem
         #expect(try server.daemon.ctl(["nc", "list", "--user", "alice", "--json"]).1 == before)
         #expect(try server.daemon.ctl(["nc", "preferences", "--user", "alice", "--json"]).1 == #"{"muted":{"news":true}}"# + "\n")
     }
+
+    /// pushspoold killed (SIGKILL) after a mute and a read are journaled and synced, before
+    /// they are applied: after a restart each applies once and the counts are exact.
+    @Test func aKillNineBetweenAMuteAndItsApplication() throws {
+        let server = try InboxServerHarness(name: "inbox-prefs-kill", extraConfig: "[Feed promo]\nCategories=promo\n[Feed other]\nOther=yes\n")
+        try server.push(user: "alice", title: "p1", category: "promo")
+        try server.push(user: "alice", title: "n1", category: "news")
+        try server.push(user: "alice", title: "n2", category: "news")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 3 }
+        let ids = try server.items().compactMap { $0["item"]?.stringValue }
+        try #require(ids.count == 3)
+        #expect(server.daemon.stop() == 0)
+        for arguments in [["mute", "--user", "alice", "promo", "--event-id", "kill-mute"],
+                          ["read", "--user", "alice", ids[0], "--event-id", "kill-read"]] {
+            let (status, _, err) = try server.daemon.ctl(["nc"] + arguments)
+            #expect(status == 0, "\(err)")
+        }
+        let process = try server.daemon.launch(extraEnvironment: [
+            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1",
+        ])
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL, "\(server.daemon.daemonStderr.suffix(1500))")
+
+        try server.daemon.start()
+        try waitUntil(timeout: 60, "the spool drained") {
+            server.daemon.files(in: "incoming").isEmpty && server.daemon.files(in: "processing").isEmpty
+        }
+        try waitUntil(timeout: 30, "the events applied") { try server.counts() == (1, 1) }
+        #expect(try server.items().compactMap { $0["title"]?.stringValue } == ["n2", "n1"])
+        #expect(try server.request("GET", "/v1/inbox/counts").json?["feeds"]?["promo"] == .object(["unseen": .integer(0), "unread": .integer(0)]))
+        #expect(try server.request("GET", "/v1/preferences").json == .object(["muted": .object(["promo": .bool(true)])]))
+        let keys = try server.daemon.records().map(\.key)
+        for id in ["kill-mute", "kill-read"] { #expect(keys.filter { $0 == "event:" + id }.count == 1, "\(id)") }
+    }
 }
