@@ -65,7 +65,8 @@ func runInboxBench(arguments: [String]) {
             "user": .string(big ? "big" : "user-\(n % 10_000)"), "title": .string("Title \(n)"),
             "body": .string("A notification body of typical length, number \(n)."), "silent": .bool(false),
             "buttons": .array([.object(["text": .string("Open"), "options": .array([])])]),
-            "ingestedAt": .string("2027-01-01T00:00:00.000Z"), "category": .string("c\(n % 20)"),
+            // Categories cycle within each user's items (the big user's every `every`th record).
+            "ingestedAt": .string("2027-01-01T00:00:00.000Z"), "category": .string("c\((big ? bigCount : n / 10_000) % 20)"),
         ]).serialized()
         batch.append(JournalRecord(seq: seq, ingestMillis: 1_798_761_600_000, key: "k\(n)", body: body, segment: "", offset: 0))
         if big, bigCount % 10 == 0 {
