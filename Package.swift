@@ -50,6 +50,9 @@ let package = Package(
 
         // Swift libraries.
         .target(name: "PushSystem", dependencies: ["CPosix", "CCrypto"]),
+        // The command-line model every executable shares: option tables from which parsing,
+        // --help, the man pages' synopses and the bash completion are generated.
+        .target(name: "PushCLI"),
         .target(name: "PushPayload", dependencies: ["PushSystem"]),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal", "CZstd"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
@@ -68,7 +71,7 @@ let package = Package(
         // pushspool-fetch's side: the server loop around MediaFetcher, its self-hardening
         // (limits, seccomp, Landlock) and the debug-only probes the tests drive.
         .target(name: "PushFetchServer", dependencies: [
-            "PushSystem", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
+            "PushCLI", "PushSystem", "PushPayload", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
         ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
@@ -84,7 +87,7 @@ let package = Package(
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
         .target(name: "PushInboxServer", dependencies: [
-            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
+            "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
             "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
@@ -97,7 +100,7 @@ let package = Package(
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
         .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
@@ -106,7 +109,7 @@ let package = Package(
             "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
             "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData",
         ]),
 
@@ -138,6 +141,11 @@ let package = Package(
         .target(name: "SimulatedFS", dependencies: ["PushSystem"], path: "Tests/SimulatedFS"),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport", "PushSystem"]),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
+        // The parser's rules, every program's help, and the generated man sections and
+        // completion against the checked-in files.
+        .testTarget(name: "PushCLITests", dependencies: [
+            "PushCLI", "PushspoolCtl", "PushspoolDaemon", "PushInboxServer", "PushFetchServer",
+        ]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),

@@ -115,19 +115,27 @@ check_service pushspool-inbox sbin 1.5 pushspool-inbox.socket
 # The media fetcher: one instance per connection on its socket; it needs the network.
 check_service pushspool-fetch@ sbin 2.0 pushspool-fetch.socket
 
-# pushspoold with the network drop-in (packaging/pushspoold-network.conf) stays within the
-# inbox's limit: enabling [Outbox]/[Export] costs the network settings and nothing else.
-dropin_root=$scratch/dropin
-mkdir -p "$dropin_root/pushspoold.service.d"
-cp systemd/pushspoold.service "$dropin_root/"
-cp packaging/pushspoold-network.conf "$dropin_root/pushspoold.service.d/network.conf"
-dropin_exposure=$(cd "$dropin_root" && SYSTEMD_UNIT_PATH="$dropin_root:" systemd-analyze security --offline=true pushspoold.service 2>&1 \
-  | sed -n 's/.*Overall exposure level for pushspoold\.service: \([0-9.]*\).*/\1/p')
-if [[ -z "$dropin_exposure" ]] || ! awk -v e="$dropin_exposure" 'BEGIN { exit !(e <= 1.5 && e > 0.5) }'; then
-  fail "pushspoold.service with packaging/pushspoold-network.conf: exposure '$dropin_exposure' (expected above 0.5: the drop-in must take effect; at most 1.5)"
-else
-  echo "check-units: systemd-analyze security pushspoold.service + pushspoold-network.conf: $dropin_exposure (limit 1.5)"
-fi
+# check_dropin UNIT DROPIN MIN MAX: UNIT's exposure with the drop-in packaging/DROPIN applied lies
+# above MIN (the drop-in took effect) and at or below MAX.
+check_dropin() {
+  local name=$1 dropin=$2 min=$3 max=$4
+  local root=$scratch/dropin-$name exposure
+  mkdir -p "$root/$name.service.d"
+  cp "systemd/$name.service" "$root/"
+  cp "packaging/$dropin" "$root/$name.service.d/$dropin"
+  exposure=$(cd "$root" && SYSTEMD_UNIT_PATH="$root:" systemd-analyze security --offline=true "$name.service" 2>&1 \
+    | sed -n "s/.*Overall exposure level for $name\.service: \([0-9.]*\).*/\1/p")
+  if [[ -z "$exposure" ]] || ! awk -v e="$exposure" -v lo="$min" -v hi="$max" 'BEGIN { exit !(e <= hi && e > lo) }'; then
+    fail "$name.service with packaging/$dropin: exposure '$exposure' (expected above $min: the drop-in must take effect; at most $max)"
+  else
+    echo "check-units: systemd-analyze security $name.service + $dropin: $exposure (limit $max)"
+  fi
+}
+# pushspoold with the network drop-in stays within the inbox's limit: enabling
+# [Outbox]/[Export] costs the network settings and nothing else.
+check_dropin pushspoold pushspoold-network.conf 0.5 1.5
+# An inbox node that follows the stream ([Inbox] Source=nats) connects to NATS itself.
+check_dropin pushspool-inbox pushspool-inbox-fleet.conf 0.5 1.5
 
 # 3. sysusers and tmpfiles, applied to a scratch root (users resolve in its /etc/passwd).
 root="$scratch/root"

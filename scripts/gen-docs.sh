@@ -1,10 +1,35 @@
 #!/usr/bin/env bash
-# Regenerates what docs/ holds in generated form: docs/architecture.svg from
-# docs/architecture.dot (Graphviz). Check in both. The SVG records the SHA-256 of the source
+# Regenerates what the repository holds in generated form, and check in the results:
+# - the SYNOPSIS and OPTIONS sections of man/*.scd (between their "; BEGIN GENERATED" and
+#   "; END GENERATED" comments) and packaging/completion/pushspoolctl, from the programs'
+#   option tables (each program's hidden `--generate man|completion`); PushCLITests fails
+#   when either differs from what the tables generate;
+# - docs/architecture.svg from docs/architecture.dot (Graphviz). The SVG records the SHA-256 of the source
 # it was made from, so DocsTests fails when the .dot changed and this was not run — without
 # needing Graphviz on the test machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The binaries of this checkout (PUSHSPOOL_BIN= another build directory).
+bin=${PUSHSPOOL_BIN:-.build/debug}
+if [[ -z ${PUSHSPOOL_BIN:-} ]]; then
+    export PATH=/opt/swift/usr/bin:$PATH
+    swift build --product pushspoolctl >/dev/null
+    swift build --product pushspoold >/dev/null
+    swift build --product pushspool-inbox >/dev/null
+    swift build --product pushspool-fetch >/dev/null
+fi
+for pair in pushspoolctl:man/pushspoolctl.1.scd pushspoold:man/pushspoold.8.scd \
+    pushspool-inbox:man/pushspool-inbox.8.scd pushspool-fetch:man/pushspool-fetch.8.scd; do
+    program=${pair%%:*}
+    page=${pair#*:}
+    "$bin/$program" --generate man < "$page" > "$page.tmp"
+    mv "$page.tmp" "$page"
+    echo "gen-docs.sh: wrote the generated sections of $page"
+done
+"$bin/pushspoolctl" --generate completion > packaging/completion/pushspoolctl
+echo "gen-docs.sh: wrote packaging/completion/pushspoolctl"
+
 command -v dot >/dev/null || { echo "gen-docs.sh: needs Graphviz's dot: apt-get install graphviz" >&2; exit 1; }
 source=docs/architecture.dot
 target=docs/architecture.svg

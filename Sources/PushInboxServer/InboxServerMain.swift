@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushCLI
 import PushConfig
 import PushExport
 import PushFollow
@@ -13,84 +14,40 @@ import Foundation
 /// `pushspool-inbox`: command line, configuration, then the server until SIGTERM/SIGINT.
 /// `Sendable`: case-less namespace.
 package enum InboxServerMain {
-    package static let usage = """
-        usage: pushspool-inbox [--listen ADDR:PORT] [--threads N] [--spool DIR] [--state-dir DIR] [--config FILE]
+    /// pushspool-inbox's table: where to listen, how many threads, and the shared path options.
+    package static var program: Program<Options> {
+        Program("pushspool-inbox", root: Command(
+            "pushspool-inbox", summary: "serve the Notification Center over HTTP",
+            options: [
+                .value("--listen", placeholder: "ADDR:PORT", help: "bind here (127.0.0.1:8080, [::1]:0); port 0 = any free port, "
+                       + "printed on stdout as \"listening on ADDR:PORT\""),
+                .value("--threads", placeholder: "N", help: "HTTP worker threads, 1-64, each with its own epoll set and read-only index connection "
+                       + "(default: the CPUs online, at most 16)"),
+            ] + PathOptions.options,
+            discussion: """
+                Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
+                the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
+                read-only; state changes become event envelopes dropped into <spool>/incoming/.
+                With [Inbox] Source=nats it also builds that index from the [Export] stream.
+                """,
+            exitStatus: "Exit status: 0 stopped, 1 runtime failure, 64 usage error or no socket, 78 configuration error."
+        ) { invocation throws(CLIError) in
+            Options(listen: invocation.value("--listen"), threads: try invocation.integer("--threads", in: 1...64),
+                    paths: try PathOptions.resolve(invocation))
+        })
+    }
 
-        Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
-        the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
-        read-only; state changes become event envelopes dropped into <spool>/incoming/.
-        With [Inbox] Source=nats it also builds that index from the [Export] stream.
-
-          --listen ADDR:PORT   bind here (127.0.0.1:8080, [::1]:0); port 0 = any free port,
-                               printed on stdout as "listening on ADDR:PORT"
-          --threads N          HTTP worker threads, 1-64 (default: the CPUs online, at most 16)
-          --spool DIR          the spool root (default from [Spool] Directory=)
-          --state-dir DIR      the state directory (default from [Journal] StateDirectory=)
-          --config FILE        configuration file (default /etc/pushspool/pushspool.conf)
-          -h, --help           this text;  --version  the version
-        """
-
-    struct Options {
+    package struct Options: Sendable, Equatable {
         var listen: String?
         var threads: Int?
-        var spool: String?
-        var stateDir: String?
-        var config: String?
+        var paths = PathOptions()
+        var spool: String? { paths.spool }
+        var stateDir: String? { paths.stateDir }
+        var config: String? { paths.config }
     }
 
-    enum Parsed {
-        case run(Options)
-        case help
-        case version
-    }
-
-    static func parse(_ arguments: [String]) -> Result<Parsed, UsageFailure> {
-        var options = Options()
-        var index = 0
-        func value(_ name: String, inline: String?) -> Result<String, UsageFailure> {
-            if let inline { return .success(inline) }
-            index += 1
-            guard index < arguments.count else { return .failure(UsageFailure(message: "\(name) needs a value")) }
-            return .success(arguments[index])
-        }
-        while index < arguments.count {
-            let argument = arguments[index]
-            var name = argument
-            var inline: String?
-            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
-                name = String(argument[..<eq])
-                inline = String(argument[argument.index(after: eq)...])
-            }
-            switch name {
-            case "-h", "--help": return .success(.help)
-            case "--version": return .success(.version)
-            case "--listen", "--threads", "--spool", "--state-dir", "--config":
-                switch value(name, inline: inline) {
-                case .failure(let failure): return .failure(failure)
-                case .success(let text):
-                    switch name {
-                    case "--listen": options.listen = text
-                    case "--threads":
-                        guard let count = Int(text), (1...64).contains(count) else {
-                            return .failure(UsageFailure(message: "--threads needs a number from 1 to 64, not '\(text)'"))
-                        }
-                        options.threads = count
-                    case "--spool": options.spool = text
-                    case "--state-dir": options.stateDir = text
-                    default: options.config = text
-                    }
-                }
-            default:
-                return .failure(UsageFailure(message: "unknown argument: \(argument)"))
-            }
-            index += 1
-        }
-        return .success(.run(options))
-    }
-
-    struct UsageFailure: Error {
-        var message: String
-    }
+    /// The usage lines, for a `--listen` the table cannot judge.
+    static var usage: String { program.usage([]) }
 
     static func err(_ text: String) {
         let bytes = Array(text.utf8)
@@ -130,18 +87,9 @@ package enum InboxServerMain {
     /// Runs the program; returns the exit status (64 usage, 78 configuration, 1 runtime).
     package static func main(_ arguments: [String]) -> Int32 {
         let options: Options
-        switch parse(arguments) {
-        case .failure(let failure):
-            err("pushspool-inbox: \(failure.message)\n\(usage)\n")
-            return 64
-        case .success(.help):
-            out(usage + "\n")
-            return 0
-        case .success(.version):
-            out("pushspool-inbox \(pushspoolVersion)\n")
-            return 0
-        case .success(.run(let parsed)):
-            options = parsed
+        switch program.resolve(arguments, version: pushspoolVersion) {
+        case .exit(let status): return status
+        case .run(let parsed, _): options = parsed
         }
         let configuration: Configuration
         do {
@@ -204,7 +152,8 @@ package enum InboxServerMain {
         let exitStatus = Locked<Int32>(0)
         var streamFollower: FollowerGroup?
         if inbox.source == .nats {
-            switch startStreamFollower(configuration: configuration, indexPath: indexPath, stop: stop, exitStatus: exitStatus) {
+            switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, stop: stop,
+                                       exitStatus: exitStatus) {
             case .exit(let status): return status
             case .run(let group): streamFollower = group
             }
@@ -275,10 +224,10 @@ package enum InboxServerMain {
     /// checked before the server starts. A stream that no longer holds what the index needs
     /// refuses the start (78), now or later (then `stop` is signalled with 78 as the status);
     /// NATS out of reach only delays the index (the follower keeps trying).
-    static func startStreamFollower(configuration: Configuration, indexPath: String, stop: DispatchSemaphore,
+    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, stop: DispatchSemaphore,
                                     exitStatus: Locked<Int32>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: nil,
+        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: instance,
                                    credentialsDirectory: credentials)
         let hostId: String
         do throws(ExportError) { hostId = try export.resolvedHostId() } catch {

@@ -228,7 +228,14 @@ package final class StreamInboxFollower: Follower, Sendable {
             if context.stopRequested() { return .wake(atMost: nil) }
             throw InboxStreamError(.nats(error), stream: stream)
         }
-        guard !records.isEmpty else { return .again }
+        guard let first = records.first else { return .again }
+        if first.streamSeq > session.consumerNext {
+            // A consumer skips what the stream no longer holds. Messages deleted one by one
+            // inside the stream (an erasure) are a legitimate hole; a stream whose first seq
+            // moved past the index (retention, a purge while this node followed) is a gap
+            // that would silently lose items: refused as at start.
+            try checkStreamStillHolds(appliedSeq: max(session.consumerNext, 1) - 1, session: &session)
+        }
         let journalRecords = records.map { record in
             JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
         }
@@ -318,6 +325,24 @@ package final class StreamInboxFollower: Follower, Sendable {
         } catch {
             if client.isClosed { dropClient(&session) }
             throw InboxStreamError(.nats(error), stream: stream)
+        }
+    }
+
+    private func checkStreamStillHolds(appliedSeq: UInt64, session: inout Session) throws(InboxStreamError) {
+        let stream = options.export.stream
+        guard let client = session.client else { return }
+        let bounds: (firstSeq: UInt64, lastSeq: UInt64, messages: UInt64)
+        do throws(ExportError) {
+            bounds = try client.streamBounds(stream)
+        } catch {
+            session.consumer = nil
+            if client.isClosed { dropClient(&session) }
+            throw InboxStreamError(.nats(error), stream: stream)
+        }
+        control.withLock { $0.streamLastSeq = max($0.streamLastSeq, bounds.lastSeq) }
+        if bounds.firstSeq > appliedSeq + 1 {
+            session.consumer = nil
+            throw InboxStreamError(.gap(appliedSeq: appliedSeq, firstSeq: bounds.firstSeq), stream: stream)
         }
     }
 

@@ -1,39 +1,27 @@
+import PushCLI
 import PushConfig
 
 /// `pushspoolctl config show|check`.
 package struct ConfigCommand: CtlSubcommand {
-    package static let name = "config"
-    package static let summary = "show the effective configuration, or check a file"
-    package static let help = """
-        usage: pushspoolctl config show
-               pushspoolctl config check [FILE]
-
-        show   the configuration pushspoold would run with (defaults, the main file, drop-ins in
-               name order, then --spool/--state-dir), each value preceded by where it came from
-        check  load FILE and its drop-ins FILE.d/*.conf (default: the main file and its
-               drop-ins) and report the first error with file and line; exit 0 when it is
-               valid. A FILE (or --config) that does not exist is an error; only the default
-               main file may be absent.
-
-        Exit status: 0 success, 1 invalid configuration, 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        let status = "Exit status: 0 success, 1 invalid configuration, 64 usage error."
+        return Command("config", summary: "show the effective configuration, or check a file", subcommands: [
+            Command("show", summary: "the configuration pushspoold would run with, each value with where it came from",
+                    discussion: "Defaults, the main file, drop-ins in name order, then --spool/--state-dir.",
+                    exitStatus: status) { _ throws(CLIError) in ConfigCommand(check: false) },
+            Command("check", summary: "load FILE and its drop-ins FILE.d/*.conf and report the first error",
+                    positionals: [Positional("FILE", optional: true, completion: .file(suffix: "conf"))], discussion: """
+                        Default: the main file and its drop-ins. Reports the first error with file and line;
+                        exit 0 when it is valid. A FILE (or --config) that does not exist is an error; only
+                        the default main file may be absent.
+                        """, exitStatus: status) { invocation throws(CLIError) in
+                ConfigCommand(check: true, file: invocation.operands.first)
+            },
+        ])
+    }
 
     var check: Bool
     var file: String?
-
-    package init(arguments: [String]) throws(UsageError) {
-        switch arguments.first {
-        case "show":
-            guard arguments.count == 1 else { throw UsageError("config show takes no arguments") }
-            check = false
-        case "check":
-            guard arguments.count <= 2 else { throw UsageError("config check takes at most one FILE") }
-            check = true
-            file = arguments.count == 2 ? arguments[1] : nil
-        case nil: throw UsageError("missing config action (show, check)")
-        case let other?: throw UsageError("unknown config action '\(other)' (show, check)")
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         var context = context

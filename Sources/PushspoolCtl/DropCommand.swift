@@ -1,3 +1,4 @@
+import PushCLI
 import PushPayload
 import PushSpool
 import PushSystem
@@ -5,53 +6,47 @@ import PushSystem
 /// `pushspoolctl drop`: hands payload files to the daemon the safe way (staged in `tmp/`,
 /// renamed into `incoming/`).
 package struct DropCommand: CtlSubcommand {
-    package static let name = "drop"
-    package static let summary = "queue payload files for ingestion (atomically, via tmp/)"
-    package static let help = """
-        usage: pushspoolctl drop [--user U] [--platform ios|android] [--raw] FILE...|-
-
-        Wraps each FILE ('-' reads stdin) in a pushspool envelope
-        {"pushspool":1,"user":U,"platform":P,"receivedAt":NOW,"payload":...}, writes it to the
-        spool's tmp/ and renames it into incoming/, where pushspoold takes it. A FILE that is
-        already an envelope keeps its fields unless --user/--platform override them.
-        Prints the name given to each file in incoming/: the FILE's own name when it is free,
-        else a unique one.
-
-        Options:
-          --user U                the user the notification is for
-          --platform ios|android  the device platform
-          --raw                   copy the bytes unchanged (no envelope, no JSON check);
-                                  malformed files then reach the daemon's quarantine as they are
-          -h, --help              show this help
-
-        Exit status: 0 all dropped, 1 a file could not be read or written, 65 a FILE is not
-        JSON (without --raw), 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        Command("drop", summary: "queue payload files for ingestion (atomically, via tmp/)",
+                options: [
+                    .value("--user", placeholder: "U", help: "the user the notification is for"),
+                    .value("--platform", placeholder: "ios|android", help: "the device platform",
+                           completion: .words(["ios", "android"])),
+                    .flag("--raw", help: "copy the bytes unchanged (no envelope, no JSON check); malformed files then "
+                          + "reach the daemon's quarantine as they are"),
+                ],
+                positionals: [Positional("FILE", repeated: true, completion: .file(suffix: nil))],
+                discussion: """
+                    Wraps each FILE ('-' reads stdin) in a pushspool envelope
+                    {"pushspool":1,"user":U,"platform":P,"receivedAt":NOW,"payload":...}, writes it to the
+                    spool's tmp/ and renames it into incoming/, where pushspoold takes it. A FILE that is
+                    already an envelope keeps its fields unless --user/--platform override them.
+                    Prints the name given to each file in incoming/: the FILE's own name when it is free,
+                    else a unique one.
+                    """,
+                exitStatus: "Exit status: 0 all dropped, 1 a file could not be read or written, 65 a FILE is not "
+                    + "JSON (without --raw), 64 usage error."
+        ) { invocation throws(CLIError) in try DropCommand(invocation) }
+    }
 
     var user: String?
     var platform: String?
     var raw = false
     var files: [String] = []
 
-    package init(arguments: [String]) throws(UsageError) {
-        var cursor = ArgumentCursor(arguments)
-        while let item = cursor.next() {
-            switch item {
-            case .operand(let file): files.append(file)
-            case .option("--user", let inline): user = try cursor.value(of: "--user", inline: inline)
-            case .option("--platform", let inline):
-                let p = try cursor.value(of: "--platform", inline: inline)
-                guard p == "ios" || p == "android" else { throw UsageError("--platform must be ios or android, not '\(p)'") }
-                platform = p
-            case .option("--raw", nil): raw = true
-            case .option(let name, _): throw UsageError("unknown option: \(name)")
-            }
+    package init(_ invocation: Invocation) throws(CLIError) {
+        user = invocation.value("--user")
+        platform = invocation.value("--platform")
+        raw = invocation.flag("--raw")
+        files = invocation.operands
+        if let platform, platform != "ios", platform != "android" {
+            throw invocation.error("--platform must be ios or android, not '\(platform)'")
         }
-        if files.isEmpty { throw UsageError("no FILE given (use '-' for stdin)") }
-        if raw, user != nil || platform != nil { throw UsageError("--raw copies bytes unchanged; it cannot add --user or --platform") }
-        // The daemon refuses such an envelope (control_character): say so before writing it.
+        if raw, user != nil || platform != nil {
+            throw invocation.error("--raw copies bytes unchanged; it cannot add --user or --platform", .conflict)
+        }
         if let user, ControlCharacters.first(in: user) != nil {
-            throw UsageError("--user must not hold control characters (U+0000-U+001F, U+007F)")
+            throw invocation.error("--user must not hold control characters (U+0000-U+001F, U+007F)")
         }
     }
 

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushCLI
 import PushConfig
 import PushExport
 import PushJournal
@@ -8,23 +9,31 @@ import PushSystem
 /// `<state>/export/` (cursor and the daemon's status file) and the journal, so it works
 /// whether or not pushspoold runs; `replay` publishes a range of records again itself.
 package struct ExportCommand: CtlSubcommand {
-    package static let name = "export"
-    package static let summary = "show the NATS JetStream export's lag, or publish a range of records again"
-    package static let help = """
-        usage: pushspoolctl export status [--json]
-               pushspoolctl export replay --from-seq N [--to-seq M]
-
-        status  the acknowledged seq (export/cursor: it and every earlier record are in the
-                stream), the journal's last seq, the lag between them, and what the running
-                daemon last reported (connected, publishes in flight, last error)
-                (--json: one object)
-        replay  publish journal records N..M (M = the last one) to [Export] Subject= again,
-                one PubAck at a time; the cursor is not touched. The stream drops records it
-                already holds within its duplicate window ([Export] DuplicateWindowSec=), so a
-                replay never doubles them there; past the window it does.
-
-        Exit status: 0 success, 1 failure (NATS unreachable, unreadable journal), 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        let status = "Exit status: 0 success, 1 failure (NATS unreachable, unreadable journal), 64 usage error."
+        return Command("export", summary: "show the NATS JetStream export's lag, or publish a range of records again", subcommands: [
+            Command("status", summary: "the acknowledged seq, the journal's last seq, the lag, and the daemon's last report",
+                    options: [.flag("--json", help: "one object")], discussion: """
+                        The acknowledged seq is export/cursor: it and every earlier record are in the stream.
+                        What the running daemon last reported: connected, publishes in flight, last error.
+                        """, exitStatus: status) { invocation throws(CLIError) in
+                ExportCommand(action: .status(json: invocation.flag("--json")))
+            },
+            Command("replay", summary: "publish journal records N..M (M = the last one) to [Export] Subject= again",
+                    options: [.value("--from-seq", placeholder: "N", help: "the first record to publish"),
+                              .value("--to-seq", placeholder: "M", help: "the last one (default: the journal's last)")],
+                    groups: [OptionGroup(["--from-seq"], .exactlyOne)], discussion: """
+                        One PubAck at a time; the cursor is not touched. The stream drops records it
+                        already holds within its duplicate window ([Export] DuplicateWindowSec=), so a
+                        replay never doubles them there; past the window it does.
+                        """, exitStatus: status) { invocation throws(CLIError) in
+                let from = try invocation.integer("--from-seq", in: 1...UInt64.max) ?? 1
+                let to = try invocation.integer("--to-seq", in: 1...UInt64.max)
+                if let to, to < from { throw invocation.error("--to-seq must not be below --from-seq", .conflict) }
+                return ExportCommand(action: .replay(from: from, to: to))
+            },
+        ])
+    }
 
     enum Action: Equatable {
         case status(json: Bool)
@@ -32,45 +41,6 @@ package struct ExportCommand: CtlSubcommand {
     }
 
     var action: Action
-
-    package init(arguments: [String]) throws(UsageError) {
-        guard let verb = arguments.first else { throw UsageError("missing export action (status, replay)", subcommand: Self.name) }
-        let rest = Array(arguments.dropFirst())
-        switch verb {
-        case "status":
-            guard rest.allSatisfy({ $0 == "--json" }) else { throw UsageError("export status takes only --json", subcommand: Self.name) }
-            action = .status(json: !rest.isEmpty)
-        case "replay":
-            var from: UInt64?, to: UInt64?
-            var index = 0
-            while index < rest.count {
-                let word = rest[index]
-                var value: String?
-                var option = word
-                if let equals = word.firstIndex(of: "=") {
-                    option = String(word[..<equals])
-                    value = String(word[word.index(after: equals)...])
-                } else if index + 1 < rest.count {
-                    value = rest[index + 1]
-                    index += 1
-                }
-                guard let text = value, let number = UInt64(text), number >= 1 else {
-                    throw UsageError("\(option) needs a seq (a whole number from 1)", subcommand: Self.name)
-                }
-                switch option {
-                case "--from-seq": from = number
-                case "--to-seq": to = number
-                default: throw UsageError("unknown option '\(option)' for export replay", subcommand: Self.name)
-                }
-                index += 1
-            }
-            guard let from else { throw UsageError("export replay needs --from-seq N", subcommand: Self.name) }
-            if let to, to < from { throw UsageError("--to-seq must not be below --from-seq", subcommand: Self.name) }
-            action = .replay(from: from, to: to)
-        default:
-            throw UsageError("unknown export action '\(verb)' (status, replay)", subcommand: Self.name)
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

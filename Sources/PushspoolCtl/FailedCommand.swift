@@ -1,28 +1,43 @@
+import PushCLI
 import PushPayload
 import PushSpool
 import PushSystem
 
 /// `pushspoolctl failed list|show|retry|purge`: the quarantine, Postfix style.
 package struct FailedCommand: CtlSubcommand {
-    package static let name = "failed"
-    package static let summary = "list, show, retry or purge quarantined payloads"
-    package static let help = """
-        usage: pushspoolctl failed list [--json]
-               pushspoolctl failed show NAME
-               pushspoolctl failed retry NAME|ALL
-               pushspoolctl failed purge NAME|ALL
-
-        list   every file in the spool's failed/ with its reason code, stage and time
-               (--json: one object per line: name, size, code, message, stage, at, file)
-        show   the reason file of NAME as stored, and the payload's size
-        retry  move NAME (or every quarantined file) back to incoming/ so the daemon takes it
-               again, e.g. after a configuration change; its reason file is removed
-        purge  delete NAME (or every quarantined file) and its reason file; a quarantined
-               directory is removed only when empty (purge ALL skips a non-empty one with
-               a warning on stderr and goes on)
-
-        Safe while pushspoold runs. Exit status: 0 success, 1 failure, 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        let names = ValueCompletion.programOutput(["failed", "list"])
+        let status = "Safe while pushspoold runs. Exit status: 0 success, 1 failure, 64 usage error."
+        @Sendable func selection(_ invocation: Invocation) -> FailedSelection {
+            invocation.operands[0] == "ALL" ? .all : .name(invocation.operands[0])
+        }
+        return Command("failed", summary: "list, show, retry or purge quarantined payloads", subcommands: [
+            Command("list", summary: "every file in the spool's failed/ with its reason code, stage and time",
+                    options: [.flag("--json", help: "one object per line: name, size, code, message, stage, at, file")],
+                    exitStatus: status) { invocation throws(CLIError) in
+                FailedCommand(action: .list(json: invocation.flag("--json")))
+            },
+            Command("show", summary: "the reason file of NAME as stored, and the payload's size",
+                    positionals: [Positional("NAME", completion: names), ], exitStatus: status) { invocation throws(CLIError) in
+                FailedCommand(action: .show(invocation.operands[0]))
+            },
+            Command("retry", summary: "move NAME (or every quarantined file) back to incoming/ so the daemon takes it again",
+                    positionals: [Positional("NAME|ALL", completion: .programOutput(["failed", "list"], plus: ["ALL"]))],
+                    discussion: "E.g. after a configuration change; its reason file is removed.",
+                    exitStatus: status) { invocation throws(CLIError) in
+                FailedCommand(action: .retry(selection(invocation)))
+            },
+            Command("purge", summary: "delete NAME (or every quarantined file) and its reason file",
+                    positionals: [Positional("NAME|ALL", completion: .programOutput(["failed", "list"], plus: ["ALL"]))],
+                    discussion: """
+                        A quarantined directory is removed only when empty (purge ALL skips a non-empty
+                        one with a warning on stderr and goes on).
+                        """,
+                    exitStatus: status) { invocation throws(CLIError) in
+                FailedCommand(action: .purge(selection(invocation)))
+            },
+        ])
+    }
 
     enum Action: Equatable {
         case list(json: Bool)
@@ -32,26 +47,6 @@ package struct FailedCommand: CtlSubcommand {
     }
 
     var action: Action
-
-    package init(arguments: [String]) throws(UsageError) {
-        guard let verb = arguments.first else { throw UsageError("missing failed action (list, show, retry, purge)") }
-        let rest = Array(arguments.dropFirst())
-        func selection() throws(UsageError) -> FailedSelection {
-            guard rest.count == 1 else { throw UsageError("failed \(verb) needs exactly one NAME or ALL") }
-            return rest[0] == "ALL" ? .all : .name(rest[0])
-        }
-        switch verb {
-        case "list":
-            guard rest.allSatisfy({ $0 == "--json" }) else { throw UsageError("failed list takes only --json") }
-            action = .list(json: !rest.isEmpty)
-        case "show":
-            guard rest.count == 1 else { throw UsageError("failed show needs exactly one NAME") }
-            action = .show(rest[0])
-        case "retry": action = .retry(try selection())
-        case "purge": action = .purge(try selection())
-        default: throw UsageError("unknown failed action '\(verb)' (list, show, retry, purge)")
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

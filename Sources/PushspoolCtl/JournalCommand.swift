@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushCLI
 import PushJournal
 import PushPayload
 import PushSystem
@@ -6,27 +7,44 @@ import PushSystem
 /// `pushspoolctl journal cat|tail|verify|stats`: read-only views of the journal, safe while
 /// the daemon writes (readers see committed records only).
 package struct JournalCommand: CtlSubcommand {
-    package static let name = "journal"
-    package static let summary = "print, follow, verify or summarise the journal"
-    package static let help = """
-        usage: pushspoolctl journal cat [--json] [--from-seq N] [--archive]
-               pushspoolctl journal tail [-n N] [-f] [--json]
-               pushspoolctl journal verify
-               pushspoolctl journal stats [--json]
+    package static var command: CtlCommandSpec {
+        let json = Option.flag("--json", help: "one JSON object per line: the stored record plus \"seq\"")
+        return Command("journal", summary: "print, follow, verify or summarise the journal", subcommands: [
+            Command("cat", summary: "every committed record from a sequence number on",
+                    options: [json, .value("--from-seq", placeholder: "N", help: "the first record's seq (default 1)"),
+                              .flag("--archive", help: "first the records of segments retention compressed into "
+                                    + "archive/ ([Journal] Archive=zstd), then the live journal")],
+                    discussion: Self.recordFormat, exitStatus: Self.exitStatus) { invocation throws(CLIError) in
+                JournalCommand(action: .cat(fromSeq: try invocation.integer("--from-seq", in: 1...UInt64.max) ?? 1,
+                                            archive: invocation.flag("--archive")),
+                               json: invocation.flag("--json"))
+            },
+            Command("tail", summary: "the last records; with -f keep printing new ones as they are committed",
+                    options: [.value("-n", "--lines", placeholder: "N", help: "how many records (default 10)"),
+                              .flag("-f", "--follow", help: "keep printing new records until interrupted"), json],
+                    discussion: Self.recordFormat, exitStatus: Self.exitStatus) { invocation throws(CLIError) in
+                JournalCommand(action: .tail(count: try invocation.integer("-n", in: 0...1_000_000_000) ?? 10,
+                                             follow: invocation.flag("-f")),
+                               json: invocation.flag("--json"))
+            },
+            Command("verify", summary: "check every record of every segment (frame, checksums, sequence, duplicate ids)",
+                    discussion: "Prints a summary; shows progress on stderr for large journals.",
+                    exitStatus: Self.exitStatus) { _ throws(CLIError) in JournalCommand(action: .verify) },
+            Command("stats", summary: "segments, records, bytes, sequence and time range (frame headers only)",
+                    options: [.flag("--json", help: "one JSON object")],
+                    discussion: "Reads frame headers only; 'verify' is the integrity check.",
+                    exitStatus: Self.exitStatus) { invocation throws(CLIError) in
+                JournalCommand(action: .stats, json: invocation.flag("--json"))
+            },
+        ])
+    }
 
-        cat     every committed record from sequence number N (default 1); with --archive
-                first the records of segments retention compressed into archive/
-                ([Journal] Archive=zstd), then the live journal
-        tail    the last N records (default 10); with -f keep printing new ones as they are
-                committed, until interrupted
-        verify  check every record of every segment (frame, checksums, sequence, duplicate
-                ids); prints a summary; shows progress on stderr for large journals
-        stats   segments, records, bytes, sequence and time range (reads frame headers only;
-                'verify' is the integrity check)
-
+    static let recordFormat = """
         Records print as one line each: seq, ingest time, vendor:id and title/body. With --json
         each is one JSON object per line: the stored record plus "seq".
+        """
 
+    static let exitStatus = """
         Exit status: 0 success; verify: 0 clean, 1 corruption or no journal at the configured
         path ("no journal at PATH"), 2 only a torn tail (the daemon cuts it at its next start);
         1 runtime failure, 64 usage error.
@@ -41,36 +59,6 @@ package struct JournalCommand: CtlSubcommand {
 
     var action: Action
     var json = false
-
-    package init(arguments: [String]) throws(UsageError) {
-        guard let verb = arguments.first else { throw UsageError("missing journal action (cat, tail, verify, stats)") }
-        var fromSeq: UInt64 = 1
-        var count = 10
-        var follow = false
-        var archive = false
-        var cursor = ArgumentCursor(Array(arguments.dropFirst()))
-        while let item = cursor.next() {
-            switch item {
-            case .option("--json", nil) where verb != "verify": json = true
-            case .option("--from-seq", let inline) where verb == "cat":
-                fromSeq = UInt64(try cursor.positiveInteger(of: "--from-seq", inline: inline))
-            case .option("--archive", nil) where verb == "cat": archive = true
-            case .option("-n", let inline) where verb == "tail", .option("--lines", let inline) where verb == "tail":
-                count = try cursor.positiveInteger(of: "-n", inline: inline, allowZero: true)
-            case .option("-f", nil) where verb == "tail", .option("--follow", nil) where verb == "tail":
-                follow = true
-            case .option(let name, _): throw UsageError("unknown option for journal \(verb): \(name)")
-            case .operand(let operand): throw UsageError("journal \(verb) takes no operand '\(operand)'")
-            }
-        }
-        switch verb {
-        case "cat": action = .cat(fromSeq: fromSeq, archive: archive)
-        case "tail": action = .tail(count: count, follow: follow)
-        case "verify": action = .verify
-        case "stats": action = .stats
-        default: throw UsageError("unknown journal action '\(verb)' (cat, tail, verify, stats)")
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushCLI
 import PushPayload
 import PushSystem
 import PushMediaStore
@@ -6,31 +7,23 @@ import PushMediaStore
 /// `pushspoolctl media stats [--json]`: what the media store holds (walked on disk, so it
 /// works without a daemon) and the daemon's media counters from `<state>/status.json`.
 package struct MediaCommand: CtlSubcommand {
-    package static let name = "media"
-    package static let summary = "show the media store and the daemon's download counters"
-    package static let help = """
-        usage: pushspoolctl media stats [--json]
-
-        Prints the files and bytes in the media store (STATE_DIR/media: stored files,
-        thumbnails, leftovers of interrupted downloads) and, when pushspoold has written
-        STATE_DIR/status.json, its media counters: payloads waiting for media (inFlight),
-        open transfers, queued URLs, stored, failed (by reason code), skipped, reused. With --json, one JSON object: {"store":{...},
-        "daemon":{...}}; "daemon" is absent until pushspoold has
-        written status.json (its first status interval); the store is read either way.
-
-        Exit status: 0 success, 1 the store or status file cannot be read, 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        Command("media", summary: "show the media store and the daemon's download counters", subcommands: [
+            Command("stats", summary: "the media store's files and bytes, and the daemon's media counters",
+                    options: [.flag("--json", help: "one JSON object: {\"store\":{...},\"daemon\":{...}}")], discussion: """
+                        Prints the files and bytes in the media store (STATE_DIR/media: stored files,
+                        thumbnails, leftovers of interrupted downloads) and, when pushspoold has written
+                        STATE_DIR/status.json, its media counters: payloads waiting for media (inFlight),
+                        open transfers, queued URLs, stored, failed (by reason code), skipped, reused.
+                        With --json, "daemon" is absent until pushspoold has written status.json (its first
+                        status interval); the store is read either way.
+                        """,
+                    exitStatus: "Exit status: 0 success, 1 the store or status file cannot be read, 64 usage error."
+            ) { invocation throws(CLIError) in MediaCommand(json: invocation.flag("--json")) },
+        ])
+    }
 
     var json = false
-
-    package init(arguments: [String]) throws(UsageError) {
-        guard let action = arguments.first else { throw UsageError("missing action: media stats") }
-        guard action == "stats" else { throw UsageError("unknown action: media \(action)") }
-        for argument in arguments.dropFirst() {
-            guard argument == "--json" else { throw UsageError("unknown option: \(argument)") }
-            json = true
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

@@ -1,3 +1,4 @@
+import PushCLI
 import PushConfig
 import PushNcEvents
 import PushPayload
@@ -5,37 +6,59 @@ import PushSpool
 import PushSystem
 
 /// One `pushspoolctl nc <event>` command line, parsed: the event to write (its id drawn at
-/// run time unless `--event-id` fixes it). Conforms to ``CtlSubcommand`` so ``NcCommand`` can
-/// run it; its `name` and `help` are those of `nc`.
+/// run time unless `--event-id` fixes it).
 package struct NcEventCommand: CtlSubcommand {
-    package static let name = NcCommand.name
-    package static let summary = NcCommand.summary
-    package static var help: String { NcCommand.help }
-
     /// The `nc` subcommands that write events, in help order.
-    package static var entries: [NcEntry] {
-        func entry(_ word: String, _ operands: String, _ summary: String) -> NcEntry {
-            NcEntry(name: word, synopsis: "pushspoolctl nc \(word) (--user U | --device D) \(operands)[--event-id ID] [--json]", summary: summary) {
-                (arguments: [String]) throws(UsageError) -> any CtlSubcommand in
-                try NcEventCommand(word: word, arguments: arguments)
-            }
+    static var commands: [CtlCommandSpec] {
+        let common: [Option] = NcCommand.owner + [
+            .value("--event-id", placeholder: "ID", help: "use ID (1-128 of A-Z a-z 0-9 . _ : -) instead of a fresh random "
+                   + "one, e.g. to replay an event the app may have reported already"),
+            .flag("--json", help: "print the envelope written instead of the event id"),
+        ]
+        let item = Positional("ITEM")
+        let feed = Option.value("--feed", placeholder: "NAME", help: "with --all or --all-read: only the items of feed NAME "
+                                + "(a [Feed NAME] section of the configuration)")
+        let itemDiscussion = "ITEM is an item's id (its journal seq, as `nc list` shows it). See pushspoolctl nc --help "
+            + "for the envelope written."
+        func entry(_ word: String, _ summary: String, options: [Option] = [], positionals: [Positional] = [],
+                   discussion: String = itemDiscussion) -> CtlCommandSpec {
+            Command(word, summary: summary, options: common + options, positionals: positionals,
+                    groups: [OptionGroup(["--user", "--device"], .atLeastOne)],
+                    discussion: discussion,
+                    exitStatus: "Exit status: 0 success, 1 runtime failure (configuration, spool not writable), 64 usage error."
+            ) { invocation throws(CLIError) in try NcEventCommand(word: word, invocation) }
         }
+        let categoryDiscussion = """
+            CATEGORY is a category id as pushes carry it (1-\(PushEvent.maxNameBytes) bytes, at most \(PushEvent.maxPreferences) at once).
+            A muted category's items are neither listed, counted nor presented in-app until it is
+            unmuted; `nc preferences` lists the muted ones. See pushspoolctl nc --help for the
+            envelope written.
+            """
         return [
-            entry("opened", "", "report that the Notification Center screen was opened (nc.opened)"),
-            entry("open", "ITEM ", "the user opened ITEM from the NC: read, push-open reports (nc.open)"),
-            entry("seen", "ITEM ", "ITEM was listed to the user (nc.seen)"),
-            entry("read", "(ITEM | --all [--feed NAME]) ", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)"),
-            entry("archive", "(ITEM | --all-read [--feed NAME]) ", "hide ITEM, or every read item (of a feed) (nc.archive, nc.archive-read)"),
-            entry("unread", "ITEM ", "mark the read ITEM unread again (nc.unread)"),
-            entry("unarchive", "ITEM ", "bring the archived ITEM back into the inbox (nc.unarchive)"),
-            entry("delete", "ITEM ", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)"),
-            entry("pin", "ITEM ", "keep ITEM first in lists (nc.pin)"),
-            entry("unpin", "ITEM ", "list ITEM by arrival again (nc.unpin)"),
-            entry("action", "ITEM ACTION [--text T] ", "the user chose button/category ACTION of ITEM (nc.action)"),
-            entry("inapp-shown", "ITEM ", "the in-app message of ITEM was presented (nc.inapp-shown)"),
-            entry("mute", "CATEGORY... ", "mute categories: their items are neither listed, counted nor presented (nc.preferences)"),
-            entry("unmute", "CATEGORY... ", "unmute categories: their items come back (nc.preferences)"),
-            entry("inapp-optout", "(on | off) ", "opt the user out of (on) or back into (off) in-app messages (nc.inapp-optout)"),
+            entry("opened", "report that the Notification Center screen was opened (nc.opened)"),
+            entry("open", "the user opened ITEM from the NC: read, push-open reports (nc.open)", positionals: [item]),
+            entry("seen", "ITEM was listed to the user (nc.seen)", positionals: [item]),
+            entry("read", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)",
+                  options: [.flag("--all", help: "every item"), feed], positionals: [Positional("ITEM", alternative: "--all")]),
+            entry("archive", "hide ITEM, or every read item (of a feed) (nc.archive, nc.archive-read)",
+                  options: [.flag("--all-read", help: "every read item"), feed],
+                  positionals: [Positional("ITEM", alternative: "--all-read")]),
+            entry("unread", "mark the read ITEM unread again (nc.unread)", positionals: [item]),
+            entry("unarchive", "bring the archived ITEM back into the inbox (nc.unarchive)", positionals: [item]),
+            entry("delete", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)", positionals: [item]),
+            entry("pin", "keep ITEM first in lists (nc.pin)", positionals: [item]),
+            entry("unpin", "list ITEM by arrival again (nc.unpin)", positionals: [item]),
+            entry("action", "the user chose button/category ACTION of ITEM (nc.action)",
+                  options: [.value("--text", placeholder: "T", help: "the text typed into a text-input action (<= 4096 bytes)",
+                                   allowsEmpty: true)],
+                  positionals: [item, Positional("ACTION")]),
+            entry("inapp-shown", "the in-app message of ITEM was presented (nc.inapp-shown)", positionals: [item]),
+            entry("mute", "mute categories: their items are neither listed, counted nor presented (nc.preferences)",
+                  positionals: [Positional("CATEGORY", repeated: true)], discussion: categoryDiscussion),
+            entry("unmute", "unmute categories: their items come back (nc.preferences)",
+                  positionals: [Positional("CATEGORY", repeated: true)], discussion: categoryDiscussion),
+            entry("inapp-optout", "opt the user out of (on) or back into (off) in-app messages (nc.inapp-optout)",
+                  positionals: [Positional("on|off", choices: ["on", "off"])]),
         ]
     }
 
@@ -46,85 +69,49 @@ package struct NcEventCommand: CtlSubcommand {
         event:<eventId>, so a replayed event counts once. They print the event id, or with
         --json the envelope as one line. ITEM is an item's id (its journal seq, as `nc list`
         shows it).
-
-        Options of the event subcommands:
-          --user U        the user whose inbox it is (at most 255 bytes)
-          --device D      the device (a shared-device inbox when there is no user)
-          --event-id ID   use ID (1-128 of A-Z a-z 0-9 . _ : -) instead of a fresh random one,
-                          e.g. to replay an event the app may have reported already
-          --text T        nc action: the text typed into a text-input action (<= 4096 bytes)
-          --all           nc read: every item;  --all-read  nc archive: every read item
-          --feed NAME     with --all or --all-read: only the items of feed NAME ([Feed NAME])
-          --json          print the envelope written instead of the event id
         """
 
     /// The event to write; `eventId` is empty until ``run(_:)`` draws one unless `--event-id`.
     package private(set) var event: PushEvent
     package private(set) var json = false
 
-    package init(arguments: [String]) throws(UsageError) {
-        throw UsageError("use 'pushspoolctl nc <subcommand>'", subcommand: NcCommand.name)
-    }
-
-    /// Parses the arguments after `nc <word>`.
-    package init(word: String, arguments: [String]) throws(UsageError) {
-        var user: String?
-        var device: String?
-        var eventId: String?
-        var text: String?
-        var all = false
-        var allRead = false
-        var feed: String?
-        var operands: [String] = []
-        var cursor = ArgumentCursor(arguments)
-        while let item = cursor.next() {
-            switch item {
-            case .operand(let operand): operands.append(operand)
-            case .option("--user", let inline): user = try cursor.value(of: "--user", inline: inline)
-            case .option("--device", let inline): device = try cursor.value(of: "--device", inline: inline)
-            case .option("--event-id", let inline): eventId = try cursor.value(of: "--event-id", inline: inline)
-            case .option("--json", nil): json = true
-            case .option("--text", let inline) where word == "action": text = try cursor.value(of: "--text", inline: inline)
-            case .option("--all", nil) where word == "read": all = true
-            case .option("--all-read", nil) where word == "archive": allRead = true
-            case .option("--feed", let inline) where word == "read" || word == "archive":
-                let name = try cursor.value(of: "--feed", inline: inline)
-                if let problem = FeedName.problem(name) { throw UsageError("--feed: \(problem)") }
-                feed = name
-            case .option(let name, _): throw UsageError("unknown option for nc \(word): \(name)")
-            }
-        }
+    /// Builds the event of `nc <word>` from the parsed line.
+    init(word: String, _ invocation: Invocation) throws(CLIError) {
+        let user = invocation.value("--user")
+        let device = invocation.value("--device")
+        let eventId = invocation.value("--event-id")
+        let text = invocation.value("--text")
+        let all = invocation.flag("--all")
+        let allRead = invocation.flag("--all-read")
+        let feed = invocation.value("--feed")
+        let operands = invocation.operands
+        json = invocation.flag("--json")
+        func usage(_ message: String) -> CLIError { invocation.error(message) }
         for (option, value) in [("--user", user), ("--device", device)] {
             if let value, value.isEmpty || value.utf8.count > PushEvent.maxNameBytes {
-                throw UsageError("\(option) needs 1-\(PushEvent.maxNameBytes) bytes")
+                throw usage("\(option) needs 1-\(PushEvent.maxNameBytes) bytes")
             }
             // The daemon refuses such an envelope (control_character): say so before writing it.
             if let value, ControlCharacters.first(in: value) != nil {
-                throw UsageError("\(option) must not hold control characters (U+0000-U+001F, U+007F)")
+                throw usage("\(option) must not hold control characters (U+0000-U+001F, U+007F)")
             }
         }
-        if user == nil, device == nil { throw UsageError("nc \(word) needs --user U or --device D (whose inbox)") }
+        if let feed, let problem = FeedName.problem(feed) { throw usage("--feed: \(problem)") }
         if let eventId, !PushEvent.isValidEventId(eventId) {
-            throw UsageError("--event-id needs 1-\(PushEvent.maxEventIdBytes) characters of A-Z a-z 0-9 . _ : -, not '\(eventId)'")
+            throw usage("--event-id needs 1-\(PushEvent.maxEventIdBytes) characters of A-Z a-z 0-9 . _ : -, not '\(eventId)'")
         }
-        func expectOperands(_ names: [String]) throws(UsageError) {
-            if operands.count < names.count { throw UsageError("nc \(word) needs \(names.joined(separator: " "))") }
-            if operands.count > names.count { throw UsageError("unexpected argument: \(operands[names.count])") }
-        }
-        func itemOperand() throws(UsageError) -> UInt64 { try Self.item(operands[0]) }
+        // The table has checked how many operands there are.
+        func itemOperand() throws(CLIError) -> UInt64 { try Self.item(operands[0], invocation) }
 
         var event = PushEvent(type: .opened, eventId: eventId ?? "", user: user, device: device)
         switch word {
         case "opened":
-            try expectOperands([])
+            break
         case "open":
-            try expectOperands(["ITEM"])
             event = .ncOpen(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
         case "inapp-shown":
-            try expectOperands(["ITEM"])
             event = .ncInAppShown(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
         case "seen", "unread", "unarchive", "delete", "pin", "unpin":
-            try expectOperands(["ITEM"])
             event.type = switch word {
             case "unread": .unread
             case "unarchive": .unarchive
@@ -136,60 +123,56 @@ package struct NcEventCommand: CtlSubcommand {
             event.item = try itemOperand()
         case "read", "archive":
             if all || allRead {
-                try expectOperands([])
                 event.type = word == "read" ? .readAll : .archiveRead
                 event.feed = feed
             } else {
-                if feed != nil { throw UsageError("--feed goes with \(word == "read" ? "--all" : "--all-read")") }
-                try expectOperands(["ITEM (or \(word == "read" ? "--all" : "--all-read"))"])
+                if feed != nil { throw usage("--feed goes with \(word == "read" ? "--all" : "--all-read")") }
                 event.type = word == "read" ? .read : .archive
                 event.item = try itemOperand()
             }
         case "action":
-            try expectOperands(["ITEM", "ACTION"])
             event.type = .action
             event.item = try itemOperand()
             let action = operands[1]
             guard !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else {
-                throw UsageError("ACTION needs 1-\(PushEvent.maxNameBytes) bytes")
+                throw usage("ACTION needs 1-\(PushEvent.maxNameBytes) bytes")
             }
             event.action = action
             if let text, text.utf8.count > PushEvent.maxTextBytes {
-                throw UsageError("--text is \(text.utf8.count) bytes, over \(PushEvent.maxTextBytes)")
+                throw usage("--text is \(text.utf8.count) bytes, over \(PushEvent.maxTextBytes)")
             }
             event.text = text
         case "mute", "unmute":
-            guard !operands.isEmpty else { throw UsageError("nc \(word) needs CATEGORY...") }
+            // The table has checked there is at least one.
             guard operands.count <= PushEvent.maxPreferences else {
-                throw UsageError("nc \(word) takes at most \(PushEvent.maxPreferences) categories at once")
+                throw usage("nc \(word) takes at most \(PushEvent.maxPreferences) categories at once")
             }
             for category in operands {
                 guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: category) == nil else {
-                    throw UsageError("a CATEGORY is 1-\(PushEvent.maxNameBytes) bytes without control characters")
+                    throw usage("a CATEGORY is 1-\(PushEvent.maxNameBytes) bytes without control characters")
                 }
             }
             event.type = .preferences
             event.muted = Dictionary(operands.map { ($0, word == "mute") }, uniquingKeysWith: { a, _ in a })
         case "inapp-optout":
-            try expectOperands(["on|off"])
             let optedOut: Bool
             switch operands[0] {
             case "on": optedOut = true
             case "off": optedOut = false
-            default: throw UsageError("nc inapp-optout takes on or off, not '\(operands[0])'")
+            default: throw usage("nc inapp-optout takes on or off, not '\(operands[0])'")
             }
             event = .ncInAppOptOut(optedOut: optedOut, user: user, device: device, eventId: event.eventId)
         default:
-            throw UsageError("no such nc subcommand: \(word)")
+            throw usage("no such nc subcommand: \(word)")
         }
         self.event = event
     }
 
     /// ITEM: a positive decimal integer that fits UInt64 (digits only; no sign, no exponent).
-    static func item(_ text: String) throws(UsageError) -> UInt64 {
+    static func item(_ text: String, _ invocation: Invocation) throws(CLIError) -> UInt64 {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
               let value = UInt64(text), value > 0 else {
-            throw UsageError("ITEM must be a positive integer (an item id from 'nc list'), not '\(text)'")
+            throw invocation.error("ITEM must be a positive integer (an item id from 'nc list'), not '\(text)'")
         }
         return value
     }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushCLI
 import PushConfig
 import PushExport
 import PushInbox
@@ -7,63 +8,76 @@ import PushPayload
 import PushSpool
 import PushSystem
 
-/// `pushspoolctl nc list|count|inapp|reindex|update`: the Notification Center's read side,
-/// over the inbox index (`<state>/inbox/index.sqlite`). The `nc` dispatcher calls
-/// ``run(subcommand:arguments:context:)`` for these words.
+/// `pushspoolctl nc list|count|inapp|reindex|update|preferences`: the Notification Center's read side,
+/// over the inbox index (`<state>/inbox/index.sqlite`).
 package enum NcQueryCommands {
-    /// The words handled here.
-    package static let subcommands = ["list", "count", "inapp", "reindex", "update", "preferences"]
-
-    package static let help = """
-        usage: pushspoolctl nc list (--user U | --device D) [--unread] [--limit N] [--cursor C] [--category ID] [--feed NAME] [--lang TAG] [--json]
-               pushspoolctl nc count (--user U | --device D) [--feed NAME] [--json]
-               pushspoolctl nc inapp (--user U | --device D) [--lang TAG] [--json]
-               pushspoolctl nc preferences (--user U | --device D) [--json]
-               pushspoolctl nc reindex [--from-stream]
-               pushspoolctl nc update
-
-          list     a user's inbox, newest first, without archived or expired items; --limit 1-500
-                   (default 20); the last line names the cursor of the next page (--cursor).
-                   --device D lists the shared inbox of a device: items stored without a user.
-                   Silent pushes are not items; MODALs are presented by inapp, not listed
-                   ([Inbox] ListModals=yes lists them too)
-                   --feed NAME lists one feed ([Feed NAME] in the configuration)
-          count    exact numbers of unseen and unread listed items, and of each feed
-                   (--feed NAME: of that feed only)
-          inapp    the in-app message to present now (the latest unexpired modal not yet shown),
-                   and drops an nc.inapp-shown event into the spool so it is presented once;
-                   with its buttons: its category's actions when it is interactive, else
-                   Cancel (dismiss: nothing more to report) and Open (nc open)
-          preferences
-                   the categories the user muted (nc mute / nc unmute): their items are
-                   neither listed, counted nor presented in-app until unmuted
-          reindex  rebuilds the index from the journal alone, whatever the file holds (damaged,
-                   another schema), and renames it into place; pushspoold and
-                   pushspool-inbox may keep running and switch to it. With [Inbox] Source=nats
-                   it needs --from-stream: rebuilds from the [Export] stream, from the stream's
-                   first seq to its last (a new node, a lost disk, a stream purged past the
-                   index); what the stream no longer holds is not in the index
-          update   applies the journal's new records to the index in place (what pushspoold's
-                   follower does); not with [Inbox] Source=nats
-
-        --lang TAG (list, inapp) gives the titles of the Infobip SDK's predefined buttons
-        (Accept, Decline, Cancel, Open) in that language, as the SDK translates them
-        (de, fr-CA, zh-Hant, pt-PT…; a region falls back to its language); English by
-        default and for a language the SDK does not translate.
-
-        The index is read-only to list/count/inapp. Exit status: 0 ok, 1 failure (no index:
-        run 'pushspoolctl nc reindex'), 64 usage error.
-        """
-
-    /// Runs `nc <subcommand> <arguments>`; returns the exit status.
-    package static func run(subcommand: String, arguments: [String], context: CtlContext) -> Int32 {
-        let query: Query
-        do throws(UsageError) {
-            query = try Query(subcommand: subcommand, arguments: arguments)
-        } catch {
-            context.err("pushspoolctl: \(error.message)\n\n\(help)\n")
-            return ExitStatus.usage
+    /// The table entries of the read side, in help order.
+    static var commands: [CtlCommandSpec] {
+        let status = "Exit status: 0 ok, 1 failure (no index: run 'pushspoolctl nc reindex'), 64 usage error."
+        let owner = OptionGroup(["--user", "--device"], .exactlyOne)
+        let json = Option.flag("--json", help: "JSON Lines")
+        let lang = Option.value("--lang", placeholder: "TAG", help: """
+            the titles of the Infobip SDK's predefined buttons (Accept, Decline, Cancel, Open) in that language, \
+            as the SDK translates them (de, fr-CA, zh-Hant, pt-PT…; a region falls back to its language); \
+            English by default and for a language the SDK does not translate
+            """, completion: .words(["ar", "cs", "da", "de", "en", "es", "es-419", "fi", "fr", "he", "hi", "hr", "hu", "id", "it",
+                                     "ja", "ko", "ms", "nb", "nl", "pl", "pt", "pt-PT", "ro", "ru", "sk", "sq", "sr", "sv", "th",
+                                     "tr", "uk", "vi", "zh-Hans", "zh-Hant"]))
+        func feed(_ what: String) -> Option {
+            .value("--feed", placeholder: "NAME", help: "\(what) of feed NAME only (a [Feed NAME] section of the configuration)")
         }
+        func make(_ word: String) -> @Sendable (Invocation) throws(CLIError) -> any CtlSubcommand {
+            { invocation throws(CLIError) in NcQuery(query: try Query(subcommand: word, invocation)) }
+        }
+        return [
+            Command("list", summary: "a user's or device's inbox, newest first, cursor-paginated",
+                    options: NcCommand.owner + [
+                        .flag("--unread", help: "only unread items"),
+                        .value("--limit", placeholder: "N", help: "items per page, 1-\(InboxIndex.maxLimit) (default 20)"),
+                        .value("--cursor", placeholder: "C", help: "the page after the one that named this cursor"),
+                        .value("--category", placeholder: "ID", help: "only items of this category"),
+                        feed("the items"), lang, json,
+                    ], groups: [owner], discussion: """
+                        Without archived or expired items; the last line names the cursor of the next page
+                        (--cursor). --device D lists the shared inbox of a device: items stored without a
+                        user. Silent pushes are not items; MODALs are presented by inapp, not listed
+                        ([Inbox] ListModals=yes lists them too). --feed NAME lists one feed. The index is
+                        read-only to list.
+                        """, exitStatus: status, make: make("list")),
+            Command("count", summary: "exact unseen and unread counts", options: NcCommand.owner + [feed("the counts"), json],
+                    groups: [owner], discussion: """
+                        Exact numbers of unseen and unread listed items, and of each feed ([Feed NAME] in the
+                        configuration); with --feed NAME, of that feed only.
+                        """, exitStatus: status, make: make("count")),
+            Command("inapp", summary: "the in-app message to present now (reports it shown)",
+                    options: NcCommand.owner + [lang, json], groups: [owner], discussion: """
+                        The latest unexpired modal not yet shown; drops an nc.inapp-shown event into the spool
+                        so it is presented once; with its buttons: its category's actions when it is
+                        interactive, else Cancel (dismiss: nothing more to report) and Open (nc open).
+                        """, exitStatus: status, make: make("inapp")),
+            Command("reindex", summary: "rebuild the inbox index from the journal alone",
+                    options: [.flag("--from-stream", help: "with [Inbox] Source=nats: rebuild from the [Export] stream")],
+                    discussion: """
+                        Rebuilds the index whatever the file holds (damaged, another schema), and renames it
+                        into place; pushspoold and pushspool-inbox may keep running and switch to it. With
+                        [Inbox] Source=nats it needs --from-stream: rebuilds from the [Export] stream, from the
+                        stream's first seq to its last (a new node, a lost disk, a stream purged past the
+                        index); what the stream no longer holds is not in the index.
+                        """, exitStatus: status, make: make("reindex")),
+            Command("update", summary: "apply the journal's new records to the inbox index",
+                    discussion: "In place, what pushspoold's follower does; not with [Inbox] Source=nats.",
+                    exitStatus: status, make: make("update")),
+            Command("preferences", summary: "the categories a user muted", options: NcCommand.owner + [json], groups: [owner],
+                    discussion: """
+                        The categories muted with nc mute (and not unmuted with nc unmute): their items are
+                        neither listed, counted nor presented in-app until unmuted.
+                        """, exitStatus: status, make: make("preferences")),
+        ]
+    }
+
+    /// Runs a parsed query; returns the exit status.
+    static func run(_ query: Query, context: CtlContext) -> Int32 {
+        let subcommand = query.subcommand
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
         let stateDirectory = configuration.journal.stateDirectory
         let indexPath = InboxIndex.path(stateDirectory: stateDirectory)
@@ -89,7 +103,7 @@ package enum NcQueryCommands {
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
                 let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals,
-                                             feeds: configuration.inboxFeeds).current()
+                                                 feeds: configuration.inboxFeeds).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
@@ -126,6 +140,12 @@ package enum NcQueryCommands {
         }
     }
 
+    /// One inbox query as the table builds it.
+    struct NcQuery: CtlSubcommand {
+        let query: Query
+        func run(_ context: CtlContext) -> Int32 { NcQueryCommands.run(query, context: context) }
+    }
+
     struct Query {
         var fromStream = false
         var owner: InboxOwner?
@@ -138,46 +158,24 @@ package enum NcQueryCommands {
         var language = TitleLanguage.english
         let subcommand: String
 
-        init(subcommand: String, arguments: [String]) throws(UsageError) {
+        init(subcommand: String, _ invocation: Invocation) throws(CLIError) {
             self.subcommand = subcommand
-            guard NcQueryCommands.subcommands.contains(subcommand) else { throw UsageError("no such nc subcommand: \(subcommand)") }
-            var cursor = ArgumentCursor(arguments)
-            let takesOwner = ["list", "count", "inapp", "preferences"].contains(subcommand)
-            while let item = cursor.next() {
-                switch item {
-                case .option("--user", let inline) where takesOwner:
-                    guard owner == nil else { throw UsageError("give one of --user and --device") }
-                    owner = .user(try cursor.value(of: "--user", inline: inline))
-                case .option("--device", let inline) where takesOwner:
-                    guard owner == nil else { throw UsageError("give one of --user and --device") }
-                    owner = .device(try cursor.value(of: "--device", inline: inline))
-                case .option("--json", nil) where takesOwner: json = true
-                case .option("--from-stream", nil) where subcommand == "reindex": fromStream = true
-                case .option("--unread", nil) where subcommand == "list": unread = true
-                case .option("--limit", let inline) where subcommand == "list":
-                    limit = try cursor.positiveInteger(of: "--limit", inline: inline)
-                    guard limit <= InboxIndex.maxLimit else { throw UsageError("--limit must be 1 to \(InboxIndex.maxLimit)") }
-                case .option("--cursor", let inline) where subcommand == "list":
-                    self.cursor = try cursor.value(of: "--cursor", inline: inline)
-                case .option("--category", let inline) where subcommand == "list":
-                    category = try cursor.value(of: "--category", inline: inline)
-                case .option("--feed", let inline) where subcommand == "list" || subcommand == "count":
-                    let name = try cursor.value(of: "--feed", inline: inline)
-                    if let problem = FeedName.problem(name) { throw UsageError("--feed: \(problem)") }
-                    feed = name
-                case .option("--lang", let inline) where subcommand == "list" || subcommand == "inapp":
-                    let tag = try cursor.value(of: "--lang", inline: inline)
-                    guard TitleLanguage.isWellFormed(tag) else {
-                        throw UsageError("--lang takes a language tag like de, pt-PT or zh-Hant, not '\(tag.prefix(80))'")
-                    }
-                    language = TitleLanguage.lookup(tag) ?? .english
-                case .option(let name, _): throw UsageError("unknown option for nc \(subcommand): \(name)")
-                case .operand(let operand): throw UsageError("unexpected argument: \(operand)")
+            fromStream = invocation.flag("--from-stream")
+            unread = invocation.flag("--unread")
+            json = invocation.flag("--json")
+            cursor = invocation.value("--cursor")
+            category = invocation.value("--category")
+            feed = invocation.value("--feed")
+            if let feed, let problem = FeedName.problem(feed) { throw invocation.error("--feed: \(problem)") }
+            limit = try invocation.integer("--limit", in: 1...InboxIndex.maxLimit) ?? 20
+            if let tag = invocation.value("--lang") {
+                guard TitleLanguage.isWellFormed(tag) else {
+                    throw invocation.error("--lang takes a language tag like de, pt-PT or zh-Hant, not '\(tag.prefix(80))'")
                 }
+                language = TitleLanguage.lookup(tag) ?? .english
             }
-            if takesOwner, owner == nil { throw UsageError("nc \(subcommand) needs --user U or --device D") }
-            if case .user(let id)? = owner, id.isEmpty { throw UsageError("--user needs a non-empty id") }
-            if case .device(let id)? = owner, id.isEmpty { throw UsageError("--device needs a non-empty id") }
+            if let user = invocation.value("--user") { owner = .user(user) }
+            if let device = invocation.value("--device") { owner = .device(device) }
         }
 
         func run(_ index: InboxIndex, context: CtlContext, layout: SpoolLayout, retention: Duration?) throws(InboxError) -> Int32 {

@@ -1,3 +1,4 @@
+import PushCLI
 import PushOutboxStore
 import PushSystem
 
@@ -6,26 +7,46 @@ import PushSystem
 /// renames a dead letter into `retry/`, which the daemon's outbox thread moves back to
 /// `pending/` with fresh attempts.
 package struct OutboxCommand: CtlSubcommand {
-    package static let name = "outbox"
-    package static let summary = "list, show, retry or purge outbox deliveries (Mindbox / Infobip events)"
-    package static let help = """
-        usage: pushspoolctl outbox list [--json]
-               pushspoolctl outbox show ID [--json]
-               pushspoolctl outbox retry ID|ALL
-               pushspoolctl outbox purge ID|ALL
-
-        list   pending and parked deliveries: ID (SEQ-INDEX: the event's journal seq and
-               which of its deliveries), state, target, event type, attempts, last HTTP
-               status, and the reason for parked ones
-               (--json: one object per line with every stored field and "state")
-        show   one delivery with its request payload and the last response (status and the
-               first KiB of the body); keys are never stored, so never shown
-        retry  re-queue a parked delivery (or every one): the daemon sends it again with
-               fresh attempts, its age counted from now
-        purge  delete a parked delivery (or every one); pending ones cannot be purged
-
-        Exit status: 0 success, 1 failure (e.g. no such parked delivery), 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        let status = "Exit status: 0 success, 1 failure (e.g. no such parked delivery), 64 usage error."
+        @Sendable func id(_ invocation: Invocation, all: Bool) throws(CLIError) -> Selection {
+            let word = invocation.operands[0]
+            if all, word == "ALL" { return .all }
+            guard OutboxDelivery.fileName(forID: word) != nil else {
+                throw invocation.error("'\(word)' is not a delivery id (SEQ-INDEX, e.g. 42-0)")
+            }
+            return .id(word)
+        }
+        let parked = ValueCompletion.programOutput(["outbox", "list"], plus: ["ALL"])
+        return Command("outbox", summary: "list, show, retry or purge outbox deliveries (Mindbox / Infobip events)", subcommands: [
+            Command("list", summary: "pending and parked deliveries", options: [
+                .flag("--json", help: "one object per line with every stored field and \"state\""),
+            ], discussion: """
+                Each line: ID (SEQ-INDEX: the event's journal seq and which of its deliveries), state,
+                target, event type, attempts, last HTTP status, and the reason for parked ones.
+                """, exitStatus: status) { invocation throws(CLIError) in
+                OutboxCommand(action: .list(json: invocation.flag("--json")))
+            },
+            Command("show", summary: "one delivery with its request payload and the last response",
+                    options: [.flag("--json", help: "one object with every stored field")],
+                    positionals: [Positional("ID", completion: .programOutput(["outbox", "list"]))],
+                    discussion: "The last response is its status and the first KiB of the body; keys are never "
+                        + "stored, so never shown.", exitStatus: status) { invocation throws(CLIError) in
+                guard case .id(let word) = try id(invocation, all: false) else { throw invocation.error("ID needed") }
+                return OutboxCommand(action: .show(word, json: invocation.flag("--json")))
+            },
+            Command("retry", summary: "re-queue a parked delivery (or every one)",
+                    positionals: [Positional("ID|ALL", completion: parked)],
+                    discussion: "The daemon sends it again with fresh attempts, its age counted from now.",
+                    exitStatus: status) { invocation throws(CLIError) in
+                OutboxCommand(action: .retry(try id(invocation, all: true)))
+            },
+            Command("purge", summary: "delete a parked delivery (or every one); pending ones cannot be purged",
+                    positionals: [Positional("ID|ALL", completion: parked)], exitStatus: status) { invocation throws(CLIError) in
+                OutboxCommand(action: .purge(try id(invocation, all: true)))
+            },
+        ])
+    }
 
     enum Selection: Equatable {
         case all
@@ -40,34 +61,6 @@ package struct OutboxCommand: CtlSubcommand {
     }
 
     var action: Action
-
-    package init(arguments: [String]) throws(UsageError) {
-        guard let verb = arguments.first else { throw UsageError("missing outbox action (list, show, retry, purge)", subcommand: Self.name) }
-        let rest = Array(arguments.dropFirst())
-        let json = rest.contains("--json")
-        let words = rest.filter { $0 != "--json" }
-        func selection() throws(UsageError) -> Selection {
-            guard words.count == 1, !json else { throw UsageError("outbox \(verb) needs exactly one ID or ALL", subcommand: Self.name) }
-            if words[0] == "ALL" { return .all }
-            guard OutboxDelivery.fileName(forID: words[0]) != nil else {
-                throw UsageError("'\(words[0])' is not a delivery id (SEQ-INDEX, e.g. 42-0)", subcommand: Self.name)
-            }
-            return .id(words[0])
-        }
-        switch verb {
-        case "list":
-            guard words.isEmpty else { throw UsageError("outbox list takes only --json", subcommand: Self.name) }
-            action = .list(json: json)
-        case "show":
-            guard words.count == 1, OutboxDelivery.fileName(forID: words[0]) != nil else {
-                throw UsageError("outbox show needs exactly one ID (SEQ-INDEX, e.g. 42-0)", subcommand: Self.name)
-            }
-            action = .show(words[0], json: json)
-        case "retry": action = .retry(try selection())
-        case "purge": action = .purge(try selection())
-        default: throw UsageError("unknown outbox action '\(verb)' (list, show, retry, purge)", subcommand: Self.name)
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

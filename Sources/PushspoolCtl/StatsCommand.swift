@@ -1,29 +1,22 @@
+import PushCLI
 import PushPayload
 import PushSystem
 
 /// `pushspoolctl stats [--json]`: the running daemon's counts, from `<state>/status.json`
 /// (rewritten by pushspoold every metrics interval and at shutdown).
 package struct StatsCommand: CtlSubcommand {
-    package static let name = "stats"
-    package static let summary = "show the daemon's live counters"
-    package static let help = """
-        usage: pushspoolctl stats [--json]
-
-        Prints the counters pushspoold last wrote to STATE_DIR/status.json: ingested, refused,
-        duplicates, backlog, files in flight, media stored/failed/skipped, journal sequence and
-        bytes, when they were written and the last error. With --json, the file as one line.
-
-        Exit status: 0 success, 1 no status file (the daemon has not run yet), 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        Command("stats", summary: "show the daemon's live counters",
+                options: [.flag("--json", help: "the status file as one line")], discussion: """
+                    Prints the counters pushspoold last wrote to STATE_DIR/status.json: ingested, refused,
+                    duplicates, backlog, files in flight, media stored/failed/skipped, journal sequence and
+                    bytes, when they were written and the last error.
+                    """,
+                exitStatus: "Exit status: 0 success, 1 no status file (the daemon has not run yet), 64 usage error."
+        ) { invocation throws(CLIError) in StatsCommand(json: invocation.flag("--json")) }
+    }
 
     var json = false
-
-    package init(arguments: [String]) throws(UsageError) {
-        for argument in arguments {
-            guard argument == "--json" else { throw UsageError("unknown option: \(argument)") }
-            json = true
-        }
-    }
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }

@@ -1,52 +1,44 @@
 import Glibc
+import PushCLI
 import PushPayload
 import PushSystem
 
 /// `pushspoolctl validate [--json] FILE...`: runs the normaliser on files without ingesting them
 /// (pushes and Notification Center event envelopes alike, as the daemon's `classify` does).
 package struct ValidateCommand: CtlSubcommand {
-    package static let name = "validate"
-    package static let summary = "check payload files against the vendor formats (nothing is ingested)"
-    package static let help = """
-        usage: pushspoolctl validate [--json] [--max-payload-bytes N] [--max-depth N] FILE...
-
-        Parses and normalises each FILE ('-' reads stdin) exactly as the daemon would, and
-        prints the outcome: a push ("accepted FORMAT id=ID"), a Notification Center event
-        envelope ("event TYPE eventId=ID"), or a refusal. Reason and warning codes:
-        docs/reason-codes.md.
-
-        Options:
-          --json                 one JSON object per input, one per line:
-                                 {"file","accepted","kind","vendor","platform","format","id",
-                                  "type","reason","message","warnings","notification","event"}
-                                 (kind "notification" or "event", null when refused; for an
-                                 event, id is its eventId and type its type)
-          --max-payload-bytes N  largest compact vendor payload (default 4096)
-          --max-depth N          deepest JSON nesting (default 32)
-          -h, --help             show this help
-
-        Exit status: 0 all accepted, 65 any refused, 1 a file could not be read, 64 usage error.
-        """
+    package static var command: CtlCommandSpec {
+        Command("validate", summary: "check payload files against the vendor formats (nothing is ingested)",
+                options: [
+                    .flag("--json", help: """
+                        one JSON object per input, one per line: {"file","accepted","kind","vendor","platform","format",\
+                        "id","type","reason","message","warnings","notification","event"} (kind "notification" or \
+                        "event", null when refused; for an event, id is its eventId and type its type)
+                        """),
+                    .value("--max-payload-bytes", placeholder: "N", help: "largest compact vendor payload (default 4096)"),
+                    .value("--max-depth", placeholder: "N", help: "deepest JSON nesting (default 32)"),
+                ],
+                positionals: [Positional("FILE", repeated: true, completion: .file(suffix: nil))],
+                discussion: """
+                    Parses and normalises each FILE ('-' reads stdin) exactly as the daemon would, and
+                    prints the outcome: a push ("accepted FORMAT id=ID"), a Notification Center event
+                    envelope ("event TYPE eventId=ID"), or a refusal. Reason and warning codes:
+                    docs/reason-codes.md.
+                    """,
+                exitStatus: "Exit status: 0 all accepted, 65 any refused, 1 a file could not be read, 64 usage error."
+        ) { invocation throws(CLIError) in try ValidateCommand(invocation) }
+    }
 
     package var json = false
     package var files: [String] = []
     package var options = NormalizerOptions()
 
-    package init(arguments: [String]) throws(UsageError) {
-        var cursor = ArgumentCursor(arguments)
-        while let item = cursor.next() {
-            switch item {
-            case .operand(let file): files.append(file)
-            case .option("--json", nil): json = true
-            case .option("--max-payload-bytes", let inline):
-                options.maxPayloadBytes = try cursor.positiveInteger(of: "--max-payload-bytes", inline: inline)
-            case .option("--max-depth", let inline):
-                options.maxDepth = try cursor.positiveInteger(of: "--max-depth", inline: inline)
-            case .option(let name, _): throw UsageError("unknown option: \(name)")
-            }
-        }
-        if files.isEmpty { throw UsageError("no FILE given (use '-' for stdin)") }
-        if files.filter({ $0 == "-" }).count > 1 { throw UsageError("'-' (stdin) may be given only once") }
+    package init(_ invocation: Invocation) throws(CLIError) {
+        json = invocation.flag("--json")
+        // Bounded far above any real payload: the input limit derives from them.
+        if let bytes = try invocation.integer("--max-payload-bytes", in: 1...(1 << 30)) { options.maxPayloadBytes = bytes }
+        if let depth = try invocation.integer("--max-depth", in: 1...100_000) { options.maxDepth = depth }
+        files = invocation.operands
+        if files.filter({ $0 == "-" }).count > 1 { throw invocation.error("'-' (stdin) may be given only once") }
     }
 
     package func run(_ context: CtlContext) -> Int32 {

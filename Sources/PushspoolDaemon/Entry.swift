@@ -5,6 +5,7 @@ import PushJournal
 import PushMediaModel
 import PushSystemd
 import PushConfig
+import PushCLI
 
 /// `pushspoold`'s whole program; the executable only calls `main` and exits with its status.
 package enum PushspoolDaemonMain {
@@ -17,20 +18,14 @@ package enum PushspoolDaemonMain {
         // EPIPE and the caller handles it (the fail-stop exit status must stay 1).
         signal(SIGPIPE, SIG_IGN)
         let arguments: DaemonArguments
-        do {
-            arguments = try DaemonArguments.parse(Array(argv.dropFirst()))
-        } catch {
-            writeStderr("pushspoold: \(error)\n\n\(DaemonArguments.usage)\n")
-            return 64
+        switch DaemonArguments.program.resolve(Array(argv.dropFirst()), version: pushspoolVersion) {
+        case .exit(let status): return status
+        case .run(let parsed, _): arguments = parsed
         }
-        if arguments.showHelp {
-            print(DaemonArguments.usage)
-            return 0
-        }
-        if arguments.showVersion {
-            print("pushspoold \(pushspoolVersion)")
-            return 0
-        }
+        // `--instance NAME` names the export's host id exactly as the template unit's
+        // PUSHSPOOL_INSTANCE= does; set here, before any thread exists, so both reach the
+        // exporter one way.
+        if let instance = arguments.instance { setenv("PUSHSPOOL_INSTANCE", instance, 1) }
 
         MemoryPolicy.apply()
         let metrics = Metrics()
@@ -112,11 +107,6 @@ package enum PushspoolDaemonMain {
         // durable is, and events went out unbuffered.
         fflush(nil)
         _exit(status)
-    }
-
-    private static func writeStderr(_ text: String) {
-        var bytes = Array(text.utf8)
-        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
     }
 }
 

@@ -215,4 +215,41 @@ import PushInbox
         #expect(try InboxIndex(path: Self.indexPath(node), readOnly: true).itemCount() == 31)
         #expect(ingest.stop() == 0)
     }
+
+    /// The gap check at start is not enough: a node that follows while the stream's head is
+    /// purged gets the records after the purge from its consumer, which skips the rest.
+    @Test func aStreamPurgedWhileTheNodeFollowsIsRefusedNotSkipped() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let ingest = try DaemonHarness(name: "stream-live-purge", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        try Self.drop(ingest, 0..<20, tag: "l")
+        try Self.waitIngestedAndExported(ingest, count: 20)
+
+        let node = try Self.node("live-purge-node", url: server.url)
+        let process = try Self.launchInbox(node)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+        try waitUntil(timeout: 60, "the node's index at stream seq 20") { Self.appliedSeq(node) == 20 }
+
+        // Frozen, the node cannot see seqs 21..40 before the purge takes 21..29 away. Its
+        // pending pull request expires first (fetchWait, 10 s), or the server would push the
+        // new records into the frozen node's socket.
+        kill(process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 11)
+        try Self.drop(ingest, 20..<40, tag: "l")
+        try Self.waitIngestedAndExported(ingest, count: 40)
+        let client = try NatsClient(urls: [server.url], name: "it-live-purge")
+        defer { client.close() }
+        try client.purgeStream(Self.stream, keepFrom: 30)
+        kill(process.processIdentifier, SIGCONT)
+
+        try waitUntil(timeout: 60, "pushspool-inbox to refuse") { !process.isRunning }
+        #expect(process.terminationStatus == 78)
+        let text = Self.stderr(node)
+        #expect(text.contains("up to seq 20, but the stream now starts at seq 30"), "\(text)")
+        #expect(Self.appliedSeq(node) == 20)
+        #expect(ingest.stop() == 0)
+    }
 }

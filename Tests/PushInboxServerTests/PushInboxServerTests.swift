@@ -50,21 +50,25 @@ import PushSystem
         #expect(!InboxAPI.isSHA256(sha.uppercased()))
     }
 
-    @Test func commandLine() {
-        guard case .success(.run(let options)) = InboxServerMain.parse(["--listen", "127.0.0.1:1", "--spool=/s", "--state-dir", "/d", "--config", "/c"]) else {
+    @Test func commandLine() throws {
+        let program = InboxServerMain.program
+        guard case .run(let options, _) = try program.parse(["--listen", "127.0.0.1:1", "--spool=/s", "--state-dir", "/d", "--config", "/c"]) else {
             Issue.record("did not parse")
             return
         }
         #expect(options.listen == "127.0.0.1:1" && options.spool == "/s" && options.stateDir == "/d" && options.config == "/c")
-        guard case .failure = InboxServerMain.parse(["--bogus"]) else { Issue.record("accepted --bogus"); return }
-        guard case .failure = InboxServerMain.parse(["--listen"]) else { Issue.record("accepted --listen without a value"); return }
-        guard case .success(.help) = InboxServerMain.parse(["-h"]) else { Issue.record("no help"); return }
-        guard case .success(.run(let threaded)) = InboxServerMain.parse(["--threads", "4"]), threaded.threads == 4 else {
+        #expect(throws: (any Error).self) { try program.parse(["--bogus"]) }
+        #expect(throws: (any Error).self) { try program.parse(["--listen"]) }
+        guard case .help = try program.parse(["-h"]) else { Issue.record("no help"); return }
+        guard case .run(let threaded, _) = try program.parse(["--threads", "4"]), threaded.threads == 4 else {
             Issue.record("--threads 4 not parsed"); return
         }
         for bad in ["0", "65", "-1", "many", "99999999999999999999"] {
-            guard case .failure = InboxServerMain.parse(["--threads", bad]) else { Issue.record("accepted --threads \(bad)"); return }
+            #expect(throws: (any Error).self, "--threads \(bad)") { try program.parse(["--threads", bad]) }
         }
+        // The instance's paths, as pushspoold@NAME has them.
+        guard case .run(let instance, _) = try program.parse(["--instance", "eu-1"]) else { Issue.record("--instance"); return }
+        #expect(instance.config == "/etc/pushspool/eu-1.conf" && instance.stateDir == "/var/lib/pushspool/eu-1")
         #expect((1...16).contains(InboxServerMain.defaultThreads()))
     }
 

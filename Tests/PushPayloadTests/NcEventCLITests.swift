@@ -135,7 +135,7 @@ let ncCLICases: [NcCLICase] = [
         #expect(try spool.files("incoming").isEmpty && spool.files("tmp").isEmpty)
     }
 
-    @Test(arguments: [["nc", "--help"], ["help", "nc"], ["nc", "open", "--help"]])
+    @Test(arguments: [["nc", "--help"], ["help", "nc"]])
     func helpListsEverySubcommand(_ arguments: [String]) throws {
         let run = try runCtl(arguments)
         #expect(run.status == 0)
@@ -143,6 +143,16 @@ let ncCLICases: [NcCLICase] = [
             #expect(run.stdout.contains(word), "\(word)")
         }
         #expect(try runCtl(["--help"]).stdout.contains("  nc "))
+    }
+
+    /// A subcommand's help is its own: its usage line and its options.
+    @Test(arguments: [["nc", "open", "--help"], ["help", "nc", "open"], ["nc", "open", "--user", "u", "-h"]])
+    func subcommandHelpShowsItsOwnOptions(_ arguments: [String]) throws {
+        let run = try runCtl(arguments)
+        #expect(run.status == 0)
+        #expect(run.stdout.hasPrefix("usage: pushspoolctl nc open (--user U | --device D) ITEM"), "\(run.stdout)")
+        for word in ["--event-id", "--json", "--device"] { #expect(run.stdout.contains(word), "\(word)") }
+        #expect(!run.stdout.contains("--all-read"))
     }
 
     @Test func aMissingSpoolIsARuntimeFailure() throws {

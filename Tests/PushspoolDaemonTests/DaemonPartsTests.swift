@@ -19,6 +19,21 @@ import PushSystem
         #expect(throws: UsageError.self) { try DaemonArguments.parse(arguments) }
     }
 
+    /// `--instance NAME` is the three paths the template unit passes, resolved the way
+    /// pushspoolctl and pushspool-inbox resolve them, and names the export's host id.
+    @Test func instanceNamesTheTemplateUnitsPaths() throws {
+        let parsed = try DaemonArguments.parse(["--instance", "eu-1"])
+        #expect(parsed.configFile == "/etc/pushspool/eu-1.conf" && parsed.configFileGiven)
+        #expect(parsed.spoolDirectory == "/var/spool/pushspool/eu-1")
+        #expect(parsed.stateDirectory == "/var/lib/pushspool/eu-1")
+        #expect(parsed.instance == "eu-1")
+        let rooted = try DaemonArguments.parse(["--root=/tmp/img", "--instance=b"])
+        #expect(rooted.stateDirectory == "/tmp/img/var/lib/pushspool/b")
+        for bad in [["--instance", "a", "--spool", "/s"], ["--instance", "../x"], ["--root", "/r"]] {
+            #expect(throws: UsageError.self, "\(bad)") { try DaemonArguments.parse(bad) }
+        }
+    }
+
     @Test func defaultsPointAtTheSystemPaths() throws {
         let parsed = try DaemonArguments.parse([])
         #expect(parsed.configFile == "/etc/pushspool/pushspool.conf")
