@@ -16,6 +16,8 @@ package struct Configuration: Sendable, Equatable {
     package var media = MediaSettings()
     package var limits = LimitsSettings()
     package var categories: [CategoryDefinition] = []
+    /// `[Feed NAME]` sections, in the order they first appear.
+    package var feeds: [FeedDefinition] = []
     package var metrics = MetricsSettings()
     package var log = LogSettings()
     package var status = StatusSettings()
@@ -161,6 +163,27 @@ package struct CategoryDefinition: Sendable, Equatable {
         self.id = id
         self.actions = actions
     }
+}
+
+/// A named filter of the inbox (`[Feed NAME]`): its list and counts (`?feed=NAME`, `nc list
+/// --feed NAME`). The conditions that are set must all hold; a list matches any of its values.
+package struct FeedDefinition: Sendable, Equatable {
+    package var name: String
+    /// `Categories=`: the item's category is one of these.
+    package var categories: [String] = []
+    /// `Vendors=`: the item's vendor is one of these.
+    package var vendors: [String] = []
+    /// `PayloadKey=`: the push's custom payload has this top-level member (not null).
+    package var payloadKey: String?
+    /// `PayloadValue=`: and the member's value, as text, is this.
+    package var payloadValue: String?
+    /// `Other=yes`: "everything else", the items no other feed takes; no other condition.
+    package var other = false
+
+    package init(name: String) { self.name = name }
+
+    /// The most feeds (an index keeps an item's feeds in a 32-bit mask).
+    package static let maximum = 32
 }
 
 /// One action of a category: `Action=ID:TITLE:OPTION,OPTION`, made a text-input action by

@@ -106,8 +106,14 @@ package enum ConfigurationLoader {
                 provenance["\(section).\(key)"] = source
                 return
             }
+            if section.hasPrefix(Schema.feedPrefix) {
+                let name = String(section.dropFirst(Schema.feedPrefix.count)).trimmingSpaces
+                try applyFeed(name: name, key: key, value: value, failure: failure)
+                provenance["\(Schema.feedPrefix)\(name).\(key)"] = source
+                return
+            }
             guard Schema.sections.contains(section) else {
-                throw failure("unknown section; known sections are \(Schema.sections.map { "[\($0)]" }.joined(separator: ", ")) and [Category ID]")
+                throw failure("unknown section; known sections are \(Schema.sections.map { "[\($0)]" }.joined(separator: ", ")), [Category ID] and [Feed NAME]")
             }
             guard let spec = Schema.byPath["\(section).\(key)"] else {
                 throw failure("unknown key; [\(section)] knows \(Schema.keys(in: section).map(\.key).joined(separator: ", "))")
@@ -147,6 +153,58 @@ package enum ConfigurationLoader {
                 throw failure("more than \(CategoryAction.maximumPerCategory) actions; iOS shows only the first \(CategoryAction.maximumPerCategory)")
             }
             configuration.categories[index].actions.append(action)
+        }
+
+        /// One key of `[Feed NAME]`. Lists (`Categories=`, `Vendors=`: words separated by spaces
+        /// or commas) append on repetition and an empty value resets them, as elsewhere.
+        private mutating func applyFeed(name: String, key: String, value: String, failure: (String) -> ConfigError) throws(ConfigError) {
+            if let problem = FeedName.problem(name) { throw failure(problem) }
+            guard Schema.feedKeys.contains(key) else {
+                throw failure("unknown key; [Feed \(name)] knows \(Schema.feedKeys.joined(separator: ", "))")
+            }
+            var index = configuration.feeds.firstIndex { $0.name == name }
+            if index == nil {
+                guard configuration.feeds.count < FeedDefinition.maximum else {
+                    throw failure("more than \(FeedDefinition.maximum) feeds; merge some of them")
+                }
+                configuration.feeds.append(FeedDefinition(name: name))
+                index = configuration.feeds.count - 1
+            }
+            guard let index else { return }
+            let words = value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "," }).map(String.init)
+            switch key {
+            case "Categories":
+                if value.isEmpty { configuration.feeds[index].categories = []; return }
+                for word in words {
+                    guard word.utf8.count <= 255, !word.contains(where: { $0.isASCII && ($0.asciiValue ?? 0) < 0x20 }) else {
+                        throw failure("a category is at most 255 bytes without control characters, got '\(word.prefix(40))'")
+                    }
+                    if !configuration.feeds[index].categories.contains(word) { configuration.feeds[index].categories.append(word) }
+                }
+            case "Vendors":
+                if value.isEmpty { configuration.feeds[index].vendors = []; return }
+                for word in words {
+                    guard Vendor(rawValue: word) != nil else {
+                        throw failure("unknown vendor '\(word.prefix(40))'; known: \(Vendor.allCases.map(\.rawValue).joined(separator: ", "))")
+                    }
+                    if !configuration.feeds[index].vendors.contains(word) { configuration.feeds[index].vendors.append(word) }
+                }
+            case "PayloadKey":
+                guard value.utf8.count <= 255, !value.contains(where: { $0.isASCII && ($0.asciiValue ?? 0) < 0x20 }) else {
+                    throw failure("a payload key is at most 255 bytes without control characters")
+                }
+                configuration.feeds[index].payloadKey = value.isEmpty ? nil : value
+            case "PayloadValue":
+                guard value.utf8.count <= 1024, !value.contains(where: { $0.isASCII && ($0.asciiValue ?? 0) < 0x20 }) else {
+                    throw failure("a payload value is at most 1024 bytes without control characters")
+                }
+                configuration.feeds[index].payloadValue = value.isEmpty ? nil : value
+            default:
+                switch ConfigValue.boolean(value) {
+                case .success(let other): configuration.feeds[index].other = other
+                case .failure(let error): throw failure(error.message)
+                }
+            }
         }
 
         /// `TextInput=ACTION:BUTTON:PLACEHOLDER` makes an action of this category, defined by an
@@ -199,6 +257,28 @@ package enum ConfigurationLoader {
             }
             if configuration.spool.maxFileBytes < configuration.limits.maxPayloadBytes {
                 throw failure("Spool.MaxFileSize", "is smaller than [Limits] MaxPayloadSize=\(ConfigValue.formatSize(configuration.limits.maxPayloadBytes)); a spool file carries the payload plus its envelope")
+            }
+            var otherFeed: String?
+            for feed in configuration.feeds {
+                let path = "\(Schema.feedPrefix)\(feed.name)"
+                func key(_ preferred: [String]) -> String {
+                    "\(path).\(preferred.first { provenance["\(path).\($0)"] != nil } ?? preferred[0])"
+                }
+                let conditions = !feed.categories.isEmpty || !feed.vendors.isEmpty || feed.payloadKey != nil
+                if feed.payloadValue != nil, feed.payloadKey == nil {
+                    throw failure(key(["PayloadValue"]), "feed '\(feed.name)' has PayloadValue= without PayloadKey=; name the member it is the value of")
+                }
+                if feed.other {
+                    if conditions {
+                        throw failure(key(["Other"]), "feed '\(feed.name)' is Other=yes (everything no other feed takes) and has conditions too; keep one or the other")
+                    }
+                    if let first = otherFeed {
+                        throw failure(key(["Other"]), "feeds '\(first)' and '\(feed.name)' are both Other=yes; at most one feed takes everything else")
+                    }
+                    otherFeed = feed.name
+                } else if !conditions {
+                    throw failure(key(Schema.feedKeys), "feed '\(feed.name)' is empty; give it Categories=, Vendors=, PayloadKey= or Other=yes, or remove the section")
+                }
             }
             for category in configuration.categories where category.actions.isEmpty {
                 throw failure("\(Schema.categoryPrefix)\(category.id).Action", "category '\(category.id)' has no actions; add Action=ID:TITLE:OPTIONS or remove the section")

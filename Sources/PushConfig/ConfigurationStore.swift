@@ -57,7 +57,10 @@ package final class ConfigurationStore: Sendable {
             return old
         }
         let changed = changedKeys(from: old, to: loaded.0)
-        return .applied(changed: changed, restartRequired: changed.filter(Schema.restartRequired.contains))
+        return .applied(changed: changed, restartRequired: changed.filter {
+            // Feeds are held by the inbox follower made at start, like ListModals=.
+            Schema.restartRequired.contains($0) || $0.hasPrefix(Schema.feedPrefix)
+        })
     }
 }
 
@@ -68,6 +71,10 @@ package func changedKeys(from old: Configuration, to new: Configuration) -> [Str
     let ids = (old.categories.map(\.id) + new.categories.map(\.id)).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
     for id in ids where old.categories.first(where: { $0.id == id }) != new.categories.first(where: { $0.id == id }) {
         changed.append("\(Schema.categoryPrefix)\(id).Action")
+    }
+    let names = (old.feeds.map(\.name) + new.feeds.map(\.name)).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+    for name in names where old.feeds.first(where: { $0.name == name }) != new.feeds.first(where: { $0.name == name }) {
+        changed.append("\(Schema.feedPrefix)\(name)")
     }
     return changed
 }

@@ -27,5 +27,18 @@ package func renderEffectiveConfiguration(
             if let input = action.textInput { out += "TextInput=\(action.id):\(input.buttonTitle):\(input.placeholder)\n" }
         }
     }
+    for feed in configuration.feeds {
+        let section = Schema.feedPrefix + feed.name
+        out += "\n[\(section)]\n"
+        func put(_ key: String, _ value: String?) {
+            guard let value else { return }
+            out += "# \((provenance["\(section).\(key)"] ?? .defaultValue).description)\n\(key)=\(value)\n"
+        }
+        put("Categories", feed.categories.isEmpty ? nil : feed.categories.joined(separator: " "))
+        put("Vendors", feed.vendors.isEmpty ? nil : feed.vendors.joined(separator: " "))
+        put("PayloadKey", feed.payloadKey)
+        put("PayloadValue", feed.payloadValue)
+        put("Other", feed.other ? "yes" : nil)
+    }
     return out
 }

@@ -175,6 +175,10 @@ enum Schema {
     static let sections = ["Spool", "Journal", "Media", "Limits", "Metrics", "Log", "Status", "Inbox", "Outbox", "Export"]
     /// Categories are open-ended sections named `[Category ID]`.
     static let categoryPrefix = "Category "
+    /// Feeds are open-ended sections named `[Feed NAME]`.
+    static let feedPrefix = "Feed "
+    /// The keys of a `[Feed NAME]` section.
+    static let feedKeys = ["Categories", "Vendors", "PayloadKey", "PayloadValue", "Other"]
 
     static let keys: [KeySpec] = [
         .absolutePath("Spool", "Directory", \.spool.directory),

@@ -27,7 +27,8 @@ package enum InboxNotice: Sendable, Equatable {
     case indexCorrupt(movedTo: String, reason: String)
     /// The index was sound but built by rules this build does not apply (another schema
     /// version, another `[Inbox] ListModals=`): replaced with a fresh one that is being
-    /// rebuilt from the journal. `reason`: `schema-mismatch` or `listing-mismatch`.
+    /// rebuilt from the journal. `reason`: `schema-mismatch`, `listing-mismatch` or
+    /// `feeds-mismatch`.
     case indexOutdated(reason: String)
 }
 
@@ -75,9 +76,11 @@ package final class InboxFollower: Follower, Sendable {
     ///     segment's frame headers.
     ///   - listModals: `[Inbox] ListModals=` (``InboxIndex/listModals``); an index built with
     ///     the other value is replaced and rebuilt, as is one of another schema version.
+    ///   - feeds: `[Feed NAME]` (``InboxIndex/feeds``); an index built with other
+    ///     definitions is replaced and rebuilt likewise, so no item keeps a stale membership.
     ///   - notify: called (on the calling or the follower's thread) when a damaged index was
     ///     moved aside or an outdated one replaced.
-    package init(stateDirectory: String, batchSize: Int = 2000, listModals: Bool = false,
+    package init(stateDirectory: String, batchSize: Int = 2000, listModals: Bool = false, feeds: [InboxFeed] = [],
                  journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
@@ -85,7 +88,7 @@ package final class InboxFollower: Follower, Sendable {
         self.batchSize = max(1, batchSize)
         self.journalLastSeq = journalLastSeq
         self.notify = notify
-        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals)
+        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals, feeds: feeds)
         var notice: InboxNotice?
         let applied: UInt64
         do {
@@ -119,7 +122,7 @@ package final class InboxFollower: Follower, Sendable {
     /// instead of stopping pushspoold until someone runs `nc reindex`.
     private static func startOver(_ handle: InboxIndexHandle, _ error: InboxError) throws(InboxError) -> InboxNotice {
         handle.close()
-        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals)
+        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds)
         return .indexOutdated(reason: error.shortDescription)
     }
 

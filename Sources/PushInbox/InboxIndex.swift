@@ -15,6 +15,11 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         /// A writer opened an index built with the other `[Inbox] ListModals=` (`indexed`:
         /// what the file was built with); rebuild it with `nc reindex`.
         case listingMismatch(indexed: Bool)
+        /// A writer opened an index built with other `[Feed NAME]` definitions (`indexed`: the
+        /// names it was built with); rebuild it with `nc reindex`.
+        case feedsMismatch(indexed: [String])
+        /// No feed of this name (`?feed=`, `--feed`); `known`: the index's (``InboxIndex/feedNames()``).
+        case unknownFeed(String, known: [String])
         /// A cursor that this index did not hand out.
         case invalidCursor
         /// `limit` outside 1...500.
@@ -40,7 +45,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
     /// writer replaces it with a fresh one and rebuilds from the journal (nothing to keep).
     package var isStale: Bool {
         switch kind {
-        case .schemaMismatch, .listingMismatch: true
+        case .schemaMismatch, .listingMismatch, .feedsMismatch: true
         default: false
         }
     }
@@ -54,6 +59,8 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .missing: "missing"
         case .schemaMismatch: "schema-mismatch"
         case .listingMismatch: "listing-mismatch"
+        case .feedsMismatch: "feeds-mismatch"
+        case .unknownFeed: "unknown-feed"
         case .invalidCursor: "invalid-cursor"
         case .invalidLimit: "invalid-limit"
         }
@@ -71,6 +78,12 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .listingMismatch(let indexed):
             "inbox index \(path) was built with [Inbox] ListModals=\(indexed ? "yes" : "no"), the configuration says "
                 + "\(indexed ? "no" : "yes"); rebuild it with `pushspoolctl nc reindex`"
+        case .feedsMismatch(let indexed):
+            "inbox index \(path) was built with other [Feed] definitions (feeds: \(indexed.isEmpty ? "none" : indexed.joined(separator: ", "))); "
+                + "rebuild it with `pushspoolctl nc reindex`"
+        case .unknownFeed(let name, let known):
+            "no feed '\(name)'; "
+                + (known.isEmpty ? "no feeds are configured (add [Feed NAME] sections)" : "the feeds are \(known.joined(separator: ", "))")
         case .invalidCursor: "invalid cursor (use the nextCursor of a previous page)"
         case .invalidLimit(let n): "limit must be 1 to \(InboxIndex.maxLimit), not \(n)"
         }
@@ -87,10 +100,12 @@ package final class InboxIndex {
     /// 2: silent pushes are not items, MODALs are listed per `ListModals=` (`listed`), and
     /// items carry sound, badge, loc keys, Infobip's link kinds and the custom payload.
     /// 3: items can be pinned (`pinned`) and deleted (`deleted`, a tombstone).
-    package static let schemaVersion: Int64 = 3
+    /// 4: feeds (`feeds`, `item_feeds`, `feed_counts`, the items' `feeds` mask), muted
+    /// categories (`preferences`, the items' `muted`).
+    package static let schemaVersion: Int64 = 4
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 42
+    static let columnCount = 44
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
@@ -116,15 +131,22 @@ package final class InboxIndex {
     /// banners. Decided when a record is applied (``listed(_:listModals:)``), so a writer
     /// must open an index built with the same value (`.listingMismatch` otherwise).
     package let listModals: Bool
+    /// The writer's feeds (`[Feed NAME]`), in configuration order: feed `i` is bit `i` of an
+    /// item's `feeds` mask and row `i` of the `feeds` table. Decided when a record is
+    /// applied, so a writer must open an index built with the same definitions
+    /// (`.feedsMismatch` otherwise). A read-only open ignores it and reads the table.
+    package let feeds: [InboxFeed]
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
     /// `listModals`: a writer's `[Inbox] ListModals=`; a read-only open ignores it (readers
-    /// see what the writer decided).
-    package init(path: String, readOnly: Bool = false, announce: Bool = true, listModals: Bool = false) throws(InboxError) {
+    /// see what the writer decided). `feeds`: a writer's `[Feed NAME]` definitions, likewise.
+    package init(path: String, readOnly: Bool = false, announce: Bool = true, listModals: Bool = false,
+                 feeds: [InboxFeed] = []) throws(InboxError) {
         self.path = path
         announces = announce && !readOnly
         self.listModals = listModals
+        self.feeds = Array(feeds.prefix(InboxFeed.maximum))
         if readOnly {
             var st = stat()
             guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
@@ -151,6 +173,12 @@ package final class InboxIndex {
             guard version == Self.schemaVersion else { throw InboxError(.schemaMismatch(found: version), path: path) }
             if !readOnly, let indexed = try Self.meta(db, "list_modals"), (indexed != 0) != listModals {
                 throw InboxError(.listingMismatch(indexed: indexed != 0), path: path)
+            }
+            if !readOnly {
+                let stored = try Self.storedFeeds(db)
+                if stored.map(\.name) != self.feeds.map(\.name) || stored.map(\.definition) != self.feeds.map(\.definitionText) {
+                    throw InboxError(.feedsMismatch(indexed: stored.map(\.name)), path: path)
+                }
             }
         } catch let error as SQLiteError {
             if error.isCantOpen { throw InboxError(.missing, path: path) }
@@ -206,7 +234,8 @@ package final class InboxIndex {
                     listed INTEGER NOT NULL DEFAULT 1, sound TEXT, badge INTEGER,
                     loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
                     deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
-                    pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0)
+                    pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
+                    muted INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -221,6 +250,32 @@ package final class InboxIndex {
                 CREATE TABLE IF NOT EXISTS owners(owner TEXT PRIMARY KEY, unseen INTEGER NOT NULL DEFAULT 0,
                     unread INTEGER NOT NULL DEFAULT 0, optout INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID
                 """)
+            // Feeds: the definitions this index was built with (row `id` = bit `id` of an
+            // item's `feeds` mask), each item's feeds as rows ordered for a keyset scan of one
+            // feed (the feed's list), and exact per-feed counters kept like `owners`.
+            try db.execute("CREATE TABLE IF NOT EXISTS feeds(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, definition TEXT NOT NULL)")
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS item_feeds(owner TEXT NOT NULL, feed INTEGER NOT NULL, seq INTEGER NOT NULL,
+                    PRIMARY KEY(owner, feed, seq)) WITHOUT ROWID
+                """)
+            try db.execute("""
+                CREATE TABLE IF NOT EXISTS feed_counts(owner TEXT NOT NULL, feed INTEGER NOT NULL, unseen INTEGER NOT NULL DEFAULT 0,
+                    unread INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, feed)) WITHOUT ROWID
+                """)
+            // The categories each owner muted (`nc.preferences`): their items are `muted` (and
+            // so hidden) while the row is there.
+            try db.execute("CREATE TABLE IF NOT EXISTS preferences(owner TEXT NOT NULL, category TEXT NOT NULL, PRIMARY KEY(owner, category)) WITHOUT ROWID")
+            // A fresh file gets this writer's feeds; an existing one keeps what it was built
+            // with (compared after, so that other definitions rebuild it).
+            if try Self.meta(db, "schema_version") == nil {
+                let feed = try db.statement("INSERT INTO feeds(id, name, definition) VALUES (?1, ?2, ?3)")
+                for (id, definition) in feeds.enumerated() {
+                    try feed.bind(1, Int64(id))
+                    try feed.bind(2, definition.name)
+                    try feed.bind(3, definition.definitionText)
+                    try feed.run()
+                }
+            }
             let insert = try db.statement("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)")
             try insert.bind(1, "schema_version")
             try insert.bind(2, Self.schemaVersion)
@@ -238,6 +293,15 @@ package final class InboxIndex {
         let statement = try db.statement("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
         defer { statement.reset() }
         return try statement.step()
+    }
+
+    /// The feeds an index was built with, in bit order.
+    static func storedFeeds(_ db: SQLiteDatabase) throws(SQLiteError) -> [(name: String, definition: String)] {
+        let statement = try db.statement("SELECT name, definition FROM feeds ORDER BY id")
+        defer { statement.reset() }
+        var feeds: [(name: String, definition: String)] = []
+        while try statement.step() { feeds.append((statement.text(0) ?? "", statement.text(1) ?? "")) }
+        return feeds
     }
 
     static func meta(_ db: SQLiteDatabase, _ key: String) throws(SQLiteError) -> Int64? {
@@ -364,6 +428,8 @@ package final class InboxIndex {
         let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let owner = Self.owner(user: user, device: device)
+        // A push of a category its owner muted is kept, hidden, until the category is unmuted.
+        let muted = try owner.map { owner throws(SQLiteError) in try isMuted(owner: owner, category: body["category"]?.stringValue) } ?? false
         let media = body["media"]?.objectValue
         let custom = body["customPayload"]
         // A hostile `actionsCut` (1e999, -5, "x") is read as a bounded count or 0.
@@ -374,9 +440,9 @@ package final class InboxIndex {
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
-                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload)
+                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -403,7 +469,7 @@ package final class InboxIndex {
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
-        try statement.bind(24, !listed)
+        try statement.bind(24, !listed || muted)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)
         // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
@@ -416,11 +482,30 @@ package final class InboxIndex {
         try statement.bind(33, body["webViewUrl"]?.stringValue)
         try statement.bind(34, body["browserUrl"]?.stringValue)
         try statement.bind(35, Self.customPayloadText(body["customPayload"]))
+        // The item's feeds, decided now and kept: an item that arrives while a count is read
+        // is in that count or not, never half. Only an owned item is in a feed (nothing lists
+        // the others).
+        let mask = owner == nil || feeds.isEmpty ? 0
+            : InboxFeed.membership(feeds, vendor: body["vendor"]?.stringValue ?? "", category: body["category"]?.stringValue,
+                                   customPayload: custom.flatMap { $0.isNull ? nil : $0 })
+        try statement.bind(36, mask)
+        try statement.bind(37, muted)
         try statement.run()
-        if db.changes == 1, listed, let owner { try adjustCounters(owner: owner, unseen: 1, unread: 1) }
+        guard db.changes == 1, let owner else { return }
+        if mask != 0 {
+            let member = try db.statement("INSERT OR IGNORE INTO item_feeds(owner, feed, seq) VALUES (?1, ?2, ?3)")
+            for feed in InboxFeed.bits(mask) {
+                try member.bind(1, owner)
+                try member.bind(2, feed)
+                try member.bind(3, seq)
+                try member.run()
+            }
+        }
+        if listed, !muted { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
     }
 
-    private func adjustCounters(owner: String, unseen: Int64, unread: Int64) throws(SQLiteError) {
+    /// Adds to `owner`'s counters and to those of each feed in the mask `feeds`.
+    private func adjustCounters(owner: String, unseen: Int64, unread: Int64, feeds: Int64) throws(SQLiteError) {
         let statement = try db.statement("""
             INSERT INTO owners(owner, unseen, unread) VALUES (?1, ?2, ?3)
             ON CONFLICT(owner) DO UPDATE SET unseen = unseen + ?2, unread = unread + ?3
@@ -429,6 +514,18 @@ package final class InboxIndex {
         try statement.bind(2, unseen)
         try statement.bind(3, unread)
         try statement.run()
+        guard feeds != 0 else { return }
+        let feed = try db.statement("""
+            INSERT INTO feed_counts(owner, feed, unseen, unread) VALUES (?1, ?2, ?3, ?4)
+            ON CONFLICT(owner, feed) DO UPDATE SET unseen = unseen + ?3, unread = unread + ?4
+            """)
+        for bit in InboxFeed.bits(feeds) {
+            try feed.bind(1, owner)
+            try feed.bind(2, bit)
+            try feed.bind(3, unseen)
+            try feed.bind(4, unread)
+            try feed.run()
+        }
     }
 
     /// Recomputes an owner's counters from its items (after a bulk change).
@@ -440,6 +537,19 @@ package final class InboxIndex {
             """)
         try statement.bind(1, owner)
         try statement.run()
+        // The feeds' too: zero them all, then set those with visible items, so a feed whose
+        // last counted item went is 0 rather than stale.
+        let zero = try db.statement("UPDATE feed_counts SET unseen = 0, unread = 0 WHERE owner = ?1")
+        try zero.bind(1, owner)
+        try zero.run()
+        let feeds = try db.statement("""
+            INSERT INTO feed_counts(owner, feed, unseen, unread)
+            SELECT ?1, f.feed, coalesce(sum(i.seen = 0), 0), coalesce(sum(i.read = 0), 0)
+            FROM item_feeds f JOIN items i ON i.seq = f.seq WHERE f.owner = ?1 AND i.hidden = 0 GROUP BY f.feed
+            ON CONFLICT(owner, feed) DO UPDATE SET unseen = excluded.unseen, unread = excluded.unread
+            """)
+        try feeds.bind(1, owner)
+        try feeds.run()
     }
 
     private struct ItemState {
@@ -447,23 +557,77 @@ package final class InboxIndex {
         var presentation: String?
         var listed: Bool
         var seen, read, archived, acted, inappShown, pinned, deleted: Bool
-        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) }
+        var muted = false
+        /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
+        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) || muted }
+    }
+
+    /// Whether `owner` muted `category` (`nil`: an item without a category, never muted).
+    private func isMuted(owner: String, category: String?) throws(SQLiteError) -> Bool {
+        guard let category else { return false }
+        let statement = try db.statement("SELECT 1 FROM preferences WHERE owner = ?1 AND category = ?2")
+        defer { statement.reset() }
+        try statement.bind(1, owner)
+        try statement.bind(2, category)
+        return try statement.step()
+    }
+
+    /// Mutes or unmutes `category` for `owner`: the preference row and its items' `muted`
+    /// and `hidden` (recomputed from the other flags by ``ItemState/hidden``'s rule on unmute).
+    /// Returns whether anything changed (the caller then recounts).
+    private func setMuted(owner: String, category: String, _ muted: Bool) throws(SQLiteError) -> Bool {
+        guard try isMuted(owner: owner, category: category) != muted else { return false }
+        let row = try muted ? db.statement("INSERT INTO preferences(owner, category) VALUES (?1, ?2)")
+            : db.statement("DELETE FROM preferences WHERE owner = ?1 AND category = ?2")
+        try row.bind(1, owner)
+        try row.bind(2, category)
+        try row.run()
+        let items = try muted
+            ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
+            : db.statement("""
+                UPDATE items SET muted = 0,
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1))
+                WHERE owner = ?1 AND category = ?2 AND muted = 1
+                """)
+        try items.bind(1, owner)
+        try items.bind(2, category)
+        try items.run()
+        return true
     }
 
     private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
         guard let type = body["type"]?.stringValue,
               let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
+        // A bulk change limited to a feed names it; the feed as this index defines it now
+        // decides (a name it does not know changes nothing).
+        var feed: Int64? = nil
+        if let name = body["feed"]?.stringValue {
+            guard let bit = feeds.firstIndex(where: { $0.name == name }) else { return }
+            feed = Int64(bit)
+        }
         switch type {
         // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
-        // be presented in-app) alone.
+        // be presented in-app, a muted category's items, which come back as they were) alone.
         case "nc.read-all":
-            let statement = try db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0")
+            let statement = try feed == nil
+                ? db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
+                : db.statement("""
+                    UPDATE items SET read = 1, seen = 1 WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
+                        AND owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0 AND muted = 0
+                    """)
             try statement.bind(1, owner)
+            if let feed { try statement.bind(2, feed) }
             try statement.run()
             try recount(owner: owner)
         case "nc.archive-read":
-            let statement = try db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0")
+            let statement = try feed == nil
+                ? db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
+                : db.statement("""
+                    UPDATE items SET archived = 1, hidden = 1 WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
+                        AND owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0
+                    """)
             try statement.bind(1, owner)
+            if let feed { try statement.bind(2, feed) }
             try statement.run()
             try recount(owner: owner)
         case "nc.inapp-optout":
@@ -474,6 +638,15 @@ package final class InboxIndex {
             try statement.bind(1, owner)
             try statement.bind(2, !enabled)
             try statement.run()
+        case "nc.preferences":
+            guard case .object(let members)? = body["muted"] else { return }
+            var changed = false
+            // In name order, so that a rebuild applies them the same way.
+            for (category, value) in members.sorted(by: { $0.key < $1.key }) {
+                guard let muted = value.boolValue, !category.isEmpty else { continue }
+                changed = try setMuted(owner: owner, category: category, muted) || changed
+            }
+            if changed { try recount(owner: owner) }
         case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
@@ -487,13 +660,15 @@ package final class InboxIndex {
 
     private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
         let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted FROM items WHERE seq = ?1
+            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted FROM items WHERE seq = ?1
             """)
         try select.bind(1, seq)
         guard try select.step() else { return }
-        let before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
+        var before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
                                read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
                                pinned: select.bool(8), deleted: select.bool(9))
+        let feeds = select.int64(10)
+        before.muted = select.bool(11)
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
@@ -536,7 +711,7 @@ package final class InboxIndex {
             state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)
         }
         let (u0, r0) = counted(before), (u1, r1) = counted(after)
-        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0) }
+        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0, feeds: feeds) }
     }
 
     // MARK: catching up
@@ -592,6 +767,20 @@ package final class InboxIndex {
                 lines.append("owner|\(owners.text(0) ?? "")|\(owners.int64(1))|\(owners.int64(2))|\(owners.int64(3))")
             }
             owners.reset()
+            let feeds = try db.statement("SELECT id, name, definition FROM feeds ORDER BY id")
+            while try feeds.step() { lines.append("feed|\(feeds.int64(0))|\(feeds.text(1) ?? "")|\(feeds.text(2) ?? "")") }
+            feeds.reset()
+            let counts = try db.statement("SELECT owner, feed, unseen, unread FROM feed_counts ORDER BY owner, feed")
+            while try counts.step() {
+                lines.append("feed-count|\(counts.text(0) ?? "")|\(counts.int64(1))|\(counts.int64(2))|\(counts.int64(3))")
+            }
+            counts.reset()
+            let preferences = try db.statement("SELECT owner, category FROM preferences ORDER BY owner, category")
+            while try preferences.step() { lines.append("muted|\(preferences.text(0) ?? "")|\(preferences.text(1) ?? "")") }
+            preferences.reset()
+            let members = try db.statement("SELECT owner, feed, seq FROM item_feeds ORDER BY owner, feed, seq")
+            while try members.step() { lines.append("feed-item|\(members.text(0) ?? "")|\(members.int64(1))|\(members.int64(2))") }
+            members.reset()
             let items = try db.statement("SELECT * FROM items ORDER BY seq")
             while try items.step() {
                 var fields: [String] = ["item"]
@@ -613,8 +802,9 @@ package final class InboxIndex {
     /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
     /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
-    package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try rebuild(path: path, listModals: listModals) { fresh throws(InboxError) in
+    package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false,
+                                feeds: [InboxFeed] = []) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        try rebuild(path: path, listModals: listModals, feeds: feeds) { fresh throws(InboxError) in
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
         }
     }
@@ -622,9 +812,9 @@ package final class InboxIndex {
     /// Builds a fresh index into a temp file beside `path` with `fill` and, when it returns,
     /// puts it at `path` (``replace(path:with:appliedSeq:)``); a `fill` that throws leaves
     /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
-    package static func rebuild(path: String, listModals: Bool,
+    package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [],
                                 fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try buildAside(path: path, tag: "rebuild", listModals: listModals) { fresh in
+        try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds) { fresh in
             try fill(fresh)
             let result = (appliedSeq: try fresh.appliedSeq(), items: try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
@@ -637,14 +827,14 @@ package final class InboxIndex {
     /// Makes a fresh index (this schema, `listModals`) in a temp file beside `path`, lets
     /// `finish` fill it, then puts it at `path` with ``replace(path:with:appliedSeq:)``. The
     /// temp file goes whatever happens; when `finish` throws, `path` stays as it was.
-    private static func buildAside(path: String, tag: String, listModals: Bool,
+    private static func buildAside(path: String, tag: String, listModals: Bool, feeds: [InboxFeed],
                                    _ finish: (InboxIndex) throws -> (appliedSeq: UInt64, items: Int64)) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".\(tag)-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         let result: (appliedSeq: UInt64, items: Int64)
         do {
-            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals))
+            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals, feeds: feeds))
         } catch let error as InboxError {
             throw error
         } catch let error as SQLiteError {
@@ -676,8 +866,8 @@ package final class InboxIndex {
     /// is there, through a temp file and ``replace(path:with:appliedSeq:)``: for an index of
     /// another schema or listing rule, which a follower then rebuilds from the journal in
     /// batches. Nothing of the old file is kept: it was sound, only built by other rules.
-    package static func replaceWithEmpty(path: String, listModals: Bool) throws(InboxError) {
-        _ = try buildAside(path: path, tag: "fresh", listModals: listModals) { fresh in
+    package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = []) throws(InboxError) {
+        _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds) { fresh in
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
             return (0, 0)
         }

@@ -16,14 +16,17 @@ package final class InboxIndexHandle {
     package let readOnly: Bool
     /// A writer's `[Inbox] ListModals=` (``InboxIndex/listModals``).
     package let listModals: Bool
+    /// A writer's `[Feed NAME]` definitions (``InboxIndex/feeds``).
+    package let feeds: [InboxFeed]
     private var index: InboxIndex?
     /// How many times a connection was opened: changes with each replacement noticed.
     package private(set) var generation: UInt64 = 0
 
-    package init(path: String, readOnly: Bool, listModals: Bool = false) {
+    package init(path: String, readOnly: Bool, listModals: Bool = false, feeds: [InboxFeed] = []) {
         self.path = path
         self.readOnly = readOnly
         self.listModals = listModals
+        self.feeds = feeds
     }
 
     /// The open index, reopened first when the file at `path` is not the one open (replaced,
@@ -35,7 +38,7 @@ package final class InboxIndexHandle {
             return index
         }
         index = nil
-        let fresh = try InboxIndex(path: path, readOnly: readOnly, listModals: listModals)
+        let fresh = try InboxIndex(path: path, readOnly: readOnly, listModals: listModals, feeds: feeds)
         index = fresh
         generation &+= 1
         return fresh

@@ -63,7 +63,7 @@ extension InboxIndex {
         do {
             let statement = try db.statement("""
                 SELECT seq FROM items INDEXED BY items_modal
-                WHERE owner = ?1 AND presentation = 'modal' AND deleted = 0 AND seq > ?2 AND seq <= ?3 ORDER BY seq ASC LIMIT ?4
+                WHERE owner = ?1 AND presentation = 'modal' AND deleted = 0 AND muted = 0 AND seq > ?2 AND seq <= ?3 ORDER BY seq ASC LIMIT ?4
                 """)
             defer { statement.reset() }
             try statement.bind(1, owner.key)

@@ -169,11 +169,13 @@ extension InboxIndex {
 
     /// A page of `owner`'s inbox: pinned items first, then the rest, each newest first; not
     /// archived or deleted, not expired (`expiresAt` before `now`, or ingested longer than
-    /// `retention` ago), optionally unread only or of one category. Throws `.invalidLimit`
-    /// outside 1...500 and `.invalidCursor` for a cursor this index did not hand out.
-    package func list(_ owner: InboxOwner, unread: Bool = false, category: String? = nil, limit: Int = 50,
+    /// `retention` ago), optionally unread only, of one category or of one feed. Throws
+    /// `.invalidLimit` outside 1...500, `.invalidCursor` for a cursor this index did not hand
+    /// out and `.unknownFeed` for a feed it does not have.
+    package func list(_ owner: InboxOwner, unread: Bool = false, category: String? = nil, feed: String? = nil, limit: Int = 50,
                       cursor: String? = nil, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxPage {
         guard (1...Self.maxLimit).contains(limit) else { throw InboxError(.invalidLimit(limit), path: path) }
+        let feed = try feed.map { name throws(InboxError) in try feedBit(name) }
         var position: (seq: Int64, pinned: Bool) = (.max, true)
         if let cursor {
             guard let parsed = InboxCursor.parse(cursor) else { throw InboxError(.invalidCursor, path: path) }
@@ -182,7 +184,7 @@ extension InboxIndex {
         // Two keyset scans, pinned items and then the others: each walks an index in seq order.
         var items: [InboxItem] = []
         if position.pinned {
-            let (pinned, more) = try listPart(owner, pinned: true, before: position.seq, unread: unread, category: category,
+            let (pinned, more) = try listPart(owner, pinned: true, before: position.seq, unread: unread, category: category, feed: feed,
                                               limit: limit, now: now, retention: retention)
             items = pinned
             if more { return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq), pinned: true)) }
@@ -192,7 +194,7 @@ extension InboxIndex {
             // Exactly a page of pinned items: the rest may follow.
             return InboxPage(items: items, nextCursor: InboxCursor.make(afterSeq: Int64(clamping: items[limit - 1].seq), pinned: true))
         }
-        let (rest, more) = try listPart(owner, pinned: false, before: position.seq, unread: unread, category: category,
+        let (rest, more) = try listPart(owner, pinned: false, before: position.seq, unread: unread, category: category, feed: feed,
                                         limit: limit - items.count, now: now, retention: retention)
         items += rest
         guard more, let last = items.last else { return InboxPage(items: items, nextCursor: nil) }
@@ -200,14 +202,37 @@ extension InboxIndex {
     }
 
     /// Up to `limit` listed items with `pinned` and `seq < before`, newest first, and whether
-    /// there are more.
-    private func listPart(_ owner: InboxOwner, pinned: Bool, before: Int64, unread: Bool, category: String?, limit: Int,
+    /// there are more (of `feed`, a bit of ``InboxIndex/feeds``, when given).
+    private func listPart(_ owner: InboxOwner, pinned: Bool, before: Int64, unread: Bool, category: String?, feed: Int64?, limit: Int,
                           now: Int64, retention: Duration?) throws(InboxError) -> ([InboxItem], Bool) {
-        // Two static statements: the pinned part names `pinned = 1` literally so that SQLite
+        // Static statements: the pinned part names `pinned = 1` literally so that SQLite
         // reads it through the small partial index items_pinned (a bound value could not
         // select a partial index, and the scan would walk the whole inbox to find the pins).
+        // A feed's other items are read in seq order from item_feeds (owner, feed, seq),
+        // the feed's own index, each joined to its row by seq.
         do {
-            let statement = try pinned ? db.statement("""
+            let statement = try feed != nil ? (pinned ? db.statement("""
+                SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
+                    actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
+                    expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
+                    listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
+                    browser_url, custom_payload, pinned, deleted
+                FROM items INDEXED BY items_pinned
+                WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
+                    AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
+                    AND (feeds >> ?8) & 1 = 1
+                ORDER BY seq DESC LIMIT ?7
+                """) : db.statement("""
+                SELECT i.seq, i.user, i.device, i.vendor, i.id, i.title, i.subtitle, i.body, i.click_url, i.category, i.buttons, i.actions,
+                    i.actions_cut, i.presentation, i.inapp_open_title, i.inapp_dismiss_title, i.media_path, i.thumbnail_path,
+                    i.expires_at, i.ingested_at, i.push_name, i.push_date, i.seen, i.read, i.archived, i.acted, i.inapp_shown,
+                    i.listed, i.sound, i.badge, i.loc_key, i.loc_args, i.title_loc_key, i.title_loc_args, i.deeplink, i.web_view_url,
+                    i.browser_url, i.custom_payload, i.pinned, i.deleted
+                FROM item_feeds f CROSS JOIN items i ON i.seq = f.seq
+                WHERE f.owner = ?1 AND f.feed = ?8 AND f.seq < ?2 AND i.hidden = 0 AND i.pinned = 0 AND (?3 = 0 OR i.read = 0)
+                    AND (?4 IS NULL OR i.category = ?4) AND (i.expires_at IS NULL OR i.expires_at >= ?5) AND i.ingested_at >= ?6
+                ORDER BY f.seq DESC LIMIT ?7
+                """)) : pinned ? db.statement("""
                 SELECT seq, user, device, vendor, id, title, subtitle, body, click_url, category, buttons, actions,
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
@@ -236,6 +261,7 @@ extension InboxIndex {
             try statement.bind(5, now)
             try statement.bind(6, Self.cutoff(now: now, retention: retention))
             try statement.bind(7, Int64(limit + 1))
+            if let feed { try statement.bind(8, feed) }
             var items: [InboxItem] = []
             while try statement.step() {
                 if items.count == limit { return (items, true) }
@@ -326,7 +352,8 @@ extension InboxIndex {
     /// The in-app message to present now, as the Infobip SDK decides on the device: the most
     /// recent MODAL of `owner`, if it is unexpired and not yet shown, acted on, read or
     /// archived; older modals are never presented later, and nothing is presented to an owner
-    /// who opted out. Banners only appear in the inbox. This does not mark the message shown:
+    /// who opted out. A modal of a category the owner muted is passed over as if it were not
+    /// there (until the category is unmuted). Banners only appear in the inbox. This does not mark the message shown:
     /// the caller drops an `nc.inapp-shown` event.
     package func inapp(_ owner: InboxOwner, now: Int64 = Posix.wallClockMillis(), retention: Duration? = nil) throws(InboxError) -> InboxItem? {
         do {
@@ -342,7 +369,7 @@ extension InboxIndex {
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted
                 FROM items INDEXED BY items_modal
-                WHERE owner = ?1 AND presentation = 'modal' ORDER BY seq DESC LIMIT 1
+                WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)
             defer { statement.reset() }
             try statement.bind(1, owner.key)
@@ -352,6 +379,119 @@ extension InboxIndex {
             if let expires = item.expiresAtMillis, expires < now { return nil }
             if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
             return item
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}
+
+/// Exact counts of one feed: its name and its visible, unexpired unseen and unread items.
+package struct InboxFeedCounts: Sendable, Equatable {
+    package var feed: String
+    package var counts: InboxCounts
+
+    package init(feed: String, counts: InboxCounts) {
+        self.feed = feed
+        self.counts = counts
+    }
+}
+
+extension InboxIndex {
+    /// The names of the feeds this index was built with, in configuration order (a reader
+    /// learns them here, not from its own configuration: the index's are the ones applied).
+    package func feedNames() throws(InboxError) -> [String] {
+        do { return try Self.storedFeeds(db).map(\.name) } catch { throw InboxError(.sqlite(error), path: path) }
+    }
+
+    /// Throws `.unknownFeed` unless the index has a feed `name`.
+    package func checkFeed(_ name: String) throws(InboxError) { _ = try feedBit(name) }
+
+    /// The bit of feed `name` in the items' `feeds` mask; throws `.unknownFeed`.
+    func feedBit(_ name: String) throws(InboxError) -> Int64 {
+        let bit: Int64?
+        do {
+            let statement = try db.statement("SELECT id FROM feeds WHERE name = ?1")
+            defer { statement.reset() }
+            try statement.bind(1, name)
+            bit = try statement.step() ? statement.int64(0) : nil
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+        guard let bit else { throw InboxError(.unknownFeed(name, known: try feedNames()), path: path) }
+        return bit
+    }
+
+    /// Exact counts of `owner`'s items in feed `name` (``count(_:now:retention:)`` for one
+    /// feed); throws `.unknownFeed` for a feed this index does not have.
+    package func count(_ owner: InboxOwner, feed name: String, now: Int64 = Posix.wallClockMillis(),
+                       retention: Duration? = nil) throws(InboxError) -> InboxCounts {
+        _ = try feedBit(name)
+        return try feedCounts(owner, now: now, retention: retention).first { $0.feed == name }?.counts
+            ?? InboxCounts(unseen: 0, unread: 0)
+    }
+
+    /// Exact counts of `owner`'s items in every feed, in configuration order: the per-feed
+    /// counters, less the counted items that have expired by `now` or fall outside `retention`
+    /// (read once for all feeds, grouped by their feed masks).
+    package func feedCounts(_ owner: InboxOwner, now: Int64 = Posix.wallClockMillis(),
+                            retention: Duration? = nil) throws(InboxError) -> [InboxFeedCounts] {
+        do {
+            let names = try Self.storedFeeds(db).map(\.name)
+            guard !names.isEmpty else { return [] }
+            var counts = Array(repeating: InboxCounts(unseen: 0, unread: 0), count: names.count)
+            let totals = try db.statement("SELECT feed, unseen, unread FROM feed_counts WHERE owner = ?1")
+            try totals.bind(1, owner.key)
+            while try totals.step() {
+                let feed = totals.int64(0)
+                guard feed >= 0, feed < Int64(counts.count) else { continue }
+                counts[Int(feed)] = InboxCounts(unseen: totals.int64(1), unread: totals.int64(2))
+            }
+            totals.reset()
+            func subtract(_ statement: SQLiteStatement) throws(SQLiteError) {
+                defer { statement.reset() }
+                while try statement.step() {
+                    for bit in InboxFeed.bits(statement.int64(0)) where bit < Int64(counts.count) {
+                        counts[Int(bit)].unseen -= statement.int64(1)
+                        counts[Int(bit)].unread -= statement.int64(2)
+                    }
+                }
+            }
+            let cutoff = Self.cutoff(now: now, retention: retention)
+            if cutoff != .min {
+                let old = try db.statement("""
+                    SELECT feeds, coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items
+                    WHERE owner = ?1 AND ingested_at < ?2 AND hidden = 0 AND feeds != 0 GROUP BY feeds
+                    """)
+                try old.bind(1, owner.key)
+                try old.bind(2, cutoff)
+                try subtract(old)
+            }
+            let expired = try db.statement("""
+                SELECT feeds, coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items INDEXED BY items_expiry
+                WHERE owner = ?1 AND expires_at IS NOT NULL AND expires_at < ?2 AND hidden = 0 AND ingested_at >= ?3 AND feeds != 0
+                GROUP BY feeds
+                """)
+            try expired.bind(1, owner.key)
+            try expired.bind(2, now)
+            try expired.bind(3, cutoff)
+            try subtract(expired)
+            return zip(names, counts).map { InboxFeedCounts(feed: $0, counts: $1) }
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}
+
+extension InboxIndex {
+    /// The categories `owner` muted (`nc.preferences`), in name order.
+    package func mutedCategories(_ owner: InboxOwner) throws(InboxError) -> [String] {
+        do {
+            let statement = try db.statement("SELECT category FROM preferences WHERE owner = ?1 ORDER BY category")
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            var categories: [String] = []
+            while try statement.step() { categories.append(statement.text(0) ?? "") }
+            return categories
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }

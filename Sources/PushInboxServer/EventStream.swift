@@ -27,7 +27,7 @@ package final class EventStream: @unchecked Sendable {
     package let language: TitleLanguage
     /// The seq up to which the owner's items have been sent: the SSE `id:` of the last event.
     package var lastSeq: UInt64
-    package var lastCounts: InboxCounts?
+    package var lastCounts: JSONValue?
     /// Bytes not yet handed to libmicrohttpd.
     package var pending: [UInt8] = []
     private var offset = 0
@@ -232,7 +232,7 @@ package final class EventHub: Sendable {
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
             return Change(seq: record.seq, user: user, item: item, type: type)
-        case "nc.read-all", "nc.archive-read":
+        case "nc.read-all", "nc.archive-read", "nc.preferences":
             return Change(seq: record.seq, user: user, item: nil, type: type)
         default:
             return nil

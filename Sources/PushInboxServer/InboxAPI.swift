@@ -111,9 +111,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                          body: .bytes(Array(api.stats.prometheus(openStreams: api.hub.openStreams).utf8)))
         },
         Route(.get, "/v1/inbox", "inbox") { api, call in api.list(.user(call.user), call.request) },
-        Route(.get, "/v1/inbox/counts", "counts") { api, call in api.counts(.user(call.user)) },
+        Route(.get, "/v1/inbox/counts", "counts") { api, call in api.counts(.user(call.user), call.request) },
         Route(.get, "/v1/inbox/stream", "stream") { api, call in api.stream(.user(call.user), call.request) },
-        Route(.post, "/v1/inbox/read-all", "read-all") { api, call in api.readAll(call.user, call.request) },
+        Route(.post, "/v1/inbox/read-all", "read-all") { api, call in api.bulk(.readAll, call.user, call.request) },
+        Route(.post, "/v1/inbox/archive-read", "archive-read") { api, call in api.bulk(.archiveRead, call.user, call.request) },
         Route(.post, "/v1/inbox/{item}/seen", "seen") { api, call in api.itemEvent(call, type: .seen) },
         Route(.post, "/v1/inbox/{item}/read", "read") { api, call in api.itemEvent(call, type: .read) },
         Route(.post, "/v1/inbox/{item}/open", "open") { api, call in api.itemEvent(call, type: .open) },
@@ -127,6 +128,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user), call.request) },
         Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
         Route(.put, "/v1/inapp/optout", "inapp-optout") { api, call in api.inAppOptOut(call) },
+        Route(.get, "/v1/preferences", "preferences") { api, call in api.preferences(.user(call.user)) },
+        Route(.put, "/v1/preferences", "set-preferences") { api, call in api.setPreferences(call) },
         Route(.post, "/v1/events/nc-open", "nc-open") { api, call in api.ncOpen(call.user, call.request) },
         Route(.get, "/v1/media/{sha256}", "media") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: false, call.request) },
         Route(.get, "/v1/media/{sha256}/thumb", "thumb") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: true, call.request) },
@@ -218,6 +221,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         switch error.kind {
         case .invalidCursor: return Self.problem(400, "invalid_cursor", error.description)
         case .invalidLimit: return Self.problem(400, "invalid_limit", error.description)
+        case .unknownFeed: return Self.problem(404, "unknown_feed", error.description)
         default:
             // A broken file: reopen on this thread's next request.
             indexBox.handle.close()
@@ -241,9 +245,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             unread = value
         }
         let category = request.query["category"].flatMap { $0.isEmpty ? nil : $0 }
+        let feed = request.query["feed"].flatMap { $0.isEmpty ? nil : $0 }
         guard let index = openIndex() else { return Self.unavailable }
         do {
-            let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: request.query["cursor"],
+            let page = try index.list(owner, unread: unread, category: category, feed: feed, limit: limit, cursor: request.query["cursor"],
                                       retention: settings.retention)
             let language = Self.language(request)
             var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0, language) })]
@@ -262,18 +267,34 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
     }
 
-    private func counts(_ owner: InboxOwner) -> HTTPResponse {
+    /// The inbox's counts and, when there are feeds, each feed's (`feeds`); with `?feed=NAME`
+    /// that feed's only (404 `unknown_feed` for a feed the index does not have).
+    private func counts(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         guard let index = openIndex() else { return Self.unavailable }
         do {
-            let counts = try index.count(owner, retention: settings.retention)
-            return Self.json(200, Self.countsJSON(counts))
+            if let feed = request.query["feed"], !feed.isEmpty {
+                return Self.json(200, Self.countsJSON(try index.count(owner, feed: feed, retention: settings.retention)))
+            }
+            return Self.json(200, try allCountsJSON(owner, index: index))
         } catch {
             return failure(error)
         }
     }
 
-    static func countsJSON(_ counts: InboxCounts) -> JSONValue {
-        .object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)])
+    /// What `GET /v1/inbox/counts` and a stream's `counts` event carry.
+    func allCountsJSON(_ owner: InboxOwner, index: InboxIndex) throws(InboxError) -> JSONValue {
+        Self.countsJSON(try index.count(owner, retention: settings.retention),
+                        feeds: try index.feedCounts(owner, retention: settings.retention))
+    }
+
+    /// `{"unseen":…,"unread":…}`, with `"feeds":{NAME:{"unseen":…,"unread":…}}` when `feeds`
+    /// holds any.
+    static func countsJSON(_ counts: InboxCounts, feeds: [InboxFeedCounts] = []) -> JSONValue {
+        var o: [String: JSONValue] = ["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]
+        if !feeds.isEmpty {
+            o["feeds"] = .object(Dictionary(feeds.map { ($0.feed, countsJSON($0.counts)) }, uniquingKeysWith: { first, _ in first }))
+        }
+        return .object(o)
     }
 
     /// The language of the predefined action titles a request asked for with
@@ -465,10 +486,25 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
     }
 
-    private func readAll(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        var event = PushEvent(type: .readAll, eventId: "", user: user, at: Timestamp.now())
+    /// `POST /v1/inbox/read-all` and `/archive-read`, optionally `?feed=NAME` (only that
+    /// feed's items; 404 `unknown_feed` for a feed the index does not have). Read-all answers
+    /// the counts to expect (of the feed, with one).
+    private func bulk(_ type: EventType, _ user: String, _ request: HTTPRequest) -> HTTPResponse {
+        var event = PushEvent(type: type, eventId: "", user: user, at: Timestamp.now())
+        if let feed = request.query["feed"], !feed.isEmpty {
+            guard let index = openIndex() else { return Self.unavailable }
+            do {
+                try index.checkFeed(feed)
+            } catch {
+                return failure(error)
+            }
+            event.feed = feed
+        }
         if let refusal = submit(&event, user: user, request) { return refusal }
-        return Self.json(202, .object(["eventId": .string(event.eventId), "counts": Self.countsJSON(InboxCounts(unseen: 0, unread: 0))]))
+        var body: [String: JSONValue] = ["eventId": .string(event.eventId)]
+        if type == .readAll { body["counts"] = Self.countsJSON(InboxCounts(unseen: 0, unread: 0)) }
+        if let feed = event.feed { body["feed"] = .string(feed) }
+        return Self.json(202, .object(body))
     }
 
     private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
@@ -488,6 +524,50 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var event = PushEvent.ncInAppOptOut(optedOut: optedOut, user: call.user, device: Self.device(call.request), at: Timestamp.now())
         if let refusal = submit(&event, user: call.user, call.request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId), "enabled": .bool(optedOut)]))
+    }
+
+    // MARK: preferences
+
+    /// `{"muted": {CATEGORY: true, …}}`: the categories the user muted, as the index has applied them.
+    private func preferences(_ owner: InboxOwner) -> HTTPResponse {
+        guard let index = openIndex() else { return Self.unavailable }
+        do {
+            return Self.json(200, Self.preferencesJSON(try index.mutedCategories(owner)))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    static func preferencesJSON(_ muted: [String]) -> JSONValue {
+        .object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { first, _ in first }))])
+    }
+
+    /// `PUT /v1/preferences` with `{"muted": {"promo": true, "news": false}}`: mutes and
+    /// unmutes those categories (others keep their setting), as `pushspoolctl nc mute|unmute`.
+    /// Answers 202 with the muted categories as they will be once applied.
+    private func setPreferences(_ call: Route.Call) -> HTTPResponse {
+        let refusal = Self.problem(400, "invalid_body", "the body must be a JSON object like {\"muted\": {\"promo\": true, \"news\": false}} "
+                                       + "naming 1 to \(PushEvent.maxPreferences) categories")
+        guard let body = try? Self.parser.parse(call.request.body), case .object(let members) = body,
+              members.keys.allSatisfy({ $0 == "muted" }), case .object(let muted)? = members["muted"],
+              (1...PushEvent.maxPreferences).contains(muted.count) else { return refusal }
+        var flags: [String: Bool] = [:]
+        for (category, value) in muted {
+            guard case .bool(let flag) = value else { return refusal }
+            flags[category] = flag
+        }
+        guard let index = openIndex() else { return Self.unavailable }
+        let current: [String]
+        do { current = try index.mutedCategories(.user(call.user)) } catch { return failure(error) }
+        var event = PushEvent(type: .preferences, eventId: "", user: call.user, at: Timestamp.now())
+        event.muted = flags
+        // A category name the daemon would refuse (control characters, over 255 bytes) is
+        // refused here by `drop` as invalid_event, before anything is written.
+        if let refusal = submit(&event, user: call.user, call.request) { return refusal }
+        let next = Set(current).union(flags.filter(\.value).keys).subtracting(flags.filter { !$0.value }.keys).sorted()
+        guard case .object(var answer) = Self.preferencesJSON(next) else { return refusal }
+        answer["eventId"] = .string(event.eventId)
+        return Self.json(202, .object(answer))
     }
 
     // MARK: live stream
@@ -542,9 +622,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             }
         }
         // Counts change with new items and with every state change (seen, read, archive…).
-        if let counts = try? index.count(stream.owner, retention: settings.retention), counts != stream.lastCounts {
+        if let counts = try? allCountsJSON(stream.owner, index: index), counts != stream.lastCounts {
             stream.lastCounts = counts
-            stream.append(id: stream.lastSeq, event: "counts", data: Self.countsJSON(counts).serializedString())
+            stream.append(id: stream.lastSeq, event: "counts", data: counts.serializedString())
         }
     }
 

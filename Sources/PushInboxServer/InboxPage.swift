@@ -11,10 +11,15 @@
 /// Cancel and Open, or the push's category actions; each calls the route it names (Cancel
 /// repeats the shown report under the same Idempotency-Key, so it is journaled once).
 ///
+/// When the configuration has feeds (`[Feed NAME]`), they are tabs above the list ("All" and
+/// one per feed, each with its unread count from `GET /v1/inbox/counts`); a tab lists that
+/// feed (`?feed=NAME`) and "Read all" then reads only that feed.
+///
 /// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
-/// `&click=open:ITEM,read:ITEM,modal:ACTION` then taps that item, clicks its "Mark read"
-/// button (`unread:`, `pin:`, `unpin:`, `delete:` its other buttons), or the modal's button
-/// with that action id (`mm_open`, `mm_cancel`), once the list is shown;
+/// `&click=open:ITEM,read:ITEM,modal:ACTION,tab:NAME` then taps that item, clicks its "Mark read"
+/// button (`unread:`, `pin:`, `unpin:`, `delete:` its other buttons), the modal's button
+/// with that action id (`mm_open`, `mm_cancel`), or the tab of feed NAME (`tab:` for "All"),
+/// once the list is shown;
 /// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
 /// runs out while a request stays open).
 enum InboxPage {
@@ -57,6 +62,8 @@ enum InboxPage {
         #modal .card { background: #fff; border-radius: 10px; padding: 18px; max-width: 360px; }
         #modal .title { font-weight: 600; }
         #error { color: #b91c1c; }
+        nav#tabs { display: flex; gap: 6px; flex-wrap: wrap; margin-bottom: 10px; }
+        nav#tabs button.active { background: #1f2937; color: #fff; border-color: #1f2937; }
         </style></head>
         <body>
         <header><h1>pushspool inbox</h1><span id="who"></span><span id="counts"></span><button id="readall" hidden>Read all</button></header>
@@ -65,6 +72,7 @@ enum InboxPage {
           <form id="signin"><label>User id <input id="user" autocomplete="username" required></label>
             <label>Token <input id="token" autocomplete="current-password" required></label>
             <button type="submit">Sign in</button></form>
+          <nav id="tabs" role="tablist" hidden></nav>
           <ul id="items" aria-live="polite"></ul>
           <p><button id="more" hidden>More</button></p>
         </main>
@@ -72,7 +80,7 @@ enum InboxPage {
           <p id="modal-body"></p><div class="buttons" id="modal-buttons"></div></div></div>
         <script>
         "use strict";
-        let user = "", token = "", cursor = null, source = null;
+        let user = "", token = "", cursor = null, source = null, feed = "", lastCounts = null;
         const $ = (id) => document.getElementById(id);
         const q = () => "user=" + encodeURIComponent(user) + "&token=" + encodeURIComponent(token);
         async function api(method, path, body, key) {
@@ -158,9 +166,32 @@ enum InboxPage {
         }
         // An answer's item, on the list only when it is listed there (a modal may not be).
         function refresh(item) { if (document.querySelector('li.item[data-item="' + item.item + '"]')) render(item); }
-        function counts(c) { $("counts").textContent = c.unread + " unread · " + c.unseen + " unseen"; $("counts").dataset.unread = c.unread; }
+        // The counts, and the feeds' tabs when there are feeds: "All" and one per feed, each
+        // with its unread count; the selected one is marked active.
+        function counts(c) {
+          $("counts").textContent = c.unread + " unread · " + c.unseen + " unseen"; $("counts").dataset.unread = c.unread;
+          if (!c.feeds) return;
+          lastCounts = c;
+          const tabs = $("tabs"); tabs.replaceChildren(); tabs.hidden = false;
+          for (const name of ["", ...Object.keys(c.feeds)]) {
+            const unread = name ? c.feeds[name].unread : c.unread;
+            const b = el("button", "tab" + (name === feed ? " active" : ""), (name || "All") + " (" + unread + ")");
+            b.setAttribute("role", "tab"); b.dataset.feed = name; b.dataset.unread = unread;
+            b.addEventListener("click", () => selectFeed(name).catch((e) => { $("error").textContent = e.message; }));
+            tabs.append(b);
+          }
+        }
+        async function selectFeed(name) {
+          feed = name; cursor = null; $("items").replaceChildren();
+          if (lastCounts) counts(lastCounts);
+          await page();
+        }
+        // A new item or a bulk change: the first page again (a feed's list cannot tell from an
+        // item alone whether it belongs to the feed).
+        function reload() { $("items").replaceChildren(); cursor = null; page().catch(() => {}); }
         async function page() {
-          const r = await api("GET", "/v1/inbox?limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+          const r = await api("GET", "/v1/inbox?limit=20" + (feed ? "&feed=" + encodeURIComponent(feed) : "")
+            + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
           r.items.forEach(render);
           cursor = r.nextCursor;
           $("more").hidden = !cursor;
@@ -192,10 +223,11 @@ enum InboxPage {
         function live() {
           if (source) source.close();
           source = new EventSource("/v1/inbox/stream?" + q());
-          source.addEventListener("item", (e) => render(JSON.parse(e.data)));
+          source.addEventListener("item", (e) => { if (feed) reload(); else render(JSON.parse(e.data)); });
           source.addEventListener("inapp", () => inapp().catch(() => {}));
-          source.addEventListener("state", (e) => render(JSON.parse(e.data)));
-          source.addEventListener("refresh", () => { $("items").replaceChildren(); cursor = null; page().catch(() => {}); });
+          // In a feed's tab only the items it lists change there (an unarchived one is refetched).
+          source.addEventListener("state", (e) => { const item = JSON.parse(e.data); if (!feed) render(item); else if (!item.deleted && !item.state.archived && !document.querySelector('li.item[data-item="' + item.item + '"]')) reload(); else render(item); });
+          source.addEventListener("refresh", reload);
           source.addEventListener("counts", (e) => counts(JSON.parse(e.data)));
         }
         async function signIn(u, t, click, noLive) {
@@ -209,6 +241,7 @@ enum InboxPage {
             document.body.dataset.ready = "1";
             for (const step of (click || "").split(",").filter((s) => s)) {
               const [what, id] = step.split(":");
+              if (what === "tab") { await selectFeed(id || ""); continue; }
               const target = what === "modal" ? document.querySelector('#modal-buttons button[data-action="' + id + '"]')
                 : document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title" : "button.mark-" + what));
               if (target) target.click();
@@ -218,7 +251,9 @@ enum InboxPage {
         $("signin").addEventListener("submit", (e) => { e.preventDefault(); signIn($("user").value, $("token").value); });
         $("more").addEventListener("click", () => page().catch((e) => { $("error").textContent = e.message; }));
         $("readall").addEventListener("click", async () => {
-          try { counts((await api("POST", "/v1/inbox/read-all")).counts);
+          try {
+            const r = await api("POST", "/v1/inbox/read-all" + (feed ? "?feed=" + encodeURIComponent(feed) : ""));
+            if (!feed) counts(r.counts);
             document.querySelectorAll("li.item.unread").forEach((li) => { li.classList.remove("unread"); li.classList.add("read"); });
           } catch (e) { $("error").textContent = e.message; }
         });

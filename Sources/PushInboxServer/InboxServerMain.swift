@@ -234,8 +234,9 @@ package enum InboxServerMain {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
         }
-        let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+        var options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
                                          consumerName: StreamInboxOptions.consumerName(hostId: hostId))
+        options.feeds = configuration.inboxFeeds
         let follower: StreamInboxFollower
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options) { error in

@@ -60,6 +60,8 @@ package struct StreamInboxOptions: Sendable {
     package var indexPath: String
     /// `[Inbox] ListModals=`.
     package var listModals: Bool
+    /// `[Feed NAME]` (``InboxIndex/feeds``).
+    package var feeds: [InboxFeed] = []
     /// The durable consumer's name: one per inbox node (``consumerName(hostId:)``).
     package var consumerName: String
     /// Messages per fetch and per SQLite transaction.
@@ -130,7 +132,7 @@ package final class StreamInboxFollower: Follower, Sendable {
     package init(options: StreamInboxOptions, refused: @escaping @Sendable (InboxStreamError) -> Void = { _ in }) throws(InboxStreamError) {
         self.options = options
         self.refused = refused
-        let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals)
+        let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals, feeds: options.feeds)
         let applied: UInt64
         do throws(InboxError) {
             applied = try Self.openIndex(handle).appliedSeq()
@@ -153,7 +155,7 @@ package final class StreamInboxFollower: Follower, Sendable {
             return try handle.current()
         } catch where error.isStale {
             handle.close()
-            try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals)
+            try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds)
             return try handle.current()
         }
     }
@@ -365,7 +367,7 @@ package final class StreamInboxFollower: Follower, Sendable {
         defer { client.close() }
         var natsFailure: ExportError?
         do throws(InboxError) {
-            return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals) { fresh throws(InboxError) in
+            return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals, feeds: options.feeds) { fresh throws(InboxError) in
                 do throws(ExportError) {
                     try fill(fresh, client: client, options: options, patience: patience, progress: progress)
                 } catch {

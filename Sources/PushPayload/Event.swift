@@ -33,6 +33,10 @@ package enum EventType: String, Sendable, CaseIterable {
     case pin = "nc.pin"
     /// The item is listed by arrival again.
     case unpin = "nc.unpin"
+    /// Per-user category preferences: `muted` maps categories to whether they are muted (a
+    /// muted category is neither listed, counted nor presented in-app; its pushes come back
+    /// when it is unmuted). Categories not named keep their setting.
+    case preferences = "nc.preferences"
 
     /// The members this type requires besides `type` and `eventId`.
     package var requiredMembers: Set<String> {
@@ -41,14 +45,33 @@ package enum EventType: String, Sendable, CaseIterable {
         case .readAll, .archiveRead, .opened: []
         case .action: ["item", "action"]
         case .inAppOptOut: ["enabled"]
+        case .preferences: ["muted"]
         }
     }
 
-    /// Every member this type may carry (required ones, `text` for actions, `at` for all).
+    /// Every member this type may carry (required ones, `text` for actions, `feed` for the
+    /// bulk changes, `at` for all).
     package var allowedMembers: Set<String> {
         var members = requiredMembers.union(["type", "eventId", "at"])
         if self == .action { members.insert("text") }
+        if self == .readAll || self == .archiveRead { members.insert("feed") }
         return members
+    }
+}
+
+/// Feed names (`[Feed NAME]`, `?feed=`, an event's `feed`): they appear in URLs, INI section
+/// names and journald fields, so a small alphabet that needs no escaping anywhere.
+package enum FeedName {
+    package static let maxBytes = 64
+
+    /// Why `name` is not a feed name, or `nil` when it is one.
+    package static func problem(_ name: String) -> String? {
+        guard !name.isEmpty, name.utf8.count <= maxBytes,
+              name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x5f || $0 == 0x2d })
+        else {
+            return "a feed name is 1 to \(maxBytes) characters of A-Z a-z 0-9 _ -, got '\(name.utf8.count > 80 ? String(name.prefix(80)) + "…" : name)'"
+        }
+        return nil
     }
 }
 
@@ -74,6 +97,10 @@ package struct PushEvent: Sendable, Equatable {
     package var text: String?
     /// `nc.inapp-optout`: `false` opts the user out of in-app presentation.
     package var enabled: Bool?
+    /// `nc.read-all`, `nc.archive-read`: only the items of this feed (``FeedName``).
+    package var feed: String?
+    /// `nc.preferences`: category → muted, 1…``maxPreferences`` of them.
+    package var muted: [String: Bool]?
     /// When it happened (ISO-8601), as the producer said; `nil` means at ingest.
     package var at: String?
 
@@ -82,9 +109,11 @@ package struct PushEvent: Sendable, Equatable {
     package static let maxTextBytes = 4096
     /// The largest `user`, `device` or `action`, in UTF-8 bytes (what a dedup key can hold).
     package static let maxNameBytes = 255
+    /// The most categories one `nc.preferences` event names.
+    package static let maxPreferences = 64
 
     package init(type: EventType, eventId: String, user: String? = nil, device: String? = nil, item: UInt64? = nil,
-                 action: String? = nil, text: String? = nil, enabled: Bool? = nil, at: String? = nil) {
+                 action: String? = nil, text: String? = nil, enabled: Bool? = nil, feed: String? = nil, at: String? = nil) {
         self.type = type
         self.eventId = eventId
         self.user = user
@@ -93,6 +122,7 @@ package struct PushEvent: Sendable, Equatable {
         self.action = action
         self.text = text
         self.enabled = enabled
+        self.feed = feed
         self.at = at
     }
 
@@ -114,6 +144,8 @@ package struct PushEvent: Sendable, Equatable {
         if let action { o["action"] = .string(action) }
         if let text { o["text"] = .string(text) }
         if let enabled { o["enabled"] = .bool(enabled) }
+        if let feed { o["feed"] = .string(feed) }
+        if let muted { o["muted"] = .object(muted.mapValues { .bool($0) }) }
         if let at { o["at"] = .string(at) }
         return .object(o)
     }
@@ -188,6 +220,33 @@ enum EventParser {
         case nil, .null?: break
         case .bool(let b)?: parsed.enabled = b
         case let other?: throw invalid("event.enabled must be true or false, found \(other.typeName)", "event.enabled")
+        }
+        switch event["muted"] {
+        case nil, .null?: break
+        case .object(let members)?:
+            guard (1...PushEvent.maxPreferences).contains(members.count) else {
+                throw invalid("event.muted names 1 to \(PushEvent.maxPreferences) categories, found \(members.count)", "event.muted")
+            }
+            var muted: [String: Bool] = [:]
+            for (category, value) in members.sorted(by: { $0.key < $1.key }) {
+                guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes else {
+                    throw invalid("event.muted: a category is 1-\(PushEvent.maxNameBytes) bytes", "event.muted")
+                }
+                try ControlCharacters.check(category, "event.muted category", path: "event.muted")
+                guard case .bool(let flag) = value else {
+                    throw invalid("event.muted.\(category.prefix(40)) must be true (muted) or false, found \(value.typeName)", "event.muted")
+                }
+                muted[category] = flag
+            }
+            parsed.muted = muted
+        case let other?: throw invalid("event.muted must be an object of category: true|false, found \(other.typeName)", "event.muted")
+        }
+        switch event["feed"] {
+        case nil, .null?: break
+        case .string(let feed)?:
+            if let problem = FeedName.problem(feed) { throw invalid("event.feed: \(problem)", "event.feed") }
+            parsed.feed = feed
+        case let other?: throw invalid("event.feed must be a string naming a feed, found \(other.typeName)", "event.feed")
         }
         switch event["at"] {
         case nil, .null?: break

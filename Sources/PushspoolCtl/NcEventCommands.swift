@@ -1,4 +1,5 @@
 import PushCLI
+import PushConfig
 import PushNcEvents
 import PushPayload
 import PushSpool
@@ -15,22 +16,33 @@ package struct NcEventCommand: CtlSubcommand {
             .flag("--json", help: "print the envelope written instead of the event id"),
         ]
         let item = Positional("ITEM")
-        func entry(_ word: String, _ summary: String, options: [Option] = [], positionals: [Positional] = []) -> CtlCommandSpec {
+        let feed = Option.value("--feed", placeholder: "NAME", help: "with --all or --all-read: only the items of feed NAME "
+                                + "(a [Feed NAME] section of the configuration)")
+        let itemDiscussion = "ITEM is an item's id (its journal seq, as `nc list` shows it). See pushspoolctl nc --help "
+            + "for the envelope written."
+        func entry(_ word: String, _ summary: String, options: [Option] = [], positionals: [Positional] = [],
+                   discussion: String = itemDiscussion) -> CtlCommandSpec {
             Command(word, summary: summary, options: common + options, positionals: positionals,
                     groups: [OptionGroup(["--user", "--device"], .atLeastOne)],
-                    discussion: "ITEM is an item's id (its journal seq, as `nc list` shows it). See pushspoolctl nc --help "
-                        + "for the envelope written.",
+                    discussion: discussion,
                     exitStatus: "Exit status: 0 success, 1 runtime failure (configuration, spool not writable), 64 usage error."
             ) { invocation throws(CLIError) in try NcEventCommand(word: word, invocation) }
         }
+        let categoryDiscussion = """
+            CATEGORY is a category id as pushes carry it (1-\(PushEvent.maxNameBytes) bytes, at most \(PushEvent.maxPreferences) at once).
+            A muted category's items are neither listed, counted nor presented in-app until it is
+            unmuted; `nc preferences` lists the muted ones. See pushspoolctl nc --help for the
+            envelope written.
+            """
         return [
             entry("opened", "report that the Notification Center screen was opened (nc.opened)"),
             entry("open", "the user opened ITEM from the NC: read, push-open reports (nc.open)", positionals: [item]),
             entry("seen", "ITEM was listed to the user (nc.seen)", positionals: [item]),
-            entry("read", "mark ITEM, or every item, read (nc.read, nc.read-all)",
-                  options: [.flag("--all", help: "every item")], positionals: [Positional("ITEM", alternative: "--all")]),
-            entry("archive", "hide ITEM, or every read item (nc.archive, nc.archive-read)",
-                  options: [.flag("--all-read", help: "every read item")], positionals: [Positional("ITEM", alternative: "--all-read")]),
+            entry("read", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)",
+                  options: [.flag("--all", help: "every item"), feed], positionals: [Positional("ITEM", alternative: "--all")]),
+            entry("archive", "hide ITEM, or every read item (of a feed) (nc.archive, nc.archive-read)",
+                  options: [.flag("--all-read", help: "every read item"), feed],
+                  positionals: [Positional("ITEM", alternative: "--all-read")]),
             entry("unread", "mark the read ITEM unread again (nc.unread)", positionals: [item]),
             entry("unarchive", "bring the archived ITEM back into the inbox (nc.unarchive)", positionals: [item]),
             entry("delete", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)", positionals: [item]),
@@ -41,6 +53,10 @@ package struct NcEventCommand: CtlSubcommand {
                                    allowsEmpty: true)],
                   positionals: [item, Positional("ACTION")]),
             entry("inapp-shown", "the in-app message of ITEM was presented (nc.inapp-shown)", positionals: [item]),
+            entry("mute", "mute categories: their items are neither listed, counted nor presented (nc.preferences)",
+                  positionals: [Positional("CATEGORY", repeated: true)], discussion: categoryDiscussion),
+            entry("unmute", "unmute categories: their items come back (nc.preferences)",
+                  positionals: [Positional("CATEGORY", repeated: true)], discussion: categoryDiscussion),
             entry("inapp-optout", "opt the user out of (on) or back into (off) in-app messages (nc.inapp-optout)",
                   positionals: [Positional("on|off", choices: ["on", "off"])]),
         ]
@@ -67,6 +83,7 @@ package struct NcEventCommand: CtlSubcommand {
         let text = invocation.value("--text")
         let all = invocation.flag("--all")
         let allRead = invocation.flag("--all-read")
+        let feed = invocation.value("--feed")
         let operands = invocation.operands
         json = invocation.flag("--json")
         func usage(_ message: String) -> CLIError { invocation.error(message) }
@@ -79,6 +96,7 @@ package struct NcEventCommand: CtlSubcommand {
                 throw usage("\(option) must not hold control characters (U+0000-U+001F, U+007F)")
             }
         }
+        if let feed, let problem = FeedName.problem(feed) { throw usage("--feed: \(problem)") }
         if let eventId, !PushEvent.isValidEventId(eventId) {
             throw usage("--event-id needs 1-\(PushEvent.maxEventIdBytes) characters of A-Z a-z 0-9 . _ : -, not '\(eventId)'")
         }
@@ -106,7 +124,9 @@ package struct NcEventCommand: CtlSubcommand {
         case "read", "archive":
             if all || allRead {
                 event.type = word == "read" ? .readAll : .archiveRead
+                event.feed = feed
             } else {
+                if feed != nil { throw usage("--feed goes with \(word == "read" ? "--all" : "--all-read")") }
                 event.type = word == "read" ? .read : .archive
                 event.item = try itemOperand()
             }
@@ -122,6 +142,18 @@ package struct NcEventCommand: CtlSubcommand {
                 throw usage("--text is \(text.utf8.count) bytes, over \(PushEvent.maxTextBytes)")
             }
             event.text = text
+        case "mute", "unmute":
+            // The table has checked there is at least one.
+            guard operands.count <= PushEvent.maxPreferences else {
+                throw usage("nc \(word) takes at most \(PushEvent.maxPreferences) categories at once")
+            }
+            for category in operands {
+                guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: category) == nil else {
+                    throw usage("a CATEGORY is 1-\(PushEvent.maxNameBytes) bytes without control characters")
+                }
+            }
+            event.type = .preferences
+            event.muted = Dictionary(operands.map { ($0, word == "mute") }, uniquingKeysWith: { a, _ in a })
         case "inapp-optout":
             let optedOut: Bool
             switch operands[0] {
@@ -147,6 +179,12 @@ package struct NcEventCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        // A feed the configuration does not define would change nothing once applied: say so now.
+        if let feed = event.feed, !configuration.feeds.contains(where: { $0.name == feed }) {
+            let known = configuration.feeds.map(\.name)
+            context.err("pushspoolctl: no feed '\(feed)'; \(known.isEmpty ? "no feeds are configured (add [Feed NAME] sections)" : "the feeds are \(known.joined(separator: ", "))")\n")
+            return ExitStatus.failure
+        }
         var event = event
         if event.eventId.isEmpty { event.eventId = NcEventWriter.newEventId() }
         if event.at == nil { event.at = Timestamp.now() }

@@ -4,10 +4,11 @@ import PushConfig
 import PushExport
 import PushInbox
 import PushInboxStream
+import PushPayload
 import PushSpool
 import PushSystem
 
-/// `pushspoolctl nc list|count|inapp|reindex|update`: the Notification Center's read side,
+/// `pushspoolctl nc list|count|inapp|reindex|update|preferences`: the Notification Center's read side,
 /// over the inbox index (`<state>/inbox/index.sqlite`).
 package enum NcQueryCommands {
     /// The table entries of the read side, in help order.
@@ -22,6 +23,9 @@ package enum NcQueryCommands {
             """, completion: .words(["ar", "cs", "da", "de", "en", "es", "es-419", "fi", "fr", "he", "hi", "hr", "hu", "id", "it",
                                      "ja", "ko", "ms", "nb", "nl", "pl", "pt", "pt-PT", "ro", "ru", "sk", "sq", "sr", "sv", "th",
                                      "tr", "uk", "vi", "zh-Hans", "zh-Hant"]))
+        func feed(_ what: String) -> Option {
+            .value("--feed", placeholder: "NAME", help: "\(what) of feed NAME only (a [Feed NAME] section of the configuration)")
+        }
         func make(_ word: String) -> @Sendable (Invocation) throws(CLIError) -> any CtlSubcommand {
             { invocation throws(CLIError) in NcQuery(query: try Query(subcommand: word, invocation)) }
         }
@@ -32,15 +36,19 @@ package enum NcQueryCommands {
                         .value("--limit", placeholder: "N", help: "items per page, 1-\(InboxIndex.maxLimit) (default 20)"),
                         .value("--cursor", placeholder: "C", help: "the page after the one that named this cursor"),
                         .value("--category", placeholder: "ID", help: "only items of this category"),
-                        lang, json,
+                        feed("the items"), lang, json,
                     ], groups: [owner], discussion: """
                         Without archived or expired items; the last line names the cursor of the next page
                         (--cursor). --device D lists the shared inbox of a device: items stored without a
                         user. Silent pushes are not items; MODALs are presented by inapp, not listed
-                        ([Inbox] ListModals=yes lists them too). The index is read-only to list.
+                        ([Inbox] ListModals=yes lists them too). --feed NAME lists one feed. The index is
+                        read-only to list.
                         """, exitStatus: status, make: make("list")),
-            Command("count", summary: "exact unseen and unread counts", options: NcCommand.owner + [json], groups: [owner],
-                    discussion: "Exact numbers of unseen and unread listed items.", exitStatus: status, make: make("count")),
+            Command("count", summary: "exact unseen and unread counts", options: NcCommand.owner + [feed("the counts"), json],
+                    groups: [owner], discussion: """
+                        Exact numbers of unseen and unread listed items, and of each feed ([Feed NAME] in the
+                        configuration); with --feed NAME, of that feed only.
+                        """, exitStatus: status, make: make("count")),
             Command("inapp", summary: "the in-app message to present now (reports it shown)",
                     options: NcCommand.owner + [lang, json], groups: [owner], discussion: """
                         The latest unexpired modal not yet shown; drops an nc.inapp-shown event into the spool
@@ -59,6 +67,11 @@ package enum NcQueryCommands {
             Command("update", summary: "apply the journal's new records to the inbox index",
                     discussion: "In place, what pushspoold's follower does; not with [Inbox] Source=nats.",
                     exitStatus: status, make: make("update")),
+            Command("preferences", summary: "the categories a user muted", options: NcCommand.owner + [json], groups: [owner],
+                    discussion: """
+                        The categories muted with nc mute (and not unmuted with nc unmute): their items are
+                        neither listed, counted nor presented in-app until unmuted.
+                        """, exitStatus: status, make: make("preferences")),
         ]
     }
 
@@ -86,10 +99,11 @@ package enum NcQueryCommands {
             switch subcommand {
             case "reindex":
                 let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration),
-                                                    listModals: configuration.inbox.listModals)
+                                                    listModals: configuration.inbox.listModals, feeds: configuration.inboxFeeds)
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
-                let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals).current()
+                let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals,
+                                                 feeds: configuration.inboxFeeds).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
@@ -114,8 +128,9 @@ package enum NcQueryCommands {
             do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
                 throw InboxStreamError(.nats(error), stream: export.stream)
             }
-            let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+            var options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
                                              consumerName: StreamInboxOptions.consumerName(hostId: hostId))
+            options.feeds = configuration.inboxFeeds
             let result = try StreamInboxFollower.rebuild(options: options)
             context.out("rebuilt \(indexPath) from stream \(export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
             return ExitStatus.ok
@@ -138,6 +153,7 @@ package enum NcQueryCommands {
         var limit = 20
         var cursor: String?
         var category: String?
+        var feed: String?
         var json = false
         var language = TitleLanguage.english
         let subcommand: String
@@ -149,6 +165,8 @@ package enum NcQueryCommands {
             json = invocation.flag("--json")
             cursor = invocation.value("--cursor")
             category = invocation.value("--category")
+            feed = invocation.value("--feed")
+            if let feed, let problem = FeedName.problem(feed) { throw invocation.error("--feed: \(problem)") }
             limit = try invocation.integer("--limit", in: 1...InboxIndex.maxLimit) ?? 20
             if let tag = invocation.value("--lang") {
                 guard TitleLanguage.isWellFormed(tag) else {
@@ -164,7 +182,8 @@ package enum NcQueryCommands {
             guard let owner else { return ExitStatus.usage }
             switch subcommand {
             case "list":
-                let page = try index.list(owner, unread: unread, category: category, limit: limit, cursor: cursor, retention: retention)
+                let page = try index.list(owner, unread: unread, category: category, feed: feed, limit: limit, cursor: cursor,
+                                          retention: retention)
                 if json {
                     for item in page.items { context.out(item.localized(language).jsonValue().serializedString() + "\n") }
                     if let next = page.nextCursor { context.out(JSONValue.object(["nextCursor": .string(next)]).serializedString() + "\n") }
@@ -174,11 +193,27 @@ package enum NcQueryCommands {
                     if let next = page.nextCursor { context.out("next page: --cursor \(next)\n") }
                 }
             case "count":
+                if let feed {
+                    let counts = try index.count(owner, feed: feed, retention: retention)
+                    context.out(json ? NcQueryCommands.countsJSON(counts, feeds: nil).serializedString() + "\n"
+                                : "unseen \(counts.unseen)\nunread \(counts.unread)\n")
+                    return ExitStatus.ok
+                }
                 let counts = try index.count(owner, retention: retention)
+                let feeds = try index.feedCounts(owner, retention: retention)
                 if json {
-                    context.out(JSONValue.object(["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]).serializedString() + "\n")
+                    context.out(NcQueryCommands.countsJSON(counts, feeds: feeds).serializedString() + "\n")
                 } else {
                     context.out("unseen \(counts.unseen)\nunread \(counts.unread)\n")
+                    for feed in feeds { context.out("feed \(feed.feed): unseen \(feed.counts.unseen), unread \(feed.counts.unread)\n") }
+                }
+            case "preferences":
+                let muted = try index.mutedCategories(owner)
+                if json {
+                    context.out(JSONValue.object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { a, _ in a }))])
+                        .serializedString() + "\n")
+                } else {
+                    context.out(muted.isEmpty ? "no muted categories\n" : muted.map { "muted \($0)\n" }.joined())
                 }
             default:  // inapp
                 guard let item = try index.inapp(owner, retention: retention) else {
@@ -200,6 +235,17 @@ package enum NcQueryCommands {
             }
             return ExitStatus.ok
         }
+    }
+
+    /// `{"unseen":…,"unread":…}`, with `"feeds":{NAME:{…}}` when there are feeds: the same
+    /// shape as pushspool-inbox's `GET /v1/inbox/counts`.
+    static func countsJSON(_ counts: InboxCounts, feeds: [InboxFeedCounts]?) -> JSONValue {
+        func object(_ c: InboxCounts) -> JSONValue { .object(["unseen": .integer(c.unseen), "unread": .integer(c.unread)]) }
+        guard case .object(var o) = object(counts) else { return object(counts) }
+        if let feeds, !feeds.isEmpty {
+            o["feeds"] = .object(Dictionary(feeds.map { ($0.feed, object($0.counts)) }, uniquingKeysWith: { first, _ in first }))
+        }
+        return .object(o)
     }
 
     /// The modal's buttons for people, one line each, with the command a tap on it is.

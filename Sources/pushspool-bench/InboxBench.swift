@@ -4,19 +4,23 @@ import PushInbox
 import PushJournal
 import PushSystem
 
-/// `pushspool-bench nc [--items N] [--user-items M] [--calls K] [--limit L] [--dir PATH] [--keep]`
+/// `pushspool-bench nc [--items N] [--user-items M] [--feeds F] [--calls K] [--limit L] [--dir PATH] [--keep]`
 ///
 /// Builds an inbox index of `--items` notification records (default 1,000,000) of which
 /// `--user-items` (default 100,000) belong to one user and the rest to 10,000 others, with a
 /// tenth of the big user's items read; then times the first page of `list` and `count` for
 /// the big user over `--calls` repeated calls (p50/p99/max). The target: p99 well
-/// under 10 ms each. `--keep` leaves the state directory (its path is printed) for
+/// under 10 ms each. With `--feeds F` (default 10; 0 = none) the index has F feeds: F-1 of one
+/// category each (`c0`…; items carry one of 20 categories, so each such feed holds 5% of an
+/// inbox) and one taking everything else (the rest, over half); the bench then also times a
+/// feed's first page, one feed's count and all feeds' counts. `--keep` leaves the state directory (its path is printed) for
 /// scripts/bench-inbox.sh, which serves it with pushspool-inbox.
 func runInboxBench(arguments: [String]) {
     var items = 1_000_000
     var userItems = 100_000
     var calls = 2_000
     var limit = 20
+    var feedCount = 10
     var parent = FileManager.default.temporaryDirectory.path
     var keep = false
     var i = 0
@@ -27,6 +31,7 @@ func runInboxBench(arguments: [String]) {
         case "--user-items": userItems = Int(value) ?? userItems
         case "--calls": calls = max(1, Int(value) ?? calls)
         case "--limit": limit = Int(value) ?? limit
+        case "--feeds": feedCount = min(InboxFeed.maximum, max(0, Int(value) ?? feedCount))
         case "--dir": parent = value
         case "--keep": keep = true; i -= 1
         default:
@@ -39,12 +44,14 @@ func runInboxBench(arguments: [String]) {
     try? FileManager.default.removeItem(atPath: root)
     defer { if !keep { try? FileManager.default.removeItem(atPath: root) } }
     let index: InboxIndex
-    do { index = try InboxIndex(path: root + "/inbox/index.sqlite") } catch {
+    let feeds = feedCount == 0 ? [] : (0..<(feedCount - 1)).map { InboxFeed(name: "f\($0)", categories: ["c\($0)"]) }
+        + [InboxFeed(name: "rest", rest: true)]
+    do { index = try InboxIndex(path: root + "/inbox/index.sqlite", feeds: feeds) } catch {
         print("nc bench: \(error)")
         return
     }
     let every = max(1, items / max(1, userItems))
-    print("nc bench: \(items) items, \(userItems) for user 'big' (every \(every)th), in \(root)")
+    print("nc bench: \(items) items, \(userItems) for user 'big' (every \(every)th), \(feeds.count) feeds, in \(root)")
     let started = Posix.monotonicNanos()
     var batch: [JournalRecord] = []
     var bigCount = 0
@@ -58,7 +65,8 @@ func runInboxBench(arguments: [String]) {
             "user": .string(big ? "big" : "user-\(n % 10_000)"), "title": .string("Title \(n)"),
             "body": .string("A notification body of typical length, number \(n)."), "silent": .bool(false),
             "buttons": .array([.object(["text": .string("Open"), "options": .array([])])]),
-            "ingestedAt": .string("2027-01-01T00:00:00.000Z"),
+            // Categories cycle within each user's items (the big user's every `every`th record).
+            "ingestedAt": .string("2027-01-01T00:00:00.000Z"), "category": .string("c\((big ? bigCount : n / 10_000) % 20)"),
         ]).serialized()
         batch.append(JournalRecord(seq: seq, ingestMillis: 1_798_761_600_000, key: "k\(n)", body: body, segment: "", offset: 0))
         if big, bigCount % 10 == 0 {
@@ -108,6 +116,23 @@ func runInboxBench(arguments: [String]) {
     }
     measure("count (small user)") {
         sink &+= Int(try index.count(.user("user-1"), now: now).unread)
+    }
+    if !feeds.isEmpty {
+        measure("list first page --feed f0 (5% of the inbox)") {
+            sink &+= try index.list(.user("big"), feed: "f0", limit: limit, now: now).items.count
+        }
+        measure("list first page --feed rest (55% of the inbox)") {
+            sink &+= try index.list(.user("big"), feed: "rest", limit: limit, now: now).items.count
+        }
+        measure("count --feed f0") {
+            sink &+= Int(try index.count(.user("big"), feed: "f0", now: now).unread)
+        }
+        measure("counts of all \(feeds.count) feeds") {
+            sink &+= try index.feedCounts(.user("big"), now: now).count
+        }
+        if let counts = try? index.feedCounts(.user("big"), now: now) {
+            print("big user's feeds: " + counts.map { "\($0.feed) \($0.counts.unread)" }.joined(separator: ", "))
+        }
     }
     if let counts = try? index.count(.user("big"), now: now) { print("big user: unseen \(counts.unseen), unread \(counts.unread)") }
     if sink == 42 { print("") }

@@ -44,7 +44,8 @@ import PushSystem
     @Test func everyExampleReplays() throws {
         let examples = try Self.examples()
         #expect(examples.count >= 12, "the doc's examples were not found")
-        let server = try InboxServerHarness(name: "inbox-doc")
+        // Two feeds, as the Feeds examples show: the pushes have no category, so all are "other".
+        let server = try InboxServerHarness(name: "inbox-doc", extraConfig: "[Feed promo]\nCategories=promo\n[Feed other]\nOther=yes\n")
         try server.push(user: "alice", title: "Sale 0")
         try waitUntil(timeout: 30, "the first push") { try server.counts().unread == 1 }
         try server.push(user: "alice", title: "Sale")

@@ -130,6 +130,43 @@ import PushSystem
         #expect(Set(events) == ["nc.read \(oldest)", "nc.unread \(oldest)", "nc.delete \(middle)", "nc.pin \(oldest)"])
     }
 
+    /// Feeds as tabs: "All" and one per feed with its unread count; a tab lists that feed only,
+    /// and an item marked read there is read through the journal (nc.read).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
+    func thePageOffersFeedsAsTabs() throws {
+        let server = try InboxServerHarness(name: "inbox-page-feeds", extraConfig: "[Feed promo]\nCategories=promo\n[Feed other]\nOther=yes\n")
+        try server.push(user: "alice", title: "p1", category: "promo")
+        try server.push(user: "alice", title: "p2", category: "promo")
+        try server.push(user: "alice", title: "o1")
+        try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 3 }
+        let promo = try server.items(query: "?feed=promo").compactMap { $0["item"]?.stringValue }
+        let other = try server.items(query: "?feed=other").compactMap { $0["item"]?.stringValue }
+        try #require(promo.count == 2 && other.count == 1)
+        let profile = server.daemon.root + "/chromium"
+        let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
+
+        var dom = try Self.run(["--dump-dom", page], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        #expect(dom.contains("<nav id=\"tabs\" role=\"tablist\">"), "the tabs are shown")
+        #expect(dom.contains("<button class=\"tab active\" role=\"tab\" data-feed=\"\" data-unread=\"3\">All (3)</button>"), "\(dom)")
+        #expect(dom.contains("<button class=\"tab\" role=\"tab\" data-feed=\"promo\" data-unread=\"2\">promo (2)</button>"))
+        #expect(dom.contains("<button class=\"tab\" role=\"tab\" data-feed=\"other\" data-unread=\"1\">other (1)</button>"))
+        #expect(dom.components(separatedBy: "<li class=\"item").count - 1 == 3)
+
+        dom = try Self.run(["--dump-dom", page + "&click=tab:promo,read:\(promo[0])"], profile: profile)
+        #expect(dom.contains("<button class=\"tab active\" role=\"tab\" data-feed=\"promo\""), "\(dom)")
+        let rows = dom.components(separatedBy: "<li class=\"item").dropFirst()
+        #expect(rows.count == 2, "only the promo feed is listed")
+        #expect(!dom.contains("data-item=\"\(other[0])\""))
+        #expect(dom.contains("<li class=\"item read\" data-item=\"\(promo[0])\">"))
+        try waitUntil(timeout: 30, "the read applied") {
+            try server.request("GET", "/v1/inbox/counts?feed=promo").json?["unread"]?.intValue == 1
+        }
+        dom = try Self.run(["--dump-dom", page + "&click=tab:other"], profile: profile)
+        #expect(dom.contains("data-feed=\"promo\" data-unread=\"1\">promo (1)</button>"), "\(dom)")
+        #expect(dom.components(separatedBy: "<li class=\"item").count - 1 == 1 && dom.contains("data-item=\"\(other[0])\""))
+    }
+
     /// Open on one modal, Cancel on the next, clicked in the page of a German browser: the
     /// buttons carry the SDK's German titles; Open reads the item (nc.open), Cancel only
     /// reports it shown — once, although the page reports it on presentation and again on

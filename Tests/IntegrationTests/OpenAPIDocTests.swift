@@ -77,7 +77,8 @@ import PushSystem
             let words = operation.split(separator: " ").map(String.init)
             let path = words[1].replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{action}", with: "reply")
                 .replacingOccurrences(of: "{sha256}", with: sha)
-            let body: String? = words[0] == "PUT" ? #"{"enabled":false}"# : words[0] == "POST" ? "{}" : nil
+            let body: String? = words[1] == "/v1/preferences" && words[0] == "PUT" ? #"{"muted":{"promo":false}}"#
+                : words[0] == "PUT" ? #"{"enabled":false}"# : words[0] == "POST" ? "{}" : nil
             var arguments = ["-s", "-i", "--max-time", "2", "-X", words[0],
                              "-H", "X-Pushspool-User: alice", "-H", "Authorization: Bearer \(InboxServerHarness.token("alice"))"]
             if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }

@@ -21,6 +21,7 @@ let minimalEvents: [EventCase] = EventType.allCases.map { type in
     case .readAll, .archiveRead, .opened: EventCase(type: type, members: "")
     case .action: EventCase(type: type, members: #""item": 42, "action": "mm_accept""#)
     case .inAppOptOut: EventCase(type: type, members: #""enabled": false"#)
+    case .preferences: EventCase(type: type, members: #""muted": {"promo": true}"#)
     }
 }
 
