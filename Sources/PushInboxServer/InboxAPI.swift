@@ -25,15 +25,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var idempotencyDatabase: String?
         /// Where Last-Event-IDs are checked against the journal's end.
         package var journalDirectory: String
+        /// Where accepted events go: `nil` = into ``spool`` for pushspoold to journal.
+        package var events: (any EventSink)?
 
         package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
-                     idempotencyDatabase: String? = nil, journalDirectory: String = "") {
+                     idempotencyDatabase: String? = nil, journalDirectory: String = "", events: (any EventSink)? = nil) {
             self.indexPath = indexPath
             self.journalDirectory = journalDirectory
             self.mediaDirectory = mediaDirectory
             self.spool = spool
             self.retention = retention
             self.idempotencyDatabase = idempotencyDatabase
+            self.events = events
         }
     }
 
@@ -367,6 +370,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func drop(_ event: PushEvent) -> HTTPResponse? {
         guard case .event(let checked) = Normalizer.classify(NcEventWriter.envelopeBytes(event)), checked == event else {
             return Self.problem(400, "invalid_event", "the event would be refused by pushspoold")
+        }
+        if let sink = settings.events {
+            guard let failure = sink.accept(event) else { return nil }
+            var response = Self.problem(503, failure.code, failure.message)
+            response.headers.append(("Retry-After", String(failure.retryAfterSeconds)))
+            return response
         }
         do {
             try NcEventWriter.write(event, layout: settings.spool)
