@@ -120,9 +120,12 @@ extension InboxFromStreamTests {
         #expect(try Self.http(port1, "POST", "/v1/inbox/\(opened)/unread", user: user).status == 202)
         let again = try Self.http(port1, "POST", "/v1/inbox/\(opened)/open", user: user, headers: ["Idempotency-Key: tap-1"])
         #expect(again.status == 202 && again.json?["eventId"]?.stringValue == openId)
-        try waitUntil(timeout: 30, "both nodes to apply the unread") { Self.appliedSeq(node1) == 204 && Self.appliedSeq(node2) == 204 }
         let client = try NatsClient(urls: [server.url], name: "it-fleet")
         defer { client.close() }
+        try waitUntil(timeout: 30, "both nodes to apply the unread") {
+            let last = try client.streamBounds(Self.stream).lastSeq
+            return last >= 204 && Self.appliedSeq(node1) == last && Self.appliedSeq(node2) == last
+        }
         let stored = try client.readStream(Self.stream)
         #expect(stored.count == 204)
         #expect(stored.filter { $0.msgId == EventPublisher.messageId(eventId: openId) }.count == 1)
