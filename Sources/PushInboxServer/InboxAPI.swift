@@ -9,7 +9,8 @@ import PushSystem
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower
-/// applies — so answers describe the item's state *as it will be once applied*.
+/// applies — or, with an ``EventSink`` (`[Inbox] Source=nats`), an event published to the
+/// stream every node applies — so answers describe the item's state *as it will be once applied*.
 ///
 /// `Sendable`: libmicrohttpd's worker threads call ``handle(_:)`` and ``fill(_:)`` at once;
 /// each thread reads through an index connection of its own (SQLite WAL readers do not block
