@@ -166,13 +166,14 @@ let package = Package(
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
-            "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "TestSupport",
+            "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
+            "TestSupport",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport"]),
         .testTarget(name: "PushUserDataTests", dependencies: [
             "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "TestSupport",
         ]),

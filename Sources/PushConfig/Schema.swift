@@ -351,6 +351,9 @@ enum Schema {
             guard text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
                 return ValueError("expected up to 64 characters [A-Za-z0-9._-] (empty = /etc/machine-id), got '\(text)'")
             }
+            // Inbox nodes publish events with the message id `event:<id>`, the form an
+            // exporter with this host id would give its records.
+            guard text != "event" else { return ValueError("'event' is reserved (the message ids of events inbox nodes publish)") }
             config.export.hostId = text
             return nil
         }, render: { [$0.export.hostId] }),

@@ -75,8 +75,8 @@ package struct ExportOptions: Sendable, Equatable {
     package var exportDirectory: String { stateDirectory + "/export" }
 
     /// The configured host id, or /etc/machine-id's first line (plus `.<instance>` for an
-    /// instance); refuses one that is empty or
-    /// holds characters a message id should not (`:` is the separator, so it is refused too).
+    /// instance); refuses one that is empty, holds characters a message id should not (`:` is
+    /// the separator, so it is refused too), or is the reserved `event`.
     package func resolvedHostId(machineIdPath: String = "/etc/machine-id") throws(ExportError) -> String {
         var id = hostId
         if id.isEmpty {
@@ -92,6 +92,11 @@ package struct ExportOptions: Sendable, Equatable {
         }
         guard !id.isEmpty, id.utf8.count <= 64, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
             throw ExportError(.config, "host id '\(id.prefix(80))' must be 1 to 64 characters of [A-Za-z0-9._-]")
+        }
+        // `event:<id>` is the message id of an event an inbox node publishes itself
+        // (EventPublisher): a host called `event` would share that form.
+        guard id != "event" else {
+            throw ExportError(.config, "host id 'event' is reserved (inbox nodes publish events as event:<id>); set another [Export] HostId=")
         }
         return id
     }

@@ -57,9 +57,13 @@ package final class NatsClient {
     /// Connects to the first reachable of `urls` (and later fails over among them and the
     /// servers the cluster announces; libnats reconnects forever, buffering nothing we rely on).
     /// `sink` receives the PubAcks of `publishAsync`; `nil` for a client that only reads.
+    /// `reconnects: false`: a lost connection closes the client instead (``isClosed``), so a
+    /// publish made while it is down fails at once rather than waiting in libnats' reconnect
+    /// buffer to be sent later — after its caller was told it failed.
     package init(urls: [String], credentialsFile: String = "", tlsCAFile: String = "", tlsCertFile: String = "",
                  tlsKeyFile: String = "", maxPending: Int = 1024, ackTimeout: Duration = .seconds(5),
-                 connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold") throws(ExportError) {
+                 connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold",
+                 reconnects: Bool = true) throws(ExportError) {
         self.sink = sink
         self.ackTimeout = ackTimeout
         var opts: OpaquePointer?
@@ -79,7 +83,8 @@ package final class NatsClient {
             try check(status, "servers \(urls.joined(separator: ","))")
             try check(natsOptions_SetName(opts, name), "name")
             try check(natsOptions_SetTimeout(opts, connectTimeout.clampedMilliseconds), "timeout")
-            try check(natsOptions_SetMaxReconnect(opts, -1), "max reconnect")
+            try check(natsOptions_SetMaxReconnect(opts, reconnects ? -1 : 0), "max reconnect")
+            if !reconnects { try check(natsOptions_SetAllowReconnect(opts, false), "allow reconnect") }
             try check(natsOptions_SetReconnectWait(opts, 250), "reconnect wait")
             if let sink {
                 // A lost or regained connection wakes the exporter, which otherwise sleeps.
@@ -259,14 +264,38 @@ package final class NatsClient {
     /// Publishes one message and waits for its PubAck; returns whether the server called it a
     /// duplicate. Wraps js_PublishMsg(3).
     package func publish(_ message: ExportMessage) throws(ExportError) -> Bool {
+        do throws(ExportError) {
+            return try publish(subject: message.subject, msgId: message.msgId, body: message.body,
+                               headers: [(ExportMessage.seqHeader, String(message.seq)),
+                                         (ExportMessage.ingestHeader, String(message.ingestMillis))]).duplicate
+        } catch {
+            var error = error
+            error.message = "publishing seq \(message.seq): " + error.message
+            throw error
+        }
+    }
+
+    /// What the server answered to a publish: where the stream stored the message, and
+    /// whether it was a duplicate within the stream's window (then `streamSeq` is the earlier
+    /// copy's). `Sendable` value.
+    package struct PubAck: Sendable, Equatable {
+        package var streamSeq: UInt64
+        package var duplicate: Bool
+    }
+
+    /// Publishes `body` on `subject` with `Nats-Msg-Id: msgId` and `headers`, and waits up to
+    /// ``ackTimeout`` for the PubAck. A `.publish` error means the stream did not confirm it
+    /// (no stream takes the subject, the server is gone, no answer in time); the message may
+    /// still have been stored when only the answer was lost. Wraps js_PublishMsg(3).
+    package func publish(subject: String, msgId: String, body: [UInt8], headers: [(String, String)]) throws(ExportError) -> PubAck {
+        guard let js else { throw ExportError(.connect, "not connected") }
         var msg: OpaquePointer?
-        var status = message.body.withUnsafeBufferPointer { body in
-            body.withMemoryRebound(to: CChar.self) { natsMsg_Create(&msg, message.subject, nil, $0.baseAddress, Int32(clamping: $0.count)) }
+        var status = body.withUnsafeBufferPointer { body in
+            body.withMemoryRebound(to: CChar.self) { natsMsg_Create(&msg, subject, nil, $0.baseAddress, Int32(clamping: $0.count)) }
         }
         defer { natsMsg_Destroy(msg) }
-        if status == NATS_OK { status = natsMsgHeader_Set(msg, "Nats-Msg-Id", message.msgId) }
-        if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.seqHeader, String(message.seq)) }
-        if status == NATS_OK { status = natsMsgHeader_Set(msg, ExportMessage.ingestHeader, String(message.ingestMillis)) }
+        if status == NATS_OK { status = natsMsgHeader_Set(msg, "Nats-Msg-Id", msgId) }
+        for (name, value) in headers where status == NATS_OK { status = natsMsgHeader_Set(msg, name, value) }
         var ack: UnsafeMutablePointer<jsPubAck>?
         var code = jsErrCode(0)
         if status == NATS_OK {
@@ -276,11 +305,10 @@ package final class NatsClient {
             status = js_PublishMsg(&ack, js, msg, &pub, &code)
         }
         guard status == NATS_OK, let ack else {
-            throw ExportError(.publish, "publishing seq \(message.seq): \(natsText(status)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: status.rawValue))
+            throw ExportError(.publish, "\(natsText(status)) (JetStream error \(code.rawValue))", natsStatus: Int32(bitPattern: status.rawValue))
         }
         defer { jsPubAck_Destroy(ack) }
-        return ack.pointee.Duplicate
+        return PubAck(streamSeq: ack.pointee.Sequence, duplicate: ack.pointee.Duplicate)
     }
 
     // MARK: Reading back (tests, benchmark, `pushspoolctl export status`)

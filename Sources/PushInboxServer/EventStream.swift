@@ -176,15 +176,59 @@ package final class EventHub: Sendable {
     /// Test hook: runs before each read of the journal (to make the hub lag on purpose).
     private let beforeRead: (@Sendable () -> Void)?
 
+    /// Where the hub learns of state changes. `Sendable` value.
+    package enum ChangeSource: Sendable {
+        /// Nowhere: streams get items and counts only.
+        case none
+        /// Event records read (read-only) from this journal directory.
+        case journal(String)
+        /// What the index's stream follower (`[Inbox] Source=nats`) reports it applied:
+        /// ``followerResumed(at:)`` and ``followerApplied(_:appliedSeq:)``. Seqs are stream
+        /// seqs, like the index's.
+        case follower
+    }
+
     /// `journalDirectory`: where the hub reads event records from (read-only) to tell streams
     /// which items changed state; `nil` = items and counts only.
-    package init(indexPath: String, journalDirectory: String? = nil, beforeRead: (@Sendable () -> Void)? = nil) {
+    package convenience init(indexPath: String, journalDirectory: String? = nil, beforeRead: (@Sendable () -> Void)? = nil) {
+        self.init(indexPath: indexPath, changes: journalDirectory.map { .journal($0) } ?? .none, beforeRead: beforeRead)
+    }
+
+    package init(indexPath: String, changes: ChangeSource, beforeRead: (@Sendable () -> Void)? = nil) {
         self.indexPath = indexPath
-        self.journalDirectory = journalDirectory
         self.beforeRead = beforeRead
-        if journalDirectory == nil {
+        switch changes {
+        case .none:
+            journalDirectory = nil
             state.withLock { $0.window = Window(coveredAfter: 0, readSeq: .max) }
+        case .journal(let directory):
+            journalDirectory = directory
+        case .follower:
+            // No window until the follower says where the index stands: streams wait.
+            journalDirectory = nil
         }
+    }
+
+    /// The stream follower opened the index at `appliedSeq` (at start, or after the file was
+    /// replaced by `nc reindex --from-stream`). The ring knows nothing of what was applied
+    /// before: when that is not where the ring ends, it starts over there, and a stream
+    /// behind it gets `event: refresh` rather than a silent gap.
+    package func followerResumed(at appliedSeq: UInt64) {
+        let moved = state.withLock { state -> Bool in
+            if let window = state.window, window.readSeq == appliedSeq { return false }
+            state.changes.removeAll(keepingCapacity: true)
+            state.window = Window(coveredAfter: appliedSeq, readSeq: appliedSeq)
+            return true
+        }
+        if moved { wakeStreams() }
+    }
+
+    /// The stream follower committed `records` to the index, which now stands at
+    /// `appliedSeq`: their state changes join the ring and streams wake. Called after the
+    /// commit, so a stream never reads a change the index has not applied.
+    package func followerApplied(_ records: [JournalRecord], appliedSeq: UInt64) {
+        record(records.compactMap(Self.change), readSeq: appliedSeq)
+        wakeStreams()
     }
 
     /// What the ring covers; `nil` until it was seeded from the journal (streams wait).
@@ -223,9 +267,10 @@ package final class EventHub: Sendable {
 
     private static let parser = JSONParser(maxDepth: 16)
 
-    /// The inbox change a record is, if any.
+    /// The inbox change a record is, if any. An event record is known by its body's
+    /// `"kind": "event"`: records read back from the stream carry no journal key.
     static func change(_ record: JournalRecord) -> Change? {
-        guard record.key.hasPrefix("event:"), let body = try? parser.parse(record.body),
+        guard let body = try? parser.parse(record.body), body["kind"]?.stringValue == "event",
               let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { return nil }
         switch type {
         case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",

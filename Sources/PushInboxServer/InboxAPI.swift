@@ -9,7 +9,8 @@ import PushSystem
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower
-/// applies — so answers describe the item's state *as it will be once applied*.
+/// applies — or, with an ``EventSink`` (`[Inbox] Source=nats`), an event published to the
+/// stream every node applies — so answers describe the item's state *as it will be once applied*.
 ///
 /// `Sendable`: libmicrohttpd's worker threads call ``handle(_:)`` and ``fill(_:)`` at once;
 /// each thread reads through an index connection of its own (SQLite WAL readers do not block
@@ -25,15 +26,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var idempotencyDatabase: String?
         /// Where Last-Event-IDs are checked against the journal's end.
         package var journalDirectory: String
+        /// Where accepted events go: `nil` = into ``spool`` for pushspoold to journal.
+        package var events: (any EventSink)?
 
         package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
-                     idempotencyDatabase: String? = nil, journalDirectory: String = "") {
+                     idempotencyDatabase: String? = nil, journalDirectory: String = "", events: (any EventSink)? = nil) {
             self.indexPath = indexPath
             self.journalDirectory = journalDirectory
             self.mediaDirectory = mediaDirectory
             self.spool = spool
             self.retention = retention
             self.idempotencyDatabase = idempotencyDatabase
+            self.events = events
         }
     }
 
@@ -388,6 +392,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func drop(_ event: PushEvent) -> HTTPResponse? {
         guard case .event(let checked) = Normalizer.classify(NcEventWriter.envelopeBytes(event)), checked == event else {
             return Self.problem(400, "invalid_event", "the event would be refused by pushspoold")
+        }
+        if let sink = settings.events {
+            guard let failure = sink.accept(event) else { return nil }
+            var response = Self.problem(503, failure.code, failure.message)
+            response.headers.append(("Retry-After", String(failure.retryAfterSeconds)))
+            return response
         }
         do {
             try NcEventWriter.write(event, layout: settings.spool)

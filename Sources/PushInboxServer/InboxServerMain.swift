@@ -28,7 +28,8 @@ package enum InboxServerMain {
                 Serves the Notification Center over HTTP (docs/inbox-api.md). Without --listen it takes
                 the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
                 read-only; state changes become event envelopes dropped into <spool>/incoming/.
-                With [Inbox] Source=nats it also builds that index from the [Export] stream.
+                With [Inbox] Source=nats it builds that index from the [Export] stream and
+                publishes state changes to that stream instead.
                 """,
             exitStatus: "Exit status: 0 stopped, 1 runtime failure, 64 usage error or no socket, 78 configuration error."
         ) { invocation throws(CLIError) in
@@ -150,25 +151,29 @@ package enum InboxServerMain {
         // what the index needs (exit 78, like a configuration the host cannot serve).
         let stop = DispatchSemaphore(value: 0)
         let exitStatus = Locked<Int32>(0)
+        // Events the hub reads from the journal carry journal seqs; an index built from the
+        // stream numbers items by stream seq, so there the hub learns of state changes from
+        // the stream follower, as it applies them.
+        let journalDirectory = inbox.source == .journal ? state + "/journal" : ""
+        let hub = EventHub(indexPath: indexPath, changes: inbox.source == .journal ? .journal(journalDirectory) : .follower)
         var streamFollower: FollowerGroup?
+        var eventSink: (any EventSink)?
         if inbox.source == .nats {
-            switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, stop: stop,
-                                       exitStatus: exitStatus) {
+            switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, hub: hub,
+                                       stop: stop, exitStatus: exitStatus) {
             case .exit(let status): return status
-            case .run(let group): streamFollower = group
+            case .run(let group, let sink):
+                streamFollower = group
+                eventSink = sink
             }
         }
-        // Events the hub reads from the journal carry journal seqs; an index built from the
-        // stream numbers items by stream seq, so the hub then tells streams of items and counts only.
-        let journalDirectory = inbox.source == .journal ? state + "/journal" : ""
-        let hub = EventHub(indexPath: indexPath, journalDirectory: inbox.source == .journal ? journalDirectory : nil)
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
                                            idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
-                                           journalDirectory: journalDirectory),
+                                           journalDirectory: journalDirectory, events: eventSink),
                            auth: auth, hub: hub, stats: stats)
         if let error = api.idempotencyStoreError {
             err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")
@@ -216,15 +221,16 @@ package enum InboxServerMain {
     }
 
     enum StreamStart {
-        case run(FollowerGroup)
+        case run(FollowerGroup, StreamEventSink)
         case exit(Int32)
     }
 
     /// `[Inbox] Source=nats`: the follower that builds the index from the `[Export]` stream,
-    /// checked before the server starts. A stream that no longer holds what the index needs
-    /// refuses the start (78), now or later (then `stop` is signalled with 78 as the status);
-    /// NATS out of reach only delays the index (the follower keeps trying).
-    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, stop: DispatchSemaphore,
+    /// checked before the server starts, and the sink that publishes accepted events to that
+    /// stream. A stream that no longer holds what the index needs refuses the start (78), now
+    /// or later (then `stop` is signalled with 78 as the status); NATS out of reach only
+    /// delays the index (the follower keeps trying) and answers events with 503.
+    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: DispatchSemaphore,
                                     exitStatus: Locked<Int32>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
         let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: instance,
@@ -239,14 +245,24 @@ package enum InboxServerMain {
         options.feeds = configuration.inboxFeeds
         let follower: StreamInboxFollower
         do throws(InboxStreamError) {
-            follower = try StreamInboxFollower(options: options) { error in
+            follower = try StreamInboxFollower(options: options, refused: { error in
                 err("pushspool-inbox: \(error)\n")
                 exitStatus.withLock { $0 = 78 }
                 stop.signal()
-            }
+            }, observer: { event in
+                switch event {
+                case .resumed(let seq): hub.followerResumed(at: seq)
+                case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
+                }
+            })
         } catch {
             err("pushspool-inbox: \(error)\n")
             return .exit(1)
+        }
+        let publisher: EventPublisher
+        do throws(ExportError) { publisher = try EventPublisher(options: export) } catch {
+            err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
+            return .exit(78)
         }
         do throws(InboxStreamError) {
             try follower.prepare()
@@ -256,6 +272,6 @@ package enum InboxServerMain {
         } catch {
             err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
         }
-        return .run(FollowerGroup([follower], commits: CommitFeed(), niceness: 0))
+        return .run(FollowerGroup([follower], commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher))
     }
 }

@@ -85,6 +85,17 @@ package struct StreamInboxOptions: Sendable {
     }
 }
 
+/// What a ``StreamInboxFollower`` tells its owner about the index, on the runner's thread:
+/// pushspool-inbox's event hub learns state changes from it (it has no journal to read them
+/// from). `Sendable` value.
+package enum StreamApplyEvent: Sendable {
+    /// The index was opened at `appliedSeq` (at start, or a replaced file): what came before
+    /// is not reported.
+    case resumed(appliedSeq: UInt64)
+    /// `records` (stream seqs, no journal key) were committed; the index is at `appliedSeq`.
+    case applied([JournalRecord], appliedSeq: UInt64)
+}
+
 /// Builds the inbox index from the export stream instead of the local journal, on a
 /// ``FollowerRunner`` (pushspool-inbox with `[Inbox] Source=nats`).
 ///
@@ -105,6 +116,7 @@ package struct StreamInboxOptions: Sendable {
 package final class StreamInboxFollower: Follower, Sendable {
     package let options: StreamInboxOptions
     private let refused: @Sendable (InboxStreamError) -> Void
+    private let observer: @Sendable (StreamApplyEvent) -> Void
     private let interrupt = NatsInterrupt()
 
     private struct Session: ~Copyable {
@@ -128,10 +140,13 @@ package final class StreamInboxFollower: Follower, Sendable {
 
     /// Opens (creating when missing) the index; connects only in a step or ``prepare()``.
     /// `refused`: called once, on the runner's thread, when the stream no longer holds what
-    /// the index needs.
-    package init(options: StreamInboxOptions, refused: @escaping @Sendable (InboxStreamError) -> Void = { _ in }) throws(InboxStreamError) {
+    /// the index needs. `observer`: told where the index starts (here, first) and of every
+    /// committed batch.
+    package init(options: StreamInboxOptions, refused: @escaping @Sendable (InboxStreamError) -> Void = { _ in },
+                 observer: @escaping @Sendable (StreamApplyEvent) -> Void = { _ in }) throws(InboxStreamError) {
         self.options = options
         self.refused = refused
+        self.observer = observer
         let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals, feeds: options.feeds)
         let applied: UInt64
         do throws(InboxError) {
@@ -141,6 +156,7 @@ package final class StreamInboxFollower: Follower, Sendable {
         }
         session = Locked(Session(handle: handle))
         control.withLock { $0.appliedSeq = applied }
+        observer(.resumed(appliedSeq: applied))
     }
 
     /// The index at the handle, a damaged one moved aside and an outdated one replaced by an
@@ -239,6 +255,7 @@ package final class StreamInboxFollower: Follower, Sendable {
         let journalRecords = records.map { record in
             JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
         }
+        let before = session.consumerNext - min(session.consumerNext, 1)
         let applied: UInt64
         do throws(InboxError) {
             try index.apply(journalRecords)
@@ -248,6 +265,8 @@ package final class StreamInboxFollower: Follower, Sendable {
             if error.isCorrupt || error.isStale { session.handle.close() }
             throw InboxStreamError(.index(error), stream: stream)
         }
+        // Redelivered records (at or below what was applied) changed nothing: not reported.
+        observer(.applied(journalRecords.filter { $0.seq > before }, appliedSeq: applied))
         // After the commit: a lost ack only costs a redelivery that apply skips.
         do throws(ExportError) { try consumer.acknowledgeFetched() } catch {
             session.consumer = nil
@@ -288,6 +307,8 @@ package final class StreamInboxFollower: Follower, Sendable {
             return (index, consumer)
         }
         session.consumer = nil
+        // A new consumer starts at the index's seq, which a replaced file may have moved.
+        observer(.resumed(appliedSeq: applied))
         if session.client?.isClosed ?? true {
             dropClient(&session)
             let e = options.export

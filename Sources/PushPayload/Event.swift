@@ -150,6 +150,20 @@ package struct PushEvent: Sendable, Equatable {
         return .object(o)
     }
 
+    /// The record body the journal holds for this event, and the body an inbox node publishes
+    /// to the export stream for it: ``jsonValue()`` plus `ingestedAt` (`ingestMillis` as
+    /// ISO-8601), `sha256` and `size` of the envelope it came in, and `sourceFile` when it came
+    /// through the spool (an event published straight to the stream had no file). One builder,
+    /// so a record read back from the stream is applied exactly as the journal's would be.
+    package func recordBody(ingestMillis: Int64, sourceFile: String?, envelopeSHA256: String, envelopeSize: Int) -> [UInt8] {
+        var record = jsonValue().objectValue ?? [:]
+        record["ingestedAt"] = .string(Timestamp.iso8601(millis: ingestMillis))
+        if let sourceFile { record["sourceFile"] = .string(sourceFile) }
+        record["sha256"] = .string(envelopeSHA256)
+        record["size"] = .number(String(envelopeSize))
+        return JSONValue.object(record).serialized()
+    }
+
     /// The spool envelope that carries this event (what `pushspoolctl nc …` writes).
     package func envelope() -> JSONValue {
         var event = jsonValue().objectValue ?? [:]

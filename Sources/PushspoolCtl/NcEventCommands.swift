@@ -1,5 +1,7 @@
+@preconcurrency import Glibc
 import PushCLI
 import PushConfig
+import PushExport
 import PushNcEvents
 import PushPayload
 import PushSpool
@@ -66,9 +68,11 @@ package struct NcEventCommand: CtlSubcommand {
         Event subcommands write one event envelope
         {"pushspool":1,"user":U,"device":D,"event":{"type","eventId","item",...,"at":NOW}}
         into the spool (tmp/, then renamed into incoming/); pushspoold journals it under
-        event:<eventId>, so a replayed event counts once. They print the event id, or with
-        --json the envelope as one line. ITEM is an item's id (its journal seq, as `nc list`
-        shows it).
+        event:<eventId>, so a replayed event counts once. With [Inbox] Source=nats the event
+        goes to the [Export] stream instead (message id event:<eventId>; the command returns
+        once the stream confirmed it), and every inbox node applies it from there. They print
+        the event id, or with --json the envelope as one line. ITEM is an item's id (its
+        journal seq, or its stream seq with Source=nats, as `nc list` shows it).
         """
 
     /// The event to write; `eventId` is empty until ``run(_:)`` draws one unless `--event-id`.
@@ -194,13 +198,42 @@ package struct NcEventCommand: CtlSubcommand {
             context.err("pushspoolctl: internal error: the \(event.type.rawValue) envelope would be refused\n")
             return ExitStatus.failure
         }
-        do {
-            try NcEventWriter.write(event, layout: context.spoolLayout(configuration))
-        } catch {
-            context.err("pushspoolctl: cannot write the \(event.type.rawValue) event: \(error)\n")
+        if let failure = NcEventDestination.submit(event, configuration: configuration, context: context) {
+            context.err("pushspoolctl: \(failure)\n")
             return ExitStatus.failure
         }
         context.out(json ? event.envelope().serializedString() + "\n" : event.eventId + "\n")
         return ExitStatus.ok
+    }
+}
+
+/// Where `pushspoolctl nc` puts an event: into the spool for pushspoold to journal, or, on a
+/// node whose index follows the stream (`[Inbox] Source=nats`), published to the `[Export]`
+/// stream, as pushspool-inbox does with the events it accepts: every node applies it from
+/// there, and no pushspoold journals it.
+enum NcEventDestination {
+    /// Submits `event` (its id drawn); `nil` when it is stored (in the spool, or in the stream
+    /// with its PubAck), else what went wrong and what to do.
+    static func submit(_ event: PushEvent, configuration: Configuration, context: CtlContext) -> String? {
+        guard configuration.inbox.source == .nats else {
+            do {
+                try NcEventWriter.write(event, layout: context.spoolLayout(configuration))
+                return nil
+            } catch {
+                return "cannot write the \(event.type.rawValue) event: \(error)"
+            }
+        }
+        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
+                                   instance: context.globals.instance,
+                                   credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
+        do throws(ExportError) {
+            let publisher = try EventPublisher(options: export)
+            defer { publisher.close() }
+            try publisher.publish(event)
+            return nil
+        } catch {
+            return "cannot publish the \(event.type.rawValue) event ([Inbox] Source=nats): \(error); "
+                + "nothing is stored unless the stream confirmed it: run the command again with --event-id \(event.eventId) (it then counts once)"
+        }
     }
 }

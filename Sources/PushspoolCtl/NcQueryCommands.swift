@@ -52,7 +52,8 @@ package enum NcQueryCommands {
             Command("inapp", summary: "the in-app message to present now (reports it shown)",
                     options: NcCommand.owner + [lang, json], groups: [owner], discussion: """
                         The latest unexpired modal not yet shown; drops an nc.inapp-shown event into the spool
-                        so it is presented once; with its buttons: its category's actions when it is
+                        (with [Inbox] Source=nats: publishes it to the stream) so it is presented once; with
+                        its buttons: its category's actions when it is
                         interactive, else Cancel (dismiss: nothing more to report) and Open (nc open).
                         """, exitStatus: status, make: make("inapp")),
             Command("reindex", summary: "rebuild the inbox index from the journal alone",
@@ -109,7 +110,7 @@ package enum NcQueryCommands {
             default:
                 let index = try InboxIndexHandle(path: indexPath, readOnly: true).current()
                 let retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
-                return try query.run(index, context: context, layout: context.spoolLayout(configuration), retention: retention)
+                return try query.run(index, context: context, configuration: configuration, retention: retention)
             }
             return ExitStatus.ok
         } catch {
@@ -178,7 +179,7 @@ package enum NcQueryCommands {
             if let device = invocation.value("--device") { owner = .device(device) }
         }
 
-        func run(_ index: InboxIndex, context: CtlContext, layout: SpoolLayout, retention: Duration?) throws(InboxError) -> Int32 {
+        func run(_ index: InboxIndex, context: CtlContext, configuration: Configuration, retention: Duration?) throws(InboxError) -> Int32 {
             guard let owner else { return ExitStatus.usage }
             switch subcommand {
             case "list":
@@ -220,11 +221,26 @@ package enum NcQueryCommands {
                     context.out(json ? "{}\n" : "no in-app message to present\n")
                     return ExitStatus.ok
                 }
-                do {
-                    _ = try InAppShownEvent.drop(owner: owner, item: item.seq, layout: layout)
-                } catch {
-                    context.err("pushspoolctl: cannot drop the nc.inapp-shown event: \(error)\n")
-                    return ExitStatus.failure
+                if configuration.inbox.source == .nats {
+                    // No pushspoold journals for this index: the event goes to the stream.
+                    var (user, device): (String?, String?) = (nil, nil)
+                    switch owner {
+                    case .user(let id): user = id
+                    case .device(let id): device = id
+                    }
+                    let shown = PushEvent.ncInAppShown(item: item.seq, user: user, device: device,
+                                                       eventId: InAppShownEvent.randomId(), at: Timestamp.now())
+                    if let failure = NcEventDestination.submit(shown, configuration: configuration, context: context) {
+                        context.err("pushspoolctl: \(failure)\n")
+                        return ExitStatus.failure
+                    }
+                } else {
+                    do {
+                        _ = try InAppShownEvent.drop(owner: owner, item: item.seq, layout: context.spoolLayout(configuration))
+                    } catch {
+                        context.err("pushspoolctl: cannot drop the nc.inapp-shown event: \(error)\n")
+                        return ExitStatus.failure
+                    }
                 }
                 if json {
                     context.out(item.inAppJSON(language).serializedString() + "\n")

@@ -9,11 +9,7 @@ import PushJournal
 enum RecordBuilder {
     /// An event's record: its members (`"kind":"event"`) plus where it came from.
     static func body(event: PushEvent, source: SourceFile, ingestMillis: Int64) -> [UInt8] {
-        guard case .object(var record) = event.jsonValue() else {
-            preconditionFailure("an event always encodes as a JSON object")
-        }
-        addSource(&record, source: source, ingestMillis: ingestMillis)
-        return JSONValue.object(record).serialized()
+        event.recordBody(ingestMillis: ingestMillis, sourceFile: source.name, envelopeSHA256: source.sha256, envelopeSize: source.size)
     }
 
     private static func addSource(_ record: inout [String: JSONValue], source: SourceFile, ingestMillis: Int64) {

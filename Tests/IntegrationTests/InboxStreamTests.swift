@@ -17,12 +17,17 @@ final class StreamClient: @unchecked Sendable {
     private let fd: Int32
     private let done = DispatchSemaphore(value: 0)
 
-    init(server: InboxServerHarness, user: String = "alice", lastEventId: String? = nil) throws {
+    convenience init(server: InboxServerHarness, user: String = "alice", lastEventId: String? = nil) throws {
+        try self.init(port: server.port, user: user, lastEventId: lastEventId)
+    }
+
+    /// A stream from the pushspool-inbox listening on 127.0.0.1:`port`.
+    init(port: Int, user: String = "alice", lastEventId: String? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(server.port).bigEndian
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }

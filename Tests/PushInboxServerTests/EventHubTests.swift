@@ -1,6 +1,9 @@
 @preconcurrency import Glibc
+import PushConfig
+import PushExport
 import PushInbox
 import PushJournal
+import PushPayload
 import PushSpool
 import PushSystem
 import Testing
@@ -46,9 +49,9 @@ import TestSupport
                                      "user": .string("alice"), "item": .integer(item)], key: "event:e\(counter)")
         }
 
-        func api(_ hub: EventHub) -> InboxAPI {
+        func api(_ hub: EventHub, events: (any EventSink)? = nil) -> InboxAPI {
             InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media", spool: SpoolLayout(root: temp.appending("spool")),
-                                     retention: nil, journalDirectory: journal),
+                                     retention: nil, journalDirectory: journal, events: events),
                      auth: TokenAuth(secret: Array("a-secret-of-some-length".utf8)), hub: hub, stats: ServerStats())
         }
     }
@@ -163,5 +166,98 @@ import TestSupport
         let later = try await setup.event("nc.archive", item: item)
         #expect(hub.readJournal()?.readSeq == later)
         #expect(hub.changes(user: "alice", after: later - 1, upTo: later).map(\.type) == ["nc.archive"])
+    }
+
+    /// `[Inbox] Source=nats`: no journal to read state changes from; the stream follower
+    /// reports what it committed (records without journal keys, numbered by stream seq) and
+    /// the hub tells the streams.
+    @Test func aHubFedByTheStreamFollowerAnnouncesStateChanges() throws {
+        let setup = try Setup()
+        let index = try InboxIndex(path: setup.indexPath)
+        func record(_ seq: UInt64, _ body: [String: JSONValue]) -> JournalRecord {
+            JournalRecord(seq: seq, ingestMillis: Posix.wallClockMillis(), key: "", body: JSONValue.object(body).serialized(), segment: "", offset: 0)
+        }
+        func event(_ seq: UInt64, _ type: String, user: String, item: UInt64) -> JournalRecord {
+            record(seq, ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(seq)"), "user": .string(user),
+                         "item": .integer(item)])
+        }
+        try index.apply((1...3).map {
+            record($0, ["vendor": .string("mindbox"), "id": .string("s\($0)"), "user": .string("alice"), "title": .string("t"),
+                        "buttons": .array([])])
+        })
+        let hub = EventHub(indexPath: setup.indexPath, changes: .follower)
+        #expect(hub.window == nil, "streams wait until the follower says where the index stands")
+        hub.followerResumed(at: 3)
+        let api = setup.api(hub)
+        let stream = EventStream(owner: .user("alice"), lastSeq: 3, feed: api, hub: hub)
+        let batch = [event(4, "nc.read", user: "alice", item: 2), event(5, "nc.seen", user: "bob", item: 1)]
+        try index.apply(batch)
+        // Applied but not reported yet: the stream waits rather than skip the change.
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "state" }.isEmpty)
+        #expect(stream.lastSeq == 3)
+        hub.followerApplied(batch, appliedSeq: 5)
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [4])
+        #expect(stream.lastSeq == 5)
+        // A new consumer at the same seq keeps the ring; an index replaced at another seq
+        // (nc reindex --from-stream) starts it over there.
+        hub.followerResumed(at: 5)
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == [4])
+        hub.followerResumed(at: 9)
+        #expect(hub.window == EventHub.Window(coveredAfter: 9, readSeq: 9))
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).isEmpty)
+    }
+
+    /// Where a state change goes on a `Source=nats` node: to the stream through the sink,
+    /// not into the spool. When NATS is out of reach: 503 `stream_unavailable` with
+    /// Retry-After, one line in the log for the outage, and the Idempotency-Key free again,
+    /// so the same request retried later is accepted.
+    @Test func eventsGoToTheSinkAnd503WithRetryAfterWhenNATSIsAway() async throws {
+        final class Switched: EventSink, Sendable {
+            let down: StreamEventSink
+            let up = Locked(false)
+            let accepted = Locked<[PushEvent]>([])
+            init(_ down: StreamEventSink) { self.down = down }
+            func accept(_ event: PushEvent) -> EventSinkFailure? {
+                guard up.withLock({ $0 }) else { return down.accept(event) }
+                accepted.withLock { $0.append(event) }
+                return nil
+            }
+        }
+        var settings = ExportSettings()
+        settings.urls = ["nats://127.0.0.1:\(try NatsServer.freePort())"]
+        let logged = Locked<[String]>([])
+        let publisher = try EventPublisher(options: ExportOptions(settings: settings, stateDirectory: "/tmp", instance: nil))
+        let sink = Switched(StreamEventSink(publisher: publisher) { line in logged.withLock { $0.append(line) } })
+        let setup = try Setup()
+        let item = try await setup.notification("x")
+        try InboxIndex(path: setup.indexPath).catchUp(journalDirectory: setup.journal)
+        let api = setup.api(EventHub(indexPath: setup.indexPath, changes: .follower), events: sink)
+        let token = TokenAuth(secret: Array("a-secret-of-some-length".utf8)).token(user: "alice")
+        func post(key: String) -> (HTTPResponse, JSONValue?) {
+            let response = api.handle(HTTPRequest(method: "POST", path: "/v1/inbox/\(item)/read",
+                                                  headers: ["authorization": "Bearer \(token)", "x-pushspool-user": "alice",
+                                                            "idempotency-key": key]))
+            guard case .bytes(let body) = response.body else { return (response, nil) }
+            return (response, try? JSONParser().parse(body))
+        }
+        for _ in 0..<2 {
+            let (refused, json) = post(key: "k1")
+            #expect(refused.status == 503)
+            #expect(refused.headers.contains { $0 == ("Retry-After", "5") })
+            #expect(json?["error"] == .string("stream_unavailable"))
+            #expect(json?["message"]?.stringValue?.contains("out of reach") == true)
+        }
+        #expect(logged.withLock { $0.count } == 1, "one line for the outage: \(logged.withLock { $0 })")
+        #expect(((try? RealFileSystem().listDirectory(setup.temp.appending("spool/incoming"))) ?? []).isEmpty, "nothing in the spool")
+
+        sink.up.withLock { $0 = true }
+        let (accepted, json) = post(key: "k1")
+        #expect(accepted.status == 202, "the key was freed by the refusals")
+        let events = sink.accepted.withLock { $0 }
+        #expect(events.map(\.type) == [.read] && events.first?.item == item)
+        #expect(json?["eventId"]?.stringValue == events.first?.eventId)
+        #expect(((try? RealFileSystem().listDirectory(setup.temp.appending("spool/incoming"))) ?? []).isEmpty, "nothing in the spool")
     }
 }

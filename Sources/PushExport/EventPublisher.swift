@@ -1,0 +1,98 @@
+import PushPayload
+import PushJournal
+import PushSystem
+
+/// Publishes Notification Center events straight to the export stream, for inbox nodes whose
+/// index follows the stream (`[Inbox] Source=nats`): pushspool-inbox's state-change routes
+/// and `pushspoolctl nc <event>` on such a node. Every node, this one included, applies the
+/// event when its consumer delivers it, so all agree on each user's state and order.
+///
+/// The message is what the exporter would send for the event had a pushspoold journaled it
+/// (the same subject, the journal's record body), except:
+/// - `Nats-Msg-Id` is ``messageId(eventId:)``, `event:<eventId>`, without a host id: the event
+///   id is the same whichever node takes a retried request (`Idempotency-Key` derives it), so
+///   the stream keeps one copy within its duplicate window;
+/// - there is no `Pushspool-Seq` (no journal holds it) and no `sourceFile` (no spool file).
+///
+/// ``publish(_:)`` returns only after the PubAck: the event is in the stream. The connection
+/// is made on first use and again after a failure, without libnats' reconnect buffer, so a
+/// publish that failed is not sent later behind its caller's back.
+///
+/// `Sendable`: the connection lives behind a lock; publishes are serialised on it (one round
+/// trip each on a LAN).
+package final class EventPublisher: Sendable {
+    package let options: ExportOptions
+    private let template: SubjectTemplate
+    private let connectTimeout: Duration
+    private let client = Locked<NatsClient?>(nil)
+
+    /// The `Nats-Msg-Id` of an event published by an inbox node. The exporter's ids are
+    /// `<host id>:<journal key>`, and the host id `event` is refused
+    /// (``ExportOptions/resolvedHostId(machineIdPath:)``), so the two never meet.
+    package static func messageId(eventId: String) -> String { DedupKey.event(eventId) }
+
+    /// `options`: `[Export]` (URLs, credentials, TLS, `Subject=`, `AckTimeoutSec=` as the wait
+    /// for a PubAck, at most `maxWait`). Refuses a subject template the exporter would refuse.
+    package init(options: ExportOptions, maxWait: Duration = .seconds(5), connectTimeout: Duration = .seconds(2)) throws(ExportError) {
+        guard let template = SubjectTemplate(options.subject) else {
+            throw ExportError(.config, "[Export] Subject= '\(options.subject)': \(SubjectTemplate.validate(options.subject) ?? "invalid")")
+        }
+        var options = options
+        options.ackTimeout = min(options.ackTimeout, maxWait)
+        self.options = options
+        self.template = template
+        self.connectTimeout = connectTimeout
+    }
+
+    /// The subject, message id, body and headers `event` is published with; `ingestMillis`
+    /// is when this node accepted it (the record's `ingestedAt`). Pure.
+    package func message(for event: PushEvent, ingestMillis: Int64) -> (subject: String, msgId: String, body: [UInt8], headers: [(String, String)]) {
+        let envelope = event.envelope().serialized() + [0x0a]
+        let body = event.recordBody(ingestMillis: ingestMillis, sourceFile: nil, envelopeSHA256: SHA256.hex(of: envelope),
+                                    envelopeSize: envelope.count)
+        // The exporter's own subject for this record, so the stream's filter takes it as it
+        // takes the events pushspoold exports.
+        let record = JournalRecord(seq: 0, ingestMillis: ingestMillis, key: event.dedupKey, body: body, segment: "", offset: 0)
+        let subject = ExportMessage(record: record, hostId: "", template: template).subject
+        return (subject, Self.messageId(eventId: event.eventId), body, [(ExportMessage.ingestHeader, String(ingestMillis))])
+    }
+
+    /// Publishes `event` (its id drawn already) and waits for the PubAck. Throws `.connect`
+    /// when no server answers and `.publish` when the stream did not confirm the message; the
+    /// connection is then dropped and made again by the next call.
+    @discardableResult
+    package func publish(_ event: PushEvent, ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> NatsClient.PubAck {
+        let (subject, msgId, body, headers) = message(for: event, ingestMillis: ingestMillis)
+        return try client.withLock { client throws(ExportError) -> NatsClient.PubAck in
+            if let current = client, current.isClosed || !current.isConnected {
+                current.close()
+                client = nil
+            }
+            if client == nil {
+                let e = options
+                client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
+                                        tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
+                                        connectTimeout: connectTimeout, name: "pushspool-events", reconnects: false)
+            }
+            guard let connected = client else { throw ExportError(.connect, "not connected") }
+            do throws(ExportError) {
+                return try connected.publish(subject: subject, msgId: msgId, body: body, headers: headers)
+            } catch {
+                // Whatever libnats still holds for this connection goes with it.
+                connected.close()
+                client = nil
+                var error = error
+                error.message = "publishing event \(event.eventId) to stream \(options.stream) on \(subject): " + error.message
+                throw error
+            }
+        }
+    }
+
+    /// Closes the connection (a stop); the next publish connects again.
+    package func close() {
+        client.withLock { client in
+            client?.close()
+            client = nil
+        }
+    }
+}

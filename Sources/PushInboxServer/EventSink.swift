@@ -1,0 +1,76 @@
+@preconcurrency import Glibc
+import PushExport
+import PushPayload
+import PushSystem
+
+/// Why an event could not be accepted: answered `503` with ``code`` and ``message`` as the
+/// problem body and `Retry-After: retryAfterSeconds`. `Sendable` value.
+package struct EventSinkFailure: Sendable, Equatable {
+    package var code: String
+    package var message: String
+    package var retryAfterSeconds: Int
+
+    package init(code: String, message: String, retryAfterSeconds: Int) {
+        self.code = code
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+}
+
+/// Where pushspool-inbox puts an event it accepted, when not into the local spool.
+package protocol EventSink: Sendable {
+    /// Stores `event` durably and returns `nil`, or says why it could not (nothing was
+    /// stored that the caller should count on; a retry with the same event id counts once).
+    func accept(_ event: PushEvent) -> EventSinkFailure?
+}
+
+/// `[Inbox] Source=nats`: events go to the export stream (``EventPublisher``), not to this
+/// host's spool, and every node applies them from its consumer. The answer waits for the
+/// PubAck.
+///
+/// `Sendable`: the publisher locks; the failure flag is locked.
+package final class StreamEventSink: EventSink {
+    /// How long a client is asked to wait before retrying when NATS is out of reach: the
+    /// client library retries a lost server every 250 ms, and a cluster elects a new stream
+    /// leader within a few seconds.
+    static let retryAfterSeconds = 5
+
+    package let publisher: EventPublisher
+    /// Whether the last publish failed: only the first failure of a run is written to stderr
+    /// (journald), so an outage is one line, not one per request.
+    private let failing = Locked(false)
+    private let log: @Sendable (String) -> Void
+
+    package init(publisher: EventPublisher, log: @escaping @Sendable (String) -> Void = StreamEventSink.stderrLine) {
+        self.publisher = publisher
+        self.log = log
+    }
+
+    package static let stderrLine: @Sendable (String) -> Void = { text in
+        let bytes = Array((text + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    package func accept(_ event: PushEvent) -> EventSinkFailure? {
+        do throws(ExportError) {
+            try publisher.publish(event)
+            let recovered = failing.withLock { was in
+                defer { was = false }
+                return was
+            }
+            if recovered { log("pushspool-inbox: events reach the stream \(publisher.options.stream) again") }
+            return nil
+        } catch {
+            let first = failing.withLock { was in
+                defer { was = true }
+                return !was
+            }
+            if first { log("pushspool-inbox: events are refused with 503 until NATS answers: \(error)") }
+            // The client is not told the servers' addresses; the operator finds them in the log.
+            let message = error.code == .connect
+                ? "the event stream (NATS) is out of reach: nothing was stored; retry later with the same Idempotency-Key"
+                : "the event stream (NATS) did not confirm the event: retry later with the same Idempotency-Key (it then counts once)"
+            return EventSinkFailure(code: "stream_unavailable", message: message, retryAfterSeconds: Self.retryAfterSeconds)
+        }
+    }
+}
