@@ -164,7 +164,7 @@ let package = Package(
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "TestSupport"]),
         .testTarget(name: "PushUserDataTests", dependencies: ["PushUserData", "PushInbox", "PushSpool"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,

@@ -14,12 +14,29 @@ package final class AckSink: Sendable {
 
     func changed() { onChange.withLock { $0 }?() }
 
-    package init(acknowledged: UInt64) { window = Locked(AckWindow(acknowledged: acknowledged)) }
+    /// Stage timestamps for the benchmark; `nil` in the daemon.
+    let trace: ExportTrace?
+
+    package init(acknowledged: UInt64, trace: ExportTrace? = nil) {
+        window = Locked(AckWindow(acknowledged: acknowledged))
+        self.trace = trace
+    }
 
     func handle(seq: UInt64?, ok: Bool, failure: @autoclosure () -> String) {
         guard let seq else { return }
         if ok {
-            window.withLock { _ = $0.acked(seq) }
+            if let trace {
+                let now = Posix.monotonicNanos()
+                let (before, after) = window.withLock { window in
+                    let before = window.acknowledged
+                    window.acked(seq)
+                    return (before, window.acknowledged)
+                }
+                trace.acked(seq, at: now)
+                trace.cursorMoved(from: before, through: after, at: now)
+            } else {
+                window.withLock { _ = $0.acked(seq) }
+            }
         } else {
             let text = failure()
             window.withLock { $0.failed(seq) }
@@ -57,9 +74,12 @@ package final class NatsClient {
     /// Connects to the first reachable of `urls` (and later fails over among them and the
     /// servers the cluster announces; libnats reconnects forever, buffering nothing we rely on).
     /// `sink` receives the PubAcks of `publishAsync`; `nil` for a client that only reads.
+    /// `sendAsap`: each publish is written to the socket by the calling thread at once
+    /// (natsOptions_SetSendAsap(3)) instead of by libnats' flusher thread up to 1 ms later.
     package init(urls: [String], credentialsFile: String = "", tlsCAFile: String = "", tlsCertFile: String = "",
                  tlsKeyFile: String = "", maxPending: Int = 1024, ackTimeout: Duration = .seconds(5),
-                 connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold") throws(ExportError) {
+                 connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold",
+                 sendAsap: Bool = false) throws(ExportError) {
         self.sink = sink
         self.ackTimeout = ackTimeout
         var opts: OpaquePointer?
@@ -81,6 +101,9 @@ package final class NatsClient {
             try check(natsOptions_SetTimeout(opts, connectTimeout.clampedMilliseconds), "timeout")
             try check(natsOptions_SetMaxReconnect(opts, -1), "max reconnect")
             try check(natsOptions_SetReconnectWait(opts, 250), "reconnect wait")
+            // Without it libnats hands each publish to its flusher thread, which waits 1 ms
+            // for company before writing: a millisecond on every record's way to the PubAck.
+            if sendAsap { try check(natsOptions_SetSendAsap(opts, true), "send asap") }
             if let sink {
                 // A lost or regained connection wakes the exporter, which otherwise sleeps.
                 // Retained and never released: libnats may call the closed callback after
