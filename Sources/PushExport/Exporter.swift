@@ -81,7 +81,7 @@ package final class Exporter: Follower, Sendable {
         /// Whether the thread's niceness follows ``BurstDetector`` (decided at the first step).
         var adaptive: Bool?
         var burst = BurstDetector()
-        /// The nice value this thread was last given (`nil` = as spawned: 0).
+        /// The nice value this thread was last given (`nil` = not read yet).
         var niceness: Int32?
     }
     private let session = Locked(Session())
@@ -207,7 +207,8 @@ package final class Exporter: Follower, Sendable {
         let adaptive = session.adaptive ?? (options.adaptiveNiceness && PosixThread.mayLowerNiceness(to: 0))
         session.adaptive = adaptive
         let wanted = adaptive && !session.burst.observe(journalSeq: journalSeq, now: Posix.monotonicNanos()) ? 0 : options.niceness
-        guard wanted != (session.niceness ?? 0) else { return }
+        if session.niceness == nil { session.niceness = try? PosixThread.currentNiceness() }
+        guard wanted != session.niceness else { return }
         do {
             try PosixThread.setCurrentNiceness(wanted)
             // What the kernel now holds, for status and tests.
