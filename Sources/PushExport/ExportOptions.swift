@@ -48,6 +48,9 @@ package struct ExportOptions: Sendable, Equatable {
     /// CAP_SYS_NICE); without it, and with `false` (the benchmark's comparison), the thread
     /// runs at ``niceness`` throughout.
     package var adaptiveNiceness = true
+    /// Journal growth in 100 ms that makes an ingest burst (``BurstDetector``): 256 = 2,560
+    /// records/s, well above the 1,000 files/s of the latency target.
+    package var burstRecords: UInt64 = 256
 
     /// `settings` as the exporter takes them. An empty credentials or TLS file falls back to
     /// the file `LoadCredential=` put in `credentialsDirectory` (`$CREDENTIALS_DIRECTORY`)

@@ -3,6 +3,7 @@ import Dispatch
 import PushSystem
 import PushFollow
 import PushJournal
+import Synchronization
 
 /// What the exporter reports for STATUS=, metrics and `pushspoolctl export status`. `Sendable` value.
 package struct ExporterStatus: Sendable, Equatable {
@@ -80,11 +81,13 @@ package final class Exporter: Follower, Sendable {
         var lastStatusWrite: UInt64 = 0
         /// Whether the thread's niceness follows ``BurstDetector`` (decided at the first step).
         var adaptive: Bool?
-        var burst = BurstDetector()
+        var burst: BurstDetector
         /// The nice value this thread was last given (`nil` = not read yet).
         var niceness: Int32?
     }
-    private let session = Locked(Session())
+    private let session: Locked<Session>
+    /// ``Session/niceness`` for readers that must not wait for a step to end.
+    private let nicenessNow = Atomic<Int32>(0)
     /// `export/cursor` and `export/status.json` are written here, in order, off the exporter's
     /// thread: each write has two fsyncs, milliseconds on a busy disk, and a record committed
     /// meanwhile would wait for them before its publish.
@@ -122,6 +125,7 @@ package final class Exporter: Follower, Sendable {
         self.journalLastSeq = journalLastSeq
         self.notify = notify
         control = Locked(Control(checkpointed: cursor))
+        session = Locked(Session(burst: BurstDetector(enterRecords: options.burstRecords)))
     }
 
     /// The seq recorded in `export/cursor`: it and every earlier record are in the stream, and
@@ -208,6 +212,7 @@ package final class Exporter: Follower, Sendable {
         session.adaptive = adaptive
         let wanted = adaptive && !session.burst.observe(journalSeq: journalSeq, now: Posix.monotonicNanos()) ? 0 : options.niceness
         if session.niceness == nil { session.niceness = try? PosixThread.currentNiceness() }
+        defer { nicenessNow.store(session.niceness ?? 0, ordering: .relaxed) }
         guard wanted != session.niceness else { return }
         do {
             try PosixThread.setCurrentNiceness(wanted)
@@ -222,7 +227,7 @@ package final class Exporter: Follower, Sendable {
     }
 
     /// The nice value the exporter last gave its thread, as read back from the kernel (tests).
-    package var currentNiceness: Int32 { session.withLock { $0.niceness ?? 0 } }
+    package var currentNiceness: Int32 { nicenessNow.load(ordering: .relaxed) }
 
     /// Publishes what the window allows, then says what to wait for. One turn of what used to
     /// be the exporter thread's loop, without its sleeps.
@@ -246,7 +251,7 @@ package final class Exporter: Follower, Sendable {
             do {
                 let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
                                            tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
-                                           ackTimeout: options.ackTimeout, sink: sink, sendAsap: true)
+                                           ackTimeout: options.ackTimeout, sink: sink)
                 try ensureStream(fresh)
                 session.client = fresh
                 resync(client: fresh, reader: &session.reader)

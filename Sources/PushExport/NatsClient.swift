@@ -79,7 +79,7 @@ package final class NatsClient {
     package init(urls: [String], credentialsFile: String = "", tlsCAFile: String = "", tlsCertFile: String = "",
                  tlsKeyFile: String = "", maxPending: Int = 1024, ackTimeout: Duration = .seconds(5),
                  connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold",
-                 sendAsap: Bool = false) throws(ExportError) {
+                 sendAsap: Bool = true) throws(ExportError) {
         self.sink = sink
         self.ackTimeout = ackTimeout
         var opts: OpaquePointer?
@@ -173,6 +173,13 @@ package final class NatsClient {
         js = nil
         connection = nil
         options = nil
+    }
+
+    /// Bytes published but still in libnats' buffer, not yet written to the socket; wraps
+    /// natsConnection_Buffered(3).
+    package var bufferedBytes: Int {
+        guard let connection else { return 0 }
+        return Int(natsConnection_Buffered(connection))
     }
 
     /// Connected now (not reconnecting, not closed).

@@ -10,31 +10,32 @@ import TestSupport
 /// thread while ingest is steady, a cursor write. Serialized like ``ExporterLiveTests``: each
 /// test runs its own nats-server.
 @Suite(.serialized) struct ExportLatencyLiveTests {
-    @Test func aPublishIsWrittenAtOnceNotAfterTheFlushersMillisecond() async throws {
+    @Test func aPublishIsOnTheWireWhenTheCallReturns() throws {
+        // libnats' flusher thread would write it up to a millisecond later (it waits for
+        // company), and every record's PubAck with it.
         let f = try ExportFixture()
         try f.server.start()
-        let trace = ExportTrace()
-        let exporter = try Exporter(options: f.options(), trace: trace)
-        exporter.start(commits: f.writer.commits)
-        defer { exporter.stop() }
-        // One record at a time, each after the last one's PubAck: nothing else is in flight to
-        // flush it along. libnats' flusher waits 1 ms for company before it writes, so every
-        // publish-to-PubAck takes at least that unless the publish itself writes.
-        for n in 1...20 {
-            try await f.append(1)
-            try waitFor("record \(n) acknowledged") { exporter.acknowledgedInMemory == UInt64(n) }
+        let sink = AckSink(acknowledged: 0)
+        let client = try NatsClient(urls: [f.server.url], sink: sink)
+        defer { client.close() }
+        try client.ensureStream(name: "PUSHTEST", subjects: ["pushspool.*.*"], replicas: 1, duplicateWindow: .seconds(60))
+        for n in 1...5 {
+            let record = JournalRecord(seq: UInt64(n), ingestMillis: 1, key: "mindbox:wire-\(n)", body: Array(#"{"platform":"ios"}"#.utf8), segment: "", offset: 0)
+            sink.window.withLock { $0.published(UInt64(n)) }
+            try client.publishAsync(ExportMessage(record: record, hostId: "testhost", template: #require(SubjectTemplate("pushspool.{vendor}.{platform}"))))
+            #expect(client.bufferedBytes == 0)
         }
-        // A PubAck may even land before the publish call has returned (then 0).
-        let spans = trace.stamps.values.compactMap { s in s.acked > 0 && s.published > 0 ? (s.acked > s.published ? s.acked - s.published : 0) : nil }
-        #expect(spans.count == 20)
-        let fastest = spans.min() ?? .max
-        #expect(fastest < 1_000_000, "fastest publish-to-PubAck \(Double(fastest) / 1e6) ms")
+        try waitFor("five PubAcks") { sink.window.withLock { $0.acknowledged } == 5 }
     }
 
     @Test func theExporterRunsAtNiceZeroWhileIngestIsSteadyAndYieldsInABurst() async throws {
         let f = try ExportFixture()
         try f.server.start()
-        let exporter = try Exporter(options: f.options())
+        var options = f.options()
+        // 32 records in 100 ms: a burst this machine's disk makes whatever its load; the
+        // steady records below come 20 ms apart or more.
+        options.burstRecords = 32
+        let exporter = try Exporter(options: options)
         // As in pushspoold: a group whose followers run at nice 10.
         let group = FollowerGroup([exporter], commits: f.writer.commits, niceness: 10)
         try group.start()
@@ -52,13 +53,14 @@ import TestSupport
             Issue.record("this test needs RLIMIT_NICE >= 20 or CAP_SYS_NICE to check a burst")
             return
         }
-        // A burst: 3,000 records appended concurrently (the writer groups them).
+        // A burst: 3,000 records appended by 300 tasks at once (the writer groups them, so
+        // even a slow fdatasync commits hundreds at a time).
         let writer = f.writer
         let burst = Task {
             await withTaskGroup(of: Void.self) { tasks in
-                for task in 0..<30 {
+                for task in 0..<300 {
                     tasks.addTask {
-                        for n in 0..<100 {
+                        for n in 0..<10 {
                             _ = await writer.append(key: "mindbox:burst-\(task)-\(n)", body: Array(#"{"platform":"ios"}"#.utf8), ingestMillis: 1)
                         }
                     }
