@@ -51,6 +51,9 @@ package struct ExportOptions: Sendable, Equatable {
     /// Journal growth in 100 ms that makes an ingest burst (``BurstDetector``): 256 = 2,560
     /// records/s, well above the 1,000 files/s of the latency target.
     package var burstRecords: UInt64 = 256
+    /// Each publish written to the socket by the exporter's thread at once (`false`: by
+    /// libnats' flusher thread, up to 1 ms later; the benchmark compares the two).
+    package var sendAsap = true
 
     /// `settings` as the exporter takes them. An empty credentials or TLS file falls back to
     /// the file `LoadCredential=` put in `credentialsDirectory` (`$CREDENTIALS_DIRECTORY`)

@@ -251,7 +251,7 @@ package final class Exporter: Follower, Sendable {
             do {
                 let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
                                            tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
-                                           ackTimeout: options.ackTimeout, sink: sink)
+                                           ackTimeout: options.ackTimeout, sink: sink, sendAsap: options.sendAsap)
                 try ensureStream(fresh)
                 session.client = fresh
                 resync(client: fresh, reader: &session.reader)
