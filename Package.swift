@@ -173,7 +173,7 @@ let package = Package(
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport"]),
         .testTarget(name: "PushUserDataTests", dependencies: [
             "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "TestSupport",
         ]),

@@ -1,4 +1,6 @@
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/capability.h>
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
@@ -67,6 +69,27 @@ int cposix_install_crash_mark(int fd, long offset, char mark) {
 
 int cposix_set_thread_niceness(int niceness) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), niceness);
+}
+
+int cposix_get_thread_niceness(int *niceness) {
+    errno = 0;
+    int value = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (value == -1 && errno != 0) return -1;
+    *niceness = value;
+    return 0;
+}
+
+int cposix_may_lower_niceness_to(int niceness) {
+    struct rlimit limit;
+    // RLIMIT_NICE holds 20 - nice: the lowest nice value an unprivileged thread may set.
+    if (getrlimit(RLIMIT_NICE, &limit) == 0 && (limit.rlim_cur == RLIM_INFINITY || (long long)limit.rlim_cur >= 20 - (long long)niceness)) {
+        return 1;
+    }
+    struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capget, &header, data) != 0) return 0;
+    return (data[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32))) != 0;
 }
 
 int cposix_usable_cpus(void) {

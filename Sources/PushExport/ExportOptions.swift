@@ -39,9 +39,21 @@ package struct ExportOptions: Sendable, Equatable {
     package var tlsKeyFile: String
     /// How often the acknowledged seq is written to `export/cursor` while records flow.
     package var checkpointInterval: Duration = .milliseconds(200)
-    /// The exporter thread's niceness: 10 (like the inbox follower) so that under a burst
-    /// export lags instead of taking a core from ingest. The benchmark also measures 0.
+    /// The exporter thread's niceness during an ingest burst: 10 (like the inbox follower), so
+    /// that export lags instead of taking a core from ingest. While ingest is steady the
+    /// thread runs at 0 (``adaptiveNiceness``).
     package var niceness: Int32 = 10
+    /// Nice 0 while ingest is steady and ``niceness`` only during a burst (``BurstDetector``).
+    /// Needs the right to lower the niceness again (`LimitNICE=+0` in the unit, or
+    /// CAP_SYS_NICE); without it, and with `false` (the benchmark's comparison), the thread
+    /// runs at ``niceness`` throughout.
+    package var adaptiveNiceness = true
+    /// Journal growth in 100 ms that makes an ingest burst (``BurstDetector``): 256 = 2,560
+    /// records/s, well above the 1,000 files/s of the latency target.
+    package var burstRecords: UInt64 = 256
+    /// Each publish written to the socket by the exporter's thread at once (`false`: by
+    /// libnats' flusher thread, up to 1 ms later; the benchmark compares the two).
+    package var sendAsap = true
 
     /// `settings` as the exporter takes them. An empty credentials or TLS file falls back to
     /// the file `LoadCredential=` put in `credentialsDirectory` (`$CREDENTIALS_DIRECTORY`)

@@ -1,7 +1,9 @@
 @preconcurrency import Glibc
+import Dispatch
 import PushSystem
 import PushFollow
 import PushJournal
+import Synchronization
 
 /// What the exporter reports for STATUS=, metrics and `pushspoolctl export status`. `Sendable` value.
 package struct ExporterStatus: Sendable, Equatable {
@@ -66,6 +68,7 @@ package final class Exporter: Follower, Sendable {
     private let hostId: String
     private let template: SubjectTemplate
     private let sink: AckSink
+    private let trace: ExportTrace?
     private let journalLastSeq: (@Sendable () -> UInt64?)?
     private let notify: @Sendable (ExportNotice) -> Void
 
@@ -76,8 +79,19 @@ package final class Exporter: Follower, Sendable {
         var nextCheckpoint: UInt64 = 0
         var lastStatusFile: ExporterStatus?
         var lastStatusWrite: UInt64 = 0
+        /// Whether the thread's niceness follows ``BurstDetector`` (decided at the first step).
+        var adaptive: Bool?
+        var burst: BurstDetector
+        /// The nice value this thread was last given (`nil` = not read yet).
+        var niceness: Int32?
     }
-    private let session = Locked(Session())
+    private let session: Locked<Session>
+    /// ``Session/niceness`` for readers that must not wait for a step to end.
+    private let nicenessNow = Atomic<Int32>(0)
+    /// `export/cursor` and `export/status.json` are written here, in order, off the exporter's
+    /// thread: each write has two fsyncs, milliseconds on a busy disk, and a record committed
+    /// meanwhile would wait for them before its publish.
+    private let writes = DispatchQueue(label: "pushspool.export.writes", qos: .utility)
     /// A runner made by `start(commits:)` (tests, benchmarks); the daemon's group owns its own.
     private let ownRunner = Locked<FollowerRunner?>(nil)
 
@@ -96,7 +110,8 @@ package final class Exporter: Follower, Sendable {
     ///   - journalLastSeq: the writer's last committed seq (the daemon passes
     ///     `{ writer.stats.lastSeq }`); without it status reads the newest segment's headers.
     ///   - notify: lag events, called on the exporter thread; must not block.
-    package init(options: ExportOptions, journalLastSeq: (@Sendable () -> UInt64?)? = nil,
+    ///   - trace: stage timestamps for every record (the benchmark's breakdown); `nil` = none.
+    package init(options: ExportOptions, journalLastSeq: (@Sendable () -> UInt64?)? = nil, trace: ExportTrace? = nil,
                  notify: @escaping @Sendable (ExportNotice) -> Void = { _ in }) throws(ExportError) {
         guard let template = SubjectTemplate(options.subject) else {
             throw ExportError(.config, "subject '\(options.subject)' \(SubjectTemplate.validate(options.subject) ?? "is invalid")")
@@ -105,10 +120,12 @@ package final class Exporter: Follower, Sendable {
         self.template = template
         hostId = try options.resolvedHostId()
         let cursor = try ExportCursor.read(stateDirectory: options.stateDirectory)
-        sink = AckSink(acknowledged: cursor)
+        sink = AckSink(acknowledged: cursor, trace: trace)
+        self.trace = trace
         self.journalLastSeq = journalLastSeq
         self.notify = notify
         control = Locked(Control(checkpointed: cursor))
+        session = Locked(Session(burst: BurstDetector(enterRecords: options.burstRecords)))
     }
 
     /// The seq recorded in `export/cursor`: it and every earlier record are in the stream, and
@@ -136,7 +153,7 @@ package final class Exporter: Follower, Sendable {
     package func start(commits: CommitFeed = CommitFeed()) {
         ownRunner.withLock { runner in
             guard runner == nil else { return }
-            let fresh = FollowerRunner(self, commits: commits, niceness: options.niceness)
+            let fresh = FollowerRunner(self, commits: commits)
             do {
                 try fresh.start()
                 runner = fresh
@@ -160,6 +177,10 @@ package final class Exporter: Follower, Sendable {
 
     package var name: String { "export" }
 
+    /// Spawned at nice 0: the exporter sets its own niceness from the ingest rate
+    /// (``BurstDetector``), and libnats' threads, started from it, keep the value it had then.
+    package var threadNiceness: Int32? { 0 }
+
     /// The checkpointed cursor: every record up to it is in the stream.
     package func durableSeq() -> UInt64? { acknowledgedSeq() }
 
@@ -174,8 +195,39 @@ package final class Exporter: Follower, Sendable {
     private func setError(_ text: String?) { control.withLock { $0.lastError = text } }
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
-        session.withLock { step(&$0, context) }
+        session.withLock { session in
+            let next = step(&session, context)
+            // After the step, so that a connection made in it started libnats' threads (its
+            // reader and PubAck delivery) while this thread was still at its steady niceness.
+            pace(&session, journalSeq: context.journalLastSeq)
+            return next
+        }
     }
+
+    /// Nice 0 while ingest is steady, `options.niceness` during a burst; a fixed
+    /// `options.niceness` when adapting is off or the thread may not lower its niceness
+    /// again (no `LimitNICE=+0`, no CAP_SYS_NICE): it would stay niced after the first burst.
+    private func pace(_ session: inout Session, journalSeq: UInt64) {
+        let adaptive = session.adaptive ?? (options.adaptiveNiceness && PosixThread.mayLowerNiceness(to: 0))
+        session.adaptive = adaptive
+        let wanted = adaptive && !session.burst.observe(journalSeq: journalSeq, now: Posix.monotonicNanos()) ? 0 : options.niceness
+        if session.niceness == nil { session.niceness = try? PosixThread.currentNiceness() }
+        defer { nicenessNow.store(session.niceness ?? 0, ordering: .relaxed) }
+        guard wanted != session.niceness else { return }
+        do {
+            try PosixThread.setCurrentNiceness(wanted)
+            // What the kernel now holds, for status and tests.
+            session.niceness = (try? PosixThread.currentNiceness()) ?? wanted
+        } catch {
+            // Refused to go back down after all: stay niced for good rather than retry on
+            // every step.
+            session.adaptive = false
+            session.niceness = (try? PosixThread.currentNiceness()) ?? wanted
+        }
+    }
+
+    /// The nice value the exporter last gave its thread, as read back from the kernel (tests).
+    package var currentNiceness: Int32 { nicenessNow.load(ordering: .relaxed) }
 
     /// Publishes what the window allows, then says what to wait for. One turn of what used to
     /// be the exporter thread's loop, without its sleeps.
@@ -184,17 +236,22 @@ package final class Exporter: Follower, Sendable {
         let now = Posix.monotonicNanos()
         let checkpointEvery = options.checkpointInterval.clampedUInt64Nanoseconds
         if now >= session.nextCheckpoint {
-            checkpoint()
+            writes.async { [self] in checkpoint() }
             session.nextCheckpoint = now &+ checkpointEvery
         }
         let reportPending = reportIfChanged(&session)
         if session.client == nil || session.client!.isClosed {
             session.client = nil
             control.withLock { $0.connected = false }
+            if session.adaptive == true, (session.niceness ?? 0) != 0 {
+                // libnats' threads inherit this thread's niceness: start them at 0, so that
+                // PubAcks are not delivered by threads niced for the rest of their life.
+                if (try? PosixThread.setCurrentNiceness(0)) != nil { session.niceness = 0 }
+            }
             do {
                 let fresh = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
                                            tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, maxPending: maxPending,
-                                           ackTimeout: options.ackTimeout, sink: sink)
+                                           ackTimeout: options.ackTimeout, sink: sink, sendAsap: options.sendAsap)
                 try ensureStream(fresh)
                 session.client = fresh
                 resync(client: fresh, reader: &session.reader)
@@ -234,6 +291,7 @@ package final class Exporter: Follower, Sendable {
             if session.reader == nil { return .wake(atMost: .seconds(1)) }
         }
         var published = 0
+        let stepStarted = trace == nil ? 0 : now
         while sink.window.withLock({ $0.pending }) < maxPending, published < maxPending, !context.stopRequested() {
             let record: JournalRecord?
             do { record = try session.reader!.next() } catch {
@@ -242,10 +300,12 @@ package final class Exporter: Follower, Sendable {
                 return .wake(atMost: .seconds(1))
             }
             guard let record else { break }
+            trace?.read(record.seq, stepStarted: stepStarted, at: Posix.monotonicNanos())
             let message = ExportMessage(record: record, hostId: hostId, template: template)
             sink.window.withLock { $0.published(record.seq) }
             do {
                 try client.publishAsync(message)
+                trace?.published(record.seq, at: Posix.monotonicNanos())
                 published += 1
                 control.withLock { c in
                     c.published &+= 1
@@ -280,12 +340,15 @@ package final class Exporter: Follower, Sendable {
             session.client = nil
             session.reader = nil
         }
-        checkpoint()
         control.withLock { c in
             c.connected = false
             c.running = false
         }
-        writeStatusFile(status)
+        // After what is queued, and done when finish returns: the cursor a restart reads.
+        writes.sync {
+            checkpoint()
+            writeStatusFile(status)
+        }
     }
 
     /// The lag check and `export/status.json`, at most once a second and only when what they
@@ -298,7 +361,7 @@ package final class Exporter: Follower, Sendable {
         let now = Posix.monotonicNanos()
         guard now &- session.lastStatusWrite >= 1_000_000_000 else { return true }
         checkLag(snapshot)
-        writeStatusFile(snapshot)
+        writes.async { [self] in writeStatusFile(snapshot) }
         session.lastStatusFile = snapshot
         session.lastStatusWrite = now
         return false
@@ -329,6 +392,7 @@ package final class Exporter: Follower, Sendable {
         reader!.seek(toSeq: acked + 1)
     }
 
+    /// On ``writes`` only: one writer, so the cursor never moves back.
     private func checkpoint() {
         let acked = sink.window.withLock { $0.acknowledged }
         guard acked != control.withLock({ $0.checkpointed }) else { return }

@@ -14,12 +14,29 @@ package final class AckSink: Sendable {
 
     func changed() { onChange.withLock { $0 }?() }
 
-    package init(acknowledged: UInt64) { window = Locked(AckWindow(acknowledged: acknowledged)) }
+    /// Stage timestamps for the benchmark; `nil` in the daemon.
+    let trace: ExportTrace?
+
+    package init(acknowledged: UInt64, trace: ExportTrace? = nil) {
+        window = Locked(AckWindow(acknowledged: acknowledged))
+        self.trace = trace
+    }
 
     func handle(seq: UInt64?, ok: Bool, failure: @autoclosure () -> String) {
         guard let seq else { return }
         if ok {
-            window.withLock { _ = $0.acked(seq) }
+            if let trace {
+                let now = Posix.monotonicNanos()
+                let (before, after) = window.withLock { window in
+                    let before = window.acknowledged
+                    window.acked(seq)
+                    return (before, window.acknowledged)
+                }
+                trace.acked(seq, at: now)
+                trace.cursorMoved(from: before, through: after, at: now)
+            } else {
+                window.withLock { _ = $0.acked(seq) }
+            }
         } else {
             let text = failure()
             window.withLock { $0.failed(seq) }
@@ -60,10 +77,12 @@ package final class NatsClient {
     /// `reconnects: false`: a lost connection closes the client instead (``isClosed``), so a
     /// publish made while it is down fails at once rather than waiting in libnats' reconnect
     /// buffer to be sent later — after its caller was told it failed.
+    /// `sendAsap`: each publish is written to the socket by the calling thread at once
+    /// (natsOptions_SetSendAsap(3)) instead of by libnats' flusher thread up to 1 ms later.
     package init(urls: [String], credentialsFile: String = "", tlsCAFile: String = "", tlsCertFile: String = "",
                  tlsKeyFile: String = "", maxPending: Int = 1024, ackTimeout: Duration = .seconds(5),
                  connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold",
-                 reconnects: Bool = true) throws(ExportError) {
+                 reconnects: Bool = true, sendAsap: Bool = true) throws(ExportError) {
         self.sink = sink
         self.ackTimeout = ackTimeout
         var opts: OpaquePointer?
@@ -86,6 +105,9 @@ package final class NatsClient {
             try check(natsOptions_SetMaxReconnect(opts, reconnects ? -1 : 0), "max reconnect")
             if !reconnects { try check(natsOptions_SetAllowReconnect(opts, false), "allow reconnect") }
             try check(natsOptions_SetReconnectWait(opts, 250), "reconnect wait")
+            // Without it libnats hands each publish to its flusher thread, which waits 1 ms
+            // for company before writing: a millisecond on every record's way to the PubAck.
+            if sendAsap { try check(natsOptions_SetSendAsap(opts, true), "send asap") }
             if let sink {
                 // A lost or regained connection wakes the exporter, which otherwise sleeps.
                 // Retained and never released: libnats may call the closed callback after
@@ -155,6 +177,13 @@ package final class NatsClient {
         js = nil
         connection = nil
         options = nil
+    }
+
+    /// Bytes published but still in libnats' buffer, not yet written to the socket; wraps
+    /// natsConnection_Buffered(3).
+    package var bufferedBytes: Int {
+        guard let connection else { return 0 }
+        return Int(natsConnection_Buffered(connection))
     }
 
     /// Connected now (not reconnecting, not closed).

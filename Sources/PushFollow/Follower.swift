@@ -24,6 +24,9 @@ package protocol Follower: AnyObject, Sendable {
     /// Returns what to wait for before the next step. Throw to have the runner back off
     /// (with jitter, growing with consecutive failures) and call again.
     func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext
+    /// The niceness the runner's thread starts with; `nil` = the runner's (10 in pushspoold).
+    /// A follower that sets its own niceness while it runs (the exporter) asks for 0.
+    var threadNiceness: Int32? { get }
     /// Words for the STATUS= line (`outbox 3 pending, 1 parked`); `nil` = the lag says it all.
     var statusDetail: String? { get }
     /// Called once on the runner's thread after the last step, before the thread ends:
@@ -38,6 +41,7 @@ package protocol Follower: AnyObject, Sendable {
 }
 
 extension Follower {
+    package var threadNiceness: Int32? { nil }
     package var statusDetail: String? { nil }
     package func finish() {}
     package func stopRequested() {}

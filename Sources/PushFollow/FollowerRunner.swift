@@ -71,12 +71,13 @@ package final class FollowerRunner: Sendable {
     /// - Parameters:
     ///   - commits: the feed that announces durable records (the writer's, in pushspoold).
     ///   - niceness: > 0 lowers the thread's priority, so that under a burst a follower lags a
-    ///     little instead of taking a core from ingest.
+    ///     little instead of taking a core from ingest. A follower's own
+    ///     ``Follower/threadNiceness`` takes precedence.
     package init(_ follower: any Follower, commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
         self.follower = follower
         self.commits = commits
         self.backoff = backoff
-        self.niceness = niceness
+        self.niceness = follower.threadNiceness ?? niceness
         control = Locked(Control(status: FollowerStatus(name: follower.name, durableSeq: follower.durableSeq(),
                                                         journalLastSeq: commits.lastSeq, running: false, lastError: nil,
                                                         failures: 0, failuresTotal: 0, detail: follower.statusDetail)))

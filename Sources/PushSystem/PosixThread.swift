@@ -34,6 +34,25 @@ package enum PosixThread {
         return thread
     }
 
+    /// The calling thread's nice value; wraps getpriority(2) on the thread id.
+    package static func currentNiceness() throws(SystemError) -> Int32 {
+        var value: Int32 = 0
+        guard cposix_get_thread_niceness(&value) == 0 else { throw SystemError(call: "getpriority", errno: errno) }
+        return value
+    }
+
+    /// Sets the calling thread's nice value (Linux applies setpriority(2) per thread). Raising
+    /// it is always allowed; lowering it again needs ``mayLowerNiceness(to:)``, else EACCES.
+    package static func setCurrentNiceness(_ niceness: Int32) throws(SystemError) {
+        guard cposix_set_thread_niceness(niceness) == 0 else { throw SystemError(call: "setpriority", errno: errno) }
+    }
+
+    /// Whether a thread of this process may go back down to `niceness` after raising it:
+    /// RLIMIT_NICE allows it (systemd's `LimitNICE=`) or CAP_SYS_NICE is effective.
+    package static func mayLowerNiceness(to niceness: Int32) -> Bool {
+        cposix_may_lower_niceness_to(niceness) == 1
+    }
+
     /// Starts `body` on a detached thread that nobody joins.
     package static func detach(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
         pthread_detach(try spawn(body))

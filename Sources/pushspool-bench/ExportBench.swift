@@ -99,7 +99,7 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
                             ratio: String(format: "%.2f× ingest", exportRate / ingestRate))
 
     print("== export alone: a fresh exporter over the same \(lastSeq) records into another stream, niced 10 (as in pushspoold) and not")
-    for (run, niceness) in [(1, Int32(10)), (2, Int32(0))] {
+    for (run, niceness, sendAsap) in [(1, Int32(10), true), (2, Int32(0), true), (3, Int32(0), false)] {
         do {
             let aloneState = natsRoot + "/alone\(run)"
             try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
@@ -110,6 +110,9 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
             options.subject = "alone\(run).{vendor}.{platform}"
             options.hostId = "bench"
             options.niceness = niceness
+            options.sendAsap = sendAsap
+            // The journal does not grow here: an adaptive exporter would run at 0 in both runs.
+            options.adaptiveNiceness = false
             let exporter = try Exporter(options: options)
             // Our process's CPU (exporter thread and libnats' threads; nothing else runs here
             // now) per record: the exporter's cost, whatever the machine's load.
@@ -124,10 +127,10 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
             func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
             let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
             let aloneRate = Double(lastSeq) / elapsed
-            print(String(format: "  nice %d: export alone %.0f records/s (MaxPending %d), ratio to this run's ingest %.2f; %.1f µs CPU per record in pushspool (≈ %.0f records/s per core)",
-                         niceness, aloneRate, options.maxPending, aloneRate / ingestRate, cpu / Double(lastSeq) * 1e6,
+            print(String(format: "  nice %d%@: export alone %.0f records/s (MaxPending %d), ratio to this run's ingest %.2f; %.1f µs CPU per record in pushspool (≈ %.0f records/s per core)",
+                         niceness, sendAsap ? "" : ", buffered by libnats' flusher", aloneRate, options.maxPending, aloneRate / ingestRate, cpu / Double(lastSeq) * 1e6,
                          Double(lastSeq) / max(cpu, 1e-9)))
-            BenchResults.shared.add("export alone, \(lastSeq) records, nice \(niceness)",
+            BenchResults.shared.add("export alone, \(lastSeq) records, nice \(niceness)\(sendAsap ? "" : ", flusher")",
                                     String(format: "%.0f records/s, %.1f µs CPU per record", aloneRate, cpu / Double(lastSeq) * 1e6),
                                     ratio: String(format: "%.2f× burst ingest", aloneRate / ingestRate))
         } catch {
@@ -136,8 +139,9 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
     }
 }
 
-/// Steady (part 3 of `runExportBench`): the C loop first, then the exporter niced 10 (as in
-/// pushspoold) and not.
+/// Steady (part 3 of `runExportBench`): the C loop first, then the exporter as in pushspoold
+/// (nice 0 while ingest is steady, 10 in a burst) and fixed at nice 10 (before that). Each
+/// run prints where the time goes, stage by stage (``ExportTrace``).
 private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: (Int) -> [UInt8]) {
     // The floor the disk sets at this rate, measured in this run: drop to PubAck includes a
     // drop to durable.
@@ -146,8 +150,9 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
     if let loop {
         print(String(format: "C loop drop to durable: p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms", loop.p50, loop.p99, loop.p999, loop.max))
     }
-    for niceness in [Int32(10), Int32(0)] {
-        print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck, exporter nice \(niceness)")
+    for (mode, adaptive) in [("adaptive", true), ("fixed nice 10", false)] {
+        let label = mode.replacingOccurrences(of: " ", with: "")
+        print("== steady: \(rate) files/s for \(seconds) s, export lag from journal commit to PubAck, exporter \(mode)")
         let steady = BenchSpool()
         defer { steady.remove() }
         let commits = Locked<[UInt64: UInt64]>([:])
@@ -165,13 +170,19 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         var options = ExportOptions(stateDirectory: steady.root + "/state", instance: nil)
         options.urls = [server.url]
         options.hostId = "bench"
-        options.niceness = niceness
-        options.stream = "STEADY\(niceness)"
-        options.subject = "steady\(niceness).{vendor}.{platform}"
-        guard let exporter = try? Exporter(options: options) else {
+        options.adaptiveNiceness = adaptive
+        options.stream = "STEADY\(label.uppercased())"
+        options.subject = "steady\(label).{vendor}.{platform}"
+        let trace = ExportTrace()
+        // The journal's last seq from the writer, as pushspoold passes it (without it, status
+        // reads the newest segment's headers at every step).
+        guard let exporter = try? Exporter(options: options, journalLastSeq: { steadyDaemon.journalStats.lastSeq }, trace: trace) else {
             print("cannot create the exporter")
             exit(1)
         }
+        trace.observe(steadyDaemon.commits)
+        var usageBefore = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usageBefore)
         exporter.start(commits: steadyDaemon.commits)
         let acks = Locked<[UInt64: UInt64]>([:])
         let total = rate * seconds
@@ -200,6 +211,10 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         }
         while acks.withLock({ $0.count }) < total { usleep(2_000) }
         polling.store(false, ordering: .relaxed)
+        var usageAfter = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usageAfter)
+        var load = [Double](repeating: 0, count: 3)
+        _ = getloadavg(&load, 3)
         exporter.stop()
         steadyDaemon.requestStop()
         while !steadyDaemon.hasReturned { usleep(5_000) }
@@ -212,11 +227,34 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         })
         print(String(format: "export lag (commit to PubAck) p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (woken by the commit)",
                      lags.p50, lags.p99, lags.max, lags.count))
+        // Where the time goes. The polled figures above and below carry up to ~0.6 ms of the
+        // poller's sleep; the trace's stamps are taken where each stage happens.
+        func cpu(_ u: rusage) -> Double {
+            Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+        }
+        print(String(format: "  load average %.2f; this process (daemon, exporter, libnats, producer, poller) used %.1f µs CPU per record",
+                     load[0], (cpu(usageAfter) - cpu(usageBefore)) / Double(total) * 1e6))
+        func pad(_ text: String) -> String { text + String(repeating: " ", count: max(1, 45 - text.count)) }
+        let dropToCommit = LatencyPercentiles(indexes.compactMap { seq, index in
+            committed[seq].map { $0 > dropTimes[index] ? $0 - dropTimes[index] : 0 }
+        })
+        print("  " + pad("drop -> committed (daemon callback)") + String(format: "p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms",
+                     dropToCommit.p50, dropToCommit.p99, dropToCommit.max))
+        for stage in trace.stages {
+            let p = LatencyPercentiles(stage.nanos)
+            print("  " + pad(stage.name) + String(format: "p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms", p.p50, p.p99, p.max))
+        }
+        let stamps = trace.stamps
+        let dropToCursor = LatencyPercentiles(indexes.compactMap { seq, index in
+            stamps[seq].flatMap { $0.cursor > 0 ? ($0.cursor > dropTimes[index] ? $0.cursor - dropTimes[index] : 0) : nil }
+        })
+        print("  " + pad("drop -> cursor moved (traced, not polled)") + String(format: "p50 %6.2f ms  p99 %6.2f ms  p999 %6.2f ms  max %6.2f ms",
+                     dropToCursor.p50, dropToCursor.p99, dropToCursor.p999, dropToCursor.max))
         print(String(format: "drop to PubAck p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms", dropToAck.p50, dropToAck.p99,
                      dropToAck.p999, dropToAck.max)
               + (loop.map { String(format: "; p99 %.2f× the C loop's drop to durable (%.2f ms)", dropToAck.p99 / max(0.001, $0.p99), $0.p99) } ?? "")
               + (rate == 1_000 ? " (target at 1,000/s: p99 ≤ 5 ms)" : ""))
-        BenchResults.shared.add("export lag at \(rate)/s, nice \(niceness)",
+        BenchResults.shared.add("export lag at \(rate)/s, \(mode)",
                                 String(format: "commit→PubAck p50 %.2f ms, p99 %.2f ms; drop→PubAck p50 %.2f ms, p99 %.2f ms, p999 %.2f ms",
                                        lags.p50, lags.p99, dropToAck.p50, dropToAck.p99, dropToAck.p999),
                                 ratio: loop.map { String(format: "drop→PubAck p99 %.2f× the C loop's drop-to-durable (%.2f ms; p999 %.2f ms)",

@@ -16,6 +16,11 @@ int cposix_install_crash_mark(int fd, long offset, char mark);
 /// setpriority(PRIO_PROCESS, gettid(), niceness): Linux applies it to the calling thread only.
 /// Returns 0, or -1 with errno set.
 int cposix_set_thread_niceness(int niceness);
+/// getpriority(PRIO_PROCESS, gettid()) into `*niceness`. Returns 0, or -1 with errno set.
+int cposix_get_thread_niceness(int *niceness);
+/// 1 when the calling thread may lower its nice value to `niceness` again after raising it:
+/// RLIMIT_NICE allows it (systemd's LimitNICE=) or CAP_SYS_NICE is effective; else 0.
+int cposix_may_lower_niceness_to(int niceness);
 /// CPUs in the calling thread's affinity mask (sched_getaffinity, CPU_COUNT), or -1 with errno set.
 int cposix_usable_cpus(void);
 #endif
