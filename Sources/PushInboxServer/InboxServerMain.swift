@@ -111,7 +111,7 @@ package enum InboxServerMain {
            let first = value.split(separator: ":").first, !first.isEmpty {
             return String(first)
         }
-        let directory = journalState + "/inbox-http"
+        let directory = StateLayout(root: journalState).inboxHTTP
         do {
             try Posix.mkdirs(directory, mode: 0o700)
             return directory
@@ -211,12 +211,12 @@ package enum InboxServerMain {
         }
         // Events the hub reads from the journal carry journal seqs; an index built from the
         // stream numbers items by stream seq, so the hub then tells streams of items and counts only.
-        let journalDirectory = inbox.source == .journal ? state + "/journal" : ""
+        let journalDirectory = inbox.source == .journal ? StateLayout(root: state).journal : ""
         let hub = EventHub(indexPath: indexPath, journalDirectory: inbox.source == .journal ? journalDirectory : nil)
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
-        let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
+        let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
                                            idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
                                            journalDirectory: journalDirectory),

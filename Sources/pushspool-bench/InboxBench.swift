@@ -39,7 +39,7 @@ func runInboxBench(arguments: [String]) {
     try? FileManager.default.removeItem(atPath: root)
     defer { if !keep { try? FileManager.default.removeItem(atPath: root) } }
     let index: InboxIndex
-    do { index = try InboxIndex(path: root + "/inbox/index.sqlite") } catch {
+    do { index = try InboxIndex(path: StateLayout(root: root).inboxIndex) } catch {
         print("nc bench: \(error)")
         return
     }
