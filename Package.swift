@@ -90,7 +90,9 @@ let package = Package(
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
-        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "CCurl"]),
+        .target(name: "PushOutbox", dependencies: [
+            "PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "PushConfig", "CCurl",
+        ]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
@@ -153,7 +155,7 @@ let package = Package(
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
-            "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
+            "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
             "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
