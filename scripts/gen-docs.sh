@@ -1,10 +1,43 @@
 #!/usr/bin/env bash
-# Regenerates what docs/ holds in generated form: docs/architecture.svg from
-# docs/architecture.dot (Graphviz). Check in both. The SVG records the SHA-256 of the source
-# it was made from, so DocsTests fails when the .dot changed and this was not run — without
-# needing Graphviz on the test machine.
+# Regenerates what docs/ and man/ hold in generated form; check in the results.
+# - The configuration reference: the key table of docs/configuration.md and the key list of
+#   man/pushspool.conf.5.scd, from the schema in Sources/PushConfig/Schema.swift through
+#   `pushspoolctl config reference`. Each replaces the lines from its BEGIN marker to its END
+#   marker; the text around them is written by hand. PushConfigTests fails when either is stale.
+# - docs/architecture.svg from docs/architecture.dot (Graphviz). The SVG records the SHA-256 of
+#   the source it was made from, so DocsTests fails when the .dot changed and this was not
+#   run — without needing Graphviz on the test machine.
+# PUSHSPOOLCTL names the binary to use; by default this builds and uses the debug one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+ctl=${PUSHSPOOLCTL:-}
+if [[ -z $ctl ]]; then
+    export PATH=/opt/swift/usr/bin:$PATH
+    swift build --product pushspoolctl >&2
+    ctl="$(swift build --show-bin-path)/pushspoolctl"
+fi
+
+# splice FILE FORMAT BEGIN-PREFIX END-PREFIX: the marker lines and what lies between them
+# replaced by `pushspoolctl config reference --FORMAT` (which prints both markers itself).
+splice() {
+    local file=$1 format=$2 begin=$3 end=$4 generated
+    generated=$(mktemp)
+    "$ctl" config reference "--$format" > "$generated"
+    grep -q "^$begin" "$file" && grep -q "^$end" "$file" \
+        || { echo "gen-docs.sh: $file lacks the markers '$begin' and '$end'" >&2; rm -f "$generated"; exit 1; }
+    awk -v generated="$generated" -v begin="$begin" -v end="$end" '
+        index($0, begin) == 1 { while ((getline line < generated) > 0) print line; skipping = 1; next }
+        skipping && index($0, end) == 1 { skipping = 0; next }
+        !skipping { print }
+    ' "$file" > "$file.tmp"
+    mv "$file.tmp" "$file"
+    rm -f "$generated"
+    echo "gen-docs.sh: wrote the reference in $file"
+}
+splice docs/configuration.md markdown '<!-- BEGIN generated' '<!-- END generated'
+splice man/pushspool.conf.5.scd man '; BEGIN generated' '; END generated'
+
 command -v dot >/dev/null || { echo "gen-docs.sh: needs Graphviz's dot: apt-get install graphviz" >&2; exit 1; }
 source=docs/architecture.dot
 target=docs/architecture.svg
