@@ -97,7 +97,7 @@ let package = Package(
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
-        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport"]),
+        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
-            "PushExport", "PushInbox", "PushInboxStream",
+            "PushExport", "PushInbox", "PushInboxStream", "PushConfig",
         ]),
     ]
 )

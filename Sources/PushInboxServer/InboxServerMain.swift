@@ -278,15 +278,14 @@ package enum InboxServerMain {
     static func startStreamFollower(configuration: Configuration, indexPath: String, stop: DispatchSemaphore,
                                     exitStatus: Locked<Int32>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: nil,
-                                   credentialsDirectory: credentials)
-        let hostId: String
-        do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
+        let options: StreamInboxOptions
+        do throws(ExportError) {
+            options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: nil,
+                                             credentialsDirectory: credentials)
+        } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
         }
-        let options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
-                                         consumerName: StreamInboxOptions.consumerName(hostId: hostId))
         let follower: StreamInboxFollower
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options) { error in
