@@ -78,7 +78,7 @@ let package = Package(
         // every reader above the journal.
         .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
-        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "CSQLite"]),
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
         // configuration check of MindboxTransliteration=.
         .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
@@ -93,12 +93,14 @@ let package = Package(
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
-        .target(name: "PushOutbox", dependencies: ["PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "CCurl"]),
+        .target(name: "PushOutbox", dependencies: [
+            "PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "PushConfig", "CCurl",
+        ]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
-        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport"]),
+        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
@@ -161,7 +163,7 @@ let package = Package(
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
-            "PushOutbox", "PushOutboxStore", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
+            "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
             "pushspool-outbox-child",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
@@ -183,7 +185,7 @@ let package = Package(
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
-            "PushExport", "PushInbox", "PushInboxStream",
+            "PushExport", "PushInbox", "PushInboxStream", "PushConfig",
         ]),
     ]
 )

@@ -91,6 +91,12 @@ complete_words() {  # complete_words WORD... -> what bash completion offers for 
 }
 check "completion: 'pushspoolctl jo' -> journal" test "$(complete_words pushspoolctl jo)" == journal
 check "completion: 'pushspoolctl journal t' -> tail" test "$(complete_words pushspoolctl journal t)" == tail
+# README.md and docs/ as in the repository, uncompressed so their relative links resolve.
+check "README.md and docs/ in /usr/share/doc/pushspool, uncompressed" \
+  test -f /usr/share/doc/pushspool/README.md -a -f /usr/share/doc/pushspool/docs/configuration.md \
+    -a -f /usr/share/doc/pushspool/docs/design/journal.md -a -f /usr/share/doc/pushspool/docs/architecture.svg
+check "the installed pushspool.conf(5) points at the installed guides" \
+  bash -c 'MANWIDTH=200 man 5 pushspool.conf 2>/dev/null | grep -q /usr/share/doc/pushspool/docs'
 
 note "2. sysusers, tmpfiles, catalog"
 check "user pushspool exists, shell nologin" bash -c 'getent passwd pushspool | grep -q ":/usr/sbin/nologin$"'

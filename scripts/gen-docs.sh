@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Regenerates what the repository holds in generated form, and check in the results:
+# Regenerates what the repository holds in generated form; check in the results:
 # - the SYNOPSIS and OPTIONS sections of man/*.scd (between their "; BEGIN GENERATED" and
 #   "; END GENERATED" comments) and packaging/completion/pushspoolctl, from the programs'
 #   option tables (each program's hidden `--generate man|completion`); PushCLITests fails
 #   when either differs from what the tables generate;
-# - docs/architecture.svg from docs/architecture.dot (Graphviz). The SVG records the SHA-256 of the source
-# it was made from, so DocsTests fails when the .dot changed and this was not run — without
-# needing Graphviz on the test machine.
+# - the configuration reference: the key table of docs/configuration.md and the key list of
+#   man/pushspool.conf.5.scd, from the schema in Sources/PushConfig/Schema.swift through
+#   `pushspoolctl config reference`. Each replaces the lines from its BEGIN marker to its END
+#   marker; the text around them is written by hand. PushConfigTests fails when either is stale;
+# - docs/architecture.svg from docs/architecture.dot (Graphviz). The SVG records the SHA-256 of
+#   the source it was made from, so DocsTests fails when the .dot changed and this was not
+#   run — without needing Graphviz on the test machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,10 +18,9 @@ cd "$(dirname "$0")/.."
 bin=${PUSHSPOOL_BIN:-.build/debug}
 if [[ -z ${PUSHSPOOL_BIN:-} ]]; then
     export PATH=/opt/swift/usr/bin:$PATH
-    swift build --product pushspoolctl >/dev/null
-    swift build --product pushspoold >/dev/null
-    swift build --product pushspool-inbox >/dev/null
-    swift build --product pushspool-fetch >/dev/null
+    for product in pushspoolctl pushspoold pushspool-inbox pushspool-fetch; do
+        swift build --product "$product" >/dev/null
+    done
 fi
 for pair in pushspoolctl:man/pushspoolctl.1.scd pushspoold:man/pushspoold.8.scd \
     pushspool-inbox:man/pushspool-inbox.8.scd pushspool-fetch:man/pushspool-fetch.8.scd; do
@@ -29,6 +32,26 @@ for pair in pushspoolctl:man/pushspoolctl.1.scd pushspoold:man/pushspoold.8.scd 
 done
 "$bin/pushspoolctl" --generate completion > packaging/completion/pushspoolctl
 echo "gen-docs.sh: wrote packaging/completion/pushspoolctl"
+
+# splice FILE FORMAT BEGIN-PREFIX END-PREFIX: the marker lines and what lies between them
+# replaced by `pushspoolctl config reference --FORMAT` (which prints both markers itself).
+splice() {
+    local file=$1 format=$2 begin=$3 end=$4 generated
+    generated=$(mktemp)
+    "$bin/pushspoolctl" config reference "--$format" > "$generated"
+    grep -q "^$begin" "$file" && grep -q "^$end" "$file" \
+        || { echo "gen-docs.sh: $file lacks the markers '$begin' and '$end'" >&2; rm -f "$generated"; exit 1; }
+    awk -v generated="$generated" -v begin="$begin" -v end="$end" '
+        index($0, begin) == 1 { while ((getline line < generated) > 0) print line; skipping = 1; next }
+        skipping && index($0, end) == 1 { skipping = 0; next }
+        !skipping { print }
+    ' "$file" > "$file.tmp"
+    mv "$file.tmp" "$file"
+    rm -f "$generated"
+    echo "gen-docs.sh: wrote the reference in $file"
+}
+splice docs/configuration.md markdown '<!-- BEGIN generated' '<!-- END generated'
+splice man/pushspool.conf.5.scd man '; BEGIN generated' '; END generated'
 
 command -v dot >/dev/null || { echo "gen-docs.sh: needs Graphviz's dot: apt-get install graphviz" >&2; exit 1; }
 source=docs/architecture.dot

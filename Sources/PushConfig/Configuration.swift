@@ -318,6 +318,8 @@ package struct OutboxSettings: Sendable, Equatable {
     package var retryBase: Duration = .seconds(1)
     /// `MaxAgeSec=`: an event not delivered by then is parked instead of sent stale (1s to 7d).
     package var maxAge: Duration = .seconds(86_400)
+
+    package init() {}
 }
 
 /// `[Export]`: journal records published to NATS JetStream (PushExport).

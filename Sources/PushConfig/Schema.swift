@@ -3,8 +3,10 @@ import PushTransliteration
 
 /// One key of pushspool.conf: how to parse it into the configuration and how to print it back.
 ///
-/// The table is the single place that names keys, so loading, `config show` and the shipped
-/// default file cannot drift apart (a test walks it against docs/configuration.md and the shipped file).
+/// The table is the single place that names keys and says what they do, so loading,
+/// `config show`, docs/configuration.md and pushspool.conf(5) (both rendered from it by
+/// `ConfigReference`) and the shipped default file cannot drift apart (tests walk it against
+/// the shipped file and fail when a rendered document is stale).
 struct KeySpec: Sendable {
     var section: String
     var key: String
@@ -14,10 +16,27 @@ struct KeySpec: Sendable {
     var bounds: KeyBounds? = nil
     /// A value this key must refuse (for the schema walk test): past the range, or malformed.
     var invalidExample: String
+    /// What the key does, for the reference documents: one sentence fragment, `code` in
+    /// backticks, links as `[text](file.md)` relative to docs/.
+    var summary = ""
+    /// The values a key without `bounds` takes (`boolean`, `absolute path`, ...), in the same
+    /// light markup; a bounded key's range is `bounds.rangeText`.
+    var valuesText: String? = nil
     var apply: @Sendable (inout Configuration, String) -> ValueError?
     var render: @Sendable (Configuration) -> [String]
 
     var path: String { "\(section).\(key)" }
+
+    /// The accepted values as the reference documents state them.
+    var rangeDescription: String { bounds?.rangeText ?? valuesText ?? "" }
+
+    /// This key with its documentation; `values` replaces what the factory says it takes.
+    func described(_ summary: String, values: String? = nil) -> KeySpec {
+        var spec = self
+        spec.summary = summary
+        if let values { spec.valuesText = values }
+        return spec
+    }
 }
 
 /// The range of a bounded key. Every duration and size has an upper bound: the daemon turns
@@ -105,7 +124,7 @@ extension KeySpec {
     }
 
     static func boolean(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, Bool> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, invalidExample: "maybe", apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "maybe", valuesText: "boolean", apply: { config, text in
             switch ConfigValue.boolean(text) {
             case .success(let value): config[keyPath: field] = value; return nil
             case .failure(let error): return error
@@ -114,7 +133,7 @@ extension KeySpec {
     }
 
     static func absolutePath(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, invalidExample: "relative/path", apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "relative/path", valuesText: "absolute path", apply: { config, text in
             guard let error = validateAbsolutePath(text) else { config[keyPath: field] = text; return nil }
             return error
         }, render: { [$0[keyPath: field]] })
@@ -122,7 +141,7 @@ extension KeySpec {
 
     /// An absolute path, or empty for "not set".
     static func optionalAbsolutePath(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, invalidExample: "relative/path", apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "relative/path", valuesText: "absolute path", apply: { config, text in
             if text.isEmpty { config[keyPath: field] = ""; return nil }
             guard let error = validateAbsolutePath(text) else { config[keyPath: field] = text; return nil }
             return error
@@ -135,7 +154,7 @@ extension KeySpec {
     /// A Mindbox endpoint id: it goes into a query string, and a conservative alphabet keeps
     /// it from needing escapes.
     static func mindboxEndpoint(_ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
-        KeySpec(section: "Outbox", key: key, invalidExample: "has space", apply: { config, text in
+        KeySpec(section: "Outbox", key: key, invalidExample: "has space", valuesText: "`[A-Za-z0-9._-]`, up to 128", apply: { config, text in
             guard text.count <= 128, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
                 return ValueError("expected up to 128 characters of [A-Za-z0-9._-], got '\(text)'")
             }
@@ -145,7 +164,7 @@ extension KeySpec {
     }
 
     static func endpointURL(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
-        KeySpec(section: section, key: key, invalidExample: "ftp://example.com", apply: { config, text in
+        KeySpec(section: section, key: key, invalidExample: "ftp://example.com", valuesText: "http(s) base URL", apply: { config, text in
             var value = text
             while value.hasSuffix("/") { value.removeLast() }
             let rest: Substring
@@ -181,26 +200,39 @@ enum Schema {
     static let feedKeys = ["Categories", "Vendors", "PayloadKey", "PayloadValue", "Other"]
 
     static let keys: [KeySpec] = [
-        .absolutePath("Spool", "Directory", \.spool.directory),
-        .duration("Spool", "RescanIntervalSec", \.spool.rescanInterval, range: .seconds(1) ... .day),
-        .duration("Spool", "StableAgeSec", \.spool.stableAge, range: .zero ... .hour),
-        .size("Spool", "MaxFileSize", \.spool.maxFileBytes, range: 1...(1 << 30)),
-        .duration("Spool", "FailedRetainSec", \.spool.failedRetain, range: .zero ... .seconds(10 * 366 * 86_400)),
+        .absolutePath("Spool", "Directory", \.spool.directory)
+            .described("the spool root holding `tmp/`, `incoming/`, `processing/`, `failed/`"),
+        .duration("Spool", "RescanIntervalSec", \.spool.rescanInterval, range: .seconds(1) ... .day)
+            .described("full rescan period, a safety net behind inotify"),
+        .duration("Spool", "StableAgeSec", \.spool.stableAge, range: .zero ... .hour)
+            .described("a file a rescan finds is taken once its size has not changed for this long"),
+        .size("Spool", "MaxFileSize", \.spool.maxFileBytes, range: 1...(1 << 30))
+            .described("larger spool files are quarantined unread; at least `[Limits] MaxPayloadSize=`"),
+        .duration("Spool", "FailedRetainSec", \.spool.failedRetain, range: .zero ... .seconds(10 * 366 * 86_400))
+            .described("quarantined files in `failed/` older than this are removed with their reason files and a log event, like Postfix's `maximal_queue_lifetime` (0 = keep until an operator acts)"),
 
-        .absolutePath("Journal", "StateDirectory", \.journal.stateDirectory),
-        .size("Journal", "SegmentSize", \.journal.segmentBytes, range: (64 << 10)...(16 << 30)),
-        .duration("Journal", "MaxBatchDelaySec", \.journal.maxBatchDelay, range: .zero ... .seconds(1)),
-        .integer("Journal", "MaxBatchRecords", \.journal.maxBatchRecords, range: 1...1_000_000),
+        .absolutePath("Journal", "StateDirectory", \.journal.stateDirectory)
+            .described("journal segments, dedup checkpoint and media"),
+        .size("Journal", "SegmentSize", \.journal.segmentBytes, range: (64 << 10)...(16 << 30))
+            .described("a segment is sealed and a new one started beyond this size"),
+        .duration("Journal", "MaxBatchDelaySec", \.journal.maxBatchDelay, range: .zero ... .seconds(1))
+            .described("group commit: the longest a record waits for company before its fsync — only after a batch of several, and never longer than the last fsync took"),
+        .integer("Journal", "MaxBatchRecords", \.journal.maxBatchRecords, range: 1...1_000_000)
+            .described("group commit: the most records one fsync covers"),
         KeySpec(section: "Journal", key: "CorruptionPolicy", invalidExample: "ignore", apply: { config, text in
             guard let policy = CorruptionPolicy(rawValue: text) else {
                 return ValueError("expected one of \(CorruptionPolicy.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
             }
             config.journal.corruptionPolicy = policy
             return nil
-        }, render: { [$0.journal.corruptionPolicy.rawValue] }),
-        .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointInterval, range: .seconds(1) ... .day),
-        .duration("Journal", "RetainSec", \.journal.retain, range: .zero ... .seconds(10 * 366 * 86_400)),
-        .size("Journal", "RetainBytes", \.journal.retainBytes, range: 0...(64 << 30)),
+        }, render: { [$0.journal.corruptionPolicy.rawValue] })
+            .described("a corrupt record mid-segment: refuse to start, or move the segment aside", values: "`refuse`, `quarantine-segment`"),
+        .duration("Journal", "CheckpointIntervalSec", \.journal.checkpointInterval, range: .seconds(1) ... .day)
+            .described("how often the dedup index is checkpointed (on its own thread, when records were committed since the last one; also every 50,000 records and at stop), so a restart reads the index instead of rescanning segments"),
+        .duration("Journal", "RetainSec", \.journal.retain, range: .zero ... .seconds(10 * 366 * 86_400))
+            .described("sealed segments last written longer ago than this are retired (deleted, or archived with `Archive=`) by retention; never one holding records a follower (inbox index, outbox, export) has not made durable yet (0 = no age limit)"),
+        .size("Journal", "RetainBytes", \.journal.retainBytes, range: 0...(64 << 30))
+            .described("the oldest sealed segments are retired while the journal is larger than this (0 = no size limit)"),
         KeySpec(section: "Journal", key: "Archive", invalidExample: "gzip", apply: { config, text in
             // "yes" names the one compressor there is, so a boolean reads naturally too.
             switch text {
@@ -209,17 +241,27 @@ enum Schema {
             default: return ValueError("expected no or zstd (yes = zstd), got '\(text)'")
             }
             return nil
-        }, render: { [$0.journal.archive.rawValue] }),
-        .duration("Journal", "DedupWindowSec", \.journal.dedupWindow, range: .zero ... .seconds(10 * 366 * 86_400)),
+        }, render: { [$0.journal.archive.rawValue] })
+            .described("retired segments are compressed with zstd into `archive/` instead of deleted; `pushspoolctl journal cat --archive` reads them", values: "`no`, `zstd` (`yes` = `zstd`)"),
+        .duration("Journal", "DedupWindowSec", \.journal.dedupWindow, range: .zero ... .seconds(10 * 366 * 86_400))
+            .described("how long a payload id is remembered for dedup; 0 = automatic: `RetainSec=` plus one day, or forever without `RetainSec=`. A re-delivery after the window is journaled again as a new record"),
 
-        .boolean("Media", "Enabled", \.media.enabled),
-        .duration("Media", "ConnectTimeoutSec", \.media.connectTimeout, range: .milliseconds(1) ... .hour),
-        .duration("Media", "TransferTimeoutSec", \.media.transferTimeout, range: .milliseconds(1) ... .day),
-        .size("Media", "LowSpeedLimit", \.media.lowSpeedLimitBytes, range: 0...(1 << 30)),
-        .duration("Media", "LowSpeedTimeSec", \.media.lowSpeedTime, range: .seconds(1) ... .hour),
-        .size("Media", "MaxSize", \.media.maxBytes, range: 1...(1 << 32)),
-        .boolean("Media", "AllowHTTP", \.media.allowHTTP),
-        .integer("Media", "MaxRedirects", \.media.maxRedirects, range: 0...50),
+        .boolean("Media", "Enabled", \.media.enabled)
+            .described("download images referenced by payloads"),
+        .duration("Media", "ConnectTimeoutSec", \.media.connectTimeout, range: .milliseconds(1) ... .hour)
+            .described("TCP and TLS connect; at most `TransferTimeoutSec=`"),
+        .duration("Media", "TransferTimeoutSec", \.media.transferTimeout, range: .milliseconds(1) ... .day)
+            .described("one whole transfer, redirects included; at most `PayloadDeadlineSec=`"),
+        .size("Media", "LowSpeedLimit", \.media.lowSpeedLimitBytes, range: 0...(1 << 30))
+            .described("bytes per second below which a transfer counts as stalled"),
+        .duration("Media", "LowSpeedTimeSec", \.media.lowSpeedTime, range: .seconds(1) ... .hour)
+            .described("how long a stall is tolerated"),
+        .size("Media", "MaxSize", \.media.maxBytes, range: 1...(1 << 32))
+            .described("larger images are cut off"),
+        .boolean("Media", "AllowHTTP", \.media.allowHTTP)
+            .described("allow plain `http://` URLs"),
+        .integer("Media", "MaxRedirects", \.media.maxRedirects, range: 0...50)
+            .described("redirects followed per URL"),
         KeySpec(section: "Media", key: "AllowNetworks", isList: true, invalidExample: "10.0.0.0/33", apply: { config, text in
             if text.isEmpty { config.media.allowNetworks = []; return nil }
             for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
@@ -231,23 +273,34 @@ enum Schema {
                 }
             }
             return nil
-        }, render: { [$0.media.allowNetworks.joined(separator: " ")] }),
-        .integer("Media", "MaxConcurrent", \.media.maxConcurrent, range: 1...1024),
-        .integer("Media", "MaxWaiting", \.media.maxWaiting, range: 1...65536),
+        }, render: { [$0.media.allowNetworks.joined(separator: " ")] })
+            .described("networks exempt from the private/loopback/link-local refusal (SSRF guard)", values: "CIDR list"),
+        .integer("Media", "MaxConcurrent", \.media.maxConcurrent, range: 1...1024)
+            .described("transfers at once"),
+        .integer("Media", "MaxWaiting", \.media.maxWaiting, range: 1...65536)
+            .described("payloads waiting for media; past it records land with `media_backlog_full`"),
         KeySpec(section: "Media", key: "CAFile", invalidExample: "relative/ca.pem", apply: { config, text in
             if text.isEmpty { config.media.caFile = nil; return nil }
             if let error = KeySpec.validateAbsolutePath(text) { return error }
             config.media.caFile = text
             return nil
-        }, render: { [$0.media.caFile ?? ""] }),
-        .integer("Media", "Attempts", \.media.attempts, range: 1...20),
-        .duration("Media", "PayloadDeadlineSec", \.media.payloadDeadline, range: .milliseconds(1) ... .day),
-        .duration("Media", "DedupWindowSec", \.media.dedupWindow, range: .zero ... .week),
-        .integer("Media", "ThumbnailMaxEdge", \.media.thumbnailMaxEdge, range: 16...8192),
-        .integer("Media", "ThumbnailMaxPixels", \.media.thumbnailMaxPixels, range: 1...1_000_000_000),
+        }, render: { [$0.media.caFile ?? ""] })
+            .described("PEM CA bundle for image servers; empty = the system's store", values: "absolute path"),
+        .integer("Media", "Attempts", \.media.attempts, range: 1...20)
+            .described("tries per URL, the first included"),
+        .duration("Media", "PayloadDeadlineSec", \.media.payloadDeadline, range: .milliseconds(1) ... .day)
+            .described("all media of one payload must be done by then"),
+        .duration("Media", "DedupWindowSec", \.media.dedupWindow, range: .zero ... .week)
+            .described("a URL fetched within this window is not fetched again"),
+        .integer("Media", "ThumbnailMaxEdge", \.media.thumbnailMaxEdge, range: 16...8192)
+            .described("thumbnail size, pixels on the longer side"),
+        .integer("Media", "ThumbnailMaxPixels", \.media.thumbnailMaxPixels, range: 1...1_000_000_000)
+            .described("larger images are not decoded (decompression bombs)"),
 
-        .size("Limits", "MaxPayloadSize", \.limits.maxPayloadBytes, range: 64...(16 << 20)),
-        .integer("Limits", "MaxDepth", \.limits.maxDepth, range: 1...1024),
+        .size("Limits", "MaxPayloadSize", \.limits.maxPayloadBytes, range: 64...(16 << 20))
+            .described("the largest payload accepted (APNs allows 4 KiB)"),
+        .integer("Limits", "MaxDepth", \.limits.maxDepth, range: 1...1024)
+            .described("JSON nesting depth"),
 
         KeySpec(section: "Metrics", key: "TextfilePath", invalidExample: "/var/lib/pushspool.txt", apply: { config, text in
             if text.isEmpty { config.metrics.textfilePath = nil; return nil }
@@ -257,8 +310,10 @@ enum Schema {
             }
             config.metrics.textfilePath = text
             return nil
-        }, render: { [$0.metrics.textfilePath ?? ""] }),
-        .duration("Metrics", "IntervalSec", \.metrics.interval, range: .seconds(1) ... .day),
+        }, render: { [$0.metrics.textfilePath ?? ""] })
+            .described("Prometheus textfile for node_exporter; empty = not written", values: "absolute path ending in `.prom`"),
+        .duration("Metrics", "IntervalSec", \.metrics.interval, range: .seconds(1) ... .day)
+            .described("how often the textfile is rewritten"),
 
         KeySpec(section: "Log", key: "Identifier", invalidExample: "push spool", apply: { config, text in
             guard !text.isEmpty, text.count <= 64, text.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "[" && $0 != ":" }) else {
@@ -266,32 +321,49 @@ enum Schema {
             }
             config.log.identifier = text
             return nil
-        }, render: { [$0.log.identifier] }),
-        .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000),
+        }, render: { [$0.log.identifier] })
+            .described("`SYSLOG_IDENTIFIER` of events (a configuration error at start is logged as `pushspoold`)", values: "word without spaces, `[` or `:`"),
+        .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000)
+            .described("per event kind; beyond it events are counted and summarised once a second"),
 
-        .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour),
+        .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour)
+            .described("the least time between two `sd_notify` `STATUS=` updates"),
 
-        .boolean("Inbox", "Enabled", \.inbox.enabled),
-        .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400)),
-        .boolean("Inbox", "ListModals", \.inbox.listModals),
+        .boolean("Inbox", "Enabled", \.inbox.enabled)
+            .described("pushspoold keeps the Notification Center index (`<state>/inbox/index.sqlite`) up to date"),
+        .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400))
+            .described("items older than this are no longer listed or counted by `pushspoolctl nc` (0 = no limit; the journal keeps them)"),
+        .boolean("Inbox", "ListModals", \.inbox.listModals)
+            .described("list and count Infobip MODAL mirror pushes in the inbox like banners; `no`: a modal is presented in-app only (`GET /v1/inapp`, `nc inapp`), as Infobip does ([vendor-rules.md](vendor-rules.md)); a change makes pushspoold rebuild the index"),
         KeySpec(section: "Inbox", key: "Source", invalidExample: "kafka", apply: { config, text in
             guard let source = InboxSource(rawValue: text) else {
                 return ValueError("expected one of \(InboxSource.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
             }
             config.inbox.source = source
             return nil
-        }, render: { [$0.inbox.source.rawValue] }),
-        .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile),
-        .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000),
-        .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000),
-        .duration("Inbox", "ConnectionTimeoutSec", \.inbox.connectionTimeout, range: .seconds(1) ... .hour),
-        .size("Inbox", "MaxRequestSize", \.inbox.maxRequestBytes, range: 1024...(1 << 20)),
+        }, render: { [$0.inbox.source.rawValue] })
+            .described("where the index is built from: this host's journal (pushspoold keeps it), or the `[Export]` stream, followed by pushspool-inbox itself with item ids = stream seqs; a `nats` node publishes the state changes it accepts (HTTP, `pushspoolctl nc`) to that stream instead of the spool; see [design/fleet-inbox.md](design/fleet-inbox.md)", values: "`journal` or `nats`"),
+        .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile)
+            .described("pushspool-inbox: file holding the HMAC-SHA256 secret user tokens are made with; empty = `$CREDENTIALS_DIRECTORY/inbox-token-secret` (`LoadCredential=`)"),
+        .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000)
+            .described("pushspool-inbox: connections at once, live streams included; with `--threads N` libmicrohttpd gives each worker thread MaxConnections/N (a thread whose share is full refuses a connection even if another has room), so raise it with N"),
+        .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000)
+            .described("pushspool-inbox: connections at once from one client address"),
+        .duration("Inbox", "ConnectionTimeoutSec", \.inbox.connectionTimeout, range: .seconds(1) ... .hour)
+            .described("pushspool-inbox: a request (line, headers, body) not complete this long after the accept or the end of the previous response closes the connection, however steadily it trickles (slowloris); also the idle time of a kept-alive connection; fractions are kept"),
+        .size("Inbox", "MaxRequestSize", \.inbox.maxRequestBytes, range: 1024...(1 << 20))
+            .described("pushspool-inbox: the largest request body read (413 past it); request line and headers are bounded at 32K"),
 
-        .boolean("Outbox", "Enabled", \.outbox.enabled),
-        .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL),
-        .mindboxEndpoint("MindboxEndpointId", \.outbox.mindboxEndpointId),
-        .mindboxEndpoint("MindboxEndpointIOS", \.outbox.mindboxEndpointIOS),
-        .mindboxEndpoint("MindboxEndpointAndroid", \.outbox.mindboxEndpointAndroid),
+        .boolean("Outbox", "Enabled", \.outbox.enabled)
+            .described("deliver Notification Center events (`nc.opened`, `nc.open`, `nc.action`) to Mindbox and Infobip"),
+        .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL)
+            .described("Mindbox API base; operations go to `/v3/operations/async`"),
+        .mindboxEndpoint("MindboxEndpointId", \.outbox.mindboxEndpointId)
+            .described("the app's Mindbox endpoint id for both platforms, and the fallback of the two keys below; all three empty = Mindbox events are not sent"),
+        .mindboxEndpoint("MindboxEndpointIOS", \.outbox.mindboxEndpointIOS)
+            .described("the endpoint for events about iOS pushes (Mindbox apps have one per platform); empty = `MindboxEndpointId=`"),
+        .mindboxEndpoint("MindboxEndpointAndroid", \.outbox.mindboxEndpointAndroid)
+            .described("the endpoint for events about Android pushes; empty = `MindboxEndpointId=`. `nc.opened` names no push: it goes to `MindboxEndpointId=`, else the iOS, else the Android endpoint"),
         KeySpec(section: "Outbox", key: "MindboxTransliteration", invalidExample: "Cyrillic-Klingon", apply: { config, text in
             // ICU itself judges the id, so what loads here is what the outbox can open.
             if text.lowercased() != "none", let error = Transliterator.check(id: text) {
@@ -299,11 +371,16 @@ enum Schema {
             }
             config.outbox.mindboxTransliteration = text
             return nil
-        }, render: { [$0.outbox.mindboxTransliteration] }),
-        .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile),
-        .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL),
-        .optionalAbsolutePath("Outbox", "InfobipAppKeyFile", \.outbox.infobipAppKeyFile),
-        .boolean("Outbox", "AllowHTTP", \.outbox.allowHTTP),
+        }, render: { [$0.outbox.mindboxTransliteration] })
+            .described("how NCPushOpen's `mobPushTranslateName` is made from the push name (ICU from Debian's libicu; \"Весенняя распродажа\" → \"Vesennaa rasprodaza\"); checked with ICU when the configuration loads; `none` sends the name as the push had it. See [vendor-rules.md](vendor-rules.md#mindbox)", values: "an ICU transform id, or `none`"),
+        .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile)
+            .described("file holding the Mindbox secret key, mode 0600 or stricter, owned by the daemon's user; empty = Mindbox events are not sent"),
+        .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL)
+            .described("Infobip Mobile Messaging API base; seen reports go to `/mobile/1/messages/seen`, MO to `/mobile/1/messages/mo`"),
+        .optionalAbsolutePath("Outbox", "InfobipAppKeyFile", \.outbox.infobipAppKeyFile)
+            .described("file holding the Infobip application code, mode 0600 or stricter, owned by the daemon's user; empty = Infobip reports are not sent"),
+        .boolean("Outbox", "AllowHTTP", \.outbox.allowHTTP)
+            .described("allow plain `http://` endpoints"),
         KeySpec(section: "Outbox", key: "AllowNetworks", isList: true, invalidExample: "10.0.0.0/33", apply: { config, text in
             if text.isEmpty { config.outbox.allowNetworks = []; return nil }
             for word in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
@@ -315,13 +392,20 @@ enum Schema {
                 }
             }
             return nil
-        }, render: { [$0.outbox.allowNetworks.joined(separator: " ")] }),
-        .duration("Outbox", "ConnectTimeoutSec", \.outbox.connectTimeout, range: .milliseconds(1) ... .hour),
-        .duration("Outbox", "RequestTimeoutSec", \.outbox.requestTimeout, range: .milliseconds(1) ... .hour),
-        .integer("Outbox", "MaxAttempts", \.outbox.maxAttempts, range: 1...100),
-        .duration("Outbox", "RetryBaseSec", \.outbox.retryBase, range: .milliseconds(10) ... .hour),
-        .duration("Outbox", "MaxAgeSec", \.outbox.maxAge, range: .seconds(1) ... .week),
-        .boolean("Export", "Enabled", \.export.enabled),
+        }, render: { [$0.outbox.allowNetworks.joined(separator: " ")] })
+            .described("networks exempt from the private/loopback/link-local refusal", values: "CIDR list"),
+        .duration("Outbox", "ConnectTimeoutSec", \.outbox.connectTimeout, range: .milliseconds(1) ... .hour)
+            .described("TCP and TLS connect of one POST; at most `RequestTimeoutSec=`"),
+        .duration("Outbox", "RequestTimeoutSec", \.outbox.requestTimeout, range: .milliseconds(1) ... .hour)
+            .described("one whole POST"),
+        .integer("Outbox", "MaxAttempts", \.outbox.maxAttempts, range: 1...100)
+            .described("tries per event (5xx, 429, network errors) before it is parked"),
+        .duration("Outbox", "RetryBaseSec", \.outbox.retryBase, range: .milliseconds(10) ... .hour)
+            .described("first retry delay; doubled per attempt (at most 10 min), with jitter; a 429/503 `Retry-After` is honoured up to that ceiling"),
+        .duration("Outbox", "MaxAgeSec", \.outbox.maxAge, range: .seconds(1) ... .week)
+            .described("an event not delivered by then is parked instead of sent stale"),
+        .boolean("Export", "Enabled", \.export.enabled)
+            .described("publish every journal record to NATS JetStream (see Export)"),
         KeySpec(section: "Export", key: "URL", isList: true, invalidExample: "http://example.com", apply: { config, text in
             if text.isEmpty { config.export.urls = []; return nil }
             for url in text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) {
@@ -329,24 +413,32 @@ enum Schema {
                 if !config.export.urls.contains(url) { config.export.urls.append(url) }
             }
             return nil
-        }, render: { [$0.export.urls.joined(separator: " ")] }),
+        }, render: { [$0.export.urls.joined(separator: " ")] })
+            .described("NATS servers; empty = `nats://127.0.0.1:4222`; the client fails over among them and the servers the cluster announces", values: "`nats://` or `tls://` host:port list"),
         KeySpec(section: "Export", key: "Subject", invalidExample: "push.*", apply: { config, text in
             if let problem = subjectTemplateProblem(text) { return ValueError("subject '\(text)' \(problem)") }
             config.export.subject = text
             return nil
-        }, render: { [$0.export.subject] }),
+        }, render: { [$0.export.subject] })
+            .described("subject each record is published to; placeholders become `[A-Za-z0-9_-]` tokens", values: "subject with `{vendor}`, `{platform}`"),
         KeySpec(section: "Export", key: "Stream", invalidExample: "has.dot", apply: { config, text in
             guard !text.isEmpty, text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
                 return ValueError("expected a stream name of 1 to 64 characters [A-Za-z0-9_-], got '\(text)'")
             }
             config.export.stream = text
             return nil
-        }, render: { [$0.export.stream] }),
-        .integer("Export", "Replicas", \.export.replicas, range: 1...5),
-        .duration("Export", "DuplicateWindowSec", \.export.duplicateWindow, range: .seconds(1) ... .week),
-        .integer("Export", "MaxPending", \.export.maxPending, range: 1...65_536),
-        .duration("Export", "AckTimeoutSec", \.export.ackTimeout, range: .milliseconds(100) ... .seconds(600)),
-        .integer("Export", "LagWarnRecords", \.export.lagWarnRecords, range: 1...1_000_000_000),
+        }, render: { [$0.export.stream] })
+            .described("JetStream stream; used as it is when it exists, created (file storage, subjects from `Subject=`) when not", values: "`[A-Za-z0-9_-]`, up to 64"),
+        .integer("Export", "Replicas", \.export.replicas, range: 1...5)
+            .described("replicas of a stream the exporter creates (3 = R3, recommended in a cluster)"),
+        .duration("Export", "DuplicateWindowSec", \.export.duplicateWindow, range: .seconds(1) ... .week)
+            .described("duplicate window of a stream the exporter creates: a re-publish within it is dropped by `Nats-Msg-Id`"),
+        .integer("Export", "MaxPending", \.export.maxPending, range: 1...65_536)
+            .described("publishes awaiting a PubAck at most"),
+        .duration("Export", "AckTimeoutSec", \.export.ackTimeout, range: .milliseconds(100) ... .seconds(600))
+            .described("a PubAck not back by then fails the publish; export resends from the cursor"),
+        .integer("Export", "LagWarnRecords", \.export.lagWarnRecords, range: 1...1_000_000_000)
+            .described("a journald event (`export-lag`) when the export lag reaches this many records"),
         KeySpec(section: "Export", key: "HostId", invalidExample: "a:b", apply: { config, text in
             guard text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
                 return ValueError("expected up to 64 characters [A-Za-z0-9._-] (empty = /etc/machine-id), got '\(text)'")
@@ -356,11 +448,16 @@ enum Schema {
             guard text != "event" else { return ValueError("'event' is reserved (the message ids of events inbox nodes publish)") }
             config.export.hostId = text
             return nil
-        }, render: { [$0.export.hostId] }),
-        .optionalAbsolutePath("Export", "CredentialsFile", \.export.credentialsFile),
-        .optionalAbsolutePath("Export", "TLSCAFile", \.export.tlsCAFile),
-        .optionalAbsolutePath("Export", "TLSCertFile", \.export.tlsCertFile),
-        .optionalAbsolutePath("Export", "TLSKeyFile", \.export.tlsKeyFile),
+        }, render: { [$0.export.hostId] })
+            .described("host part of `Nats-Msg-Id` (`<host id>:<key>`, the key percent-encoded; `event` is reserved for the events inbox nodes publish); empty = `/etc/machine-id`, `<machine-id>.NAME` for `pushspoold@NAME`", values: "`[A-Za-z0-9._-]`, up to 64"),
+        .optionalAbsolutePath("Export", "CredentialsFile", \.export.credentialsFile)
+            .described("NATS `.creds` file; empty = `$CREDENTIALS_DIRECTORY/nats.creds` when present (`LoadCredential=`)"),
+        .optionalAbsolutePath("Export", "TLSCAFile", \.export.tlsCAFile)
+            .described("CA bundle for `tls://`; empty = `$CREDENTIALS_DIRECTORY/nats-ca.pem` when present"),
+        .optionalAbsolutePath("Export", "TLSCertFile", \.export.tlsCertFile)
+            .described("client certificate; empty = `$CREDENTIALS_DIRECTORY/nats-cert.pem` when present"),
+        .optionalAbsolutePath("Export", "TLSKeyFile", \.export.tlsKeyFile)
+            .described("client key; empty = `$CREDENTIALS_DIRECTORY/nats-key.pem` when present"),
     ]
 
     /// `nats://host:port` or `tls://host:port` (port optional), without user or path.

@@ -6,7 +6,7 @@ import PushSystem
 /// which only means a few records are published again and the server drops them by
 /// `Nats-Msg-Id`.
 package enum ExportCursor {
-    package static func directory(stateDirectory: String) -> String { stateDirectory + "/export" }
+    package static func directory(stateDirectory: String) -> String { StateLayout(root: stateDirectory).export }
 
     /// The acknowledged seq recorded in `<stateDirectory>/export/cursor`; 0 when export never
     /// acknowledged anything (no file). For `pushspoolctl` and journal retention.

@@ -83,8 +83,8 @@ package struct ExportOptions: Sendable, Equatable {
         tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
     }
 
-    package var journalDirectory: String { stateDirectory + "/journal" }
-    package var exportDirectory: String { stateDirectory + "/export" }
+    package var journalDirectory: String { StateLayout(root: stateDirectory).journal }
+    package var exportDirectory: String { StateLayout(root: stateDirectory).export }
 
     /// The configured host id, or /etc/machine-id's first line (plus `.<instance>` for an
     /// instance); refuses one that is empty, holds characters a message id should not (`:` is

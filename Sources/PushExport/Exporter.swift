@@ -430,7 +430,7 @@ package final class Exporter: Follower, Sendable {
         }
         let dir = ExportCursor.directory(stateDirectory: options.stateDirectory)
         try? Posix.mkdirIfMissing(dir)
-        try? Posix.writeFileAtomically(directory: dir, name: "status.json", bytes: value.serialized() + [0x0a], mode: 0o640)
+        try? Posix.writeFileAtomically(directory: dir, name: StateLayout.statusFileName, bytes: value.serialized() + [0x0a], mode: 0o640)
     }
 
     // MARK: Replay

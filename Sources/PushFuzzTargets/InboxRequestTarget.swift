@@ -19,12 +19,15 @@ final class InboxFixture: Sendable {
     private init() {
         root = FileManager.default.temporaryDirectory.path + "/pushspool-fuzz-inbox-\(getpid())"
         try? FileManager.default.removeItem(atPath: root)
-        try? FileManager.default.createDirectory(atPath: root + "/media", withIntermediateDirectories: true)
+        // The state directory's layout, so the API serves media from where the daemon keeps it.
+        let state = StateLayout(root: root)
+        try? FileManager.default.createDirectory(atPath: state.media, withIntermediateDirectories: true)
         layout = SpoolLayout(root: root + "/spool")
         try? layout.create()
-        let indexPath = root + "/inbox.sqlite"
+        try? FileManager.default.createDirectory(atPath: state.inbox, withIntermediateDirectories: true)
+        let indexPath = state.inboxIndex
         _ = try? InboxIndex(path: indexPath)
-        let settings = InboxAPI.Settings(indexPath: indexPath, mediaDirectory: root + "/media", spool: layout, retention: .seconds(86_400))
+        let settings = InboxAPI.Settings(indexPath: indexPath, mediaDirectory: state.media, spool: layout, retention: .seconds(86_400))
         api = InboxAPI(settings: settings, auth: auth, hub: EventHub(indexPath: indexPath), stats: ServerStats())
     }
 

@@ -84,7 +84,7 @@ package final class InboxFollower: Follower, Sendable {
                  journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
-        journalDirectory = stateDirectory + "/journal"
+        journalDirectory = StateLayout(root: stateDirectory).journal
         self.batchSize = max(1, batchSize)
         self.journalLastSeq = journalLastSeq
         self.notify = notify

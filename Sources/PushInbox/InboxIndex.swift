@@ -108,7 +108,7 @@ package final class InboxIndex {
     static let columnCount = 44
 
     /// `<stateDirectory>/inbox/index.sqlite`.
-    package static func path(stateDirectory: String) -> String { stateDirectory + "/inbox/index.sqlite" }
+    package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
 
     /// `APPLIED` beside the index: rewritten after every committed batch, so a reader in
     /// another process (pushspool-inbox) learns of new records through inotify instead of a

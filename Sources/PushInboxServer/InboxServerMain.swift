@@ -69,7 +69,7 @@ package enum InboxServerMain {
            let first = value.split(separator: ":").first, !first.isEmpty {
             return String(first)
         }
-        let directory = journalState + "/inbox-http"
+        let directory = StateLayout(root: journalState).inboxHTTP
         do {
             try Posix.mkdirs(directory, mode: 0o700)
             return directory
@@ -154,7 +154,7 @@ package enum InboxServerMain {
         // Events the hub reads from the journal carry journal seqs; an index built from the
         // stream numbers items by stream seq, so there the hub learns of state changes from
         // the stream follower, as it applies them.
-        let journalDirectory = inbox.source == .journal ? state + "/journal" : ""
+        let journalDirectory = inbox.source == .journal ? StateLayout(root: state).journal : ""
         let hub = EventHub(indexPath: indexPath, changes: inbox.source == .journal ? .journal(journalDirectory) : .follower)
         var streamFollower: FollowerGroup?
         var eventSink: (any EventSink)?
@@ -170,7 +170,7 @@ package enum InboxServerMain {
         let stats = ServerStats()
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
-        let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: state + "/media",
+        let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
                                            idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
                                            journalDirectory: journalDirectory, events: eventSink),
@@ -233,16 +233,14 @@ package enum InboxServerMain {
     static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: DispatchSemaphore,
                                     exitStatus: Locked<Int32>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory, instance: instance,
-                                   credentialsDirectory: credentials)
-        let hostId: String
-        do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
+        let options: StreamInboxOptions
+        do throws(ExportError) {
+            options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: instance,
+                                             credentialsDirectory: credentials)
+        } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
         }
-        var options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
-                                         consumerName: StreamInboxOptions.consumerName(hostId: hostId))
-        options.feeds = configuration.inboxFeeds
         let follower: StreamInboxFollower
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options, refused: { error in
@@ -260,7 +258,7 @@ package enum InboxServerMain {
             return .exit(1)
         }
         let publisher: EventPublisher
-        do throws(ExportError) { publisher = try EventPublisher(options: export) } catch {
+        do throws(ExportError) { publisher = try EventPublisher(options: options.export) } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
         }

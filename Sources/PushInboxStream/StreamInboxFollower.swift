@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushConfig
 import PushExport
 import PushFollow
 import PushInbox
@@ -82,6 +83,20 @@ package struct StreamInboxOptions: Sendable {
     /// nodes never share, and thus never replace, each other's consumer.
     package static func consumerName(hostId: String) -> String {
         "pushspool-inbox-" + String(hostId.map { $0 == "." ? "_" : $0 })
+    }
+
+    /// `[Inbox] Source=nats` as the follower takes it: `[Export]`'s connection
+    /// (``ExportOptions/init(settings:stateDirectory:instance:credentialsDirectory:)``),
+    /// `[Inbox] ListModals=`, the `[Feed NAME]` sections and the consumer named after the resolved host id. The one
+    /// mapping pushspool-inbox and `pushspoolctl nc reindex --from-stream` both use.
+    /// - Throws: the host id cannot be resolved (no `HostId=` and /etc/machine-id unreadable).
+    package init(configuration: Configuration, indexPath: String, instance: String?,
+                 credentialsDirectory: String?) throws(ExportError) {
+        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
+                                   instance: instance, credentialsDirectory: credentialsDirectory)
+        self.init(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
+                  consumerName: Self.consumerName(hostId: try export.resolvedHostId()))
+        feeds = configuration.inboxFeeds
     }
 }
 

@@ -1,5 +1,7 @@
 /// Limits and knobs for media downloads. Every value is configurable (the daemon maps its
 /// `[Media]` section onto this); the defaults follow rule R7 of docs/design/vendor-payloads.md.
+/// The configured ones repeat the schema's `MediaSettings` (this module sits below PushConfig,
+/// in the sandboxed fetcher); PushspoolDaemonTests' DefaultsAgreementTests keeps them equal.
 ///
 /// `Sendable`: a plain value.
 package struct MediaOptions: Sendable {
@@ -31,7 +33,7 @@ package struct MediaOptions: Sendable {
     /// Longest delay honoured from `Retry-After`, seconds (still bounded by `payloadDeadline`).
     package var maxRetryAfter: Double = 30
     /// A URL fetched within this window is not fetched again; its outcome is reused.
-    package var dedupWindow: Duration = .seconds(600)
+    package var dedupWindow: Duration = .seconds(3600)
     /// Most URLs remembered for the dedup window; past it the oldest half is forgotten.
     package var dedupMaxEntries: Int = 100_000
     /// Types accepted after sniffing; everything else is `unsupported_type`.

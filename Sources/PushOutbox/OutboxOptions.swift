@@ -1,48 +1,74 @@
+import PushConfig
 import PushOutboxStore
 import PushSystem
 import PushTransliteration
 
-/// Everything the follower needs, resolved: the daemon maps `[Outbox]` of PushConfig onto it
-/// and loads the key files with `OutboxOptions.load(...)`.
+/// Everything the follower needs, resolved: `[Outbox]` of PushConfig as the follower takes it,
+/// with the key files loaded (`OutboxOptions.load(settings:stateDirectory:)`).
+///
+/// Built from `OutboxSettings` by one initializer, so the defaults live in the settings only
+/// and nothing maps the section a second time. What is not configurable (the backoff ceiling,
+/// the batch size) is set here.
 ///
 /// `Sendable`: a plain value. Secrets are `Secret`s, whose description is redacted.
 package struct OutboxOptions: Sendable {
     /// `[Journal] StateDirectory=`: the journal is `<state>/journal`, outbox state `<state>/outbox`.
     package var stateDirectory: String
     package var journalDirectory: String
-    package var mindboxURL = "https://api.mindbox.ru"
+    package var mindboxURL: String
     /// `MindboxEndpointId=`: the endpoint for both platforms, or the fallback when a
     /// platform's own is empty.
-    package var mindboxEndpointId = ""
+    package var mindboxEndpointId: String
     /// `MindboxEndpointIOS=` / `MindboxEndpointAndroid=`: a Mindbox app has one endpoint per
     /// platform; empty = `mindboxEndpointId`.
-    package var mindboxEndpointIOS = ""
-    package var mindboxEndpointAndroid = ""
+    package var mindboxEndpointIOS: String
+    package var mindboxEndpointAndroid: String
     /// `MindboxTransliteration=`: the ICU transform for NCPushOpen's push name; `none` = the
     /// name as the push had it.
-    package var mindboxTransliteration = OutboxOptions.defaultTransliteration
+    package var mindboxTransliteration: String
     package var mindboxSecret: Secret?
-    package var infobipURL = "https://mobile.infobip.com"
+    package var infobipURL: String
     package var infobipAppKey: Secret?
-    package var allowHTTP = false
-    package var allowNetworks: [String] = []
-    package var connectTimeout: Duration = .seconds(5)
-    package var requestTimeout: Duration = .seconds(20)
-    package var maxAttempts = 10
-    package var retryBase: Duration = .seconds(1)
+    package var allowHTTP: Bool
+    package var allowNetworks: [String]
+    package var connectTimeout: Duration
+    package var requestTimeout: Duration
+    package var maxAttempts: Int
+    package var retryBase: Duration
     /// The longest backoff between two attempts.
     package var retryCeiling: Duration = .seconds(600)
-    package var maxAge: Duration = .seconds(86_400)
+    package var maxAge: Duration
     /// The most Infobip reports one POST carries.
     package var batchLimit = 50
 
-    package init(stateDirectory: String, journalDirectory: String? = nil) {
+    /// `settings` as the follower takes them, without the key files (both vendors off until
+    /// `load` or a test sets the secrets). `journalDirectory` defaults to `<state>/journal`.
+    package init(settings: OutboxSettings = OutboxSettings(), stateDirectory: String, journalDirectory: String? = nil) {
         self.stateDirectory = stateDirectory
-        self.journalDirectory = journalDirectory ?? stateDirectory + "/journal"
+        self.journalDirectory = journalDirectory ?? StateLayout(root: stateDirectory).journal
+        mindboxURL = settings.mindboxURL
+        mindboxEndpointId = settings.mindboxEndpointId
+        mindboxEndpointIOS = settings.mindboxEndpointIOS
+        mindboxEndpointAndroid = settings.mindboxEndpointAndroid
+        mindboxTransliteration = settings.mindboxTransliteration
+        infobipURL = settings.infobipURL
+        allowHTTP = settings.allowHTTP
+        allowNetworks = settings.allowNetworks
+        connectTimeout = settings.connectTimeout
+        requestTimeout = settings.requestTimeout
+        maxAttempts = settings.maxAttempts
+        retryBase = settings.retryBase
+        maxAge = settings.maxAge
     }
 
-    /// ICU's "any script to Latin, then Latin to ASCII": "Весенняя распродажа" → "Vesennaa rasprodaza".
-    package static let defaultTransliteration = "Any-Latin; Latin-ASCII"
+    /// `settings` with the key files named by `MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
+    /// loaded (empty = that vendor is off) and the URLs checked against `AllowHTTP=`: what the
+    /// daemon runs the outbox with.
+    package static func load(settings: OutboxSettings, stateDirectory: String) throws(OutboxError) -> OutboxOptions {
+        var options = OutboxOptions(settings: settings, stateDirectory: stateDirectory)
+        try options.load(mindboxSecretKeyFile: settings.mindboxSecretKeyFile, infobipAppKeyFile: settings.infobipAppKeyFile)
+        return options
+    }
 
     /// Mindbox is configured: an endpoint id (either kind) and a secret key.
     package var mindboxEnabled: Bool {

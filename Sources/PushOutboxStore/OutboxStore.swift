@@ -20,7 +20,7 @@ package struct OutboxStore: Sendable {
 
     /// `<stateDirectory>/outbox`.
     package init(stateDirectory: String) {
-        directory = stateDirectory + "/outbox"
+        directory = StateLayout(root: stateDirectory).outbox
     }
 
     package func create() throws(OutboxError) {

@@ -239,7 +239,8 @@ package struct UserDataErasure: Sendable {
         // The id as JSON writes it (escaped) and as it is.
         let needles = Set([Array(id.utf8), Array(JSONValue.string(id).serialized().dropFirst().dropLast())]).filter { !$0.isEmpty }
         var removed = 0
-        for path in [sources.stateDirectory + "/status.json", sources.stateDirectory + "/export/status.json"] {
+        let layout = StateLayout(root: sources.stateDirectory)
+        for path in [layout.status, layout.exportStatus] {
             guard case .bytes(let bytes) = UserDataExport.readRegularFile(path, limit: 16 << 20),
                   needles.contains(where: { Self.contains(bytes, $0) }) else { continue }
             if unlink(path) != 0, errno != ENOENT {

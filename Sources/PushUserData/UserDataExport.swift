@@ -22,9 +22,9 @@ package struct UserDataSources: Sendable, Equatable {
 
     package init(stateDirectory: String, spool: SpoolLayout) {
         self.stateDirectory = stateDirectory
-        journalDirectory = stateDirectory + "/journal"
+        journalDirectory = StateLayout(root: stateDirectory).journal
         inboxIndexPath = InboxIndex.path(stateDirectory: stateDirectory)
-        mediaDirectory = stateDirectory + "/media"
+        mediaDirectory = StateLayout(root: stateDirectory).media
         self.spool = spool
     }
 }

@@ -1,11 +1,11 @@
 import PushCLI
 import PushConfig
 
-/// `pushspoolctl config show|check`.
+/// `pushspoolctl config show|check|reference`.
 package struct ConfigCommand: CtlSubcommand {
     package static var command: CtlCommandSpec {
         let status = "Exit status: 0 success, 1 invalid configuration, 64 usage error."
-        return Command("config", summary: "show the effective configuration, or check a file", subcommands: [
+        return Command("config", summary: "show the effective configuration, check a file, or print the key reference", subcommands: [
             Command("show", summary: "the configuration pushspoold would run with, each value with where it came from",
                     discussion: "Defaults, the main file, drop-ins in name order, then --spool/--state-dir.",
                     exitStatus: status) { _ throws(CLIError) in ConfigCommand(check: false) },
@@ -17,13 +17,28 @@ package struct ConfigCommand: CtlSubcommand {
                         """, exitStatus: status) { invocation throws(CLIError) in
                 ConfigCommand(check: true, file: invocation.operands.first)
             },
+            Command("reference", summary: "every key with its default, range, reload behaviour and meaning",
+                    options: [.flag("--markdown", help: "the table of docs/configuration.md"),
+                              .flag("--man", help: "the key list of pushspool.conf(5), in scdoc")],
+                    groups: [OptionGroup(["--markdown", "--man"], .exactlyOne)], discussion: """
+                        Rendered from the configuration schema, between the markers scripts/gen-docs.sh
+                        replaces. Reads no configuration.
+                        """, exitStatus: "Exit status: 0 success, 64 usage error.") { invocation throws(CLIError) in
+                ConfigCommand(check: false, reference: invocation.flag("--man") ? .man : .markdown)
+            },
         ])
     }
 
     var check: Bool
     var file: String?
+    /// `config reference`: print this rendering and read no configuration.
+    var reference: ConfigReference.Format?
 
     package func run(_ context: CtlContext) -> Int32 {
+        if let reference {
+            context.out(ConfigReference.render(reference))
+            return ExitStatus.ok
+        }
         var context = context
         if let file { context.globals.config = file }
         do {

@@ -1,5 +1,6 @@
 import PushConfig
 import PushSpool
+import PushSystem
 
 extension CtlContext {
     /// The configuration the daemon would run with: file, drop-ins, then the global options.
@@ -25,6 +26,6 @@ extension CtlContext {
     }
 
     func journalDirectory(_ configuration: Configuration) -> String {
-        configuration.journal.stateDirectory + "/journal"
+        StateLayout(root: configuration.journal.stateDirectory).journal
     }
 }

@@ -52,8 +52,8 @@ package struct ExportCommand: CtlSubcommand {
                 context.err("pushspoolctl: export: \(error)\n")
                 return ExitStatus.failure
             }
-            let last = ((try? JournalReader.lastSeq(directory: state + "/journal")) ?? nil) ?? 0
-            let daemon = (try? Posix.readFile(ExportCursor.directory(stateDirectory: state) + "/status.json", limit: 1 << 16))
+            let last = ((try? JournalReader.lastSeq(directory: StateLayout(root: state).journal)) ?? nil) ?? 0
+            let daemon = (try? Posix.readFile(StateLayout(root: state).exportStatus, limit: 1 << 16))
                 .flatMap { try? JSONParser().parse($0).objectValue }
             var object: [String: JSONValue] = [
                 "enabled": .bool(configuration.export.enabled), "acknowledgedSeq": .integer(acknowledged),

@@ -27,7 +27,7 @@ package struct MediaCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
-        let storeDirectory = configuration.journal.stateDirectory + "/media"
+        let storeDirectory = StateLayout(root: configuration.journal.stateDirectory).media
         let store: MediaStore.Stats
         do {
             store = try MediaStore.stats(directory: storeDirectory)
@@ -39,7 +39,7 @@ package struct MediaCommand: CtlSubcommand {
             return ExitStatus.failure
         }
 
-        let statusPath = configuration.journal.stateDirectory + "/status.json"
+        let statusPath = StateLayout(root: configuration.journal.stateDirectory).status
         var daemon: [String: JSONValue]?
         do {
             let bytes = try Posix.readFile(statusPath, limit: 1 << 20)

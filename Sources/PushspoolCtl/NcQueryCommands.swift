@@ -121,19 +121,16 @@ package enum NcQueryCommands {
 
     /// `nc reindex --from-stream`: the index rebuilt from what the `[Export]` stream holds.
     static func reindexFromStream(configuration: Configuration, indexPath: String, context: CtlContext) -> Int32 {
-        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
-                                   instance: context.globals.instance,
-                                   credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
         do throws(InboxStreamError) {
-            let hostId: String
-            do throws(ExportError) { hostId = try export.resolvedHostId() } catch {
-                throw InboxStreamError(.nats(error), stream: export.stream)
+            let options: StreamInboxOptions
+            do throws(ExportError) {
+                options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: context.globals.instance,
+                                                 credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
+            } catch {
+                throw InboxStreamError(.nats(error), stream: configuration.export.stream)
             }
-            var options = StreamInboxOptions(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
-                                             consumerName: StreamInboxOptions.consumerName(hostId: hostId))
-            options.feeds = configuration.inboxFeeds
             let result = try StreamInboxFollower.rebuild(options: options)
-            context.out("rebuilt \(indexPath) from stream \(export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
+            context.out("rebuilt \(indexPath) from stream \(options.export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
             return ExitStatus.ok
         } catch {
             context.err("pushspoolctl: \(error)\n")

@@ -20,7 +20,7 @@ package struct StatsCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
-        let path = configuration.journal.stateDirectory + "/status.json"
+        let path = StateLayout(root: configuration.journal.stateDirectory).status
         let bytes: [UInt8]
         do {
             bytes = try Posix.readFile(path, limit: 1 << 20)

@@ -32,7 +32,7 @@ extension Daemon {
 
     static func mediaOptions(for configuration: Configuration) -> MediaOptions {
         let settings = configuration.media
-        var options = MediaOptions(storeDirectory: configuration.journal.stateDirectory + "/media")
+        var options = MediaOptions(storeDirectory: StateLayout(root: configuration.journal.stateDirectory).media)
         options.connectTimeout = settings.connectTimeout
         options.transferDeadline = settings.transferTimeout
         options.lowSpeedLimitBytesPerSecond = settings.lowSpeedLimitBytes

@@ -91,7 +91,7 @@ package final class Daemon: Sendable {
         do {
             try Posix.mkdirs(stateDirectory)
             var options = Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments)
-            options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: stateDirectory + "/journal")
+            options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             // After `pushspoolctl user erase`: a redelivered erased push is still a duplicate.
             do {
@@ -99,7 +99,7 @@ package final class Daemon: Sendable {
             } catch {
                 throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
             }
-            let (journal, report) = try JournalWriter.open(directory: stateDirectory + "/journal", options: options)
+            let (journal, report) = try JournalWriter.open(directory: StateLayout(root: stateDirectory).journal, options: options)
             self.journal = journal
             Reporter.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)
         } catch let error as JournalError {
@@ -117,8 +117,8 @@ package final class Daemon: Sendable {
             throw DaemonError(stage: "journal", message: "\(error)", errno: EIO)
         }
 
-        let retention = RetentionPass.follower(configuration: configuration, journal: journal, journalDirectory: stateDirectory + "/journal",
-                                               layout: layout, mediaDirectory: configuration.media.enabled ? stateDirectory + "/media" : nil,
+        let retention = RetentionPass.follower(configuration: configuration, journal: journal, journalDirectory: StateLayout(root: stateDirectory).journal,
+                                               layout: layout, mediaDirectory: configuration.media.enabled ? StateLayout(root: stateDirectory).media : nil,
                                                floor: retentionFloor, events: events)
         followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention)
         if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {

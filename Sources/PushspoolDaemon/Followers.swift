@@ -56,22 +56,8 @@ final class Followers: Sendable {
     private static func makeOutbox(_ configuration: Configuration, events: EventLog) throws(DaemonError) -> OutboxFollower? {
         let settings = configuration.outbox
         guard settings.enabled else { return nil }
-        var options = OutboxOptions(stateDirectory: configuration.journal.stateDirectory)
-        options.mindboxURL = settings.mindboxURL
-        options.mindboxEndpointId = settings.mindboxEndpointId
-        options.mindboxEndpointIOS = settings.mindboxEndpointIOS
-        options.mindboxEndpointAndroid = settings.mindboxEndpointAndroid
-        options.mindboxTransliteration = settings.mindboxTransliteration
-        options.infobipURL = settings.infobipURL
-        options.allowHTTP = settings.allowHTTP
-        options.allowNetworks = settings.allowNetworks
-        options.connectTimeout = settings.connectTimeout
-        options.requestTimeout = settings.requestTimeout
-        options.maxAttempts = settings.maxAttempts
-        options.retryBase = settings.retryBase
-        options.maxAge = settings.maxAge
         do {
-            try options.load(mindboxSecretKeyFile: settings.mindboxSecretKeyFile, infobipAppKeyFile: settings.infobipAppKeyFile)
+            let options = try OutboxOptions.load(settings: settings, stateDirectory: configuration.journal.stateDirectory)
             return try OutboxFollower(options: options) { notice in Self.log(notice, events: events) }
         } catch {
             throw DaemonError(stage: "outbox", message: "\(error)", errno: EINVAL)

@@ -121,7 +121,7 @@ final class Reporter: Sendable {
         let statusJSON = StatusFile.render(counters: counters.snapshot(inFlight: inFlight), journal: journal, media: media,
                                            lastError: counters.lastError)
         background.submit {
-            try? Posix.writeFileAtomically(directory: statusDirectory, name: "status.json", bytes: statusJSON)
+            try? Posix.writeFileAtomically(directory: statusDirectory, name: StateLayout.statusFileName, bytes: statusJSON)
             if let textfile {
                 try? Metrics.writeTextfile(path: textfile.path, text: textfile.text)
             }

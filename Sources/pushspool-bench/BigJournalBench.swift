@@ -33,7 +33,7 @@ func runBigJournalBench(arguments: [String]) {
     }
     spool.waitDrained(pollMillis: 5)
     seed.stop()
-    let journal = spool.state + "/journal"
+    let journal = StateLayout(root: spool.state).journal
     guard let reader = try? JournalReader(directory: journal), let first = try? reader.next() else {
         print("  no seed record in \(journal)")
         return

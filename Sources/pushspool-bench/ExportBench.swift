@@ -103,7 +103,7 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
         do {
             let aloneState = natsRoot + "/alone\(run)"
             try FileManager.default.createDirectory(atPath: aloneState, withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(atPath: aloneState + "/journal", withDestinationPath: state + "/journal")
+            try FileManager.default.createSymbolicLink(atPath: StateLayout(root: aloneState).journal, withDestinationPath: StateLayout(root: state).journal)
             var options = ExportOptions(stateDirectory: aloneState, instance: nil)
             options.urls = [server.url]
             options.stream = "ALONE\(run)"

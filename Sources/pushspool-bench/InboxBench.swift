@@ -46,7 +46,7 @@ func runInboxBench(arguments: [String]) {
     let index: InboxIndex
     let feeds = feedCount == 0 ? [] : (0..<(feedCount - 1)).map { InboxFeed(name: "f\($0)", categories: ["c\($0)"]) }
         + [InboxFeed(name: "rest", rest: true)]
-    do { index = try InboxIndex(path: root + "/inbox/index.sqlite", feeds: feeds) } catch {
+    do { index = try InboxIndex(path: StateLayout(root: root).inboxIndex, feeds: feeds) } catch {
         print("nc bench: \(error)")
         return
     }

@@ -139,7 +139,7 @@ final class LiveStack {
     }
 
     /// The journal's last seq (0 when empty or unreadable).
-    var journalLastSeq: UInt64 { ((try? JournalReader.lastSeq(directory: state + "/journal")) ?? nil) ?? 0 }
+    var journalLastSeq: UInt64 { ((try? JournalReader.lastSeq(directory: StateLayout(root: state).journal)) ?? nil) ?? 0 }
 
     /// One request to pushspool-inbox signed for `user`: the status and the body, nil when the
     /// connection failed.

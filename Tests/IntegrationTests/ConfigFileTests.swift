@@ -40,6 +40,27 @@ import Testing
         #expect(try DaemonHarness.run(ctl, ["config", "check", harness.config]).0 == 0)
     }
 
+    /// `config reference` prints what scripts/gen-docs.sh puts into the checked-in documents,
+    /// markers included, without reading a configuration; a missing or unknown format is a
+    /// usage error.
+    @Test func configReferencePrintsTheCheckedInBlocks() throws {
+        let ctl = DaemonHarness.binDirectory + "/pushspoolctl"
+        for (format, path, begin) in [("--markdown", "docs/configuration.md", "<!-- BEGIN generated"),
+                                      ("--man", "man/pushspool.conf.5.scd", "; BEGIN generated")] {
+            // A configuration that does not load must not matter: nothing is read.
+            let (status, stdout, stderr) = try DaemonHarness.run(ctl, ["--config", "/nonexistent.conf", "config", "reference", format])
+            #expect(status == 0, "\(stderr)")
+            #expect(stdout.hasPrefix(begin))
+            let document = try String(contentsOfFile: DaemonHarness.packageRoot + "/" + path, encoding: .utf8)
+            #expect(document.contains(stdout), "\(path) differs from `config reference \(format)`: run scripts/gen-docs.sh")
+        }
+        for arguments in [["config", "reference"], ["config", "reference", "--html"], ["config", "reference", "--man", "--markdown"]] {
+            let (status, _, stderr) = try DaemonHarness.run(ctl, arguments)
+            #expect(status == 64, "\(arguments)")
+            #expect(stderr.contains("--markdown, --man"), "\(stderr)")
+        }
+    }
+
     /// `RescanIntervalSec=99999999999` passed `config check` and then trapped the daemon
     /// (`Int64(seconds * 1e9)`); both now refuse it, naming key, value and range.
     @Test(arguments: [("Spool", "RescanIntervalSec", "1s to 1d"), ("Metrics", "IntervalSec", "1s to 1d"),

@@ -1,5 +1,6 @@
 import Testing
 @testable import PushJournal
+import PushSystem
 
 @Suite struct FormatTests {
     @Test func crc32cMatchesTheCheckValue() {
@@ -183,5 +184,13 @@ import Testing
         #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg") == 52312)
         #expect(JournalFiles.firstSeq(ofSegment: "52312.seg") == nil)
         #expect(JournalFiles.firstSeq(ofSegment: "00000000000000052312.seg.tmp") == nil)
+    }
+}
+
+/// The state layout names the archive directory the journal writes retired segments into.
+@Suite struct StateLayoutJournalTests {
+    @Test func archiveIsWhereRetentionWritesIt() {
+        let state = StateLayout(root: "/var/lib/pushspool")
+        #expect(state.journalArchive == state.journal + "/" + JournalFiles.archive)
     }
 }

@@ -8,7 +8,7 @@ import PushTransliteration
 /// NCPushOpen's custom fields from the push's `pushName` / `pushDate` (issue 22): the name
 /// transliterated by ICU, the date in one form whatever form the payload used.
 @Suite struct MindboxFieldsTests {
-    static let fields = MindboxFields(transliterator: try! Transliterator(id: OutboxOptions.defaultTransliteration))
+    static let fields = MindboxFields(transliterator: try! Transliterator(id: OutboxOptions(stateDirectory: "/nonexistent").mindboxTransliteration))
 
     @Test(arguments: [
         (JSONValue.string("2026-03-01T10:00:00Z"), "2026-03-01T10:00:00.000Z"),

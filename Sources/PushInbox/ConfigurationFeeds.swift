@@ -1,7 +1,6 @@
 import PushConfig
-import PushInbox
 
-extension Configuration {
+package extension Configuration {
     /// The `[Feed NAME]` sections as the inbox index applies them (``InboxFeed``), in order.
     var inboxFeeds: [InboxFeed] {
         feeds.map {
