@@ -106,9 +106,10 @@ let package = Package(
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
-        // user export): journal and archives, inbox index, outbox, quarantine, media.
+        // user export): journal and archives, inbox index, outbox, quarantine, media; and the
+        // export stream's copies, which the erasure deletes.
         .target(name: "PushUserData", dependencies: [
-            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore",
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore", "PushExport",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
@@ -177,7 +178,8 @@ let package = Package(
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport"]),
         .testTarget(name: "PushUserDataTests", dependencies: [
-            "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "TestSupport",
+            "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
+            "TestSupport",
         ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,

@@ -409,7 +409,7 @@ package final class NatsClient {
         return out
     }
 
-    private static func stored(_ msg: OpaquePointer) -> StoredMessage {
+    static func stored(_ msg: OpaquePointer) -> StoredMessage {
         func header(_ key: String) -> String? {
             var value: UnsafePointer<CChar>?
             guard natsMsgHeader_Get(msg, key, &value) == NATS_OK, let value else { return nil }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushExport
 import PushInbox
 import PushJournal
 import PushOutboxStore
@@ -19,6 +20,8 @@ package struct UserDataErasureCounts: Sendable, Equatable {
     /// Quarantined entries that could not be checked (a symlink, a FIFO, a file over the read
     /// limit, an unreadable one): left in place for an operator to review.
     package var quarantineUnchecked = 0
+    /// Messages erased from the export stream (`nil`: no stream was configured, none reached).
+    package var streamMessages: Int?
 
     package init() {}
 
@@ -28,6 +31,7 @@ package struct UserDataErasureCounts: Sendable, Equatable {
             "outboxDeliveries": .integer(outboxDeliveries), "quarantined": .integer(quarantined),
             "mediaFiles": .integer(mediaFiles), "mediaShared": .integer(mediaShared), "statusFiles": .integer(statusFiles),
             "quarantineUnchecked": .integer(quarantineUnchecked),
+            "streamMessages": streamMessages.map { .integer($0) } ?? .null,
         ])
     }
 }
@@ -45,8 +49,10 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
     case quarantineDone
     /// Status snapshots quoting the subject deleted.
     case statusDone
-    /// Media files deleted; the plan not yet removed.
+    /// Media files deleted.
     case mediaDone
+    /// The subject's messages erased from the export stream; the plan not yet removed.
+    case streamDone
 
     package var description: String {
         switch self {
@@ -58,6 +64,7 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
         case .quarantineDone: "quarantine-done"
         case .statusDone: "status-done"
         case .mediaDone: "media-done"
+        case .streamDone: "stream-done"
         }
     }
 }
@@ -66,7 +73,8 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
 /// (docs/design/erasure.md). The journal's records become same-length tombstones; the inbox
 /// index loses the subject's rows (and is vacuumed); outbox deliveries and quarantined spool
 /// files naming the subject are deleted; media files only the subject's records used are
-/// deleted, shared ones kept.
+/// deleted, shared ones kept; with ``stream`` set, the subject's messages in the JetStream
+/// export stream are erased (securely overwritten by the server) last.
 ///
 /// Needs pushspoold stopped (the journal's `LOCK`). Crash-safe and idempotent: the erasure's
 /// id and plan (the media to delete, as paths inside the content-addressed store; no plain
@@ -76,10 +84,14 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
 package struct UserDataErasure: Sendable {
     package var subject: DataSubject
     package var sources: UserDataSources
+    /// The export stream to erase from (`[Export]`'s URLs, credentials and `Stream=`), when this
+    /// host's records or events go there; `nil` = no stream step.
+    package var stream: ExportOptions?
 
-    package init(subject: DataSubject, sources: UserDataSources) {
+    package init(subject: DataSubject, sources: UserDataSources, stream: ExportOptions? = nil) {
         self.subject = subject
         self.sources = sources
+        self.stream = stream
     }
 
     var eraseDirectory: String { sources.stateDirectory + "/erase" }
@@ -165,6 +177,19 @@ package struct UserDataErasure: Sendable {
         counts.mediaShared = plan.shared
         try hook(.mediaDone)
 
+        // Last of the stores, so that an unreachable server leaves every local store erased
+        // and only this step owed: the plan stays, the run fails, and a rerun (which finds
+        // the local stores clean) scans the stream again. A rescan is what makes it
+        // idempotent: messages erased by the interrupted run are no longer there to find.
+        if var stream {
+            if let name = plan.stream { stream.stream = name }
+            counts.streamMessages = try eraseFromStream(stream, erasureID: plan.erasureID)
+        } else if let name = plan.stream {
+            throw UserDataError(.stream, "erasure \(plan.erasureID) began with the export stream \(name), which the configuration "
+                                + "no longer names ([Export] Enabled=no and [Inbox] Source=journal); restore it and run the command again")
+        }
+        try hook(.streamDone)
+
         // Done: the plan goes last, so a crash before this line redoes the (idempotent) steps.
         let planPath = eraseDirectory + "/" + subjectHash + ".plan"
         if unlink(planPath) != 0, errno != ENOENT {
@@ -175,11 +200,36 @@ package struct UserDataErasure: Sendable {
         return (plan.erasureID, counts)
     }
 
+    /// Erases the subject's messages from the export stream; returns how many went.
+    private func eraseFromStream(_ options: ExportOptions, erasureID: String) throws(UserDataError) -> Int {
+        let matcher = switch subject {
+        case .user(let id): StreamSubjectMatcher(scope: .user, id: id)
+        case .device(let id): StreamSubjectMatcher(scope: .device, id: id)
+        }
+        let where_ = "the export stream \(options.stream) at \(options.urls.joined(separator: ","))"
+        let rerun = "the local stores are erased; run the command again once NATS answers to finish erasure \(erasureID)"
+        do throws(ExportError) {
+            let client = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
+                                        tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile,
+                                        ackTimeout: options.ackTimeout, name: "pushspoolctl-erase", reconnects: false)
+            defer { client.close() }
+            return try client.eraseMessages(stream: options.stream, where: matcher.matches).erased
+        } catch where error.code == .noStream {
+            // No stream, no copies: nothing was ever exported there (or it was deleted whole).
+            return 0
+        } catch {
+            throw UserDataError(.stream, "erasing from \(where_): \(error); \(rerun)")
+        }
+    }
+
     /// The erasure's id and the media only the subject uses.
     struct Plan {
         var erasureID: String
         var media: [String]
         var shared: Int
+        /// The export stream the erasure owes, recorded when the plan is made, so that a rerun
+        /// finishes it even if the configuration changed in between.
+        var stream: String?
     }
 
     /// The plan a crashed run left, or a new one from a scan of the journal (archives first):
@@ -188,7 +238,8 @@ package struct UserDataErasure: Sendable {
         let path = eraseDirectory + "/" + subjectHash + ".plan"
         if let bytes = try? Posix.readFile(path, limit: 64 << 20), case .object(let stored)? = try? JSONParser(maxDepth: 8).parse(bytes),
            let id = stored["erasureId"]?.stringValue, let media = stored["media"]?.arrayValue {
-            return Plan(erasureID: id, media: media.compactMap(\.stringValue), shared: stored["shared"]?.intValue ?? 0)
+            return Plan(erasureID: id, media: media.compactMap(\.stringValue), shared: stored["shared"]?.intValue ?? 0,
+                        stream: stored["stream"]?.stringValue)
         }
         let export = UserDataExport(subject: subject, sources: sources)
         var mine: [String] = []
@@ -218,9 +269,10 @@ package struct UserDataErasure: Sendable {
             throw UserDataError(.journal, "reading the journal: \(error)")
         }
         let plan = Plan(erasureID: ErasureTarget.newID(), media: mine.filter { !others.contains($0) },
-                        shared: mine.filter { others.contains($0) }.count)
+                        shared: mine.filter { others.contains($0) }.count, stream: stream?.stream)
         let document = JSONValue.object([
             "erasureId": .string(plan.erasureID), "media": .array(plan.media.map { .string($0) }), "shared": .integer(plan.shared),
+            "stream": plan.stream.map { .string($0) } ?? .null,
         ]).serialized()
         do { try Posix.writeFileAtomically(directory: eraseDirectory, name: subjectHash + ".plan", bytes: document, mode: 0o600) } catch {
             throw UserDataError(.journal, "writing the erasure plan \(path): \(error)")

@@ -44,6 +44,8 @@ package struct UserDataError: Error, Sendable, CustomStringConvertible {
         case busy
         /// A media file could not be removed.
         case media
+        /// The export stream could not be reached or refused a read or an erase.
+        case stream
     }
 
     package var code: Code

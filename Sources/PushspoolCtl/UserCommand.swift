@@ -1,4 +1,6 @@
+@preconcurrency import Glibc
 import PushCLI
+import PushExport
 import PushInbox
 import PushSystem
 import PushUserData
@@ -39,14 +41,19 @@ package struct UserCommand: CtlSubcommand {
                         their seq and time ("erased" in journal cat), its inbox index rows go (the index is
                         vacuumed and its WAL emptied), its outbox deliveries and quarantined files are deleted,
                         and so are the media files only its records used (a file another user's record uses
-                        stays). A redelivery of an erased push is still a duplicate. Needs pushspoold stopped
-                        (it refuses while the daemon holds the journal). Idempotent: if it is interrupted, run
-                        it again and it finishes. Not reached: copies already exported to NATS, sent to
-                        vendors, in journald, in backups, or in freed disk blocks.
+                        stays). A redelivery of an erased push is still a duplicate. With [Export] Enabled=yes
+                        or [Inbox] Source=nats, its messages in the JetStream export stream ([Export] Stream=)
+                        are then erased too: every message is read and those whose record names USER (or
+                        whose Nats-Msg-Id key does) are deleted with the server's secure erase, which
+                        overwrites them in its store. Needs pushspoold stopped (it refuses while the daemon
+                        holds the journal). Idempotent: if it is interrupted, or NATS cannot be reached, run
+                        it again and it finishes. Not reached: copies other consumers read from the stream,
+                        pushes sent to vendors, journald, backups, and freed disk blocks.
                         """,
                     exitStatus: """
                         Exit status: 0 success (also when nothing is held), 1 runtime failure (no journal,
-                        an unreadable store, pushspoold running), 64 usage error.
+                        an unreadable store, pushspoold running, the export stream unreachable: the erasure
+                        is then incomplete), 64 usage error.
                         """) { invocation throws(CLIError) in
                 try UserCommand(.erase, invocation)
             },
@@ -72,9 +79,17 @@ package struct UserCommand: CtlSubcommand {
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
         if action == .erase {
+            // The stream holds this host's data when the exporter publishes records to it, or
+            // when this node's inbox publishes its events there.
+            let stream = configuration.export.enabled || configuration.inbox.source == .nats
+                ? ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
+                                instance: context.globals.instance,
+                                credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
+                : nil
             let erasure = UserDataErasure(subject: subject,
                                           sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory,
-                                                                   spool: context.spoolLayout(configuration)))
+                                                                   spool: context.spoolLayout(configuration)),
+                                          stream: stream)
             do throws(UserDataError) {
                 let (erasureID, counts) = try erasure.run()
                 if json {
@@ -83,8 +98,9 @@ package struct UserCommand: CtlSubcommand {
                 } else {
                     context.out("erasure \(erasureID) complete: \(counts.journalRecords) journal records, \(counts.inboxItems) inbox items, "
                                 + "\(counts.outboxDeliveries) outbox deliveries, \(counts.quarantined) quarantined files, "
-                                + "\(counts.mediaFiles) media files, \(counts.statusFiles) status files removed "
-                                + "(\(counts.mediaShared) shared media files kept)\n")
+                                + "\(counts.mediaFiles) media files, \(counts.statusFiles) status files"
+                                + (counts.streamMessages.map { ", \($0) export stream messages" } ?? "")
+                                + " removed (\(counts.mediaShared) shared media files kept)\n")
                     if counts.quarantineUnchecked > 0 {
                         context.out("\(counts.quarantineUnchecked) entries of the spool's failed/ could not be checked "
                                     + "(a symlink, a FIFO, too large or unreadable); review them by hand\n")

@@ -1,0 +1,95 @@
+@preconcurrency import Glibc
+import PushSystem
+internal import CNats
+
+/// What a scan-and-erase of the export stream did. `Sendable` value.
+package struct StreamErasureReport: Sendable, Equatable {
+    /// Messages read (the stream's live messages between its first and last seq).
+    package var scanned = 0
+    /// Messages the predicate chose and the server erased (one already gone is not counted).
+    package var erased = 0
+
+    package init() {}
+}
+
+extension NatsClient {
+    /// Reads every message of `stream` (by stream seq, js_GetMsg(3)) and erases each one
+    /// `matches` chooses with js_EraseMsg(3): `$JS.API.STREAM.MSG.DELETE.<stream>` with
+    /// `"no_erase": false`, so the server overwrites the message's bytes in its store instead
+    /// of only marking them deleted.
+    ///
+    /// Idempotent: a seq already deleted (by an earlier, interrupted run, or by the stream's
+    /// limits in between) is skipped when reading and ignored when erasing. Subjects carry no
+    /// user (`pushspool.{vendor}.{platform}`), so a purge by subject cannot select one person's
+    /// messages; reading each body is the only way. One round trip per message: a stream of a
+    /// million messages takes minutes on a LAN.
+    package func eraseMessages(stream: String, where matches: (StoredMessage) -> Bool) throws(ExportError) -> StreamErasureReport {
+        guard let js else { throw ExportError(.connect, "not connected") }
+        let (first, last, _) = try streamBounds(stream)
+        var report = StreamErasureReport()
+        guard last >= first, last > 0 else { return report }
+        var seq = max(1, first)
+        while seq <= last {
+            defer { seq += 1 }
+            var msg: OpaquePointer?
+            var code = jsErrCode(0)
+            let status = js_GetMsg(&msg, js, stream, seq, nil, &code)
+            if status == NATS_NOT_FOUND { continue }
+            guard status == NATS_OK, let msg else {
+                throw ExportError(.stream, "reading \(stream) seq \(seq): \(natsText(status)) (JetStream error \(code.rawValue))",
+                                  natsStatus: Int32(bitPattern: status.rawValue))
+            }
+            let stored = Self.stored(msg)
+            natsMsg_Destroy(msg)
+            report.scanned += 1
+            guard matches(stored) else { continue }
+            let erased = js_EraseMsg(js, stream, seq, nil, &code)
+            if erased == NATS_NOT_FOUND { continue }
+            guard erased == NATS_OK else {
+                throw ExportError(.stream, "erasing \(stream) seq \(seq): \(natsText(erased)) (JetStream error \(code.rawValue))",
+                                  natsStatus: Int32(bitPattern: erased.rawValue))
+            }
+            report.erased += 1
+        }
+        return report
+    }
+}
+
+/// Which messages of the export stream belong to one user or device. Pure; `Sendable` value.
+///
+/// A message is the subject's when its body — the journal record the exporter publishes, or
+/// the event record an inbox node on `[Inbox] Source=nats` publishes — is a JSON object whose
+/// `user` (for a device: `device`) is the id; or, for a user, when its `Nats-Msg-Id`
+/// (`<host id>:<key>`) carries a push key `vendor@N:<user>:id`, so that a body that does not
+/// parse still goes when its id names the user.
+package struct StreamSubjectMatcher: Sendable, Equatable {
+    package enum Scope: Sendable, Equatable { case user, device }
+
+    package var scope: Scope
+    package var id: String
+
+    package init(scope: Scope, id: String) {
+        self.scope = scope
+        self.id = id
+    }
+
+    package func matches(_ message: NatsClient.StoredMessage) -> Bool {
+        matches(msgId: message.msgId, body: message.body)
+    }
+
+    package func matches(msgId: String, body: [UInt8]) -> Bool {
+        let member = scope == .user ? "user" : "device"
+        if case .object(let object)? = try? JSONParser(maxDepth: 64).parse(body), object[member]?.stringValue == id {
+            return true
+        }
+        guard scope == .user, let colon = msgId.utf8.firstIndex(of: UInt8(ascii: ":")) else { return false }
+        let key = msgId.utf8[msgId.utf8.index(after: colon)...]
+        guard let at = key.firstIndex(of: UInt8(ascii: "@")), at > key.startIndex,
+              key[key.startIndex..<at].allSatisfy({ $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z") }) else { return false }
+        // The user as the exporter wrote it into the header (percent-encoded where needed);
+        // the `:` after it keeps headerSafe's trailing-space rule from applying.
+        let encoded = Array(ExportMessage.headerSafe(id + ":").utf8.dropLast())
+        let expected = Array("@\(id.utf8.count):".utf8) + encoded + [UInt8(ascii: ":")]
+        return key[at...].starts(with: expected)
+    }
+}
