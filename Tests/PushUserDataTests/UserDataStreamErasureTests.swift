@@ -116,12 +116,9 @@ import TestSupport
         }
         server.stop()
         let erasure = UserDataErasure(subject: .user("alice"), sources: fixture.sources, stream: options(server))
-        #expect {
-            _ = try erasure.run()
-        } throws: { error in
-            guard let error = error as? UserDataError else { return false }
-            return error.code == .stream && error.message.contains("run the command again")
-        }
+        let error = #expect(throws: UserDataError.self) { _ = try erasure.run() }
+        #expect(error?.code == .stream)
+        #expect(error?.message.contains("run the command again") == true, "\(String(describing: error))")
         // The plan stays: the erasure is owed.
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: fixture.state + "/erase")) ?? []).filter { $0.hasSuffix(".plan") }.isEmpty)
 
