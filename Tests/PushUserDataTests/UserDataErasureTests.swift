@@ -222,7 +222,7 @@ import TestSupport
         func kind(_ step: UserDataErasureStep) -> String { step.description.split(separator: " ").prefix(2).joined(separator: " ") }
         var stops: [String] = []
         for step in steps where !stops.contains(kind(step)) { stops.append(kind(step)) }
-        #expect(stops.count == 13)
+        #expect(stops.count == 14)
         for (number, stop) in stops.enumerated() {
             let fixture = try await makeFixture("stop-\(number)")
             #expect(throws: UserDataError.self, "stop at \(stop)") {

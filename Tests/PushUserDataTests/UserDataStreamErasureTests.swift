@@ -128,4 +128,31 @@ import TestSupport
         #expect(try streamBodies(server).filter { $0.contains("alice") }.isEmpty)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: fixture.state + "/erase")) ?? []).filter { $0.hasSuffix(".plan") }.isEmpty)
     }
+
+    /// Stopped after the media (the stream not yet erased) and after the stream (the plan not
+    /// yet removed): the next run finishes, erasing what is left and no more.
+    @Test(arguments: [UserDataErasureStep.mediaDone, .streamDone])
+    func aStopAroundTheStreamStepIsFinishedByTheNextRun(stop: UserDataErasureStep) async throws {
+        let fixture = try await UserDataErasureTests().makeFixture("stream-stop-\(stop)")
+        let server = try NatsServer(storeDirectory: fixture.temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        do {
+            let client = try NatsClient(urls: [server.url], reconnects: false)
+            defer { client.close() }
+            try client.ensureStream(name: Self.stream, subjects: ["pushspool.>"], replicas: 1, duplicateWindow: .seconds(60))
+            for user in ["alice", "bob"] { try Self.publish(client, user: user) }
+        }
+        let erasure = UserDataErasure(subject: .user("alice"), sources: fixture.sources, stream: options(server))
+        #expect(throws: UserDataError.self) {
+            _ = try erasure.run { step throws(UserDataError) in
+                if step == stop { throw UserDataError(.journal, "stopped at \(step)") }
+            }
+        }
+        let (_, counts) = try erasure.run()
+        #expect(counts.streamMessages == (stop == .mediaDone ? Self.aliceMessages : 0))
+        let left = try streamBodies(server)
+        #expect(left.filter { $0.contains("alice") }.isEmpty && left.count == 5, "\(left)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: fixture.state + "/erase")) ?? []).filter { $0.hasSuffix(".plan") }.isEmpty)
+    }
 }
