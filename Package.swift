@@ -83,6 +83,9 @@ let package = Package(
         // configuration check of MindboxTransliteration=.
         .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushTransliteration", "CInih"]),
+        // JournalOptions and MediaOptions built from their settings: above PushConfig and the two
+        // modules, so pushspool-fetch (PushMediaModel) never links PushConfig.
+        .target(name: "PushModuleOptions", dependencies: ["PushSystem", "PushConfig", "PushJournal", "PushMediaModel"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
@@ -103,7 +106,7 @@ let package = Package(
         .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
         // user export): journal and archives, inbox index, outbox, quarantine, media; and the
@@ -120,7 +123,7 @@ let package = Package(
         // the replay of saved crashes in FuzzRegressionTests.
         .target(name: "PushFuzzTargets", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushConfig", "PushNcEvents",
-            "PushInbox", "PushInboxServer",
+            "PushInbox", "PushInboxServer", "PushModuleOptions",
         ]),
 
         // Thin executables.
@@ -131,7 +134,7 @@ let package = Package(
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
-            "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport",
+            "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushConfig",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.
@@ -150,12 +153,12 @@ let package = Package(
             "PushCLI", "PushspoolCtl", "PushspoolDaemon", "PushInboxServer", "PushFetchServer",
         ]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS"]),
+        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushFetchTests", dependencies: [
             "PushFetch", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
-            "pushspool-fetch",
+            "pushspool-fetch", "PushConfig", "PushModuleOptions",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
@@ -165,21 +168,21 @@ let package = Package(
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
-            "pushspool-outbox-child",
+            "pushspool-outbox-child", "PushModuleOptions",
         ]),
-        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport",
+            "TestSupport", "PushModuleOptions",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
-            "PushMediaModel", "SimulatedFS", "CBenchBaseline",
+            "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport"]),
+        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
         .testTarget(name: "PushUserDataTests", dependencies: [
             "PushUserData", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
-            "TestSupport",
+            "PushModuleOptions", "TestSupport",
         ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,

@@ -78,30 +78,27 @@ package struct FetchConfiguration: Sendable, Equatable {
         caFile = options.caFile ?? ""
     }
 
+    /// Empty but for the directory; the decoder reads every other field from the wire next.
     fileprivate init(storeDirectory: String) {
-        self.init(MediaOptions(storeDirectory: storeDirectory))
+        self.storeDirectory = storeDirectory
+        (connectTimeoutMillis, transferDeadlineMillis, lowSpeedLimitBytesPerSecond, lowSpeedTimeMillis) = (0, 0, 0, 0)
+        (maxBytes, allowHTTP, maxRedirects, allowNetworks, maxConcurrent) = (0, false, 0, [], 0)
+        (attempts, payloadDeadlineMillis, dedupWindowMillis) = (0, 0, 0)
+        (thumbnailMaxEdge, thumbnailMaxPixels, caFile) = (0, 0, "")
     }
 
     /// Back to `MediaOptions`; numbers from the wire are clamped into `Int`, and
     /// `MediaOptions.problem` then refuses what is out of range.
     package var mediaOptions: MediaOptions {
-        var options = MediaOptions(storeDirectory: storeDirectory)
-        options.connectTimeout = .milliseconds(connectTimeoutMillis)
-        options.transferDeadline = .milliseconds(transferDeadlineMillis)
-        options.lowSpeedLimitBytesPerSecond = Int(clamping: lowSpeedLimitBytesPerSecond)
-        options.lowSpeedTime = .milliseconds(lowSpeedTimeMillis)
-        options.maxBytes = maxBytes
-        options.allowHTTP = allowHTTP
-        options.maxRedirects = Int(clamping: maxRedirects)
-        options.allowNetworks = allowNetworks
-        options.maxConcurrent = Int(clamping: maxConcurrent)
-        options.attempts = Int(clamping: attempts)
-        options.payloadDeadline = .milliseconds(payloadDeadlineMillis)
-        options.dedupWindow = .milliseconds(dedupWindowMillis)
-        options.thumbnailMaxEdge = Int(clamping: thumbnailMaxEdge)
-        options.thumbnailMaxPixels = Int(clamping: thumbnailMaxPixels)
-        options.caFile = caFile.isEmpty ? nil : caFile
-        return options
+        MediaOptions(storeDirectory: storeDirectory, connectTimeout: .milliseconds(connectTimeoutMillis),
+                     transferDeadline: .milliseconds(transferDeadlineMillis),
+                     lowSpeedLimitBytesPerSecond: Int(clamping: lowSpeedLimitBytesPerSecond),
+                     lowSpeedTime: .milliseconds(lowSpeedTimeMillis), maxBytes: maxBytes, allowHTTP: allowHTTP,
+                     maxRedirects: Int(clamping: maxRedirects), allowNetworks: allowNetworks,
+                     maxConcurrent: Int(clamping: maxConcurrent), attempts: Int(clamping: attempts),
+                     payloadDeadline: .milliseconds(payloadDeadlineMillis), dedupWindow: .milliseconds(dedupWindowMillis),
+                     thumbnailMaxEdge: Int(clamping: thumbnailMaxEdge), thumbnailMaxPixels: Int(clamping: thumbnailMaxPixels),
+                     caFile: caFile.isEmpty ? nil : caFile)
     }
 
     static func millis(_ duration: Duration) -> Int64 {

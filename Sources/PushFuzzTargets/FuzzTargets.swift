@@ -13,6 +13,7 @@ import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
+import PushModuleOptions
 
 /// A broken invariant found while running one input (the fuzz binary traps on it).
 public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
@@ -128,7 +129,7 @@ public enum FuzzTargets {
         let path = root + "/" + JournalFiles.segmentName(firstSeq: 1)
         guard FileManager.default.createFile(atPath: path, contents: Data(segment)) else { throw fail("cannot write the segment") }
         _ = JournalVerifier.verify(directory: root)
-        var options = JournalOptions()
+        var options = JournalOptions(settings: Configuration().journal)
         options.corruptionPolicy = .quarantineSegment
         options.checkpointEvery = 1 << 30
         let first: RecoveryReport

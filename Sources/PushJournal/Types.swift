@@ -22,18 +22,23 @@ package enum JournalEvent: Sendable {
 }
 
 /// Journal tuning. `Sendable` value.
+///
+/// The values a `[Journal]` setting names have no default here: the configuration's
+/// `JournalSettings` holds them, and `JournalOptions(settings:)` in PushModuleOptions builds
+/// these options from it (this module sits below PushConfig). The rest are not settings and
+/// keep their defaults here.
 package struct JournalOptions: Sendable {
     /// A segment is closed and a new one started once it reaches this size.
-    package var segmentBytes: Int64 = 64 << 20
+    package var segmentBytes: Int64
     /// How long the first record of a batch may wait for others before its sync starts. Applied
     /// only while batches have had more than one record, so a sequential producer is not slowed,
     /// and never for longer than the last sync took.
-    package var maxBatchDelay: Duration = .milliseconds(2)
-    package var maxBatchRecords = 1024
+    package var maxBatchDelay: Duration
+    package var maxBatchRecords: Int
     package var maxBatchBytes = 1 << 20
     /// Largest accepted `key + body`.
     package var maxRecordBytes = 1 << 20
-    package var corruptionPolicy: CorruptionPolicy = .refuse
+    package var corruptionPolicy: CorruptionPolicy
     /// Write `dedup.ckpt` after this many new records (and always at `close`); 0 = no count trigger.
     package var checkpointEvery = 50_000
     /// Also write `dedup.ckpt` this often while records keep coming (`[Journal]
@@ -68,7 +73,15 @@ package struct JournalOptions: Sendable {
     /// vendor's redelivery of an erased push is not journaled again.
     package var erasureSecret: ErasureSecret?
 
-    package init() {}
+    /// Every value a setting names, given; the others at their defaults.
+    package init(segmentBytes: Int64, maxBatchDelay: Duration, maxBatchRecords: Int, corruptionPolicy: CorruptionPolicy,
+                 checkpointInterval: Duration?) {
+        self.segmentBytes = segmentBytes
+        self.maxBatchDelay = maxBatchDelay
+        self.maxBatchRecords = maxBatchRecords
+        self.corruptionPolicy = corruptionPolicy
+        self.checkpointInterval = checkpointInterval
+    }
 
     func fingerprint(_ key: String) -> UInt64 { keyFingerprint?(key) ?? KeyFingerprints.fingerprint(key) }
 }

@@ -144,7 +144,7 @@ package final class JournalWriter: Sendable {
     /// under `.refuse`, `.foreignSegment`, or I/O errors. Blocking (recovery reads the newest
     /// segments and syncs): call it from a `BlockingQueue`, not the cooperative pool. The same
     /// holds for `close`.
-    package static func open(directory: String, options: JournalOptions = JournalOptions()) throws(JournalError) -> (JournalWriter, RecoveryReport) {
+    package static func open(directory: String, options: JournalOptions) throws(JournalError) -> (JournalWriter, RecoveryReport) {
         let io = JournalIO(options: options, directory: directory)
         do {
             var isNew = false

@@ -9,6 +9,7 @@ import PushMediaModel
 import PushFetch
 import PushSystemd
 import PushConfig
+import PushModuleOptions
 
 /// The running daemon's lifecycle: recovery, intake, reload and the way out.
 ///
@@ -90,7 +91,7 @@ package final class Daemon: Sendable {
         let started = Posix.monotonicNanos()
         do {
             try Posix.mkdirs(stateDirectory)
-            var options = Self.journalOptions(for: configuration, quarantine: arguments.quarantineCorruptSegments)
+            var options = JournalOptions(settings: configuration.journal, quarantine: arguments.quarantineCorruptSegments)
             options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             // After `pushspoolctl user erase`: a redelivered erased push is still a duplicate.

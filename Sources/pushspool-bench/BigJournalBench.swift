@@ -3,6 +3,8 @@ import Foundation
 import Synchronization
 import PushJournal
 import PushSystem
+import PushConfig
+import PushModuleOptions
 
 /// `pushspool-bench bigjournal [--records N]` (default 5,000,000)
 ///
@@ -39,7 +41,7 @@ func runBigJournalBench(arguments: [String]) {
         return
     }
     let generateStart = Posix.monotonicNanos()
-    var options = JournalOptions()
+    var options = JournalOptions(settings: Configuration().journal)
     options.maxBatchRecords = 100_000
     options.maxBatchBytes = 64 << 20
     options.maxBatchDelay = .zero

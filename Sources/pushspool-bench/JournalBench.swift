@@ -3,6 +3,8 @@ import Dispatch
 import Foundation
 import PushJournal
 import PushSystem
+import PushConfig
+import PushModuleOptions
 
 /// `pushspool-bench journal [--records N] [--baseline-records N] [--size BYTES] [--dir PATH]`
 ///
@@ -50,7 +52,7 @@ func runJournalBench(arguments: [String]) {
 
     func journalRun(name: String, count: Int, inFlight: Int, delay: Duration, segmentBytes: Int64 = 64 << 20, quiet: Bool = false) -> String {
         let dir = root + "/" + name
-        var options = JournalOptions()
+        var options = JournalOptions(settings: Configuration().journal)
         options.maxBatchDelay = delay
         options.segmentBytes = segmentBytes
         let (writer, _) = try! JournalWriter.open(directory: dir, options: options)
@@ -99,7 +101,7 @@ func runJournalBench(arguments: [String]) {
     for useCheckpoint in [true, false] {
         if !useCheckpoint { try? FileManager.default.removeItem(atPath: big + "/dedup.ckpt") }
         let start = Posix.monotonicNanos()
-        let (writer, report) = try! JournalWriter.open(directory: big, options: JournalOptions())
+        let (writer, report) = try! JournalWriter.open(directory: big, options: JournalOptions(settings: Configuration().journal))
         let took = seconds(since: start)
         try! writer.close()
         print("open with recovery, \(useCheckpoint ? "with" : "without") checkpoint: \(String(format: "%.1f", took * 1000)) ms, "

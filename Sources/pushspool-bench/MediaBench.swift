@@ -5,6 +5,8 @@ import PushMediaModel
 import TestSupport
 import PushSystem
 import Synchronization
+import PushConfig
+import PushModuleOptions
 
 /// `pushspool-bench media [--images N] [--concurrency N] [--thumbnails]`: fetches N distinct PNGs
 /// from a loopback server running in a child process (so its CPU is not counted), with the
@@ -73,7 +75,7 @@ private struct BatchResult {
 private func fetchBatch(port: Int, range: Range<Int>, concurrency: Int, thumbnails: Bool, label: String) -> BatchResult {
     let directory = "/tmp/pushspool-media-bench-\(getpid())-\(label)"
     defer { _ = system("rm -rf '\(directory)'") }
-    var options = MediaOptions(storeDirectory: directory)
+    var options = MediaOptions(settings: Configuration().media, storeDirectory: directory)
     options.allowHTTP = true
     options.allowNetworks = ["127.0.0.1/32"]
     options.maxConcurrent = concurrency
@@ -106,7 +108,7 @@ private func fetchBatch(port: Int, range: Range<Int>, concurrency: Int, thumbnai
 private func stalledCPU(port: Int) {
     let directory = "/tmp/pushspool-media-bench-\(getpid())-stall"
     defer { _ = system("rm -rf '\(directory)'") }
-    var options = MediaOptions(storeDirectory: directory)
+    var options = MediaOptions(settings: Configuration().media, storeDirectory: directory)
     options.allowHTTP = true
     options.allowNetworks = ["127.0.0.1/32"]
     options.lowSpeedLimitBytesPerSecond = 1

@@ -4,6 +4,8 @@ import PushExport
 import PushJournal
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// A state directory with a journal written by the real writer, and a real nats-server.
 final class ExportFixture {
@@ -16,7 +18,7 @@ final class ExportFixture {
     init(_ label: String = #function) throws {
         temp = TempDir(label)
         try Posix.mkdirs(temp.appending("state/journal"))
-        writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+        writer = try JournalWriter.open(directory: temp.appending("state/journal"), options: JournalOptions(settings: Configuration().journal)).0
         server = try NatsServer(storeDirectory: temp.appending("nats"))
     }
 

@@ -3,6 +3,8 @@ import PushFetch
 import PushMedia
 import PushMediaModel
 import PushSystem
+import PushConfig
+import PushModuleOptions
 
 /// The wire codec: every message survives a round trip, and no byte string from a broken or
 /// hostile peer crashes the decoder or gets through half-checked.
@@ -10,7 +12,7 @@ import PushSystem
     static let sha = String(repeating: "ab", count: 32)
 
     static var configuration: FetchConfiguration {
-        var options = MediaOptions(storeDirectory: "/var/lib/pushspool/media")
+        var options = MediaOptions(settings: Configuration().media, storeDirectory: "/var/lib/pushspool/media")
         options.allowNetworks = ["127.0.0.0/8", "fd00::/8"]
         options.caFile = "/etc/ssl/private-ca.pem"
         options.allowHTTP = true
@@ -50,7 +52,7 @@ import PushSystem
         #expect(options.caFile == "/etc/ssl/private-ca.pem")
         #expect(options.payloadDeadline == .milliseconds(1500))
         #expect(options.allowHTTP)
-        #expect(options.maxBytes == MediaOptions(storeDirectory: "x").maxBytes)
+        #expect(options.maxBytes == MediaOptions(settings: Configuration().media, storeDirectory: "x").maxBytes)
     }
 
     /// Every proper prefix of every message is refused as truncated, never read past its end.

@@ -7,6 +7,8 @@ import PushMedia
 import PushMediaModel
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// The supervisor against the real `pushspool-fetch` binary and real HTTP servers on
 /// 127.0.0.1: stores, survives SIGKILL, SIGSEGV and hangs, restarts, and cancels on shutdown.
@@ -18,7 +20,7 @@ import TestSupport
     static let executable = ProcessRunner.executable("pushspool-fetch")
 
     static func options(_ dir: TempDir) -> MediaOptions {
-        var options = MediaOptions(storeDirectory: dir.appending("media"))
+        var options = MediaOptions(settings: Configuration().media, storeDirectory: dir.appending("media"))
         options.allowHTTP = true
         options.allowNetworks = ["127.0.0.0/8"]
         options.attempts = 1
@@ -189,7 +191,7 @@ import TestSupport
         // The store's parent is a file: MediaStore.prepare fails inside the fetcher.
         _ = FileManager.default.createFile(atPath: dir.appending("file"), contents: Data())
         let recorder = Recorder()
-        let supervisor = try FetchSupervisor(options: MediaOptions(storeDirectory: dir.appending("file/media")),
+        let supervisor = try FetchSupervisor(options: MediaOptions(settings: Configuration().media, storeDirectory: dir.appending("file/media")),
                                              launch: .spawn(executable: Self.executable, arguments: []),
                                              requestDeadline: .seconds(30), onEvent: recorder.record)
         defer { supervisor.shutdown() }

@@ -9,6 +9,7 @@ import PushSystem
 import Testing
 import TestSupport
 @testable import PushInboxServer
+import PushModuleOptions
 
 /// The live stream's feed without HTTP: a real journal, an index applying it and a hub reading
 /// it, with the streams filled at moments the test chooses.
@@ -24,7 +25,7 @@ import TestSupport
         init(_ label: String = #function, segmentBytes: Int64? = nil) throws {
             temp = TempDir(label)
             try Posix.mkdirs(temp.appending("state/journal"))
-            var options = JournalOptions()
+            var options = JournalOptions(settings: Configuration().journal)
             if let segmentBytes { options.segmentBytes = segmentBytes }
             writer = try JournalWriter.open(directory: temp.appending("state/journal"), options: options).0
         }

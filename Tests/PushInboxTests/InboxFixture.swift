@@ -2,6 +2,8 @@ import PushInbox
 import PushJournal
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// A state directory with a real journal (written by `JournalWriter`) and an index beside it.
 final class InboxFixture {
@@ -17,7 +19,7 @@ final class InboxFixture {
     init(_ label: String = #function) throws {
         temp = TempDir(label)
         try Posix.mkdirs(temp.appending("state/journal"))
-        writer = try JournalWriter.open(directory: temp.appending("state/journal")).0
+        writer = try JournalWriter.open(directory: temp.appending("state/journal"), options: JournalOptions(settings: Configuration().journal)).0
     }
 
     deinit { try? writer.close() }

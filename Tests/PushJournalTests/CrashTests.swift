@@ -6,6 +6,8 @@ import Testing
 @testable import PushJournal
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// Black-box kill -9 (docs/design/journal.md, "Crash testing"): a child process (this test binary,
 /// re-executed to run `crashChildWriter` only) appends records and logs every acknowledgement; the
@@ -17,7 +19,7 @@ import TestSupport
     static var isChild: Bool { ProcessInfo.processInfo.environment[childDirVariable] != nil }
 
     static func childOptions() -> JournalOptions {
-        var options = JournalOptions()
+        var options = JournalOptions(settings: Configuration().journal)
         options.segmentBytes = 16 << 10
         options.checkpointEvery = 40
         options.maxBatchDelay = .milliseconds(1)

@@ -5,6 +5,8 @@ import Testing
 @testable import PushJournal
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 extension TempDir {
     var journal: String { path + "/journal" }
@@ -12,7 +14,7 @@ extension TempDir {
 
 /// Options with a fault scope of the test's own, so injected faults hit nothing else.
 func testOptions(_ adjust: (inout JournalOptions) -> Void = { _ in }) -> JournalOptions {
-    var options = JournalOptions()
+    var options = JournalOptions(settings: Configuration().journal)
     options.faultScope = "test-\(UUID().uuidString)"
     options.maxBatchDelay = .zero
     adjust(&options)

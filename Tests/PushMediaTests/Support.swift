@@ -3,6 +3,8 @@ import PushMedia
 import PushMediaModel
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 extension TempDir {
     var store: String { path + "/media" }
@@ -10,7 +12,7 @@ extension TempDir {
 
 /// Options with short limits so failure tests finish in a few seconds, loopback allowed.
 func testOptions(_ dir: TempDir) -> MediaOptions {
-    var options = MediaOptions(storeDirectory: dir.store)
+    var options = MediaOptions(settings: Configuration().media, storeDirectory: dir.store)
     options.allowHTTP = true
     options.allowNetworks = ["127.0.0.1/32"]
     options.connectTimeout = .seconds(2)

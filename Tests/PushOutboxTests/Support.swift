@@ -6,6 +6,8 @@ import PushOutbox
 import PushOutboxStore
 import PushSystem
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// A state directory with a real journal written by `JournalWriter`, key files and a
 /// loopback receiver standing in for both vendors.
@@ -45,7 +47,7 @@ final class OutboxFixture: @unchecked Sendable {
 
     /// Appends records (key, body JSON, ingest time) to `<state>/journal` with the real writer.
     func journal(_ records: [(String, JSONValue, Int64)]) async throws {
-        let (writer, _) = try JournalWriter.open(directory: state + "/journal")
+        let (writer, _) = try JournalWriter.open(directory: state + "/journal", options: JournalOptions(settings: Configuration().journal))
         for (key, body, millis) in records {
             let result = await writer.append(key: key, body: body.serialized(), ingestMillis: millis)
             if case .failed(let error) = result { throw error }

@@ -8,6 +8,8 @@ import PushSpool
 import PushSystem
 import PushUserData
 import TestSupport
+import PushConfig
+import PushModuleOptions
 
 /// Issue 26: `user erase` over every store of a state directory and a spool built as
 /// pushspoold leaves them (journal with archives and retired keys, inbox index, media with
@@ -34,7 +36,7 @@ import TestSupport
         let fixture = Fixture(temp: TempDir(label))
         try Posix.mkdirs(fixture.state + "/journal")
         for dir in ["al", "bo", "sh"] { try Posix.mkdirs(fixture.media + "/" + dir) }
-        var options = JournalOptions()
+        var options = JournalOptions(settings: Configuration().journal)
         options.segmentBytes = 4096
         let (writer, _) = try JournalWriter.open(directory: fixture.state + "/journal", options: options)
         var n = 0
@@ -202,7 +204,7 @@ import TestSupport
     /// after a plan would escape its media list).
     @Test func aRunningDaemonsJournalIsRefusedBeforeAnyStep() async throws {
         let fixture = try await makeFixture()
-        let (writer, _) = try JournalWriter.open(directory: fixture.state + "/journal")
+        let (writer, _) = try JournalWriter.open(directory: fixture.state + "/journal", options: JournalOptions(settings: Configuration().journal))
         defer { try? writer.close() }
         let error = #expect(throws: UserDataError.self) {
             _ = try UserDataErasure(subject: .user("alice"), sources: fixture.sources).run()

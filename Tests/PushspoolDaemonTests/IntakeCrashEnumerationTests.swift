@@ -8,6 +8,8 @@ import PushSpool
 import PushSystem
 import PushSystemd
 import SimulatedFS
+import PushConfig
+import PushModuleOptions
 
 /// Where the intake crash tests put the spool and the journal on the simulated file system.
 private let simSpool = SpoolLayout(root: "/spool")
@@ -75,12 +77,15 @@ private let quietReporter: Reporter = {
 }()
 
 private func journalOptions(_ fs: SimulatedFileSystem) -> JournalOptions {
-    var options = JournalOptions()
+    var options = JournalOptions(settings: Configuration().journal)
     options.fileSystem = fs
     options.maxBatchDelay = .zero
     options.lockWait = .zero
     options.segmentBytes = 4096
     options.checkpointEvery = 40
+    // No timer: checkpoints come only from the record count, so every run makes the same
+    // mutations and a crash point means the same thing each time.
+    options.checkpointInterval = nil
     options.noSpaceRetryInterval = .milliseconds(1)
     return options
 }

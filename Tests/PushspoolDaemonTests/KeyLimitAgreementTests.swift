@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import PushJournal
 import PushPayload
+import PushConfig
+import PushModuleOptions
 
 /// The normaliser's dedup-key limit (`DedupKey.maxBytes`) must never let through a key the
 /// journal refuses: issue 8 defect 6, a 248-byte Mindbox `uniqueKey` that `validate` accepted
@@ -39,7 +41,7 @@ import PushPayload
         let notifications = try Self.longestKeys()
         #expect(notifications.map { $0.dedupKey.utf8.count } == [DedupKey.maxBytes, DedupKey.maxBytes])
         let temp = TempDir()
-        let (writer, _) = try JournalWriter.open(directory: temp.path + "/journal")
+        let (writer, _) = try JournalWriter.open(directory: temp.path + "/journal", options: JournalOptions(settings: Configuration().journal))
         for n in notifications {
             let result = await writer.append(key: n.dedupKey, body: n.jsonValue().serialized(), ingestMillis: 1)
             guard case .committed = result else {
