@@ -141,7 +141,7 @@ let package = Package(
         // TestSupport: the kits every test target shares (temp dirs, processes, a loopback HTTP
         // server, a notify socket). A plain library so the benchmark can link it too; it must
         // not import Testing, and neither pushspoold nor pushspoolctl depends on it.
-        .target(name: "TestSupport", dependencies: ["PushSystem"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["PushSystem", "PushJournal"], path: "Tests/TestSupport"),
         // An in-memory file system behind PushSystem's `FileSystem` seam that models power cuts
         // (unsynced data and directory entries) and injected I/O errors, for crash enumeration.
         .target(name: "SimulatedFS", dependencies: ["PushSystem"], path: "Tests/SimulatedFS"),

@@ -11,24 +11,6 @@ import TestSupport
 /// stopped); then a raw-byte search of every file under the state directory and the spool finds
 /// nothing of alice — not her id, not her image's bytes — and all of bob's.
 @Suite struct UserEraseTests {
-    /// Every regular file under `root` (symlinks not followed); archives also decompressed.
-    static func files(_ root: String) throws -> [(path: String, bytes: [UInt8])] {
-        var out: [(String, [UInt8])] = []
-        let enumerator = FileManager.default.enumerator(atPath: root)
-        while let relative = enumerator?.nextObject() as? String {
-            let path = root + "/" + relative
-            var st = stat()
-            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { continue }
-            let bytes = try Posix.readFile(path, limit: 1 << 30)
-            out.append((path, bytes))
-            if path.hasSuffix(".seg.zst") {
-                let journal = (path as NSString).deletingLastPathComponent.replacingOccurrences(of: "/archive", with: "")
-                out.append((path + " (decompressed)",
-                            try JournalArchive.segmentBytes(directory: journal, archiveName: (path as NSString).lastPathComponent)))
-            }
-        }
-        return out
-    }
 
     static func holding(_ needle: [UInt8], _ files: [(path: String, bytes: [UInt8])]) -> [String] {
         let pattern = Data(needle)
@@ -104,7 +86,7 @@ import TestSupport
         #expect(busy == 1 && busyErr.contains("pushspoold"), "\(busyErr)")
         #expect(harness.stop() == 0)
 
-        let before = try Self.files(harness.state) + Self.files(harness.spool)
+        let before = try RawFiles.everyRegularFile(under: harness.state) + RawFiles.everyRegularFile(under: harness.spool)
         for needle in [Array("alice".utf8), alicePNG, bobPNG, Array("bob-typed-words".utf8)] {
             try #require(!Self.holding(needle, before).isEmpty)
         }
@@ -118,7 +100,7 @@ import TestSupport
         #expect(summary["counts"]?["quarantined"]?.intValue == 1, "\(out)")
         #expect((summary["counts"]?["mediaFiles"]?.intValue ?? 0) >= 1, "\(out)")
 
-        let after = try Self.files(harness.state) + Self.files(harness.spool)
+        let after = try RawFiles.everyRegularFile(under: harness.state) + RawFiles.everyRegularFile(under: harness.spool)
         #expect(Self.holding(Array("alice".utf8), after).isEmpty, "alice in \(Self.holding(Array("alice".utf8), after))")
         #expect(Self.holding(alicePNG, after).isEmpty, "alice's image in \(Self.holding(alicePNG, after))")
         for needle in ["bob-secret-0", "bob-secret-1", "bob-secret-2", "bob-image", "bob-live", "bob-quarantined", "bob-typed-words",

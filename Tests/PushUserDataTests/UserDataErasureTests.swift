@@ -126,24 +126,6 @@ import PushModuleOptions
 
     struct Failure: Error { var message: String; init(_ message: String) { self.message = message } }
 
-    /// Every regular file under `root` (symlinks are not followed), archives also decompressed.
-    func files(_ root: String) throws -> [(path: String, bytes: [UInt8])] {
-        var out: [(String, [UInt8])] = []
-        let enumerator = FileManager.default.enumerator(atPath: root)
-        while let relative = enumerator?.nextObject() as? String {
-            let path = root + "/" + relative
-            var st = stat()
-            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { continue }
-            let bytes = try Posix.readFile(path, limit: 1 << 30)
-            out.append((path, bytes))
-            if path.hasSuffix(".seg.zst") {
-                let journal = (path as NSString).deletingLastPathComponent.replacingOccurrences(of: "/archive", with: "")
-                out.append((path + " (decompressed)",
-                            try JournalArchive.segmentBytes(directory: journal, archiveName: (path as NSString).lastPathComponent)))
-            }
-        }
-        return out
-    }
 
     func holding(_ needle: String, _ files: [(path: String, bytes: [UInt8])]) -> [String] {
         let pattern = Data(needle.utf8)
@@ -151,7 +133,7 @@ import PushModuleOptions
     }
 
     func expectComplete(_ fixture: Fixture) throws {
-        let everything = try files(fixture.state) + files(fixture.spool.root)
+        let everything = try RawFiles.everyRegularFile(under: fixture.state) + RawFiles.everyRegularFile(under: fixture.spool.root)
         // Not a single occurrence of the id, in any file, in any form the stores write it.
         #expect(holding("alice", everything).isEmpty, "alice is still in \(holding("alice", everything))")
         for i in 1...Self.count {
@@ -179,7 +161,7 @@ import PushModuleOptions
 
     @Test func erasingAUserLeavesNoByteOfThemInAnyStoreAndEverythingOfTheOthers() async throws {
         let fixture = try await makeFixture()
-        let before = try files(fixture.state) + files(fixture.spool.root)
+        let before = try RawFiles.everyRegularFile(under: fixture.state) + RawFiles.everyRegularFile(under: fixture.spool.root)
         try #require(!holding("alice-title-1", before).isEmpty && !holding("alice-image-bytes-4", before).isEmpty)
         let (_, counts) = try UserDataErasure(subject: .user("alice"), sources: fixture.sources).run()
         #expect(counts.journalRecords == Self.count * 2)
