@@ -239,6 +239,18 @@ package struct LogSettings: Sendable, Equatable {
     /// `MaxEventsPerSec=`: per event kind; beyond it events are counted and summarised once a
     /// second instead of sent one by one (journald would drop them).
     package var maxEventsPerSecond = 100
+    /// `UserIds=`: how events name a user (`PUSH_USER_HASH=` or `PUSH_USER=`).
+    package var userIds = LogUserIds.hash
+}
+
+/// How journald events name the user a push or an event is for. journald keeps what it is
+/// given until its own retention drops it, beyond the reach of an erasure; a keyed hash lets
+/// an operator correlate (`pushspoolctl user hash USER`) without the journal revealing whom.
+package enum LogUserIds: String, Sendable, Equatable, CaseIterable {
+    /// `PUSH_USER_HASH=`: the first 16 hex digits of HMAC-SHA256 under `<state>/erase.key`.
+    case hash
+    /// `PUSH_USER=`: the id as the payload gave it.
+    case plain
 }
 
 /// `[Inbox]`: the Notification Center's query index, a follower of the journal.

@@ -325,6 +325,14 @@ enum Schema {
             .described("`SYSLOG_IDENTIFIER` of events (a configuration error at start is logged as `pushspoold`)", values: "word without spaces, `[` or `:`"),
         .integer("Log", "MaxEventsPerSec", \.log.maxEventsPerSecond, range: 1...100_000)
             .described("per event kind; beyond it events are counted and summarised once a second"),
+        KeySpec(section: "Log", key: "UserIds", invalidExample: "clear", apply: { config, text in
+            guard let choice = LogUserIds(rawValue: text) else {
+                return ValueError("expected one of \(LogUserIds.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
+            }
+            config.log.userIds = choice
+            return nil
+        }, render: { [$0.log.userIds.rawValue] })
+            .described("how events name a user: `hash` logs `PUSH_USER_HASH=` (16 hex digits of a keyed hash under `<state>/erase.key`; `pushspoolctl user hash USER` prints it), `plain` logs `PUSH_USER=` with the id, which journald then keeps until its own retention drops it — an erasure cannot reach it", values: "`hash` or `plain`"),
 
         .duration("Status", "IntervalSec", \.status.interval, range: .milliseconds(100) ... .hour)
             .described("the least time between two `sd_notify` `STATUS=` updates"),

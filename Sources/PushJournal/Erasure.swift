@@ -129,6 +129,11 @@ package struct ErasureSecret: Sendable, Equatable {
     package func tombstoneKey(for key: String) -> String { Self.tombstoneKeyPrefix + keyedHash(key) }
 
     package func subjectHash(_ subject: ErasureSubject) -> String { keyedHash(subject.hashInput) }
+
+    /// How journald events name a user under `[Log] UserIds=hash`: the first 16 hex digits of
+    /// the subject hash, enough to tell users apart in a log and to find an erasure record's
+    /// subject by its prefix, short enough to read.
+    package func logUserHash(_ user: String) -> String { String(subjectHash(.user(user)).prefix(16)) }
 }
 
 /// Whose records an erasure removes: the envelopes' `user`, or their `device`.

@@ -93,6 +93,8 @@ package enum EventField {
     package static let pushID = "PUSH_ID"
     package static let vendor = "PUSH_VENDOR"
     package static let user = "PUSH_USER"
+    /// The user as `pushspoolctl user hash` prints it, under `[Log] UserIds=hash`.
+    package static let userHash = "PUSH_USER_HASH"
     package static let spoolFile = "SPOOL_FILE"
     package static let journalSequence = "JOURNAL_SEQ"
     package static let reasonCode = "REASON_CODE"

@@ -11,7 +11,7 @@ package struct UserCommand: CtlSubcommand {
     package static var command: CtlCommandSpec {
         let device = Option.value("--device", placeholder: "TOKEN", help: "the device (the envelopes' \"device\")")
         let subject = Positional("USER", alternative: "--device")
-        return Command("user", summary: "export or erase everything held about a user or device", subcommands: [
+        return Command("user", summary: "export or erase everything held about a user or device, or print its log hash", subcommands: [
             Command("export", summary: "everything pushspool holds about USER, or with --device about a device",
                     options: [device,
                               .flag("--include-media", help: "also the media files' bytes, base64"),
@@ -57,6 +57,7 @@ package struct UserCommand: CtlSubcommand {
                         """) { invocation throws(CLIError) in
                 try UserCommand(.erase, invocation)
             },
+            UserHashCommand.command,
         ])
     }
 

@@ -84,8 +84,20 @@ package final class Daemon: Sendable {
         self.stateDirectory = configuration.journal.stateDirectory
         let intake = Intake(capacityLimit: 4096)
         self.intake = intake
+        // The erasure secret keys both the tombstones' dedup check and the user hashes in
+        // events; under UserIds=hash it is made now, so the first event can carry one.
+        let erasureSecret: ErasureSecret?
+        do {
+            try Posix.mkdirs(configuration.journal.stateDirectory)
+            erasureSecret = configuration.log.userIds == .hash
+                ? try ErasureSecret.loadOrCreate(stateDirectory: configuration.journal.stateDirectory)
+                : try ErasureSecret.load(stateDirectory: configuration.journal.stateDirectory)
+        } catch {
+            throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
+        }
         self.reporter = Reporter(counters: Counters(), events: events, notifier: notifier, metrics: metrics,
-                                 stateDirectory: configuration.journal.stateDirectory)
+                                 stateDirectory: configuration.journal.stateDirectory,
+                                 userNaming: configuration.log.userIds == .hash ? LogUserNaming(secret: erasureSecret) : .plain)
 
         notifier.status("recovering journal")
         let started = Posix.monotonicNanos()
@@ -95,11 +107,7 @@ package final class Daemon: Sendable {
             options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             // After `pushspoolctl user erase`: a redelivered erased push is still a duplicate.
-            do {
-                options.erasureSecret = try ErasureSecret.load(stateDirectory: stateDirectory)
-            } catch {
-                throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
-            }
+            options.erasureSecret = erasureSecret
             let (journal, report) = try JournalWriter.open(directory: StateLayout(root: stateDirectory).journal, options: options)
             self.journal = journal
             Reporter.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)

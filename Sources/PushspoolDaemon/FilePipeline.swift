@@ -161,7 +161,7 @@ final class FilePipeline: Sendable {
         }
         if journal.contains(key: notification.dedupKey) {
             // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
-            finishDuplicate(source.name, fields: Reporter.payloadFields(notification, file: source.name))
+            finishDuplicate(source.name, fields: reporter.payloadFields(notification, file: source.name))
             return
         }
         if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
@@ -193,13 +193,13 @@ final class FilePipeline: Sendable {
         let ingestMillis = Posix.wallClockMillis()
         return PreparedRecord(key: notification.dedupKey,
                               body: RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis),
-                              ingestMillis: ingestMillis, source: source, fields: Reporter.payloadFields(notification, file: source.name))
+                              ingestMillis: ingestMillis, source: source, fields: reporter.payloadFields(notification, file: source.name))
     }
 
     private func record(_ event: PushEvent, source: SourceFile) -> PreparedRecord {
         let ingestMillis = Posix.wallClockMillis()
         return PreparedRecord(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
-                              ingestMillis: ingestMillis, source: source, fields: Reporter.eventFields(event, file: source.name))
+                              ingestMillis: ingestMillis, source: source, fields: reporter.eventFields(event, file: source.name))
     }
 
     /// Submits one record and finishes its file when the journal answers.

@@ -21,8 +21,13 @@ final class Reporter: Sendable {
     /// Where status.json and the metrics textfile are written, off the ingest path.
     private let background = BlockingQueue(label: "pushspool.background")
 
-    init(counters: Counters, events: EventLog, notifier: SystemdNotifier, metrics: Metrics, stateDirectory: String) {
+    /// How events name users (`[Log] UserIds=`).
+    let userNaming: LogUserNaming
+
+    init(counters: Counters, events: EventLog, notifier: SystemdNotifier, metrics: Metrics, stateDirectory: String,
+         userNaming: LogUserNaming = .plain) {
         self.counters = counters
+        self.userNaming = userNaming
         self.events = events
         self.notifier = notifier
         self.metrics = metrics
@@ -81,17 +86,17 @@ final class Reporter: Sendable {
 
     /// A Notification Center event in journald fields: `PUSH_EVENT=nc.open`, `PUSH_EVENT_ID=`,
     /// the user and the item.
-    static func eventFields(_ event: PushEvent, file: String) -> [(String, String)] {
+    func eventFields(_ event: PushEvent, file: String) -> [(String, String)] {
         var fields = [("PUSH_EVENT", event.type.rawValue), ("PUSH_EVENT_ID", event.eventId), (EventField.spoolFile, file)]
-        if let user = event.user { fields.append((EventField.user, user)) }
+        if let user = event.user { fields.append(userNaming.field(user)) }
         if let item = event.item { fields.append(("PUSH_ITEM", String(item))) }
         return fields
     }
 
-    static func payloadFields(_ notification: PushNotification, file: String) -> [(String, String)] {
+    func payloadFields(_ notification: PushNotification, file: String) -> [(String, String)] {
         var fields = [(EventField.pushID, notification.id), (EventField.vendor, notification.vendor.rawValue),
                       (EventField.spoolFile, file)]
-        if let user = notification.user { fields.append((EventField.user, user)) }
+        if let user = notification.user { fields.append(userNaming.field(user)) }
         return fields
     }
 
@@ -185,5 +190,24 @@ final class Reporter: Sendable {
         }
         events.log(.recovery, "journal recovered: \(report.records) records in \(report.segments) segments, last seq \(report.lastSeq)",
                    fields: fields)
+    }
+}
+
+/// How journald events name a user (`[Log] UserIds=`): the id itself, or a keyed hash an
+/// operator can recompute with `pushspoolctl user hash USER` but a reader of the log cannot
+/// invert. journald keeps its entries beyond an erasure's reach, so hashing is the default.
+///
+/// `Sendable`: a value.
+struct LogUserNaming: Sendable {
+    private let secret: ErasureSecret?
+
+    static let plain = LogUserNaming(secret: nil)
+
+    /// `secret` nil: `PUSH_USER=` with the id.
+    init(secret: ErasureSecret?) { self.secret = secret }
+
+    func field(_ user: String) -> (String, String) {
+        guard let secret else { return (EventField.user, user) }
+        return (EventField.userHash, secret.logUserHash(user))
     }
 }

@@ -140,6 +140,33 @@ import Testing
         #expect(try harness.records().map(\.key) == [generatedKey(index: 1, tag: "after-hup")])
     }
 
+    /// `[Log] UserIds=hash` (the default) names users in events by the keyed hash
+    /// `pushspoolctl user hash` prints, never by id; `plain` logs the id.
+    @Test(arguments: ["", "plain"]) func userIdsInEventsFollowLogUserIds(mode: String) throws {
+        let config = "[Media]\nEnabled=no\n" + (mode.isEmpty ? "" : "[Log]\nUserIds=\(mode)\n")
+        let harness = try DaemonHarness(name: "config-userids-\(mode.isEmpty ? "default" : mode)", config: config)
+        try harness.start()
+        try Self.waitForReady(harness)
+        // generatedPayload(index: 5) is for "user-5", an id distinct from every other field.
+        try harness.drop(generatedPayload(index: 5, tag: "uid"), name: "uid.json")
+        try waitUntil(timeout: 30, "the payload to be journaled") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
+        #expect(harness.stop() == 0)
+        let ingested = try #require(harness.daemonStderr.split(separator: "\n").first { $0.contains("EVENT=ingested") })
+        let (status, hash, errors) = try harness.ctl(["user", "hash", "user-5"])
+        if mode == "plain" {
+            #expect(ingested.contains("PUSH_USER=user-5"), "\(ingested)")
+            #expect(!ingested.contains("PUSH_USER_HASH="))
+        } else {
+            #expect(status == 0, "\(errors)")
+            let expected = hash.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(expected.count == 16 && expected.allSatisfy(\.isHexDigit), "\(hash)")
+            #expect(ingested.contains("PUSH_USER_HASH=\(expected)"), "\(ingested)")
+            #expect(!ingested.contains("user-5"), "\(ingested)")
+            // Another user hashes differently.
+            #expect(try harness.ctl(["user", "hash", "user-6"]).1 != hash)
+        }
+    }
+
     /// `[Log] Identifier=` names the events, and `[Log] MaxEventsPerSec=` summarises a burst
     /// (both were parsed and ignored: the event log was made before the configuration).
     @Test func logSettingsAreUsed() throws {
