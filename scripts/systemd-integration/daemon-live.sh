@@ -7,7 +7,8 @@
 #
 # 1. start: `systemctl --user start` returns once READY=1 came; active; STATUS= in status.
 # 2. payloads dropped with pushspoolctl are journaled exactly once, and journald has their
-#    ingested event under PUSH_ID=<id>; an invalid one is refused (REASON_CODE=invalid_json)
+#    ingested event under PUSH_ID=<id> (a user by PUSH_USER_HASH= only); an invalid one is
+#    refused (REASON_CODE=invalid_json)
 #    into failed/ with a reason file.
 # 3. reload with a changed configuration takes effect; an invalid one is refused
 #    (reloadFailed event) and the previous configuration stays in force.
@@ -191,6 +192,15 @@ done
 ingested_event=$(events PUSH_ID="$first_id" MESSAGE_ID="$msg_ingested" | head -1)
 check "journald: the event carries PUSH_VENDOR, JOURNAL_SEQ and _SYSTEMD_UNIT=$unit" \
   bash -c 'jq -e ".PUSH_VENDOR != null and .JOURNAL_SEQ != null and ._SYSTEMD_UNIT == \"'"$unit"'\"" >/dev/null <<<"$1"' _ "$ingested_event"
+# [Log] UserIds=hash (the default): the event names the user by the keyed hash only.
+hashed_id=hashed-$run person=person-$run
+ctl drop --user "$person" --platform ios "$(make_payload "$hashed_id")" >/dev/null
+dropped_ids+=("$hashed_id")
+user_hash=$(ctl user hash "$person")
+check "journald: journalctl PUSH_USER_HASH=\$(pushspoolctl user hash U) finds U's ingested event" \
+  poll 20 has_event PUSH_USER_HASH="$user_hash" PUSH_ID="$hashed_id" MESSAGE_ID="$msg_ingested"
+check "journald: no event of the unit names U in plain" \
+  bash -c '! grep -qF -- "$1" <<<"$2"' _ "$person" "$(events)"
 check "refused: $broken_name lands in failed/ with its reason file" \
   poll "$WAIT" test -f "$spool/failed/$broken_name" -a -f "$spool/failed/$broken_name.reason.json"
 check "refused: the reason file says invalid_json" \
@@ -198,8 +208,9 @@ check "refused: the reason file says invalid_json" \
 check "journald: refused event with REASON_CODE=invalid_json for $broken_name" \
   poll 20 has_event MESSAGE_ID="$msg_refused" REASON_CODE=invalid_json SPOOL_FILE="$broken_name"
 check "incoming/ and processing/ drain" poll "$WAIT" spool_empty
-check "STATUS= counts them: 'ingested ${#live_ids[@]}, refused 1'" \
-  poll 10 status_shows "ingested ${#live_ids[@]}, refused 1,"
+# The live ids and the hashed-user one.
+check "STATUS= counts them: 'ingested $((${#live_ids[@]} + 1)), refused 1'" \
+  poll 10 status_shows "ingested $((${#live_ids[@]} + 1)), refused 1,"
 # The same payload again: drop accepts it (the daemon is the one to find the duplicate), the
 # daemon counts and reports it, and the journal still holds one record with that id. The
 # count is taken after the duplicate event, so the daemon has finished with the second copy.
