@@ -647,7 +647,7 @@ package final class InboxIndex {
             ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
             : db.statement("""
                 UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1))
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1))
                 WHERE owner = ?1 AND category = ?2 AND muted = 1
                 """)
         try items.bind(1, owner)
