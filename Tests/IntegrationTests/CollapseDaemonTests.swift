@@ -107,6 +107,8 @@ import PushSystem
         try waitUntil(timeout: 30, "the CLI action") { try state()?["acted"] == .string("mm_accept") }
         let (_, listed, _) = try server.daemon.ctl(["nc", "list", "--user", "alice", "--json"])
         #expect(listed.contains(#""acted":"mm_accept""#), "\(listed)")
+        let (_, text, _) = try server.daemon.ctl(["nc", "list", "--user", "alice"])
+        #expect(text.contains("    acted: mm_accept\n"), "\(text)")
         #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept", "--revert", "--text", "x"]).0 == 64)
         #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept", "--revert"]).0 == 0)
         try waitUntil(timeout: 30, "the CLI revert") { try state()?["acted"] == .bool(false) }
