@@ -93,12 +93,18 @@ import PushSystem
         try waitUntil(timeout: 30, "the action applied") { try state()?["acted"] == .string("reply") }
         #expect(try state()?["actedText"] == .string("on my way"))
 
+        let stream = try StreamClient(server: server)
+        defer { stream.close() }
         // Reverting another action changes nothing; reverting the kept one undoes it.
         let other = try server.request("POST", "/v1/inbox/\(item)/actions/other/revert")
         #expect(other.status == 202 && other.json?["item"]?["state"]?["acted"] == .string("reply"), "\(other.body)")
         let revert = try server.request("POST", "/v1/inbox/\(item)/actions/reply/revert", headers: ["Idempotency-Key: revert-1"])
         #expect(revert.status == 202 && revert.json?["item"]?["state"]?["acted"] == .bool(false), "\(revert.body)")
         try waitUntil(timeout: 30, "the revert applied") { try state()?["acted"] == .bool(false) }
+        // The stream sends the item's new state.
+        try waitUntil(timeout: 30, "the revert on the stream") {
+            stream.text.contains("event: state") && stream.text.contains(#""acted":false"#)
+        }
         #expect(try state()?["actedText"] == nil && state()?["read"] == .bool(true))
         #expect(try server.request("POST", "/v1/inbox/999999/actions/reply/revert").status == 404)
 
