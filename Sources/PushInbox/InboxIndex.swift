@@ -102,10 +102,12 @@ package final class InboxIndex {
     /// 3: items can be pinned (`pinned`) and deleted (`deleted`, a tombstone).
     /// 4: feeds (`feeds`, `item_feeds`, `feed_counts`, the items' `feeds` mask), muted
     /// categories (`preferences`, the items' `muted`).
-    package static let schemaVersion: Int64 = 4
+    /// 5: collapse (`collapse_id`, `replaces`, `replaced_by`), APNs `thread_id`, and the
+    /// action chosen kept on the item (`acted_action`, `acted_text`; `nc.action-revert`).
+    package static let schemaVersion: Int64 = 5
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 44
+    static let columnCount = 50
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
@@ -235,7 +237,8 @@ package final class InboxIndex {
                     loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
                     deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
                     pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
-                    muted INTEGER NOT NULL DEFAULT 0)
+                    muted INTEGER NOT NULL DEFAULT 0,
+                    collapse_id TEXT, thread_id TEXT, acted_action TEXT, acted_text TEXT, replaces INTEGER, replaced_by INTEGER)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -243,6 +246,8 @@ package final class InboxIndex {
             try db.execute("CREATE INDEX IF NOT EXISTS items_modal ON items(owner, seq) WHERE presentation = 'modal'")
             // Few items are pinned: the first part of a page reads them through this index.
             try db.execute("CREATE INDEX IF NOT EXISTS items_pinned ON items(owner, seq) WHERE pinned = 1 AND hidden = 0")
+            // The one live item of each collapse id, found when a push with that id arrives.
+            try db.execute("CREATE INDEX IF NOT EXISTS items_collapse ON items(owner, vendor, collapse_id) WHERE collapse_id IS NOT NULL AND deleted = 0")
             // Exact counters of visible unseen/unread items per owner, kept in the same
             // transaction as the items, so `count` does not scan a 100,000-item inbox; expired
             // items are subtracted at query time through items_expiry / items_age.
@@ -436,19 +441,31 @@ package final class InboxIndex {
         let actionsCut = body["actionsCut"]?.numberLexeme.flatMap { Int64($0) }.map { min(max($0, 0), 1_000_000) } ?? 0
         let buttons: String = if case .array = body["buttons"] { body["buttons"]!.serializedString() } else { "[]" }
         let actions: String? = if case .array = body["actions"] { body["actions"]!.serializedString() } else { nil }
+        let vendor = body["vendor"]?.stringValue ?? ""
+        // The normaliser bounded both keys; a record from elsewhere is bounded here too.
+        func key(_ name: String) -> String? {
+            body[name]?.stringValue.flatMap { $0.isEmpty || $0.utf8.count > 255 ? nil : $0 }
+        }
+        let collapseId = key("collapseId")
+        // The item this push replaces: the owner's live item of the same vendor and collapse
+        // id (only an owned item: nothing lists the others).
+        let holder = try owner.flatMap { owner throws(SQLiteError) in
+            try collapseId.flatMap { id throws(SQLiteError) in try collapseHolder(owner: owner, vendor: vendor, collapseId: id, before: seq) }
+        }
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
-                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted)
+                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted,
+                collapse_id, thread_id, replaces, pinned)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
         try statement.bind(3, user)
         try statement.bind(4, device)
-        try statement.bind(5, body["vendor"]?.stringValue ?? "")
+        try statement.bind(5, vendor)
         try statement.bind(6, body["id"]?.stringValue ?? "")
         try statement.bind(7, body["title"]?.stringValue)
         try statement.bind(8, body["subtitle"]?.stringValue)
@@ -490,8 +507,14 @@ package final class InboxIndex {
                                    customPayload: custom.flatMap { $0.isNull ? nil : $0 })
         try statement.bind(36, mask)
         try statement.bind(37, muted)
+        try statement.bind(38, collapseId)
+        try statement.bind(39, key("threadId"))
+        try statement.bind(40, holder?.seq)
+        // A pin is the user's choice for what the item stands for: the newer content keeps it.
+        try statement.bind(41, holder?.state.pinned ?? false)
         try statement.run()
         guard db.changes == 1, let owner else { return }
+        if let holder { try replace(holder, by: seq, owner: owner) }
         if mask != 0 {
             let member = try db.statement("INSERT OR IGNORE INTO item_feeds(owner, feed, seq) VALUES (?1, ?2, ?3)")
             for feed in InboxFeed.bits(mask) {
@@ -558,8 +581,46 @@ package final class InboxIndex {
         var listed: Bool
         var seen, read, archived, acted, inappShown, pinned, deleted: Bool
         var muted = false
+        /// The action chosen (`nil` with `acted` false) and the text typed into it.
+        var actedAction: String? = nil
+        var actedText: String? = nil
         /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
         var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) || muted }
+    }
+
+    /// The owner's live item with this vendor and collapse id (at most one: each arrival
+    /// replaces the one before), its state and feeds.
+    private func collapseHolder(owner: String, vendor: String, collapseId: String,
+                                before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: ItemState, feeds: Int64)? {
+        let select = try db.statement("""
+            SELECT seq, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted
+            FROM items INDEXED BY items_collapse
+            WHERE owner = ?1 AND vendor = ?2 AND collapse_id = ?3 AND deleted = 0 AND seq < ?4 ORDER BY seq DESC LIMIT 1
+            """)
+        defer { select.reset() }
+        try select.bind(1, owner)
+        try select.bind(2, vendor)
+        try select.bind(3, collapseId)
+        try select.bind(4, seq)
+        guard try select.step() else { return nil }
+        var state = ItemState(owner: owner, presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
+                              read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
+                              pinned: select.bool(8), deleted: select.bool(9))
+        state.muted = select.bool(11)
+        return (select.int64(0), state, select.int64(10))
+    }
+
+    /// Retires `holder`, replaced by the item `seq` (already inserted and counted): a
+    /// tombstone like a delete (later events on it change nothing) that names its successor,
+    /// and its counts taken back in the same transaction.
+    private func replace(_ holder: (seq: Int64, state: ItemState, feeds: Int64), by seq: Int64, owner: String) throws(SQLiteError) {
+        let update = try db.statement("UPDATE items SET deleted = 1, hidden = 1, replaced_by = ?2 WHERE seq = ?1")
+        try update.bind(1, holder.seq)
+        try update.bind(2, seq)
+        try update.run()
+        let state = holder.state
+        guard !state.hidden else { return }
+        try adjustCounters(owner: owner, unseen: state.seen ? 0 : -1, unread: state.read ? 0 : -1, feeds: holder.feeds)
     }
 
     /// Whether `owner` muted `category` (`nil`: an item without a category, never muted).
@@ -586,7 +647,7 @@ package final class InboxIndex {
             ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
             : db.statement("""
                 UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1))
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1))
                 WHERE owner = ?1 AND category = ?2 AND muted = 1
                 """)
         try items.bind(1, owner)
@@ -647,20 +708,21 @@ package final class InboxIndex {
                 changed = try setMuted(owner: owner, category: category, muted) || changed
             }
             if changed { try recount(owner: owner) }
-        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",
+        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.action-revert", "nc.inapp-shown",
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let item = Int64(lexeme), item > 0 else { return }
-            try updateItem(item, owner: owner, type: type)
+            try updateItem(item, owner: owner, type: type, body: body)
         default:
             return  // nc.opened and future types change no inbox state
         }
     }
 
-    private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
+    private func updateItem(_ seq: Int64, owner: String, type: String, body: [String: JSONValue]) throws(SQLiteError) {
         let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted FROM items WHERE seq = ?1
+            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
+                acted_action, acted_text FROM items WHERE seq = ?1
             """)
         try select.bind(1, seq)
         guard try select.step() else { return }
@@ -669,6 +731,8 @@ package final class InboxIndex {
                                pinned: select.bool(8), deleted: select.bool(9))
         let feeds = select.int64(10)
         before.muted = select.bool(11)
+        before.actedAction = select.text(12)
+        before.actedText = select.text(13)
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
@@ -680,7 +744,18 @@ package final class InboxIndex {
         case "nc.seen": after.seen = true
         case "nc.read", "nc.open": after.seen = true; after.read = true
         case "nc.archive": after.archived = true
-        case "nc.action": after.seen = true; after.read = true; after.acted = true
+        case "nc.action":
+            // The latest choice is the one kept (an app may let the user change it).
+            guard let action = body["action"]?.stringValue, !action.isEmpty else { return }
+            after.seen = true; after.read = true; after.acted = true
+            after.actedAction = action
+            after.actedText = body["text"]?.stringValue
+        case "nc.action-revert":
+            // Only the action the item keeps is undone; seen and read stay (the user saw it).
+            guard let action = body["action"]?.stringValue, before.actedAction == action else { return }
+            after.acted = false
+            after.actedAction = nil
+            after.actedText = nil
         case "nc.inapp-shown": after.inappShown = true
         // Unread is not unseen: the user has seen the item and chose to keep it to read later.
         case "nc.unread": after.read = false
@@ -692,10 +767,11 @@ package final class InboxIndex {
         }
         guard after.seen != before.seen || after.read != before.read || after.archived != before.archived
             || after.acted != before.acted || after.inappShown != before.inappShown
-            || after.pinned != before.pinned || after.deleted != before.deleted else { return }
+            || after.pinned != before.pinned || after.deleted != before.deleted
+            || after.actedAction != before.actedAction || after.actedText != before.actedText else { return }
         let update = try db.statement("""
             UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
-                deleted = ?9 WHERE seq = ?1
+                deleted = ?9, acted_action = ?10, acted_text = ?11 WHERE seq = ?1
             """)
         try update.bind(1, seq)
         try update.bind(2, after.seen)
@@ -706,6 +782,8 @@ package final class InboxIndex {
         try update.bind(7, after.hidden)
         try update.bind(8, after.pinned)
         try update.bind(9, after.deleted)
+        try update.bind(10, after.actedAction)
+        try update.bind(11, after.actedText)
         try update.run()
         func counted(_ state: ItemState) -> (Int64, Int64) {
             state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)

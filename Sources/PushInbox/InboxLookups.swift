@@ -15,7 +15,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items WHERE seq = ?1 AND owner = ?2 AND (?3 = 1 OR deleted = 0)
                 """)
             defer { statement.reset() }
@@ -38,7 +38,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items
                 WHERE owner = ?1 AND seq > ?2 AND seq <= ?3 AND hidden = 0 ORDER BY seq ASC LIMIT ?4
                 """)
@@ -73,6 +73,31 @@ extension InboxIndex {
             var seqs: [UInt64] = []
             while try statement.step() { seqs.append(UInt64(clamping: statement.int64(0))) }
             return seqs
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
+    /// The replacements among `owner`'s items with `afterSeq < seq <= upToSeq`, oldest
+    /// first, at most `limit`: (the new item, the one it replaced), hidden or not, for a live
+    /// stream to announce that the old one went.
+    package func replacements(_ owner: InboxOwner, afterSeq: UInt64, upToSeq: UInt64,
+                              limit: Int) throws(InboxError) -> [(seq: UInt64, replaced: UInt64)] {
+        do {
+            let statement = try db.statement("""
+                SELECT seq, replaces FROM items INDEXED BY items_owner
+                WHERE owner = ?1 AND seq > ?2 AND seq <= ?3 AND replaces IS NOT NULL ORDER BY seq ASC LIMIT ?4
+                """)
+            defer { statement.reset() }
+            try statement.bind(1, owner.key)
+            try statement.bind(2, Int64(clamping: afterSeq))
+            try statement.bind(3, Int64(clamping: upToSeq))
+            try statement.bind(4, Int64(max(1, min(limit, Self.maxLimit))))
+            var pairs: [(seq: UInt64, replaced: UInt64)] = []
+            while try statement.step() {
+                pairs.append((UInt64(clamping: statement.int64(0)), UInt64(clamping: statement.int64(1))))
+            }
+            return pairs
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }

@@ -50,9 +50,22 @@ package struct InboxItem: Sendable, Equatable {
     package var inAppShown: Bool
     /// Kept first in lists (`nc.pin`); `state.pinned` in ``jsonValue()``.
     package var pinned = false
-    /// Deleted (`nc.delete`): never listed, counted or served again; only ``InboxIndex``'s
-    /// tombstone lookups see such an item.
+    /// Deleted (`nc.delete`, or replaced by a push with its collapse id): never listed,
+    /// counted or served again; only ``InboxIndex``'s tombstone lookups see such an item.
     package var deleted = false
+    /// The action chosen (`nc.action`, until another one or its `nc.action-revert`): `acted`
+    /// is true exactly when this is set. `state.acted` in ``jsonValue()``: the id, or false.
+    package var actedAction: String?
+    /// What the user typed into that text-input action (`state.actedText`).
+    package var actedText: String?
+    /// The push's collapse id (the envelope's `collapseId`, FCM's collapse key, APNs'
+    /// `apns-collapse-id`): it replaced the owner's earlier item of the vendor with that id.
+    package var collapseId: String?
+    /// APNs `aps.thread-id`: a group for the app to show together; never replaces.
+    package var threadId: String?
+    /// The item this one replaced (same collapse id), and for a replaced item its successor.
+    package var replaces: UInt64?
+    package var replacedBy: UInt64?
     /// Whether the inbox lists (and counts) it; `false` for a MODAL presented in-app only
     /// (`[Inbox] ListModals=no`). In ``jsonValue()`` only when `false` (lists hold listed
     /// items only; `inapp`, a state change's answer and a `state` event may not).
@@ -82,8 +95,13 @@ package struct InboxItem: Sendable, Equatable {
             "item": .string(String(seq)), "vendor": .string(vendor), "id": .string(id), "buttons": buttons,
             "ingestedAt": .string(Timestamp.iso8601(millis: ingestedAtMillis)),
             "state": .object(["seen": .bool(seen), "read": .bool(read), "archived": .bool(archived),
-                              "acted": .bool(acted), "inAppShown": .bool(inAppShown), "pinned": .bool(pinned)]),
+                              "acted": actedAction.map { .string($0) } ?? .bool(acted), "inAppShown": .bool(inAppShown),
+                              "pinned": .bool(pinned)]),
         ]
+        if let actedText, case .object(var state)? = o["state"] {
+            state["actedText"] = .string(actedText)
+            o["state"] = .object(state)
+        }
         func put(_ key: String, _ value: String?) { if let value { o[key] = .string(value) } }
         put("user", user)
         put("device", device)
@@ -103,6 +121,9 @@ package struct InboxItem: Sendable, Equatable {
         put("deeplink", deeplink)
         put("webViewUrl", webViewUrl)
         put("browserUrl", browserUrl)
+        put("collapseId", collapseId)
+        put("threadId", threadId)
+        if let replaces { o["replaces"] = .string(String(replaces)) }
         if let badge { o["badge"] = .integer(badge) }
         if let locArgs { o["locArgs"] = .array(locArgs.map { .string($0) }) }
         if let titleLocArgs { o["titleLocArgs"] = .array(titleLocArgs.map { .string($0) }) }
@@ -216,7 +237,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -227,7 +248,8 @@ extension InboxIndex {
                     i.actions_cut, i.presentation, i.inapp_open_title, i.inapp_dismiss_title, i.media_path, i.thumbnail_path,
                     i.expires_at, i.ingested_at, i.push_name, i.push_date, i.seen, i.read, i.archived, i.acted, i.inapp_shown,
                     i.listed, i.sound, i.badge, i.loc_key, i.loc_args, i.title_loc_key, i.title_loc_args, i.deeplink, i.web_view_url,
-                    i.browser_url, i.custom_payload, i.pinned, i.deleted
+                    i.browser_url, i.custom_payload, i.pinned, i.deleted, i.acted_action, i.acted_text, i.collapse_id, i.thread_id,
+                    i.replaces, i.replaced_by
                 FROM item_feeds f CROSS JOIN items i ON i.seq = f.seq
                 WHERE f.owner = ?1 AND f.feed = ?8 AND f.seq < ?2 AND i.hidden = 0 AND i.pinned = 0 AND (?3 = 0 OR i.read = 0)
                     AND (?4 IS NULL OR i.category = ?4) AND (i.expires_at IS NULL OR i.expires_at >= ?5) AND i.ingested_at >= ?6
@@ -237,7 +259,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -247,7 +269,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items
                 WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -281,7 +303,7 @@ extension InboxIndex {
         return elements.compactMap(\.stringValue)
     }
 
-    /// An item from a row of `SELECT seq, user, … browser_url, custom_payload, pinned, deleted` (the column
+    /// An item from a row of `SELECT seq, user, … browser_url, custom_payload, pinned, deleted, acted_action, …, replaced_by` (the column
     /// list every item query spells out, in this order: statements are static SQL).
     static func item(_ s: SQLiteStatement) -> InboxItem {
         var item = InboxItem(seq: UInt64(clamping: s.int64(0)), user: s.text(1), device: s.text(2), vendor: s.text(3) ?? "", id: s.text(4) ?? "",
@@ -305,6 +327,12 @@ extension InboxIndex {
         item.customPayload = s.text(37).flatMap { try? parser.parse($0) }
         item.pinned = s.bool(38)
         item.deleted = s.bool(39)
+        item.actedAction = s.text(40)
+        item.actedText = s.text(41)
+        item.collapseId = s.text(42)
+        item.threadId = s.text(43)
+        item.replaces = s.optionalInt64(44).map { UInt64(clamping: $0) }
+        item.replacedBy = s.optionalInt64(45).map { UInt64(clamping: $0) }
         return item
     }
 
@@ -367,7 +395,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)

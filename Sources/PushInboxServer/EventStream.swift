@@ -273,7 +273,7 @@ package final class EventHub: Sendable {
         guard let body = try? parser.parse(record.body), body["kind"]?.stringValue == "event",
               let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { return nil }
         switch type {
-        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.inapp-shown",
+        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.action-revert", "nc.inapp-shown",
              "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
             guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
             return Change(seq: record.seq, user: user, item: item, type: type)

@@ -129,6 +129,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.post, "/v1/inbox/{item}/unpin", "unpin") { api, call in api.itemEvent(call, type: .unpin) },
         Route(.delete, "/v1/inbox/{item}", "delete") { api, call in api.itemEvent(call, type: .delete) },
         Route(.post, "/v1/inbox/{item}/actions/{action}", "action") { api, call in api.itemEvent(call, type: .action) },
+        Route(.post, "/v1/inbox/{item}/actions/{action}/revert", "action-revert") { api, call in api.itemEvent(call, type: .actionRevert) },
         Route(.get, "/v1/inapp", "inapp") { api, call in api.inapp(.user(call.user), call.request) },
         Route(.post, "/v1/inapp/{item}/shown", "inapp-shown") { api, call in api.itemEvent(call, type: .inAppShown) },
         Route(.put, "/v1/inapp/optout", "inapp-optout") { api, call in api.inAppOptOut(call) },
@@ -438,10 +439,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .inAppShown: event = .ncInAppShown(item: seq, user: user, device: Self.device(request), at: now)
         default: event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
         }
-        if type == .action {
+        if type == .action || type == .actionRevert {
             guard let action = call.parameters["action"], !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
             event.action = action
-            if !request.body.isEmpty {
+            if type == .action, !request.body.isEmpty {
                 guard let body = try? Self.parser.parse(request.body), case .object(let members) = body else {
                     return Self.problem(400, "invalid_body", "the body must be a JSON object like {\"text\": \"…\"}")
                 }
@@ -462,7 +463,17 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .read, .open: next.seen = true; next.read = true
         case .inAppShown: next.inAppShown = true
         case .archive: next.archived = true
-        case .action: next.seen = true; next.read = true; next.acted = true
+        case .action:
+            next.seen = true; next.read = true; next.acted = true
+            next.actedAction = event.action
+            next.actedText = event.text
+        case .actionRevert:
+            // As the index will apply it: only the action the item keeps is undone.
+            if current.actedAction == event.action {
+                next.acted = false
+                next.actedAction = nil
+                next.actedText = nil
+            }
         case .unread: next.read = false
         case .unarchive: next.archived = false
         case .pin: next.pinned = true
@@ -475,8 +486,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     /// What stands for a deleted item (the answer to DELETE, a stream's `state` event):
     /// `{"item": "<seq>", "deleted": true}`; its content is not served any more.
-    static func deletedJSON(_ seq: UInt64) -> JSONValue {
-        .object(["item": .string(String(seq)), "deleted": .bool(true)])
+    static func deletedJSON(_ seq: UInt64, replacedBy: UInt64? = nil) -> JSONValue {
+        var o: [String: JSONValue] = ["item": .string(String(seq)), "deleted": .bool(true)]
+        if let replacedBy { o["replacedBy"] = .string(String(replacedBy)) }
+        return .object(o)
     }
 
     /// Whether `request` repeats, under the same Idempotency-Key, a request already accepted
@@ -652,13 +665,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         for seq in (try? index.modals(stream.owner, afterSeq: stream.lastSeq, upToSeq: upTo, limit: limit)) ?? [] {
             events.append((seq, "inapp", JSONValue.object(["item": .string(String(seq))]).serializedString()))
         }
+        // A push that replaced an earlier item (its collapse id): the old one goes, at the
+        // new item's seq, after it (a client shows the new content, then drops the old).
+        for (seq, replaced) in (try? index.replacements(stream.owner, afterSeq: stream.lastSeq, upToSeq: upTo, limit: limit)) ?? [] {
+            events.append((seq, "state", Self.deletedJSON(replaced, replacedBy: seq).serializedString()))
+        }
         if case .user(let user) = stream.owner {
             for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
                 if let seq = change.item {
                     // The item's state now (after this and maybe later changes): idempotent for a client.
                     // An in-app-only MODAL's too (`"listed": false` says it is not in the list).
                     guard let item = try? index.item(stream.owner, seq: seq, deleted: true) else { continue }
-                    let data = item.deleted ? Self.deletedJSON(seq) : Self.itemJSON(item, stream.language)
+                    let data = item.deleted ? Self.deletedJSON(seq, replacedBy: item.replacedBy) : Self.itemJSON(item, stream.language)
                     events.append((change.seq, "state", data.serializedString()))
                 } else {
                     events.append((change.seq, "refresh", JSONValue.object(["type": .string(change.type)]).serializedString()))

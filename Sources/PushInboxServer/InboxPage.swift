@@ -5,7 +5,10 @@
 ///
 /// A tap on an item opens it (`POST /v1/inbox/{item}/open`: read, and the push-open reports);
 /// "Mark read" only marks it read, "Mark unread" undoes that; "Pin" keeps it first in the list
-/// ("Unpin" undoes it); "Delete" removes it for good (`DELETE /v1/inbox/{item}`). The modal to present is reported shown
+/// ("Unpin" undoes it); "Snooze" hides it for an hour (`POST /v1/inbox/{item}/snooze` with
+/// `{"until": …}`); "Delete" removes it for good (`DELETE /v1/inbox/{item}`). The action the
+/// item keeps (`state.acted`) is marked on its button, and "Undo" reverts it
+/// (`POST /v1/inbox/{item}/actions/{action}/revert`). The modal to present is reported shown
 /// (`POST /v1/inapp/{item}/shown`) as it appears, so it is not presented again. Its buttons
 /// are the ones `GET /v1/inapp` serves (`inAppActions`, titled in the browser's language):
 /// Cancel and Open, or the push's category actions; each calls the route it names (Cancel
@@ -17,7 +20,8 @@
 ///
 /// `#user=ID&token=T` in the address signs in at once (for bookmarks and the browser test);
 /// `&click=open:ITEM,read:ITEM,modal:ACTION,tab:NAME` then taps that item, clicks its "Mark read"
-/// button (`unread:`, `pin:`, `unpin:`, `delete:` its other buttons), the modal's button
+/// button (`unread:`, `pin:`, `unpin:`, `snooze:`, `delete:`, `revert:` its other buttons,
+/// `action:ITEM:ACTION` its action ACTION), the modal's button
 /// with that action id (`mm_open`, `mm_cancel`), or the tab of feed NAME (`tab:` for "All"),
 /// once the list is shown;
 /// `&live=0` leaves the event stream closed (a headless browser's virtual-time budget never
@@ -56,6 +60,7 @@ enum InboxPage {
         li.item .meta { font-size: 12px; color: #6b7280; }
         li.item img.thumb { width: 72px; height: 72px; object-fit: cover; border-radius: 6px; }
         li.item .buttons { display: flex; gap: 6px; flex-wrap: wrap; margin-top: 6px; }
+        li.item button.action.acted { background: #dbeafe; border-color: #2563eb; }
         button { font: inherit; font-size: 13px; padding: 3px 8px; border-radius: 6px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }
         #modal { position: fixed; inset: 0; background: rgba(0,0,0,.45); display: none; align-items: center; justify-content: center; }
         #modal.open { display: flex; }
@@ -118,8 +123,10 @@ enum InboxPage {
           text.append(el("div", "meta", item.vendor + " · " + new Date(item.ingestedAt).toLocaleString() + (item.category ? " · " + item.category : "")));
           const buttons = el("div", "buttons");
           const actions = (item.actions && item.actions.length ? item.actions : item.buttons) || [];
+          // The action the item keeps (state.acted: its id, or false) is marked on its button.
+          const acted = typeof item.state.acted === "string" ? item.state.acted : null;
           for (const action of actions.slice(0, 4)) {
-            const b = el("button", "action", action.title || action.text || action.id);
+            const b = el("button", "action" + (acted && action.id === acted ? " acted" : ""), action.title || action.text || action.id);
             b.dataset.action = action.id || "";
             b.addEventListener("click", () => act(item, action));
             buttons.append(b);
@@ -131,6 +138,14 @@ enum InboxPage {
           };
           if (item.state.read) button("unread", "Mark unread"); else button("read", "Mark read");
           if (item.state.pinned) button("unpin", "Unpin"); else button("pin", "Pin");
+          if (acted) {
+            const chosen = actions.find((a) => a.id === acted);
+            const undo = el("button", "mark-revert", "Undo " + (chosen ? chosen.title || chosen.text || acted : acted));
+            undo.dataset.action = acted;
+            undo.addEventListener("click", () => revert(item.item, acted));
+            buttons.append(undo);
+          }
+          button("snooze", "Snooze 1 h");
           const archive = el("button", "archive", "Archive");
           archive.addEventListener("click", () => mark(item.item, "archive"));
           buttons.append(archive);
@@ -155,9 +170,20 @@ enum InboxPage {
         }
         async function mark(id, what) {
           try {
+            if (what === "snooze") {
+              // Hidden until then; it comes back unread (the stream says so).
+              await api("POST", "/v1/inbox/" + id + "/snooze", { until: new Date(Date.now() + 3600e3).toISOString() });
+              const li = document.querySelector('li.item[data-item="' + id + '"]');
+              if (li) li.remove();
+              return;
+            }
             const r = what === "delete" ? await api("DELETE", "/v1/inbox/" + id) : await api("POST", "/v1/inbox/" + id + "/" + what);
             render(r.item);
           } catch (e) { $("error").textContent = e.message; }
+        }
+        async function revert(id, action) {
+          try { const r = await api("POST", "/v1/inbox/" + id + "/actions/" + encodeURIComponent(action) + "/revert"); render(r.item); }
+          catch (e) { $("error").textContent = e.message; }
         }
         async function act(item, action) {
           let body = {};
@@ -240,10 +266,11 @@ enum InboxPage {
             if (!noLive) live();
             document.body.dataset.ready = "1";
             for (const step of (click || "").split(",").filter((s) => s)) {
-              const [what, id] = step.split(":");
+              const [what, id, action] = step.split(":");
               if (what === "tab") { await selectFeed(id || ""); continue; }
               const target = what === "modal" ? document.querySelector('#modal-buttons button[data-action="' + id + '"]')
-                : document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title" : "button.mark-" + what));
+                : document.querySelector('li.item[data-item="' + id + '"] ' + (what === "open" ? ".content .title"
+                  : what === "action" ? 'button.action[data-action="' + action + '"]' : "button.mark-" + what));
               if (target) target.click();
             }
           } catch (e) { $("error").textContent = e.message; }

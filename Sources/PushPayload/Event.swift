@@ -17,8 +17,12 @@ package enum EventType: String, Sendable, CaseIterable {
     case opened = "nc.opened"
     /// The user opened a push from the NC (read, Mindbox `mobileapp.NCPushOpen`, Infobip seen).
     case open = "nc.open"
-    /// A button or category action; `text` for a text-input action.
+    /// A button or category action; `text` for a text-input action. The item keeps the
+    /// action chosen (and the text) until another action or its revert.
     case action = "nc.action"
+    /// Undoes `action` on the item when it is the one the item keeps (a different or no
+    /// action: nothing changes). Nothing goes to a vendor: the action's report stands.
+    case actionRevert = "nc.action-revert"
     /// The in-app message of an item was presented.
     case inAppShown = "nc.inapp-shown"
     /// Per-user opt-out of in-app presentation (`enabled: false` opts out).
@@ -43,7 +47,7 @@ package enum EventType: String, Sendable, CaseIterable {
         switch self {
         case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin: ["item"]
         case .readAll, .archiveRead, .opened: []
-        case .action: ["item", "action"]
+        case .action, .actionRevert: ["item", "action"]
         case .inAppOptOut: ["enabled"]
         case .preferences: ["muted"]
         }

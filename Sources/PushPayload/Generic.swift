@@ -102,6 +102,32 @@ extension Session {
         default: n.sound = string(aps["sound"], "aps.sound")
         }
         n.badge = int(aps["badge"], "aps.badge")
+        n.threadId = boundedKey(aps["thread-id"], "aps.thread-id")
+    }
+
+    /// The collapse id of an FCM send request (the object around a `data` map): the HTTP v1
+    /// `android.collapse_key`, the legacy API's top-level `collapse_key`, else the v1
+    /// `apns.headers.apns-collapse-id`. Not the flat bundle's `collapse_key`: FCM fills that
+    /// in on delivery with the app's package name when the sender set none (firebase-admin-java
+    /// issue 561), so taking it would collapse every push of the app into one item. GCM's
+    /// `do_not_collapse` means none.
+    mutating func collapseId(wrapper: [String: JSONValue]?, flatBundle: Bool) -> String? {
+        guard let wrapper, !flatBundle else { return nil }
+        let key = boundedKey(wrapper["android"]?["collapse_key"], "android.collapse_key")
+            ?? boundedKey(wrapper["collapse_key"], "collapse_key")
+            ?? boundedKey(wrapper["apns"]?["headers"]?["apns-collapse-id"], "apns.headers.apns-collapse-id")
+        return key == "do_not_collapse" ? nil : key
+    }
+
+    /// A grouping or collapse key: a non-empty string of at most 255 bytes without control
+    /// characters; anything else warns (`wrong_type`, `invalid_value`) and reads as absent.
+    mutating func boundedKey(_ value: JSONValue?, _ path: String) -> String? {
+        guard let key = string(value, path), !key.isEmpty else { return nil }
+        guard key.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: key) == nil else {
+            warn(.invalidValue, path)
+            return nil
+        }
+        return key
     }
 
     /// R10: `content-available: 1` (a background push for the app) with nothing to display:

@@ -253,6 +253,14 @@ package struct PushNotification: Sendable, Equatable {
     package var titleLocArgs: [String]?
     /// Vendor message type (SFMC `_mt`, Infobip `messageType`).
     package var messageType: String?
+    /// Replaces the inbox's earlier item with the same id (the same owner and vendor), as the
+    /// device replaces a shown notification: the envelope's `collapseId`, else FCM's
+    /// `android.collapse_key` / `collapse_key` or APNs' `apns-collapse-id` where the payload
+    /// is a send request carrying them (``Session/collapseId(wrapper:flatBundle:)``).
+    package var collapseId: String?
+    /// APNs `aps.thread-id`: a group the device shows together. Grouping only, never
+    /// replacement: kept on the item for the app to group by.
+    package var threadId: String?
     package var user: String?
     /// The envelope's `device`: the shared-device inbox of a push without a user.
     package var device: String?
@@ -307,6 +315,8 @@ package struct PushNotification: Sendable, Equatable {
         put("titleLocKey", titleLocKey)
         put("titleLocArgs", titleLocArgs)
         put("messageType", messageType)
+        put("collapseId", collapseId)
+        put("threadId", threadId)
         put("user", user)
         put("device", device)
         put("inAppOpenTitle", inAppOpenTitle)

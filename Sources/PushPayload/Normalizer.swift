@@ -88,6 +88,7 @@ package enum Normalizer {
         case .apns: n = try session.apns()
         case .fcm: n = try session.fcm(wrapper: detection.fcmWrapper, flatBundle: detection.flatBundle)
         }
+        n.collapseId = envelope.collapseId ?? session.collapseId(wrapper: detection.fcmWrapper, flatBundle: detection.flatBundle)
         n.user = envelope.user
         n.device = envelope.device
         n.receivedAt = envelope.receivedAt
@@ -117,6 +118,9 @@ struct Envelope {
     var device: String?
     var platform: Platform?
     var receivedAt: String?
+    /// `collapseId`: the producer's collapse id (it knows the `apns-collapse-id` header or the
+    /// FCM collapse key it sent with); 1-255 bytes without control characters.
+    var collapseId: String?
 
     init(_ top: [String: JSONValue]) throws(PayloadRefusal) {
         guard let version = top["pushspool"] else {
@@ -146,6 +150,13 @@ struct Envelope {
         try ControlCharacters.check(device, "envelope member \"device\"", path: "device")
         if device?.isEmpty == true { device = nil }
         receivedAt = try optionalString("receivedAt")
+        if let collapseId = try optionalString("collapseId"), !collapseId.isEmpty {
+            guard collapseId.utf8.count <= PushEvent.maxNameBytes else {
+                throw PayloadRefusal(.invalidEnvelope, "envelope member \"collapseId\" is \(collapseId.utf8.count) bytes, over \(PushEvent.maxNameBytes)", path: "collapseId")
+            }
+            try ControlCharacters.check(collapseId, "envelope member \"collapseId\"", path: "collapseId")
+            self.collapseId = collapseId
+        }
         if let p = try optionalString("platform") {
             guard let platform = Platform(rawValue: p) else {
                 throw PayloadRefusal(.invalidEnvelope, "envelope member \"platform\" must be \"ios\" or \"android\", found \"\(p)\"", path: "platform")

@@ -50,10 +50,13 @@ package struct NcEventCommand: CtlSubcommand {
             entry("delete", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)", positionals: [item]),
             entry("pin", "keep ITEM first in lists (nc.pin)", positionals: [item]),
             entry("unpin", "list ITEM by arrival again (nc.unpin)", positionals: [item]),
-            entry("action", "the user chose button/category ACTION of ITEM (nc.action)",
+            entry("action", "the user chose button/category ACTION of ITEM, or undoes it (nc.action, nc.action-revert)",
                   options: [.value("--text", placeholder: "T", help: "the text typed into a text-input action (<= 4096 bytes)",
-                                   allowsEmpty: true)],
-                  positionals: [item, Positional("ACTION")]),
+                                   allowsEmpty: true),
+                            .flag("--revert", help: "undo ACTION: the item no longer keeps it (only when it is the action "
+                                  + "the item keeps; nothing is sent to the vendor)")],
+                  positionals: [item, Positional("ACTION")],
+                  discussion: itemDiscussion + " The item keeps the action chosen last (and its --text) until it is reverted."),
             entry("inapp-shown", "the in-app message of ITEM was presented (nc.inapp-shown)", positionals: [item]),
             entry("mute", "mute categories: their items are neither listed, counted nor presented (nc.preferences)",
                   positionals: [Positional("CATEGORY", repeated: true)], discussion: categoryDiscussion),
@@ -135,7 +138,8 @@ package struct NcEventCommand: CtlSubcommand {
                 event.item = try itemOperand()
             }
         case "action":
-            event.type = .action
+            event.type = invocation.flag("--revert") ? .actionRevert : .action
+            if event.type == .actionRevert, text != nil { throw usage("--text goes with an action, not with --revert") }
             event.item = try itemOperand()
             let action = operands[1]
             guard !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else {

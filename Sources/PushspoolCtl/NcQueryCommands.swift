@@ -297,6 +297,9 @@ package enum NcQueryCommands {
         put("media", item.mediaPath)
         put("thumbnail", item.thumbnailPath)
         put("category", item.category)
+        put("acted", item.actedAction.map { action in action + (item.actedText.map { " \"\($0)\"" } ?? "") })
+        put("collapse id", item.collapseId.map { id in id + (item.replaces.map { " (replaced \($0))" } ?? "") })
+        put("thread", item.threadId)
         let buttons = (item.buttons.arrayValue ?? []).compactMap { $0["text"]?.stringValue }
         if !buttons.isEmpty { lines.append("    buttons: " + buttons.joined(separator: " | ")) }
         let actions = (item.actions?.arrayValue ?? []).map { action -> String in

@@ -130,6 +130,39 @@ import PushSystem
         #expect(Set(events) == ["nc.read \(oldest)", "nc.unread \(oldest)", "nc.delete \(middle)", "nc.pin \(oldest)"])
     }
 
+    /// An action chosen in the page is kept on the item and marked on its button; "Undo"
+    /// reverts it (nc.action, nc.action-revert through the journal). Every item offers
+    /// "Snooze 1 h" (`POST /v1/inbox/{item}/snooze`; clicking it is checked where that route
+    /// is served).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
+    func thePageKeepsTheActionChosenAndUndoesIt() throws {
+        let server = try InboxServerHarness(name: "inbox-page-actions")
+        let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: DaemonHarness.packageRoot + "/spool-examples/infobip-ios-accept-decline.json")))
+        try server.daemon.drop(Array((#"{"pushspool":1,"user":"alice","payload":"# + String(decoding: bytes, as: UTF8.self) + "}").utf8), name: "ad.json")
+        try waitUntil(timeout: 30, "the push") { try server.counts().unread == 1 }
+        let item = try #require(try server.items().first?["item"]?.stringValue)
+        func acted() throws -> JSONValue? { try server.items().first?["state"]?["acted"] }
+        let profile = server.daemon.root + "/chromium"
+        let page = "\(server.base)/#user=alice&token=\(InboxServerHarness.token("alice"))&live=0"
+
+        var dom = try Self.run(["--dump-dom", page + "&click=action:\(item):mm_accept"], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        #expect(dom.contains("<button class=\"action acted\" data-action=\"mm_accept\">Accept</button>"), "\(dom)")
+        #expect(dom.contains("<button class=\"mark-revert\" data-action=\"mm_accept\">Undo Accept</button>"))
+        #expect(dom.contains("<button class=\"mark-snooze\">Snooze 1 h</button>"))
+        try waitUntil(timeout: 30, "the action applied") { try acted() == .string("mm_accept") }
+
+        dom = try Self.run(["--dump-dom", page + "&click=revert:\(item)"], profile: profile)
+        #expect(dom.contains("<button class=\"action\" data-action=\"mm_accept\">Accept</button>"), "\(dom)")
+        #expect(!dom.contains("<button class=\"mark-revert\""))
+        try waitUntil(timeout: 30, "the revert applied") { try acted() == .bool(false) }
+        let events = try server.daemon.records().compactMap { record -> String? in
+            guard record.key.hasPrefix("event:"), let body = try? JSONParser().parse(record.body) else { return nil }
+            return (body["type"]?.stringValue ?? "") + " " + (body["action"]?.stringValue ?? "")
+        }
+        #expect(events == ["nc.action mm_accept", "nc.action-revert mm_accept"])
+    }
+
     /// Feeds as tabs: "All" and one per feed with its unread count; a tab lists that feed only,
     /// and an item marked read there is read through the journal (nc.read).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))

@@ -291,7 +291,7 @@ final class InboxServerHarness: @unchecked Sendable {
 
         let action = try server.request("POST", "/v1/inbox/\(one)/actions/reply", body: #"{"text":"thanks"}"#)
         #expect(action.status == 202)
-        #expect(action.json?["item"]?["state"]?["acted"]?.boolValue == true)
+        #expect(action.json?["item"]?["state"]?["acted"] == .string("reply") && action.json?["item"]?["state"]?["actedText"] == .string("thanks"))
         let archive = try server.request("POST", "/v1/inbox/\(two)/archive")
         #expect(archive.json?["item"]?["state"]?["archived"]?.boolValue == true)
         try waitUntil(timeout: 30, "archive applied") { try server.items().count == 2 }

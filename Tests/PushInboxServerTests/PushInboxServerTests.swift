@@ -89,6 +89,7 @@ import PushSystem
         #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "read"]) == "/v1/inbox/{item}/read")
         #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "open"]) == "/v1/inbox/{item}/open")
         #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "actions", "accept"]) == "/v1/inbox/{item}/actions/{action}")
+        #expect(InboxAPI.routeTemplate(["v1", "inbox", "42", "actions", "accept", "revert"]) == "/v1/inbox/{item}/actions/{action}/revert")
         #expect(InboxAPI.routeTemplate(["v1", "inapp", "42", "shown"]) == "/v1/inapp/{item}/shown")
         #expect(InboxAPI.routeTemplate(["v1", "inapp", "optout"]) == "/v1/inapp/optout")
         #expect(InboxAPI.routeTemplate(["v1", "media", "ab", "thumb"]) == "/v1/media/{sha256}/thumb")

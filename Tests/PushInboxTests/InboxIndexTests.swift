@@ -191,9 +191,13 @@ import TestSupport
         try index.catchUp(journalDirectory: f.journalDirectory)
         #expect(try index.inapp(.user("alice"), now: now)?.seq == latest)
         // An acted-on modal is not presented; an acted-on banner leaves the inbox.
-        try await f.event("nc.action", item: .seq(latest))
+        func act(_ seq: UInt64, _ id: String) async throws {
+            try await f.append(["kind": .string("event"), "type": .string("nc.action"), "eventId": .string(id), "user": .string("alice"),
+                                "item": .seq(seq), "action": .string("mm_accept")], key: "event:" + id)
+        }
+        try await act(latest, "act-modal")
         let banner = try #require(try index.list(.user("alice"), limit: 500, now: now).items.first { $0.title == "banner" })
-        try await f.event("nc.action", item: .seq(banner.seq))
+        try await act(banner.seq, "act-banner")
         try index.catchUp(journalDirectory: f.journalDirectory)
         #expect(try index.inapp(.user("alice"), now: now) == nil)
         #expect(try !index.list(.user("alice"), limit: 500, now: now).items.contains { $0.title == "banner" })

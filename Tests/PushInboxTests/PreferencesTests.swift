@@ -19,6 +19,21 @@ import TestSupport
         try index.list(.user("alice"), feed: feed, limit: 500, now: now).items.compactMap(\.title)
     }
 
+    /// Found by the property test: unmuting a category holding an item acted on that has no
+    /// presentation (not a banner) computed `hidden` as NULL in SQL (`NULL = 'banner'`), which
+    /// the NOT NULL column refused, failing the whole batch for good.
+    @Test func unmutingAnActedOnItemWithoutPresentationApplies() async throws {
+        let f = try InboxFixture()
+        let item = try await f.notification(title: "p1", category: "promo")
+        try await f.append(["kind": .string("event"), "type": .string("nc.action"), "eventId": .string("a1"), "user": .string("alice"),
+                            "item": .seq(item), "action": .string("yes")], key: "event:a1")
+        try await preferences(f, ["promo": true], id: "mute-1")
+        try await preferences(f, ["promo": false], id: "unmute-1")
+        let index = try InboxIndex(path: f.indexPath, feeds: Self.feeds)
+        try index.catchUp(journalDirectory: f.journalDirectory)
+        #expect(try titles(index) == ["p1"])
+    }
+
     @Test func aMutedCategoryIsNeitherListedCountedNorPresentedAndComesBack() async throws {
         let f = try InboxFixture()
         let p1 = try await f.notification(title: "p1", category: "promo")

@@ -25,12 +25,14 @@ import Testing
             ("event:ev-4", event("nc.action", "ev-4", item: 2, action: "mm_accept", text: "see you"), now), // 6
             ("event:ev-5", event("nc.action", "ev-5", item: 2, action: "later"), now),                     // 7: no moRequired
             ("event:ev-6", event("nc.read", "ev-6", item: 1), now),                                       // 8: nothing to send
+            // A revert takes nothing back from a vendor: the MO event of ev-4 stands.
+            ("event:ev-7", event("nc.action-revert", "ev-7", item: 2, action: "mm_accept"), now),          // 9: nothing to send
         ])
         let follower = try OutboxFollower(options: fixture.options())
         let status = follower.catchUp()
         #expect(status.delivered == 4)
         #expect(status.pending == 0 && status.parked == 0)
-        #expect(status.cursor == 8)
+        #expect(status.cursor == 9)
 
         let mindbox = fixture.server.requests(Self.mindboxPath)
         try #require(mindbox.count == 2)

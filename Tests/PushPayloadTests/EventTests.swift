@@ -19,7 +19,7 @@ let minimalEvents: [EventCase] = EventType.allCases.map { type in
     case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin:
         EventCase(type: type, members: #""item": 42"#)
     case .readAll, .archiveRead, .opened: EventCase(type: type, members: "")
-    case .action: EventCase(type: type, members: #""item": 42, "action": "mm_accept""#)
+    case .action, .actionRevert: EventCase(type: type, members: #""item": 42, "action": "mm_accept""#)
     case .inAppOptOut: EventCase(type: type, members: #""enabled": false"#)
     case .preferences: EventCase(type: type, members: #""muted": {"promo": true}"#)
     }
@@ -296,4 +296,45 @@ let minimalEvents: [EventCase] = EventType.allCases.map { type in
 
 func readExample(_ file: String) throws -> [UInt8] {
     try Posix.readFile(examplesDirectory + "/" + file, limit: 1 << 20)
+}
+
+/// Collapse ids and APNs thread ids, where the normaliser reads them (docs/notification-center.md, "Collapse").
+@Suite struct CollapseIdTests {
+    @Test func theEnvelopesCollapseIdComesFirst() throws {
+        let n = try accept(#"{"pushspool":1,"user":"alice","collapseId":"score-7","payload":{"notification":{"title":"t","body":"b"},"android":{"collapse_key":"other"}}}"#)
+        #expect(n.collapseId == "score-7")
+        #expect(n.jsonValue()["collapseId"] == .string("score-7"))
+        // An empty one is none.
+        #expect(try accept(#"{"pushspool":1,"collapseId":"","payload":{"aps":{"alert":"x"}}}"#).collapseId == nil)
+    }
+
+    @Test(arguments: [
+        (#"{"notification":{"title":"t","body":"b"},"android":{"collapse_key":"v1"}}"#, "v1"),
+        (#"{"notification":{"title":"t","body":"b"},"collapse_key":"legacy"}"#, "legacy"),
+        (#"{"notification":{"title":"t","body":"b"},"collapse_key":"do_not_collapse"}"#, nil),
+        (#"{"data":{"title":"t","body":"b"},"apns":{"headers":{"apns-collapse-id":"ios-1"}}}"#, "ios-1"),
+        // The flat bundle an app receives: FCM's own collapse_key is the package name by default.
+        (#"{"from":"1","google.message_id":"0:1","collapse_key":"com.example.app","gcm.notification.body":"b"}"#, nil),
+        (#"{"aps":{"alert":"x","thread-id":"chat"}}"#, nil),
+    ] as [(String, String?)])
+    func aSendRequestsCollapseKey(_ payload: String, _ expected: String?) throws {
+        #expect(try accept(payload).collapseId == expected)
+    }
+
+    @Test func aThreadIdGroupsAndAWrongOneWarns() throws {
+        let n = try accept(#"{"aps":{"alert":"x","thread-id":"chat"}}"#)
+        #expect(n.threadId == "chat" && n.collapseId == nil && n.jsonValue()["threadId"] == .string("chat"))
+        let long = try accept(#"{"aps":{"alert":"x","thread-id":"\#(String(repeating: "t", count: 256))"}}"#)
+        #expect(long.threadId == nil && long.hasWarning(.invalidValue))
+        let typed = try accept(#"{"notification":{"title":"t","body":"b"},"android":{"collapse_key":7}}"#)
+        #expect(typed.collapseId == nil && typed.hasWarning(.wrongType))
+    }
+
+    @Test(arguments: [(#""collapseId":7"#, ReasonCode.invalidEnvelope),
+                      (#""collapseId":"\#(String(repeating: "k", count: 256))""#, .invalidEnvelope),
+                      (#""collapseId":"a\nb""#, .controlCharacter)])
+    func aBadEnvelopeCollapseIdIsRefused(_ member: String, _ code: ReasonCode) {
+        let r = refusal(#"{"pushspool":1,\#(member),"payload":{"aps":{"alert":"x"}}}"#)
+        #expect(r?.code == code && r?.path == "collapseId", "\(String(describing: r))")
+    }
 }
