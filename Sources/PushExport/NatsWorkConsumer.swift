@@ -98,6 +98,7 @@ package final class NatsWorkConsumer {
     /// start at once: the second's create fails, and it updates what the first made).
     private static func ensure(client: NatsClient, stream: String, config: WorkConsumerConfig,
                                nameC: UnsafeMutablePointer<CChar>?, filterC: UnsafeMutablePointer<CChar>?) throws(ExportError) {
+        var failure: ExportError?
         for _ in 0..<3 {
             var info: UnsafeMutablePointer<jsConsumerInfo>?
             var code = jsErrCode(0)
@@ -126,10 +127,15 @@ package final class NatsWorkConsumer {
             jsConsumerConfig_Init(&settings)
             settings.Durable = UnsafePointer(nameC)
             settings.FilterSubject = UnsafePointer(filterC)
-            settings.DeliverPolicy = js_DeliverByStartTime
-            // Nanoseconds since the epoch; a start before 1970 or past 2262 cannot be asked for.
-            settings.OptStartTime = max(0, config.startMillis).multipliedReportingOverflow(by: 1_000_000).overflow
-                ? Int64.max : max(0, config.startMillis) * 1_000_000
+            if config.startMillis > 0 {
+                settings.DeliverPolicy = js_DeliverByStartTime
+                // Nanoseconds since the epoch; past 2262 cannot be asked for.
+                let (nanos, overflow) = config.startMillis.multipliedReportingOverflow(by: 1_000_000)
+                settings.OptStartTime = overflow ? Int64.max : nanos
+            } else {
+                // A start at or before 1970 is the whole stream (the server refuses a zero start time).
+                settings.DeliverPolicy = js_DeliverAll
+            }
             settings.AckPolicy = js_AckExplicit
             settings.AckWait = config.ackWait.clampedNanoseconds
             settings.MaxDeliver = Int64(max(1, config.maxDeliver))
@@ -143,9 +149,11 @@ package final class NatsWorkConsumer {
             if added == NATS_NOT_FOUND {
                 throw ExportError(.noStream, "creating consumer \(config.name): stream \(stream) not found", natsStatus: Int32(bitPattern: added.rawValue))
             }
-            // Another worker created it between the lookup and the create: look again.
+            failure = ExportError(.consume, "creating consumer \(config.name) of \(stream): \(natsText(added)) (JetStream error \(code.rawValue))",
+                                  natsStatus: Int32(bitPattern: added.rawValue))
+            // Another worker may have created it between the lookup and the create: look again.
         }
-        throw ExportError(.consume, "consumer \(config.name) of \(stream) could neither be created nor found")
+        throw failure ?? ExportError(.consume, "consumer \(config.name) of \(stream) could neither be created nor found")
     }
 
     deinit {

@@ -143,5 +143,19 @@ extension InboxFromStreamTests {
         #expect(Self.transactionIds(vendor).filter { $0 == hungId }.count == 2)
         #expect(Self.parked(node2).count + Self.parked(node1).count == 1)
         #expect(try Self.http(port2, "GET", "/v1/inbox/counts", user: "user-60").status == 200)
+
+        // SIGTERM while the vendor hangs on a POST: the POST is aborted within about a second,
+        // so the node stops well inside RequestTimeoutSec= (10 s) + 1 s.
+        vendor.route("/v3/operations/async", .silent)
+        let stuckAt = vendor.hits("/v3/operations/async")
+        let stuckItem = try #require(try Self.http(port2, "GET", "/v1/inbox", user: "user-70").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        #expect(try Self.http(port2, "POST", "/v1/inbox/\(stuckItem)/open", user: "user-70").status == 202)
+        try waitUntil(timeout: 30, "node 2's POST to hang at the vendor") { vendor.hits("/v3/operations/async") == stuckAt + 1 }
+        let termAt = Posix.monotonicNanos()
+        kill(process2.processIdentifier, SIGTERM)
+        process2.waitUntilExit()
+        let stopSeconds = Double(Posix.monotonicNanos() - termAt) / 1e9
+        #expect(stopSeconds < 5, "stopped in \(stopSeconds) s")
+        #expect(process2.terminationStatus == 0, "\(Self.stderr(node2))")
     }
 }
