@@ -32,7 +32,9 @@ package enum InboxServerMain {
                 the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
                 read-only; state changes become event envelopes dropped into <spool>/incoming/.
                 With [Inbox] Source=nats it builds that index from the [Export] stream and
-                publishes state changes to that stream instead.
+                publishes state changes to that stream instead; with [Outbox] Enabled=yes as
+                well, it delivers the events inbox nodes published to the vendors, each event
+                by one node of the fleet.
                 """,
             exitStatus: "Exit status: 0 stopped, 1 runtime failure, 64 usage error or no socket, 78 configuration error."
         ) { invocation throws(CLIError) in
