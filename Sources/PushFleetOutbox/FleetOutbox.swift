@@ -184,6 +184,8 @@ final class StopSignal: Sendable {
 }
 
 /// The fleet outbox's state and logic; used only under `FleetOutbox.work`.
+///
+/// Not `Sendable`: owns the NATS client, the consumer's held messages and the curl poster.
 final class FleetWorker {
     let options: FleetOutboxOptions
     let store: OutboxStore

@@ -120,6 +120,25 @@ extension InboxFromStreamTests {
         #expect(dead["eventId"]?.stringValue == refusedId)
         #expect(dead["parkedReason"]?.stringValue == "http_400")
 
+        // A 503 is handed back and sent again (by whichever node fetches it), same transactionId.
+        let retryHits = vendor.hits("/v3/operations/async")
+        vendor.route("/v3/operations/async", .sequence(Array(repeating: .ok([]), count: retryHits) + [.status(503), .ok([])]))
+        let retriedItem = try #require(try Self.http(port1, "GET", "/v1/inbox", user: "user-55").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let retried = try #require(try Self.http(port1, "POST", "/v1/inbox/\(retriedItem)/open", user: "user-55").json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the 503 to be retried") { Self.transactionIds(vendor).filter { $0 == retried }.count == 2 }
+        usleep(1_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == retried }.count == 2)
+        #expect(Self.parked(node1).count + Self.parked(node2).count == 1, "delivered on the second attempt, not parked")
+
+        // A vendor that keeps answering 503: MaxAttempts=3 POSTs, then parked once.
+        vendor.route("/v3/operations/async", .status(503))
+        let failingItem = try #require(try Self.http(port2, "GET", "/v1/inbox", user: "user-56").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let failing = try #require(try Self.http(port2, "POST", "/v1/inbox/\(failingItem)/open", user: "user-56").json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the failing event to be parked") { Self.parked(node1).count + Self.parked(node2).count == 2 }
+        usleep(2_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == failing }.count == 3, "at most MaxAttempts= POSTs")
+        #expect(Self.parked(node1).count + Self.parked(node2).count == 2)
+
         // Kill -9 mid-POST: only node 1 runs the outbox when the event comes, the vendor hangs
         // on that first POST, node 1 dies; node 2 delivers it once the ack wait has passed.
         Self.stopInbox(process2)
@@ -141,7 +160,7 @@ extension InboxFromStreamTests {
         // Twice, both with the event id as transactionId: within the documented bound
         // (MaxAttempts=), and Mindbox recognises the repeat.
         #expect(Self.transactionIds(vendor).filter { $0 == hungId }.count == 2)
-        #expect(Self.parked(node2).count + Self.parked(node1).count == 1)
+        #expect(Self.parked(node2).count + Self.parked(node1).count == 2, "nothing more parked")
         #expect(try Self.http(port2, "GET", "/v1/inbox/counts", user: "user-60").status == 200)
 
         // SIGTERM while the vendor hangs on a POST: the POST is aborted within about a second,
