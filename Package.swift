@@ -91,7 +91,8 @@ let package = Package(
         // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
         .target(name: "PushInboxServer", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
-            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow", "PushFleetOutbox",
+            "PushOutbox",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
@@ -104,6 +105,9 @@ let package = Package(
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
         .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig"]),
+        // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
+        // one shared durable consumer, each event by one node.
+        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
@@ -135,6 +139,7 @@ let package = Package(
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
             "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushConfig",
+            "PushFleetOutbox", "PushOutbox", "PushFollow",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.

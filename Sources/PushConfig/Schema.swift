@@ -363,7 +363,7 @@ enum Schema {
             .described("pushspool-inbox: the largest request body read (413 past it); request line and headers are bounded at 32K"),
 
         .boolean("Outbox", "Enabled", \.outbox.enabled)
-            .described("deliver Notification Center events (`nc.opened`, `nc.open`, `nc.action`) to Mindbox and Infobip"),
+            .described("deliver Notification Center events (`nc.opened`, `nc.open`, `nc.action`) to Mindbox and Infobip: pushspoold those it journals; pushspool-inbox with `[Inbox] Source=nats` those inbox nodes publish to the stream, each by one node (the shared consumer `pushspool-outbox`; give every node the same `[Outbox]`)"),
         .endpointURL("Outbox", "MindboxURL", \.outbox.mindboxURL)
             .described("Mindbox API base; operations go to `/v3/operations/async`"),
         .mindboxEndpoint("MindboxEndpointId", \.outbox.mindboxEndpointId)
@@ -405,9 +405,9 @@ enum Schema {
         .duration("Outbox", "ConnectTimeoutSec", \.outbox.connectTimeout, range: .milliseconds(1) ... .hour)
             .described("TCP and TLS connect of one POST; at most `RequestTimeoutSec=`"),
         .duration("Outbox", "RequestTimeoutSec", \.outbox.requestTimeout, range: .milliseconds(1) ... .hour)
-            .described("one whole POST"),
+            .described("one whole POST; on a `[Inbox] Source=nats` node the fleet outbox's consumer hands an unanswered event to another node after this + 5 s"),
         .integer("Outbox", "MaxAttempts", \.outbox.maxAttempts, range: 1...100)
-            .described("tries per event (5xx, 429, network errors) before it is parked"),
+            .described("tries per event (5xx, 429, network errors) before it is parked; fleet-wide (`[Inbox] Source=nats`) also the most POSTs a vendor gets for one event, across nodes (the shared consumer hands an event out at most this + 1 times)"),
         .duration("Outbox", "RetryBaseSec", \.outbox.retryBase, range: .milliseconds(10) ... .hour)
             .described("first retry delay; doubled per attempt (at most 10 min), with jitter; a 429/503 `Retry-After` is honoured up to that ceiling"),
         .duration("Outbox", "MaxAgeSec", \.outbox.maxAge, range: .seconds(1) ... .week)

@@ -5,6 +5,9 @@ import PushExport
 import PushFollow
 import PushInbox
 import PushInboxStream
+import PushFleetOutbox
+import PushOutbox
+import PushOutboxStore
 import PushJournal
 import PushPayload
 import PushSpool
@@ -29,7 +32,9 @@ package enum InboxServerMain {
                 the socket systemd passes (pushspool-inbox.socket). Reads <state>/inbox/index.sqlite
                 read-only; state changes become event envelopes dropped into <spool>/incoming/.
                 With [Inbox] Source=nats it builds that index from the [Export] stream and
-                publishes state changes to that stream instead.
+                publishes state changes to that stream instead; with [Outbox] Enabled=yes as
+                well, it delivers the events inbox nodes published to the vendors, each event
+                by one node of the fleet.
                 """,
             exitStatus: "Exit status: 0 stopped, 1 runtime failure, 64 usage error or no socket, 78 configuration error."
         ) { invocation throws(CLIError) in
@@ -242,6 +247,8 @@ package enum InboxServerMain {
             return .exit(78)
         }
         let follower: StreamInboxFollower
+        // The fleet outbox works an event once the index applied it: each commit wakes it.
+        let outbox = Locked<FleetOutbox?>(nil)
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options, refused: { error in
                 err("pushspool-inbox: \(error)\n")
@@ -252,6 +259,7 @@ package enum InboxServerMain {
                 case .resumed(let seq): hub.followerResumed(at: seq)
                 case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
                 }
+                outbox.withLock { $0 }?.indexAdvanced()
             })
         } catch {
             err("pushspool-inbox: \(error)\n")
@@ -270,6 +278,36 @@ package enum InboxServerMain {
         } catch {
             err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
         }
-        return .run(FollowerGroup([follower], commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher))
+        var followers: [any Follower] = [follower]
+        if configuration.outbox.enabled {
+            do throws(OutboxError) {
+                let fleet = try startFleetOutbox(configuration: configuration, export: options.export, follower: follower)
+                outbox.withLock { $0 = fleet }
+                followers.append(fleet)
+            } catch {
+                err("pushspool-inbox: [Outbox] Enabled=yes with [Inbox] Source=nats: \(error)\n")
+                return .exit(78)
+            }
+        }
+        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher))
+    }
+
+    /// `[Outbox] Enabled=yes` on a `Source=nats` node: the fleet outbox, pulling the events
+    /// inbox nodes publish from the consumer every such node shares, key files loaded.
+    static func startFleetOutbox(configuration: Configuration, export: ExportOptions,
+                                 follower: StreamInboxFollower) throws(OutboxError) -> FleetOutbox {
+        let state = configuration.journal.stateDirectory
+        let outbox = try OutboxOptions.load(settings: configuration.outbox, stateDirectory: state)
+        let options = FleetOutboxOptions(outbox: outbox, export: export, directory: StateLayout(root: state).fleetOutbox)
+        return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, onNotice: { notice in
+            switch notice {
+            case .parked(let id, let target, let status, let reason, let message):
+                err("pushspool-inbox: outbox delivery \(id) to \(target) parked (\(reason), HTTP \(status)): \(message)\n")
+            case .failed(let id, let target, let status, let message, let retryInMillis):
+                err("pushspool-inbox: outbox delivery \(id) to \(target) failed (HTTP \(status)), handed back for \(retryInMillis) ms: \(message)\n")
+            case .fieldProblem(let id, let target, let field, let reason, let message):
+                err("pushspool-inbox: outbox delivery \(id) to \(target): field \(field) not normalised (\(reason)): \(message)\n")
+            }
+        })
     }
 }

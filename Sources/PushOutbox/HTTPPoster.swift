@@ -9,18 +9,18 @@ enum OutboxCurlGlobal {
 }
 
 /// What one POST came back with.
-struct PostResult: Sendable {
+package struct PostResult: Sendable {
     /// The HTTP status; 0 when no response arrived (connect, TLS, timeout, refused address).
-    var status: Int
+    package var status: Int
     /// The first `HTTPPoster.captureLimit` bytes of the response body: more than is kept, so
     /// that a key straddling the kept length is still whole when it is redacted.
-    var body: [UInt8]
+    package var body: [UInt8]
     /// curl's error text when the transfer failed.
-    var error: String?
+    package var error: String?
     /// The final response's `Retry-After` value as sent (at most 64 bytes), if any.
-    var retryAfter: String? = nil
+    package var retryAfter: String? = nil
     /// The transfer was cut short because the follower is stopping: no answer, not an attempt.
-    var aborted = false
+    package var aborted = false
 }
 
 /// Blocking POSTs with one easy handle per request, run on the outbox thread only. No
@@ -32,14 +32,14 @@ struct PostResult: Sendable {
 /// for a hanging vendor's `RequestTimeoutSec=`.
 ///
 /// Not `Sendable`: callbacks write into the per-request context.
-final class HTTPPoster {
+package final class HTTPPoster {
     let connectTimeoutMillis: Int
     let requestTimeoutMillis: Int
     let allowHTTP: Bool
     let check: AddressCheck
     let shouldStop: @Sendable () -> Bool
     /// How much of a response body is kept in a delivery (`lastResponse`).
-    static let bodyLimit = 1024
+    package static let bodyLimit = 1024
     /// How much is read to redact from: the kept KiB plus the longest encoding of the longest
     /// key a key file may hold (4096 bytes as `\uXXXX` escapes: 24 KiB).
     static let captureLimit = 32 * 1024
@@ -80,7 +80,15 @@ final class HTTPPoster {
         }
     }
 
-    func post(url: String, headers: [String], body: [UInt8]) -> PostResult {
+    /// A poster with `options`' timeouts, schemes and address check.
+    package convenience init(options: OutboxOptions, shouldStop: @escaping @Sendable () -> Bool) {
+        self.init(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
+                  requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
+                  allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks), shouldStop: shouldStop)
+    }
+
+    /// POSTs `body` to `url` and waits for the answer (at most the request timeout).
+    package func post(url: String, headers: [String], body: [UInt8]) -> PostResult {
         if shouldStop() { return PostResult(status: 0, body: [], error: "stopping", aborted: true) }
         guard let easy = curl_easy_init() else { return PostResult(status: 0, body: [], error: "curl_easy_init failed (out of memory?)") }
         defer { curl_easy_cleanup(easy) }

@@ -379,13 +379,7 @@ final class Worker {
         let head = batch[0]
         guard let request = buildRequest(batch, now: now) else {
             // The vendor was unconfigured since queuing (restart with a new configuration).
-            var message = "the \(head.target.rawValue) endpoint is not configured"
-            if head.target == .mindbox, head.platform == "android" {
-                message = "no Mindbox endpoint for Android pushes: set [Outbox] MindboxEndpointAndroid= or MindboxEndpointId="
-            } else if head.target == .mindbox, head.platform == "ios" {
-                message = "no Mindbox endpoint for iOS pushes: set [Outbox] MindboxEndpointIOS= or MindboxEndpointId="
-            }
-            return (park(batch, reason: "unconfigured", status: 0, message: message, now: now), true)
+            return (park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now), true)
         }
         let response = poster.post(url: request.url, headers: request.headers, body: request.body)
         // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
@@ -414,11 +408,9 @@ final class Worker {
             return (park(batch, reason: "attempts", status: response.status, message: message, now: now, response: snippet, attempts: attempts), true)
         }
         var delay = backoffMillis(attempts: attempts)
-        if response.status == 429 || response.status == 503, let header = response.retryAfter,
-           let asked = RetryAfter.delayMillis(header, nowMillis: now) {
+        if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
             // The vendor said when to come back: not sooner than that, not later than the ceiling.
-            let ceiling = max(1, options.retryCeiling.clampedMilliseconds)
-            delay = max(delay, min(asked, ceiling))
+            delay = max(delay, asked)
             holds[Worker.vendor(head.target)] = now + delay
         }
         lastError = "\(head.id) \(head.target.rawValue): \(message)"
@@ -435,16 +427,7 @@ final class Worker {
         return (.failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay), false)
     }
 
-    /// Exponential: base · 2^(attempts-1), at most `retryCeiling`, then "equal jitter" (a
-    /// random point in the upper half) so a fleet that failed together does not retry together.
-    func backoffMillis(attempts: Int) -> Int64 {
-        let base = max(1, options.retryBase.clampedMilliseconds)
-        let ceiling = max(base, options.retryCeiling.clampedMilliseconds)
-        let shift = min(max(0, attempts - 1), 40)
-        let (scaled, overflow) = base.multipliedReportingOverflow(by: Int64(1) << shift)
-        let delay = overflow ? ceiling : min(scaled, ceiling)
-        return delay / 2 + Int64.random(in: 0...max(0, delay - delay / 2))
-    }
+    func backoffMillis(attempts: Int) -> Int64 { options.backoffMillis(attempts: attempts) }
 
     /// Moves `batch` to `parked/` (dead letters) with the reason and the response.
     func park(_ batch: [OutboxDelivery], reason: String, status: Int, message: String, now: Int64,
@@ -468,73 +451,8 @@ final class Worker {
         return .parked(id: batch[0].id, target: batch[0].target.rawValue, status: status, reason: reason, message: message)
     }
 
-    struct Request {
-        var url: String
-        var headers: [String]
-        var body: [UInt8]
-    }
-
-    func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> Request? {
-        let head = batch[0]
-        switch head.target {
-        case .mindbox:
-            guard let secret = options.mindboxSecret, let endpoint = options.mindboxEndpoint(platform: head.platform),
-                  let operation = head.operation else { return nil }
-            var url = options.mindboxURL + "/v3/operations/async?endpointId=" + Worker.percentEncode(endpoint)
-                + "&operation=" + Worker.percentEncode(operation)
-            if let device = head.device { url += "&deviceUUID=" + Worker.percentEncode(device) }
-            url += "&transactionId=" + Worker.percentEncode(head.transactionId)
-            return Request(url: url, headers: ["Content-Type: application/json; charset=utf-8", "Accept: application/json",
-                                               "Authorization: SecretKey \(secret.value)"],
-                           body: head.payload.serialized())
-        case .infobipSeen, .infobipMO:
-            guard let key = options.infobipAppKey else { return nil }
-            var messages: [JSONValue] = []
-            for delivery in batch {
-                guard case .object(var message) = delivery.payload else { continue }
-                if head.target == .infobipSeen {
-                    // Seconds between the user's seen and this report, as the SDK sends it.
-                    message["timestampDelta"] = .integer(max(0, (now - delivery.atMillis) / 1000))
-                }
-                messages.append(.object(message))
-            }
-            var body: [String: JSONValue] = ["messages": .array(messages)]
-            var headers = ["Content-Type: application/json; charset=utf-8", "Accept: application/json", "Authorization: App \(key.value)"]
-            if let device = head.device, Worker.isHeaderSafe(device) { headers.append("pushregistrationid: \(device)") }
-            let path: String
-            if head.target == .infobipMO {
-                path = "/mobile/1/messages/mo"
-                if let device = head.device { body["from"] = .string(device) }
-            } else {
-                path = "/mobile/1/messages/seen"
-            }
-            return Request(url: options.infobipURL + path, headers: headers, body: JSONValue.object(body).serialized())
-        }
-    }
+    func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> OutboxRequest? { options.request(for: batch, now: now) }
 
     /// Which vendor (and so which rate limit) a target's POSTs go to.
-    static func vendor(_ target: OutboxTarget) -> String {
-        target == .mindbox ? "mindbox" : "infobip"
-    }
-
-    static func percentEncode(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
-                out += "%"
-                out.unicodeScalars.append(hex[Int(byte >> 4)])
-                out.unicodeScalars.append(hex[Int(byte & 0xF)])
-            }
-        }
-        return out
-    }
-
-    static func isHeaderSafe(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 256 && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
-    }
+    static func vendor(_ target: OutboxTarget) -> String { target.vendor }
 }

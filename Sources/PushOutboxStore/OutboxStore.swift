@@ -23,6 +23,12 @@ package struct OutboxStore: Sendable {
         directory = StateLayout(root: stateDirectory).outbox
     }
 
+    /// A store at `directory` itself: the fleet outbox's dead letters on an inbox node, whose
+    /// ids are stream seqs and must not meet the journal outbox's (journal seqs).
+    package init(directory: String) {
+        self.directory = directory
+    }
+
     package func create() throws(OutboxError) {
         do {
             for path in [directory, pendingDirectory, parkedDirectory, retryDirectory] { try Posix.mkdirs(path, mode: 0o750) }

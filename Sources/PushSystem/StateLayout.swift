@@ -31,6 +31,9 @@ package struct StateLayout: Sendable, Equatable {
     package var media: String { path("media") }
     /// The outbox's pending deliveries, dead letters and cursor (PushOutboxStore).
     package var outbox: String { path("outbox") }
+    /// The fleet outbox's dead letters on a `Source=nats` inbox node (ids are stream seqs):
+    /// under `inbox/`, the one part of the state directory pushspool-inbox may write.
+    package var fleetOutbox: String { inbox + "/outbox" }
     /// The exporter's cursor and its status file.
     package var export: String { path("export") }
     /// The exporter's last status, for `pushspoolctl export status`.

@@ -1,0 +1,495 @@
+@preconcurrency import Glibc
+import PushConfig
+import PushExport
+import PushFollow
+import PushOutbox
+import PushOutboxStore
+import PushSystem
+import Synchronization
+
+/// What the fleet outbox needs: `[Outbox]` (vendors, keys, timeouts, attempts) and `[Export]`
+/// (the stream and how to reach it). `Sendable` value.
+package struct FleetOutboxOptions: Sendable {
+    package var outbox: OutboxOptions
+    package var export: ExportOptions
+    /// Where dead letters go (`<state>/inbox/outbox`, ``PushSystem/StateLayout/fleetOutbox``).
+    package var directory: String
+    /// The durable consumer every node shares; one per stream, so the name is fixed.
+    package var consumerName = FleetOutboxOptions.defaultConsumerName
+    /// Messages per fetch.
+    package var fetchBatch = 64
+    /// How long one fetch waits on the server when nothing is new (a stop interrupts it).
+    package var fetchWait: Duration = .seconds(10)
+
+    package static let defaultConsumerName = "pushspool-outbox"
+
+    package init(outbox: OutboxOptions, export: ExportOptions, directory: String) {
+        self.outbox = outbox
+        self.export = export
+        self.directory = directory
+    }
+
+    /// The subject inbox nodes publish events on (`EventPublisher`): the export subject with
+    /// `event` for both placeholders. The consumer takes only these.
+    package var filterSubject: String {
+        (SubjectTemplate(export.subject) ?? SubjectTemplate("pushspool.{vendor}.{platform}")!).subject(vendor: "event", platform: "event")
+    }
+
+    /// A message not answered this long goes to another node: one POST (`RequestTimeoutSec=`,
+    /// the connect included) plus 5 s for the answer to reach the server. Every POST is
+    /// preceded by an in-progress signal for what the node holds, so only a node that stopped
+    /// answering (killed, cut off, frozen) lets it pass.
+    package var ackWait: Duration { outbox.requestTimeout + .seconds(5) }
+
+    /// `MaxAttempts=` + 1: the server hands a message out at most this often. Each hand-out
+    /// leads to at most one POST, and the last one to none (it is parked: the node before it
+    /// died or stalled on its last attempt), so a vendor sees one event at most `MaxAttempts=`
+    /// times — and every event ends delivered or parked on some node, none forgotten.
+    package var maxDeliver: Int { outbox.maxAttempts + 1 }
+
+    /// The consumer's setup; a consumer created now starts `MaxAgeSec=` back: older events
+    /// would only be parked as stale.
+    package func consumerConfig(nowMillis: Int64) -> WorkConsumerConfig {
+        WorkConsumerConfig(name: consumerName, filterSubject: filterSubject, ackWait: ackWait, maxDeliver: maxDeliver,
+                           maxAckPending: 4096, startMillis: nowMillis - outbox.maxAge.clampedMilliseconds)
+    }
+}
+
+/// The fleet outbox's counts since start. `Sendable` value.
+package struct FleetOutboxStatus: Sendable, Equatable {
+    /// Deliveries a vendor answered 2xx.
+    package var delivered = 0
+    /// Deliveries parked on this node.
+    package var parked = 0
+    /// Deliveries handed back to the stream for a later attempt (5xx, 429, no answer).
+    package var retried = 0
+    /// Event messages this node took off the consumer that needed no POST (not an event of
+    /// an inbox node, an event without a vendor delivery, an item no longer held).
+    package var skipped = 0
+    package var connected = false
+    package var lastError: String?
+
+    package init() {}
+
+    package var summary: String {
+        "fleet outbox \(delivered) delivered, \(parked) parked, \(retried) retried (\(connected ? "connected" : "disconnected"))"
+    }
+}
+
+/// Delivers the Notification Center events published to the stream by `[Inbox] Source=nats`
+/// nodes to Mindbox and Infobip, once fleet-wide: every such node with `[Outbox] Enabled=yes`
+/// pulls from one shared durable consumer (``FleetOutboxOptions/defaultConsumerName``) that
+/// takes only the events' subject, and the server hands each message to one of them.
+///
+/// For each message, in stream order: a node works an event only once its own index has
+/// applied the stream up to it (``init(options:appliedSeq:onNotice:)``), maps it with the
+/// journal outbox's ``EventMapper`` — the item it names is resolved as a stream seq, read
+/// from the stream itself — and POSTs as the journal outbox does (``OutboxOptions/request(for:now:)``:
+/// Mindbox `transactionId` = event id, Infobip reports of one user batched). Then:
+/// - 2xx: acknowledged (waiting for the server's confirmation);
+/// - another 4xx, an unconfigured vendor, older than `MaxAgeSec=`: parked (a dead letter in
+///   ``FleetOutboxOptions/directory`` on this node), then acknowledged;
+/// - 5xx, 429, no answer: handed back with the backoff as delay (a 429/503 `Retry-After`
+///   honoured up to the 10 min ceiling), to be worked by whichever node fetches it then;
+///   after `MaxAttempts=` hand-outs it is parked;
+/// - the node dies or stops answering mid-POST: the server hands it to another node once
+///   ``FleetOutboxOptions/ackWait`` passed — the vendor may see that event twice (same ids).
+///
+/// Events an exporter took from a journal (they carry `Pushspool-Seq`) are acknowledged
+/// without work: the outbox of the pushspoold that journaled them delivers them, and their
+/// `item` is a journal seq, which means nothing here.
+///
+/// Order: a node sends one user's deliveries of one fetch in stream order, and holds back that
+/// user's later ones in the fetch when one is handed back. Across nodes there is no per-user
+/// order: two events of one user fetched by two nodes go out concurrently.
+///
+/// `Sendable`: the connection and consumer live behind one lock (the runner's thread uses
+/// them); counts behind another.
+package final class FleetOutbox: Follower, Sendable {
+    package let options: FleetOutboxOptions
+    private let appliedSeq: @Sendable () -> UInt64
+    private let onNotice: @Sendable (OutboxNotice) -> Void
+    private let interrupt = NatsInterrupt()
+    private let stopping = StopSignal()
+    private let wake = Locked<(@Sendable () -> Void)?>(nil)
+    private let snapshot = Locked(FleetOutboxStatus())
+    private let work: Locked<FleetWorker>
+
+    /// `appliedSeq`: the stream seq this node's index has applied; an event past it waits
+    /// (``indexAdvanced()`` wakes the outbox). `onNotice`: parked and failed deliveries,
+    /// fields not normalised, on the runner's thread (keep it short).
+    package init(options: FleetOutboxOptions, appliedSeq: @escaping @Sendable () -> UInt64,
+                 onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
+        try options.outbox.validate()
+        self.options = options
+        self.appliedSeq = appliedSeq
+        self.onNotice = onNotice
+        let store = OutboxStore(directory: options.directory)
+        do { try Posix.mkdirs(options.directory, mode: 0o750) } catch { throw OutboxError(.io, "creating \(options.directory)", cause: error) }
+        try store.create()
+        let stopping = self.stopping
+        work = Locked(try FleetWorker(options: options, store: store, shouldStop: { stopping.isSet }))
+    }
+
+    /// The counts; cheap, never waits for a POST.
+    package var status: FleetOutboxStatus { snapshot.withLock { $0 } }
+
+    /// The index applied more of the stream: an event waiting for it can go.
+    package func indexAdvanced() { wake.withLock { $0 }?() }
+
+    // MARK: Follower
+
+    package var name: String { "fleet-outbox" }
+
+    /// Holds no journal records: its position is the shared consumer's, on the server.
+    package func durableSeq() -> UInt64? { nil }
+
+    package var statusDetail: String? { status.summary }
+
+    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.withLock { $0 = wake } }
+
+    /// Aborts a POST in flight (within about a second) and a fetch waiting on the server.
+    package func stopRequested() {
+        stopping.set()
+        interrupt.interrupt()
+    }
+
+    package func finish() {
+        work.withLock { $0.close(interrupt) }
+        snapshot.withLock { $0.connected = false }
+    }
+
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        if context.stopRequested() { return .wake(atMost: nil) }
+        let interrupt = self.interrupt
+        let applied = appliedSeq()
+        let result = work.withLock { $0.step(applied: applied, interrupt: interrupt, stopRequested: context.stopRequested) }
+        snapshot.withLock { $0 = result.status }
+        for notice in result.notices { onNotice(notice) }
+        if let failure = result.failure { throw FollowerError("fleet_outbox_nats", failure) }
+        // Waiting for the index: `indexAdvanced()` wakes the runner; the bound only covers a
+        // wake lost to a race with the index's commit.
+        if result.waitingForIndex { return .wake(atMost: .seconds(1)) }
+        return .again
+    }
+}
+
+/// Set once when the outbox stops; the poster asks it during a POST.
+///
+/// `Sendable`: one atomic.
+final class StopSignal: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+/// The fleet outbox's state and logic; used only under `FleetOutbox.work`.
+///
+/// Not `Sendable`: owns the NATS client, the consumer's held messages and the curl poster.
+final class FleetWorker {
+    let options: FleetOutboxOptions
+    let store: OutboxStore
+    let mapper: EventMapper
+    let poster: HTTPPoster
+    let redactor: Redactor
+    var client: NatsClient?
+    var consumer: NatsWorkConsumer?
+    /// Fetched messages not yet worked (an event past the index's applied seq waits here).
+    var queue: [WorkMessage] = []
+    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing from this node before
+    /// this time (epoch ms).
+    var holds: [String: Int64] = [:]
+    var status = FleetOutboxStatus()
+    /// When every held message was last told "in progress" (monotonic ns).
+    var lastExtended: UInt64 = 0
+    /// Since when the head of the queue waits for the index (monotonic ns).
+    var waitingSince: UInt64?
+
+    struct StepResult {
+        var status: FleetOutboxStatus
+        var notices: [OutboxNotice] = []
+        var waitingForIndex = false
+        var failure: String?
+    }
+
+    init(options: FleetOutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool) throws(OutboxError) {
+        self.options = options
+        self.store = store
+        let outbox = options.outbox
+        mapper = EventMapper(mindbox: outbox.mindboxEnabled, infobip: outbox.infobipEnabled,
+                             mindboxFields: MindboxFields(transliterator: try outbox.transliterator()))
+        poster = HTTPPoster(options: outbox, shouldStop: shouldStop)
+        redactor = Redactor(secrets: [outbox.mindboxSecret?.value, outbox.infobipAppKey?.value].compactMap { $0 })
+        status.parked = (try? store.names(store.parkedDirectory).count) ?? 0
+    }
+
+    func close(_ interrupt: NatsInterrupt) {
+        interrupt.disarm()
+        queue = []
+        consumer = nil
+        client?.close()
+        client = nil
+        status.connected = false
+    }
+
+    func step(applied: UInt64, interrupt: NatsInterrupt, stopRequested: @Sendable () -> Bool) -> StepResult {
+        var notices: [OutboxNotice] = []
+        do throws(ExportError) {
+            let consumer = try ensureConsumer(interrupt)
+            if queue.isEmpty {
+                // Only a fetch may be interrupted by closing the connection: a stop during a
+                // POST must leave the connection up to hand the message back.
+                interrupt.arm(connectionOf: client)
+                if stopRequested() {
+                    interrupt.disarm()
+                    return StepResult(status: status)
+                }
+                let fetched: [WorkMessage]
+                do throws(ExportError) {
+                    fetched = try consumer.fetch(batch: options.fetchBatch, timeout: options.fetchWait)
+                    interrupt.disarm()
+                } catch {
+                    interrupt.disarm()
+                    throw error
+                }
+                queue = fetched
+                lastExtended = Posix.monotonicNanos()
+            }
+            let waiting = try work(applied: applied, consumer: consumer, notices: &notices, stopRequested: stopRequested)
+            if waiting { try waitForIndex(consumer) } else { waitingSince = nil }
+            return StepResult(status: status, notices: notices, waitingForIndex: waiting)
+        } catch {
+            let text = "\(error)"
+            status.lastError = text
+            // Unanswered messages come back after the ack wait, to this node or another.
+            close(interrupt)
+            return StepResult(status: status, notices: notices, failure: stopRequested() ? nil : text)
+        }
+    }
+
+    private func ensureConsumer(_ interrupt: NatsInterrupt) throws(ExportError) -> NatsWorkConsumer {
+        if let consumer, let client, !client.isClosed { return consumer }
+        close(interrupt)
+        let e = options.export
+        let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
+                                    tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspool-outbox", reconnects: false)
+        self.client = client
+        let consumer = try NatsWorkConsumer(client: client, stream: e.stream, config: options.consumerConfig(nowMillis: Posix.wallClockMillis()))
+        self.consumer = consumer
+        status.connected = true
+        return consumer
+    }
+
+    /// A queued message and, once mapped, its delivery.
+    struct Entry {
+        var message: WorkMessage
+        var delivery: OutboxDelivery
+    }
+
+    /// Works the queue in stream order up to the first event the index has not applied yet;
+    /// returns whether one waits for the index.
+    func work(applied: UInt64, consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
+              stopRequested: @Sendable () -> Bool) throws(ExportError) -> Bool {
+        var entries: [Entry] = []
+        var waiting = false
+        var taken = 0
+        for message in queue {
+            if message.journalSeq != nil {
+                // Journaled by a pushspoold, whose own outbox delivers it.
+                try consumer.acknowledge(message.streamSeq)
+                status.skipped += 1
+                taken += 1
+                continue
+            }
+            if message.streamSeq > applied {
+                waiting = true
+                break
+            }
+            taken += 1
+            var lookupFailure: ExportError?
+            let mapping = mapper.map(seq: message.streamSeq, ingestMillis: message.ingestMillis, body: message.body) { seq in
+                guard let client else { return nil }
+                do throws(ExportError) {
+                    guard let stored = try client.message(consumer.stream, seq: seq) else { return nil }
+                    return try? JSONParser(maxDepth: 64).parse(stored.body)
+                } catch {
+                    lookupFailure = error
+                    return nil
+                }
+            }
+            if let lookupFailure { throw lookupFailure }
+            for notice in mapping.notices { notices.append(notice) }
+            guard var delivery = mapping.deliveries.first else {
+                try consumer.acknowledge(message.streamSeq)
+                status.skipped += 1
+                continue
+            }
+            delivery.attempts = Int(clamping: message.deliveries) - 1
+            entries.append(Entry(message: message, delivery: delivery))
+        }
+        queue.removeFirst(taken)
+        try deliver(entries, consumer: consumer, notices: &notices, stopRequested: stopRequested)
+        return waiting
+    }
+
+    /// POSTs `entries` (one fetch, stream order), batching a user's consecutive Infobip
+    /// reports, and answers each message.
+    func deliver(_ entries: [Entry], consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
+                 stopRequested: @Sendable () -> Bool) throws(ExportError) {
+        let outbox = options.outbox
+        var done = Set<UInt64>()
+        /// Users whose earlier delivery was handed back: theirs later in the fetch follow it.
+        var heldBack: [String: Int64] = [:]
+        for (position, head) in entries.enumerated() where !done.contains(head.message.streamSeq) {
+            let now = Posix.wallClockMillis()
+            if stopRequested() {
+                // Not attempted: another node (or this one restarted) takes it at once.
+                try consumer.refuse(head.message.streamSeq, delay: .zero)
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            if let delay = heldBack[head.delivery.orderKey] {
+                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            if now - head.delivery.createdMillis > outbox.maxAge.clampedMilliseconds {
+                notices.append(try park([head], reason: "max_age", status: 0, message: "older than [Outbox] MaxAgeSec=; not sent stale",
+                                        now: now, consumer: consumer))
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            if head.message.deliveries > UInt64(outbox.maxAttempts) {
+                // Handed out once more than MaxAttempts=: the node before did not answer on its
+                // last attempt (killed mid-POST). Parked, not sent: the vendor saw enough.
+                notices.append(try park([head], reason: "attempts", status: 0,
+                                        message: "no answer after \(outbox.maxAttempts) attempts on the fleet's nodes", now: now,
+                                        consumer: consumer))
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            if let until = holds[head.delivery.target.vendor], until > now {
+                heldBack[head.delivery.orderKey] = until - now
+                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(until - now))
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            var batch = [head]
+            if head.delivery.target.batchable {
+                for next in entries[(position + 1)...] where batch.count < outbox.batchLimit && !done.contains(next.message.streamSeq) {
+                    guard next.delivery.orderKey == head.delivery.orderKey else { continue }
+                    guard next.delivery.target == head.delivery.target, next.delivery.device == head.delivery.device,
+                          next.message.deliveries <= UInt64(outbox.maxAttempts),
+                          now - next.delivery.createdMillis <= outbox.maxAge.clampedMilliseconds else { break }
+                    batch.append(next)
+                }
+            }
+            for entry in batch { done.insert(entry.message.streamSeq) }
+            if let notice = try send(batch, now: now, consumer: consumer, heldBack: &heldBack) { notices.append(notice) }
+        }
+    }
+
+    /// POSTs one batch and answers its messages; returns what to log.
+    func send(_ batch: [Entry], now: Int64, consumer: NatsWorkConsumer, heldBack: inout [String: Int64]) throws(ExportError) -> OutboxNotice? {
+        let head = batch[0].delivery
+        let outbox = options.outbox
+        guard let request = outbox.request(for: batch.map(\.delivery), now: now) else {
+            return try park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now, consumer: consumer)
+        }
+        try extendHeld(consumer)
+        let response = poster.post(url: request.url, headers: request.headers, body: request.body)
+        if response.aborted {
+            // Stopping: the vendor's answer is unknown; another node sends it now (same ids).
+            for entry in batch { try consumer.refuse(entry.message.streamSeq, delay: .zero) }
+            return nil
+        }
+        if response.error == nil, (200..<300).contains(response.status) {
+            for entry in batch { try consumer.acknowledge(entry.message.streamSeq) }
+            status.delivered += batch.count
+            return nil
+        }
+        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+        let errorText = response.error.map { redactor.clean($0) }
+        let message = errorText ?? "HTTP \(response.status)"
+        let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
+        if !retryable {
+            return try park(batch, reason: "http_\(response.status)", status: response.status, message: message, now: now,
+                            consumer: consumer, response: snippet)
+        }
+        let attempts = batch[0].message.deliveries
+        if attempts >= UInt64(outbox.maxAttempts) {
+            return try park(batch, reason: "attempts", status: response.status, message: message, now: now, consumer: consumer,
+                            response: snippet)
+        }
+        var delay = outbox.backoffMillis(attempts: Int(clamping: attempts))
+        if let asked = outbox.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
+            delay = max(delay, asked)
+            holds[head.target.vendor] = now + delay
+        }
+        heldBack[head.orderKey] = delay
+        for entry in batch { try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(delay)) }
+        status.retried += batch.count
+        status.lastError = "\(head.id) \(head.target.rawValue): \(message)"
+        return .failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay)
+    }
+
+    /// The queue's head is past what the index applied: keep what is held from going to
+    /// another node meanwhile, but not longer than an ack wait — an index that does not move
+    /// should not hold the fleet's events — then hand the queue back for any node to take.
+    func waitForIndex(_ consumer: NatsWorkConsumer) throws(ExportError) {
+        let now = Posix.monotonicNanos()
+        let since = waitingSince ?? now
+        waitingSince = since
+        if now &- since >= options.ackWait.clampedUInt64Nanoseconds {
+            for message in queue { try consumer.refuse(message.streamSeq, delay: .zero) }
+            queue = []
+            waitingSince = nil
+            status.lastError = "this node's index did not apply the stream for \(options.ackWait): its events were handed to other nodes"
+            return
+        }
+        try extendHeld(consumer)
+    }
+
+    /// Tells the server this node still works on everything it holds, at most once a second,
+    /// before a POST: messages waiting behind a slow vendor must not be handed to another node.
+    func extendHeld(_ consumer: NatsWorkConsumer) throws(ExportError) {
+        let now = Posix.monotonicNanos()
+        guard now &- lastExtended >= 1_000_000_000 else { return }
+        for seq in consumer.heldSeqs { try consumer.extend(seq) }
+        lastExtended = now
+    }
+
+    /// Writes `batch` as dead letters here, then acknowledges it: parked once, on this node.
+    func park(_ batch: [Entry], reason: String, status code: Int, message: String, now: Int64, consumer: NatsWorkConsumer,
+              response: String? = nil) throws(ExportError) -> OutboxNotice {
+        for entry in batch {
+            var delivery = entry.delivery
+            delivery.attempts = Int(clamping: entry.message.deliveries)
+            delivery.parkedReason = reason
+            delivery.parkedAtMillis = now
+            delivery.lastStatus = code == 0 ? nil : code
+            if let response, !response.isEmpty { delivery.lastResponse = response }
+            delivery.lastError = message
+            do {
+                try store.write(delivery, in: store.parkedDirectory)
+            } catch {
+                // Not acknowledged: it comes back after the ack wait rather than being lost.
+                status.lastError = error.description
+                consumer.release(entry.message.streamSeq)
+                continue
+            }
+            try consumer.acknowledge(entry.message.streamSeq)
+            status.parked += 1
+        }
+        let head = batch[0].delivery
+        status.lastError = "\(head.id) \(head.target.rawValue) parked (\(reason)): \(message)"
+        return .parked(id: head.id, target: head.target.rawValue, status: code, reason: reason, message: message)
+    }
+}
+
+extension NatsInterrupt {
+    /// Arms `interrupt` for `client`'s connection, when there is one.
+    func arm(connectionOf client: NatsClient?) {
+        client?.arm(self)
+    }
+}

@@ -1,0 +1,180 @@
+@preconcurrency import Glibc
+import Foundation
+import Testing
+import TestSupport
+import PushSystem
+import PushExport
+import PushInbox
+
+/// The outbox runs once per event, fleet-wide: two `[Inbox] Source=nats` nodes with
+/// `[Outbox] Enabled=yes` share one durable consumer on the stream; a stand-in Mindbox on
+/// 127.0.0.1 records every POST. In ``InboxFromStreamTests`` (serialized: servers of their own).
+extension InboxFromStreamTests {
+    /// `[Outbox]` of a node delivering Mindbox events to `vendor`. A POST may take 10 s, so
+    /// the consumer's ack wait is 15 s.
+    static func outboxSection(vendor: LoopbackHTTPServer, keyFile: String) -> String {
+        """
+        [Outbox]
+        Enabled=yes
+        AllowHTTP=yes
+        AllowNetworks=127.0.0.1/32
+        MindboxURL=\(vendor.url(""))
+        MindboxEndpointId=app-ios
+        MindboxSecretKeyFile=\(keyFile)
+        ConnectTimeoutSec=1s
+        RequestTimeoutSec=10s
+        RetryBaseSec=200ms
+        MaxAttempts=3
+
+        """
+    }
+
+    /// An inbox node whose fleet outbox delivers to `vendor`.
+    static func outboxNode(_ name: String, url: String, vendor: LoopbackHTTPServer) throws -> DaemonHarness {
+        let node = try Self.node(name, url: url)
+        let keyFile = node.root + "/mindbox.key"
+        try "mindbox-secret-key\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        let config = try String(contentsOfFile: node.config, encoding: .utf8) + outboxSection(vendor: vendor, keyFile: keyFile)
+        try config.write(toFile: node.config, atomically: true, encoding: .utf8)
+        return node
+    }
+
+    /// The `transactionId` of every NCPushOpen the vendor received, in arrival order.
+    static func transactionIds(_ vendor: LoopbackHTTPServer) -> [String] {
+        vendor.requests("/v3/operations/async").compactMap { request -> String? in
+            guard request.target.contains("operation=mobileapp.NCPushOpen") else { return nil }
+            let query = request.target.split(separator: "?", maxSplits: 1).last ?? ""
+            for pair in query.split(separator: "&") where pair.hasPrefix("transactionId=") {
+                return String(pair.dropFirst("transactionId=".count)).removingPercentEncoding
+            }
+            return nil
+        }
+    }
+
+    /// Dead letters in a node's fleet outbox.
+    static func parked(_ node: DaemonHarness) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: node.state + "/inbox/outbox/parked")) ?? []).filter { $0.hasSuffix(".json") }
+    }
+
+    static func stopInbox(_ process: Process) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+    }
+
+    @Test func theFleetOutboxDeliversEachEventOnceParksOnceAndTakesOverFromAKilledNode() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/v3/operations/async", .ok(Array("{\"status\":\"Success\"}".utf8), contentType: "application/json"))
+        let ingest = try DaemonHarness(name: "fleet-outbox-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<97, tag: "o")
+        try Self.waitIngestedAndExported(ingest, count: 97)
+
+        let node1 = try Self.outboxNode("fleet-outbox-node1", url: server.url, vendor: vendor)
+        let node2 = try Self.outboxNode("fleet-outbox-node2", url: server.url, vendor: vendor)
+        let process1 = try Self.launchInbox(node1)
+        defer { Self.stopInbox(process1) }
+        var process2 = try Self.launchInbox(node2)
+        defer { Self.stopInbox(process2) }
+        let port1 = try Self.port(node1, process1)
+        var port2 = try Self.port(node2, process2)
+        try waitUntil(timeout: 60, "both nodes at stream seq 97") { Self.appliedSeq(node1) == 97 && Self.appliedSeq(node2) == 97 }
+
+        // Opens accepted on both nodes, 40 users' first items: each reaches the vendor once,
+        // whichever node took it, with the event id as transactionId.
+        var eventIds: [String] = []
+        for user in 0..<40 {
+            let port = user % 2 == 0 ? port1 : port2
+            let item = try #require(try Self.http(port, "GET", "/v1/inbox", user: "user-\(user)").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+            let open = try Self.http(port, "POST", "/v1/inbox/\(item)/open", user: "user-\(user)", headers: ["Idempotency-Key: open-\(user)"])
+            #expect(open.status == 202, "\(open.body)")
+            eventIds.append(try #require(open.json?["eventId"]?.stringValue))
+        }
+        try waitUntil(timeout: 60, "40 NCPushOpen at the vendor") { Self.transactionIds(vendor).count >= 40 }
+        // Long enough for a second copy to show: past the consumer's ack wait (15 s) would be
+        // a redelivery; any other node working the same message would have posted by now.
+        usleep(3_000_000)
+        #expect(Self.transactionIds(vendor).sorted() == eventIds.sorted(), "each event delivered exactly once fleet-wide")
+        #expect(Self.parked(node1).isEmpty && Self.parked(node2).isEmpty)
+
+        // A vendor 400: parked once, on the node that worked it, and not sent again.
+        let before = vendor.hits("/v3/operations/async")
+        vendor.route("/v3/operations/async", .status(400))
+        let refusedItem = try #require(try Self.http(port1, "GET", "/v1/inbox", user: "user-50").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let refused = try Self.http(port1, "POST", "/v1/inbox/\(refusedItem)/open", user: "user-50")
+        #expect(refused.status == 202)
+        let refusedId = try #require(refused.json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the 400 to be parked") { Self.parked(node1).count + Self.parked(node2).count == 1 }
+        usleep(3_000_000)
+        #expect(vendor.hits("/v3/operations/async") == before + 1, "a 400 is not retried")
+        #expect(Self.parked(node1).count + Self.parked(node2).count == 1, "parked once fleet-wide")
+        let letter = try #require((Self.parked(node1) + Self.parked(node2)).first)
+        let parkedNode = Self.parked(node1).isEmpty ? node2 : node1
+        let dead = try JSONParser().parse(try Posix.readFile(parkedNode.state + "/inbox/outbox/parked/" + letter, limit: 1 << 20))
+        #expect(dead["eventId"]?.stringValue == refusedId)
+        #expect(dead["parkedReason"]?.stringValue == "http_400")
+
+        // A 503 is handed back and sent again (by whichever node fetches it), same transactionId.
+        let retryHits = vendor.hits("/v3/operations/async")
+        vendor.route("/v3/operations/async", .sequence(Array(repeating: .ok([]), count: retryHits) + [.status(503), .ok([])]))
+        let retriedItem = try #require(try Self.http(port1, "GET", "/v1/inbox", user: "user-55").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let retried = try #require(try Self.http(port1, "POST", "/v1/inbox/\(retriedItem)/open", user: "user-55").json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the 503 to be retried") { Self.transactionIds(vendor).filter { $0 == retried }.count == 2 }
+        usleep(1_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == retried }.count == 2)
+        #expect(Self.parked(node1).count + Self.parked(node2).count == 1, "delivered on the second attempt, not parked")
+
+        // A vendor that keeps answering 503: MaxAttempts=3 POSTs, then parked once.
+        vendor.route("/v3/operations/async", .status(503))
+        let failingItem = try #require(try Self.http(port2, "GET", "/v1/inbox", user: "user-56").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let failing = try #require(try Self.http(port2, "POST", "/v1/inbox/\(failingItem)/open", user: "user-56").json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the failing event to be parked") { Self.parked(node1).count + Self.parked(node2).count == 2 }
+        usleep(2_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == failing }.count == 3, "at most MaxAttempts= POSTs")
+        #expect(Self.parked(node1).count + Self.parked(node2).count == 2)
+
+        // Kill -9 mid-POST: only node 1 runs the outbox when the event comes, the vendor hangs
+        // on that first POST, node 1 dies; node 2 delivers it once the ack wait has passed.
+        Self.stopInbox(process2)
+        let hits = vendor.hits("/v3/operations/async")
+        vendor.route("/v3/operations/async", .sequence(Array(repeating: .ok([]), count: hits) + [.silent, .ok([])]))
+        let hungItem = try #require(try Self.http(port1, "GET", "/v1/inbox", user: "user-60").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let hung = try Self.http(port1, "POST", "/v1/inbox/\(hungItem)/open", user: "user-60")
+        let hungId = try #require(hung.json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "node 1's POST to reach the vendor") { vendor.hits("/v3/operations/async") == hits + 1 }
+        kill(process1.processIdentifier, SIGKILL)
+        process1.waitUntilExit()
+        let killedAt = Posix.monotonicNanos()
+        process2 = try Self.launchInbox(node2)
+        port2 = try Self.port(node2, process2)
+        try waitUntil(timeout: 60, "node 2 to deliver the event node 1 held") { Self.transactionIds(vendor).filter { $0 == hungId }.count == 2 }
+        let tookOver = Double(Posix.monotonicNanos() - killedAt) / 1e9
+        #expect(tookOver >= 10, "not before the ack wait passed (\(tookOver) s)")
+        usleep(3_000_000)
+        // Twice, both with the event id as transactionId: within the documented bound
+        // (MaxAttempts=), and Mindbox recognises the repeat.
+        #expect(Self.transactionIds(vendor).filter { $0 == hungId }.count == 2)
+        #expect(Self.parked(node2).count + Self.parked(node1).count == 2, "nothing more parked")
+        #expect(try Self.http(port2, "GET", "/v1/inbox/counts", user: "user-60").status == 200)
+
+        // SIGTERM while the vendor hangs on a POST: the POST is aborted within about a second,
+        // so the node stops well inside RequestTimeoutSec= (10 s) + 1 s.
+        vendor.route("/v3/operations/async", .silent)
+        let stuckAt = vendor.hits("/v3/operations/async")
+        let stuckItem = try #require(try Self.http(port2, "GET", "/v1/inbox", user: "user-70").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        #expect(try Self.http(port2, "POST", "/v1/inbox/\(stuckItem)/open", user: "user-70").status == 202)
+        try waitUntil(timeout: 30, "node 2's POST to hang at the vendor") { vendor.hits("/v3/operations/async") == stuckAt + 1 }
+        let termAt = Posix.monotonicNanos()
+        kill(process2.processIdentifier, SIGTERM)
+        process2.waitUntilExit()
+        let stopSeconds = Double(Posix.monotonicNanos() - termAt) / 1e9
+        #expect(stopSeconds < 5, "stopped in \(stopSeconds) s")
+        #expect(process2.terminationStatus == 0, "\(Self.stderr(node2))")
+    }
+}
