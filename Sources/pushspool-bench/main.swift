@@ -13,6 +13,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("export", runExportBench),
     ("idle", runIdleBench),
     ("visible", runVisibleBench),
+    ("fleet", runFleetBench),
     ("all", runAllBench),
     ("c-loop", runCLoop),
     // Not a benchmark: the durable pull consumer of scripts/systemd-integration/instances-live.sh.
