@@ -225,7 +225,7 @@ write_node_conf() {  # write_node_conf N OUTBOX(yes|no)
 # Vendor deliveries: on only when this build's outbox runs fleet-wide, which it says by
 # accepting the outbox on a Source=nats node (DeploymentCheck refuses it until then).
 write_node_conf 1 yes
-outbox_refusal=$("$ctl_bin" config check --config "$(node_conf 1)" 2>&1 >/dev/null) && outbox_ok=yes || outbox_ok=no
+outbox_refusal=$("$ctl_bin" config check "$(node_conf 1)" 2>&1 >/dev/null) && outbox_ok=yes || outbox_ok=no
 case "$OUTBOX:$outbox_ok" in
   auto:yes|yes:yes) outbox=yes ;;
   yes:no) fail "FLEET_LIVE_OUTBOX=yes, but this build refuses the outbox on a Source=nats node: $outbox_refusal"; outbox=no ;;
@@ -236,7 +236,7 @@ if [[ $outbox == no ]]; then
 fi
 for n in "${nodes[@]}"; do write_node_conf "$n" "$outbox"; done
 for n in "${nodes[@]}"; do
-  check "config check accepts node $n's configuration" "$ctl_bin" config check --config "$(node_conf "$n")"
+  check "config check accepts node $n's configuration" bash -c '"$1" config check "$2" >/dev/null' _ "$ctl_bin" "$(node_conf "$n")"
 done
 
 for n in "${nodes[@]}"; do
@@ -288,7 +288,7 @@ answers() {  # answers NODE > file
   local user
   for user in "${users[@]}"; do
     echo "== $user"
-    ctl_n "$1" nc list --user "$user" --json --limit 1000
+    ctl_n "$1" nc list --user "$user" --json --limit 500
     ctl_n "$1" nc count --user "$user" --json
   done
 }
@@ -342,8 +342,8 @@ compare_nodes() {  # compare_nodes LABEL
   local user bad=""
   for user in "${users[@]}"; do
     local listed distinct
-    listed=$(ctl_n 1 nc list --user "$user" --json --limit 1000 | jq -s 'length')
-    distinct=$(ctl_n 1 nc list --user "$user" --json --limit 1000 | jq -r .title | sort -u | wc -l)
+    listed=$(ctl_n 1 nc list --user "$user" --json --limit 500 | jq -s '[.[] | select(.item != null)] | length')
+    distinct=$(ctl_n 1 nc list --user "$user" --json --limit 500 | jq -r 'select(.item != null) | .title' | sort -u | wc -l)
     [[ "$listed" == "${expected_items[$user]}" && "$distinct" == "$listed" ]] || bad+=" $user:$listed/$distinct/${expected_items[$user]}"
   done
   check "$1: every user's items listed once each, as many as were dropped${bad:+ (user:listed/distinct/expected$bad)}" test -z "$bad"
@@ -360,12 +360,12 @@ for r in 1 2; do
 done
 wait_settled
 compare_nodes "after the first pushes"
-hosts_of_u1=$(ctl_n 2 nc list --user u1 --json --limit 1000 | jq -r '.title' | cut -d- -f1 | sort -u | paste -sd, -)
+hosts_of_u1=$(ctl_n 2 nc list --user u1 --json --limit 500 | jq -r 'select(.item != null) | .title' | cut -d- -f1 | sort -u | paste -sd, -)
 check "u1's list on node 2 holds pushes from all three hosts ($hosts_of_u1)" test "$hosts_of_u1" = "a,b,c"
 # Stream order: the items' ids are stream seqs, so a list (newest first) descends.
 check "node 2 lists u1's items in stream order (ids descending)" \
-  bash -c '"$@" | jq -s -e "[.[].item | tonumber] as \$s | \$s == (\$s | sort | reverse) and (\$s | length) > 1" >/dev/null' _ \
-    "$ctl_bin" --config "$(node_conf 2)" nc list --user u1 --json --limit 1000
+  bash -c '"$@" | jq -s -e "[.[] | select(.item != null) | .item | tonumber] as \$s | \$s == (\$s | sort | reverse) and (\$s | length) > 1" >/dev/null' _ \
+    "$ctl_bin" --config "$(node_conf 2)" nc list --user u1 --json --limit 500
 
 # ---------------------------------------------------------------- 2. opened on node 1, read on node 2
 note "2. an item opened on node 1 is read on node 2"
@@ -508,7 +508,7 @@ check "every open applied on both nodes: unread = items - opens for every user" 
 opened_read() {  # every opened item is read on node N
   local user item rest
   while read -r user item rest; do
-    [[ $(ctl_n "$1" nc list --user "$user" --json --limit 1000 | jq -r --arg i "$item" 'select(.item == $i) | .state.read') == true ]] || { echo "     node $1: $user item $item not read"; return 1; }
+    [[ $(ctl_n "$1" nc list --user "$user" --json --limit 500 | jq -r --arg i "$item" 'select(.item == $i) | .state.read') == true ]] || { echo "     node $1: $user item $item not read"; return 1; }
   done <"$work/opens"
 }
 for n in "${nodes[@]}"; do check "node $n: every opened item is read" opened_read "$n"; done
@@ -543,9 +543,11 @@ compare_nodes "node 2 rebuilt and following"
 
 # ---------------------------------------------------------------- stop
 note "stop"
+# A node's socket first: stopping the service alone leaves the socket to start it again.
 for unit in pushspool-inbox-n1 pushspool-inbox-n2 pushspoold@a pushspoold@b pushspoold@c; do
   check "systemctl --user stop $unit: Result=success" \
-    bash -c 'systemctl --user stop "$1" && [[ $(systemctl --user show -p Result --value "$1") == success ]]' _ "$unit.service"
+    bash -c 'systemctl --user stop ${2:+"$2"} "$1" && [[ $(systemctl --user show -p Result --value "$1") == success ]]' _ "$unit.service" \
+      "$([[ $unit == pushspool-inbox-* ]] && echo "$unit.socket")"
 done
 total=$(( $(date +%s) - started_at ))
 check "finished within 240 s (took $total s)" test "$total" -le 240
