@@ -63,7 +63,7 @@ SEED=${FLEET_LIVE_SEED:-$(( $(date +%s%N) % 32768 ))}
 [[ "$OUTBOX" =~ ^(auto|yes|no)$ ]] || { echo "fleet-live: FLEET_LIVE_OUTBOX must be auto, yes or no" >&2; exit 64; }
 [[ "$USERS" =~ ^[0-9]+$ && "$ROUNDS" =~ ^[0-9]+$ && "$SEED" =~ ^[0-9]+$ && "$WAIT" =~ ^[0-9]+$ ]] \
   || { echo "fleet-live: FLEET_LIVE_USERS, _ROUNDS, _SEED and _WAIT are numbers" >&2; exit 64; }
-(( USERS >= 1 && USERS <= 50 && ROUNDS <= 200 )) || { echo "fleet-live: 1-50 users, at most 200 rounds" >&2; exit 64; }
+(( USERS >= 1 && USERS <= 50 && ROUNDS >= 30 && ROUNDS <= 200 )) || { echo "fleet-live: 1-50 users, 30-200 rounds (fewer would end before the kills)" >&2; exit 64; }
 RANDOM=$SEED
 instances=(a b c)
 nodes=(1 2)
@@ -397,12 +397,13 @@ fi
 
 # ---------------------------------------------------------------- 3. kill -9 while pushes and events flow
 note "3. kill -9 of a NATS node, an ingest instance and an inbox node while pushes and opens flow"
-# Producer: ROUNDS rounds, each one push per user on every host, about 4 rounds a second.
+# Producer: ROUNDS rounds, each one push per user on every host, about 3 rounds a second
+# (30 rounds outlast the three kill pauses, at most 9 s together).
 producer() {
   local r i
   for ((r = 1; r <= ROUNDS; r++)); do
     for i in "${instances[@]}"; do drop_round "$i" "c$r" || echo "drop $i c$r failed" >>"$work/producer.err"; done
-    sleep 0.25
+    sleep 0.3
   done
 }
 # Opener: opens unread items of random users, alternating nodes; a request that does not get
