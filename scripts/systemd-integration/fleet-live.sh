@@ -387,7 +387,9 @@ check "node 2 shows item $first_item read" poll "$WAIT" is_read_on_2
 printf '%s %s %s %s\n' u1 "$first_item" "$first_title" "$opened_first_event" >"$work/opens"
 ncpushopen_count() {  # ncpushopen_count PUSHNAME — NCPushOpen POSTs the vendor received for it
   [[ -f "$work/vendor/requests.jsonl" ]] || { echo 0; return; }
-  jq -r --arg n "$1" 'select((.body | contains("NCPushOpen")) and (.body | contains("\"" + $n + "\"")) ) | 1' "$work/vendor/requests.jsonl" | wc -l
+  # The operation is in the request line (?operation=mobileapp.NCPushOpen), the push's name in
+  # the body (mobPushTranslateName: ASCII names pass the transliteration unchanged).
+  jq -r --arg n "$1" 'select((.requestLine | contains("NCPushOpen")) and (.body | contains("\"" + $n + "\""))) | 1' "$work/vendor/requests.jsonl" | wc -l
 }
 if [[ $outbox == yes ]]; then
   check "the stand-in vendor received an NCPushOpen for $first_title" poll "$WAIT" bash -c '(( $("$@") >= 1 ))' _ ncpushopen_count "$first_title"
