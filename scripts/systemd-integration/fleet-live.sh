@@ -30,8 +30,9 @@
 # 4. Node 2 stopped, its state directory deleted, rebuilt with `pushspoolctl nc reindex
 #    --from-stream` and started again: every user's `nc list`/`nc count` byte-identical to
 #    node 1's again.
-# Vendor deliveries (the stand-in receives exactly one NCPushOpen per opened item) need the
-# outbox to run fleet-wide (issue 23). FLEET_LIVE_OUTBOX=auto (default) enables those checks
+# Vendor deliveries (the stand-in receives exactly one NCPushOpen for the open of step 2, and
+# one NCPushOpen transaction, i.e. one transactionId, for each open of step 3: a node killed
+# mid-POST leaves a repeat of it to another node) need the outbox to run fleet-wide (issue 23). FLEET_LIVE_OUTBOX=auto (default) enables those checks
 # when `pushspoolctl config check` accepts [Outbox] Enabled=yes on a Source=nats node, and
 # reports them as skipped with the refusal otherwise; =yes requires them, =no leaves them out.
 #
