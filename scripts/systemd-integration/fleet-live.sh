@@ -227,14 +227,13 @@ write_node_conf() {  # write_node_conf N OUTBOX(yes|no)
 # accepting the outbox on a Source=nats node (DeploymentCheck refuses it until then).
 write_node_conf 1 yes
 outbox_refusal=$("$ctl_bin" config check "$(node_conf 1)" 2>&1 >/dev/null) && outbox_ok=yes || outbox_ok=no
+outbox_refusal=$(head -1 <<<"$outbox_refusal")
 case "$OUTBOX:$outbox_ok" in
   auto:yes|yes:yes) outbox=yes ;;
   yes:no) fail "FLEET_LIVE_OUTBOX=yes, but this build refuses the outbox on a Source=nats node: $outbox_refusal"; outbox=no ;;
-  *) outbox=no ;;
+  no:*) outbox=no; skip "vendor deliveries (NCPushOpen at the stand-in vendor): FLEET_LIVE_OUTBOX=no" ;;
+  *) outbox=no; skip "vendor deliveries (NCPushOpen at the stand-in vendor): the outbox does not run on a Source=nats node yet ($outbox_refusal)" ;;
 esac
-if [[ $outbox == no ]]; then
-  skip "vendor deliveries (one NCPushOpen per open): $([[ $OUTBOX == no ]] && echo "FLEET_LIVE_OUTBOX=no" || echo "the outbox does not run on a Source=nats node yet ($(tr '\n' ' ' <<<"$outbox_refusal" | cut -c1-200))")"
-fi
 for n in "${nodes[@]}"; do write_node_conf "$n" "$outbox"; done
 for n in "${nodes[@]}"; do
   check "config check accepts node $n's configuration" bash -c '"$1" config check "$2" >/dev/null' _ "$ctl_bin" "$(node_conf "$n")"
