@@ -408,7 +408,8 @@ ncpushopen_transactions() {  # ncpushopen_transactions PUSHNAME — distinct tra
     | .requestLine | capture("[?&]transactionId=(?<t>[^& ]*)").t' "$work/vendor/requests.jsonl" | sort -u | wc -l
 }
 if [[ $outbox == yes ]]; then
-  check "the stand-in vendor received an NCPushOpen for $first_title" poll "$WAIT" bash -c '(( $("$@") >= 1 ))' _ ncpushopen_count "$first_title"
+  ncpushopen_seen() { (( $(ncpushopen_count "$1") >= 1 )); }
+  check "the stand-in vendor received an NCPushOpen for $first_title" poll "$WAIT" ncpushopen_seen "$first_title"
   sleep 2
   check "... exactly one" test "$(ncpushopen_count "$first_title")" = 1
 fi
