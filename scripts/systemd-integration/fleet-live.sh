@@ -99,7 +99,7 @@ run=${work##*.}
 bg_pids=()
 # Hooks run in this order before the manager exits: the evidence, background loops, the
 # units (they write under $work), then the scratch tree.
-si_on_exit 'if ((failures)); then for u in pushspool-inbox-n1 pushspool-inbox-n2 pushspoold@a pushspoold@b pushspoold@c fleet-nats@n1 fleet-nats@n2 fleet-nats@n3; do echo "---- $u journal (last 20 lines):"; si_journal "$u.service" -o short-monotonic -n 20 2>/dev/null; done; fi'
+si_on_exit 'if ((failures)); then for u in pushspool-inbox-n1 pushspool-inbox-n2 pushspoold@a pushspoold@b pushspoold@c fleet-nats@n1 fleet-nats@n2 fleet-nats@n3; do echo "---- $u journal (last 20 lines):"; si_journal "$u.service" --since "@$started_at" -o short-monotonic -n 20 2>/dev/null; done; fi'
 si_on_exit 'for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do kill "$pid" 2>/dev/null; done'
 si_on_exit 'timeout 40 systemctl --user stop pushspool-inbox-n1.socket pushspool-inbox-n2.socket pushspool-inbox-n1.service pushspool-inbox-n2.service pushspoold@a.service pushspoold@b.service pushspoold@c.service fleet-vendor.service fleet-nats@n1.service fleet-nats@n2.service fleet-nats@n3.service >/dev/null 2>&1'
 si_on_exit "rm -rf '$work'"
