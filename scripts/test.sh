@@ -48,6 +48,10 @@ swift test --skip-build --parallel --filter IntegrationTests
 # pushspoold@a/b/c from the template unit exporting into a 3-node NATS cluster (R3), a node
 # killed mid-export, a durable pull consumer reading every id once (about 40 s).
 ./scripts/systemd-integration/instances-live.sh
+# The fleet: three ingest instances into an R3 cluster, two inbox nodes following the stream
+# (Source=nats, the fleet drop-in); kill -9 of a NATS node, an instance and a node while pushes
+# and opens flow; a node rebuilt from the stream (about 2-3 minutes).
+./scripts/systemd-integration/fleet-live.sh
 # The Debian package end to end: release build, lintian --pedantic, install with apt-get,
 # the installed unit under the systemd manager, upgrade, remove, purge (about 5 minutes on
 # top of the release build; it cleans up after itself and purges the package).

@@ -8,8 +8,9 @@ import Foundation
 /// 1,000,000 otherwise) for start-up, verify and cat, and export to a local JetStream
 /// (records/s beside a 10,000-file burst and alone, lag and drop to PubAck at 1,000 files/s
 /// beside the C loop's drop to durable), then the real pushspoold and pushspool-inbox: wake-ups
-/// while idle and drop-to-visible at 200 files/s beside the C loop; and the fleet outbox's
-/// events/s through two nodes to a stand-in vendor. Prints a table of
+/// while idle and drop-to-visible at 200 files/s beside the C loop; the same across a
+/// fleet (host a to two inbox nodes through a 3-node R3 cluster) beside the PubAck and the C
+/// loop; and the fleet outbox's events/s through two nodes to a stand-in vendor. Prints a table of
 /// results, ratios and the machine; `--write-readme-table FILE` replaces the table between
 /// the `<!-- bench-table:begin -->` and `<!-- bench-table:end -->` markers in FILE.
 func runAllBench(arguments: [String]) {
@@ -39,6 +40,7 @@ func runAllBench(arguments: [String]) {
     _ = idleBench(seconds: 10, settle: 10, perThread: false)
     _ = visibleBench(rate: 200, seconds: 10, inboxOnly: false)
     _ = fleetOutboxBench(events: 5_000, nodes: 2)
+    _ = fleetBench(rate: 200, seconds: 10, natsNodes: 3)
     let note = full ? "`pushspool-bench all --full`" : "`pushspool-bench all` (without `--full`: no 1,000,000-file backlog, a 1,000,000-record journal)"
     let table = BenchResults.shared.markdown(note: "Suite: " + note + ". The machine is shared: compare ratios from one run, not absolute figures across runs.")
     print("\n" + table)

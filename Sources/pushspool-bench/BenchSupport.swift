@@ -173,6 +173,20 @@ final class ExternalSpool: @unchecked Sendable {
         while !(Self.isEmpty(incoming) && Self.isEmpty(processing)) { usleep(pollMillis * 1000) }
     }
 
+    /// Writes `bytes` into the staging directory and renames it into `incoming/` as a producer
+    /// does; returns the monotonic time just before the rename (as `produceSteadily` stamps),
+    /// nil when a step failed.
+    func dropTimed(name: String, bytes: [UInt8]) -> UInt64? {
+        let staged = stage + "/" + name
+        let fd = open(staged, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count else { return nil }
+        let at = Posix.monotonicNanos()
+        return rename(staged, incoming + "/" + name) == 0 ? at : nil
+    }
+
     func remove() { try? FileManager.default.removeItem(atPath: root) }
 }
 

@@ -127,16 +127,7 @@ final class LiveStack {
 
     /// Writes `bytes` into the staging directory and renames it into `incoming/` as a producer
     /// does; returns the monotonic time just before the rename (as `produceSteadily` stamps).
-    func drop(name: String, bytes: [UInt8]) -> UInt64? {
-        let staged = spool.stage + "/" + name
-        let fd = open(staged, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return nil }
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == bytes.count else { return nil }
-        let at = Posix.monotonicNanos()
-        return rename(staged, spool.incoming + "/" + name) == 0 ? at : nil
-    }
+    func drop(name: String, bytes: [UInt8]) -> UInt64? { spool.dropTimed(name: name, bytes: bytes) }
 
     /// The journal's last seq (0 when empty or unreadable).
     var journalLastSeq: UInt64 { ((try? JournalReader.lastSeq(directory: StateLayout(root: state).journal)) ?? nil) ?? 0 }
@@ -177,12 +168,17 @@ final class InboxServerProcess {
     private let stderrPath: String
     private(set) var port = 0
 
-    init(spool: ExternalSpool) throws {
+    convenience init(spool: ExternalSpool) throws {
+        try self.init(spool: spool.root + "/spool", state: spool.state, config: spool.config, stderr: spool.root + "/inbox.err")
+    }
+
+    /// pushspool-inbox on these directories and configuration, its stderr into `stderr`.
+    init(spool: String, state: String, config: String, stderr: String) throws {
         notify = try NotifySocket()
-        stderrPath = spool.root + "/inbox.err"
+        stderrPath = stderr
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: siblingBinary("pushspool-inbox"))
-        process.arguments = ["--listen", "127.0.0.1:0", "--spool", spool.root + "/spool", "--state-dir", spool.state, "--config", spool.config]
+        process.arguments = ["--listen", "127.0.0.1:0", "--spool", spool, "--state-dir", state, "--config", config]
         var environment = ProcessInfo.processInfo.environment
         environment["NOTIFY_SOCKET"] = notify.path
         process.environment = environment

@@ -180,7 +180,7 @@ private func ingestedAtMillis(in text: String) -> Int64? {
 }
 
 /// The number after the first `prefix` in `text` (`"title":"vis-42"` → 42).
-private func fileNumber(in text: String, prefix: String) -> Int? {
+func fileNumber(in text: String, prefix: String) -> Int? {
     guard let range = text.range(of: prefix) else { return nil }
     let digits = text[range.upperBound...].prefix { $0.isASCII && $0.isNumber }
     return digits.isEmpty || digits.count > 9 ? nil : Int(digits)

@@ -14,6 +14,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("idle", runIdleBench),
     ("visible", runVisibleBench),
     ("fleet-outbox", runFleetOutboxBench),
+    ("fleet", runFleetBench),
     ("all", runAllBench),
     ("c-loop", runCLoop),
     // Not a benchmark: the durable pull consumer of scripts/systemd-integration/instances-live.sh.
