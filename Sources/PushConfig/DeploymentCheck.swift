@@ -7,10 +7,17 @@ import PushSystem
 /// reload does not need it), and `pushspoolctl config check` runs the same code, so the check
 /// cannot pass what the daemon refuses.
 extension Configuration {
-    /// Every problem found, each a sentence naming the setting; empty = the daemon can start.
+    /// Which program a configuration is checked for: one file serves both on a host, and
+    /// they differ in what they do with `[Outbox]` beside `[Inbox] Source=nats`.
+    package enum DeploymentProgram: String, Sendable, CaseIterable {
+        case pushspoold
+        case pushspoolInbox = "pushspool-inbox"
+    }
+
+    /// Every problem found, each a sentence naming the setting; empty = the program can start.
     /// - Parameter keyFileOwner: the uid key files must belong to (the daemon's own); `nil`
     ///   skips that one check (`config check` run by an operator rather than the service).
-    package func deploymentProblems(keyFileOwner: uid_t?) -> [String] {
+    package func deploymentProblems(keyFileOwner: uid_t?, for program: DeploymentProgram = .pushspoold) -> [String] {
         var problems: [String] = []
         if outbox.enabled {
             for (key, url) in [("MindboxURL", outbox.mindboxURL), ("InfobipURL", outbox.infobipURL)] {
@@ -30,13 +37,15 @@ extension Configuration {
                 }
             }
         }
-        if outbox.enabled && inbox.source == .nats {
-            // Items on a stream-built index are stream seqs; the outbox reads the events' items
-            // as this host's journal seqs and would report another push's name, date or message
-            // id to the vendor. Until the outbox follows the stream (docs/design/fleet-inbox.md),
-            // the two do not run together.
-            problems.append("[Outbox] Enabled=yes with [Inbox] Source=nats: the outbox cannot yet map stream item ids; "
-                + "run the outbox on a Source=journal host, or set [Outbox] Enabled=no here")
+        if outbox.enabled && inbox.source == .nats && program == .pushspoold {
+            // Items on a stream-built index are stream seqs; pushspoold's outbox reads the
+            // events' items as this host's journal seqs and would report another push's name,
+            // date or message id to the vendor. On such a node pushspool-inbox's fleet outbox
+            // delivers (docs/design/fleet-inbox.md); pushspoold has no part there.
+            problems.append("[Outbox] Enabled=yes with [Inbox] Source=nats: this is an inbox node, whose vendor deliveries "
+                + "pushspool-inbox makes (its fleet outbox); pushspoold's outbox maps items by journal seq and cannot run "
+                + "here: do not run pushspoold on an inbox node (systemctl disable --now pushspoold), or give it a "
+                + "configuration with [Outbox] Enabled=no")
         }
         return problems
     }

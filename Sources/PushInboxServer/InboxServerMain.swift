@@ -107,6 +107,16 @@ package enum InboxServerMain {
             return 78
         }
         let inbox = configuration.inbox
+        // An inbox node runs the fleet outbox itself: the same key-file and URL checks as
+        // pushspoold's start and `config check --for pushspool-inbox`. On a journal node
+        // [Outbox] is pushspoold's, and pushspoold checks it.
+        if inbox.source == .nats {
+            let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), for: .pushspoolInbox)
+            guard problems.isEmpty else {
+                for problem in problems { err("pushspool-inbox: \(problem)\n") }
+                return 78
+            }
+        }
         var secretPath = inbox.tokenSecretFile
         if secretPath.isEmpty {
             guard let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty else {

@@ -10,12 +10,22 @@ package struct ConfigCommand: CtlSubcommand {
                     discussion: "Defaults, the main file, drop-ins in name order, then --spool/--state-dir.",
                     exitStatus: status) { _ throws(CLIError) in ConfigCommand(check: false) },
             Command("check", summary: "load FILE and its drop-ins FILE.d/*.conf and report the first error",
+                    options: [.value("--for", placeholder: "PROGRAM",
+                                     help: "check for pushspoold (the default) or pushspool-inbox",
+                                     completion: .words(Configuration.DeploymentProgram.allCases.map(\.rawValue)))],
                     positionals: [Positional("FILE", optional: true, completion: .file(suffix: "conf"))], discussion: """
                         Default: the main file and its drop-ins. Reports the first error with file and line;
                         exit 0 when it is valid. A FILE (or --config) that does not exist is an error; only
-                        the default main file may be absent.
+                        the default main file may be absent. Then runs the start-up check of the program
+                        named by --for (key files, vendor URLs): the two differ on an inbox node ([Inbox]
+                        Source=nats), where pushspool-inbox runs the fleet outbox and pushspoold refuses
+                        [Outbox] Enabled=yes.
                         """, exitStatus: status) { invocation throws(CLIError) in
-                ConfigCommand(check: true, file: invocation.operands.first)
+                let name = invocation.value("--for") ?? Configuration.DeploymentProgram.pushspoold.rawValue
+                guard let program = Configuration.DeploymentProgram(rawValue: name) else {
+                    throw invocation.error("--for: expected pushspoold or pushspool-inbox, got '\(name)'")
+                }
+                return ConfigCommand(check: true, file: invocation.operands.first, program: program)
             },
             Command("reference", summary: "every key with its default, range, reload behaviour and meaning",
                     options: [.flag("--markdown", help: "the table of docs/configuration.md"),
@@ -31,6 +41,8 @@ package struct ConfigCommand: CtlSubcommand {
 
     var check: Bool
     var file: String?
+    /// `config check --for`: whose start-up check runs.
+    var program = Configuration.DeploymentProgram.pushspoold
     /// `config reference`: print this rendering and read no configuration.
     var reference: ConfigReference.Format?
 
@@ -46,10 +58,10 @@ package struct ConfigCommand: CtlSubcommand {
             if check {
                 // The daemon's own start-up check. Key-file ownership is left to the daemon
                 // when this runs as another user than the file's (an operator, not the service).
-                let problems = configuration.deploymentProblems(keyFileOwner: nil)
+                let problems = configuration.deploymentProblems(keyFileOwner: nil, for: program)
                 guard problems.isEmpty else {
                     for problem in problems { context.err("pushspoolctl: \(problem)\n") }
-                    context.err("pushspoolctl: configuration is not valid: pushspoold would refuse to start (exit 78)\n")
+                    context.err("pushspoolctl: configuration is not valid: \(program.rawValue) would refuse to start (exit 78)\n")
                     return ExitStatus.failure
                 }
                 context.out("configuration is valid\n")

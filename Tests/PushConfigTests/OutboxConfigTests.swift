@@ -65,8 +65,9 @@ import Testing
     }
 }
 
-/// A stream-built inbox numbers items by stream seq; the outbox maps events through this
-/// host's journal seqs, so the daemon (and `config check`) refuse the two together.
+/// A stream-built inbox numbers items by stream seq; pushspoold's outbox maps events through
+/// this host's journal seqs, so pushspoold (and `config check`) refuse the two together, and
+/// `config check --for pushspool-inbox` does not (its fleet outbox reads stream seqs).
 @Suite struct OutboxWithStreamInboxTests {
     @Test func theOutboxIsRefusedBesideAStreamBuiltInbox() {
         var configuration = Configuration()
@@ -77,6 +78,8 @@ import Testing
         configuration.inbox.source = .journal
         #expect(!configuration.deploymentProblems(keyFileOwner: nil).contains { $0.contains("Source=nats") })
         configuration.inbox.source = .nats
+        // An inbox node: pushspool-inbox's fleet outbox runs there.
+        #expect(configuration.deploymentProblems(keyFileOwner: nil, for: .pushspoolInbox).isEmpty)
         configuration.outbox.enabled = false
         #expect(configuration.deploymentProblems(keyFileOwner: nil).isEmpty)
     }
