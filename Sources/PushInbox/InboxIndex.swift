@@ -102,10 +102,12 @@ package final class InboxIndex {
     /// 3: items can be pinned (`pinned`) and deleted (`deleted`, a tombstone).
     /// 4: feeds (`feeds`, `item_feeds`, `feed_counts`, the items' `feeds` mask), muted
     /// categories (`preferences`, the items' `muted`).
-    package static let schemaVersion: Int64 = 4
+    /// 5: timed transitions: snoozes (`snoozed_until`), expiry applied when it falls due
+    /// (`expired`), the `due` table and the `timed_changes` log (InboxTimed.swift).
+    package static let schemaVersion: Int64 = 5
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 44
+    static let columnCount = 46
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
@@ -197,6 +199,12 @@ package final class InboxIndex {
         if announces { Self.writeAppliedMark(indexPath: path, seq: seq) }
     }
 
+    /// Rewrites `APPLIED` after timed transitions (InboxTimed.swift): the applied seq is
+    /// unchanged, so readers compare ``lastTimedChange()`` too.
+    func announceTimed() {
+        if announces, let seq = try? appliedSeq() { Self.writeAppliedMark(indexPath: path, seq: seq) }
+    }
+
     /// Writes the seq as 20 digits and a newline at offset 0 of `APPLIED` (a fixed length,
     /// rewritten in place; no fsync: it is a wake-up, not state). Opened each time, once per
     /// batch: a removed `APPLIED` comes back instead of an open fd writing to a deleted file
@@ -235,7 +243,7 @@ package final class InboxIndex {
                     loc_key TEXT, loc_args TEXT, title_loc_key TEXT, title_loc_args TEXT,
                     deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
                     pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
-                    muted INTEGER NOT NULL DEFAULT 0)
+                    muted INTEGER NOT NULL DEFAULT 0, snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -265,6 +273,7 @@ package final class InboxIndex {
             // The categories each owner muted (`nc.preferences`): their items are `muted` (and
             // so hidden) while the row is there.
             try db.execute("CREATE TABLE IF NOT EXISTS preferences(owner TEXT NOT NULL, category TEXT NOT NULL, PRIMARY KEY(owner, category)) WITHOUT ROWID")
+            try Self.createTimedSchema(db)
             // A fresh file gets this writer's feeds; an existing one keeps what it was built
             // with (compared after, so that other definitions rebuild it).
             if try Self.meta(db, "schema_version") == nil {
@@ -332,6 +341,9 @@ package final class InboxIndex {
                 for record in records where record.seq > newLast {
                     // Seqs past Int64 cannot be stored as an SQLite integer; no journal gets there.
                     guard let seq = Int64(exactly: record.seq) else { continue }
+                    // What fell due before this record was journaled happened before it: the
+                    // same order whenever (and however often) the records are applied.
+                    try applyDue(upTo: record.ingestMillis)
                     try applyOne(record, seq: seq)
                     newLast = record.seq
                     applied += 1
@@ -362,7 +374,7 @@ package final class InboxIndex {
         case nil, .string("notification")?:
             try insertItem(body, seq: seq, ingestMillis: record.ingestMillis)
         case .string("event")?:
-            try applyEvent(body)
+            try applyEvent(body, clock: record.ingestMillis)
         default:
             return
         }
@@ -436,13 +448,19 @@ package final class InboxIndex {
         let actionsCut = body["actionsCut"]?.numberLexeme.flatMap { Int64($0) }.map { min(max($0, 0), 1_000_000) } ?? 0
         let buttons: String = if case .array = body["buttons"] { body["buttons"]!.serializedString() } else { "[]" }
         let actions: String? = if case .array = body["actions"] { body["actions"]!.serializedString() } else { nil }
+        // An unparseable expiry counts as none: hiding a push over a typo would lose it. One
+        // already past when the push was journaled is never shown; a later one falls due
+        // (InboxTimed.swift), measured on the journal's clock like every timed transition.
+        let expiresAt = body["expiresAt"]?.stringValue.flatMap(ISO8601.millis)
+        let expired = expiresAt.map { $0 <= ingestMillis } ?? false
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
-                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted)
+                loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted,
+                expired)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -463,13 +481,12 @@ package final class InboxIndex {
         try statement.bind(17, body["inAppDismissTitle"]?.stringValue)
         try statement.bind(18, media?["path"]?.stringValue)
         try statement.bind(19, media?["thumbnail"]?["path"]?.stringValue)
-        // An unparseable expiry counts as none: hiding a push over a typo would lose it.
-        try statement.bind(20, body["expiresAt"]?.stringValue.flatMap(ISO8601.millis))
+        try statement.bind(20, expiresAt)
         try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
-        try statement.bind(24, !listed || muted)
+        try statement.bind(24, !listed || muted || expired)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)
         // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
@@ -490,8 +507,10 @@ package final class InboxIndex {
                                    customPayload: custom.flatMap { $0.isNull ? nil : $0 })
         try statement.bind(36, mask)
         try statement.bind(37, muted)
+        try statement.bind(38, expired)
         try statement.run()
         guard db.changes == 1, let owner else { return }
+        if let expiresAt, !expired { try schedule(.expire, seq: seq, at: expiresAt) }
         if mask != 0 {
             let member = try db.statement("INSERT OR IGNORE INTO item_feeds(owner, feed, seq) VALUES (?1, ?2, ?3)")
             for feed in InboxFeed.bits(mask) {
@@ -501,11 +520,11 @@ package final class InboxIndex {
                 try member.run()
             }
         }
-        if listed, !muted { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
+        if listed, !muted, !expired { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
     }
 
     /// Adds to `owner`'s counters and to those of each feed in the mask `feeds`.
-    private func adjustCounters(owner: String, unseen: Int64, unread: Int64, feeds: Int64) throws(SQLiteError) {
+    func adjustCounters(owner: String, unseen: Int64, unread: Int64, feeds: Int64) throws(SQLiteError) {
         let statement = try db.statement("""
             INSERT INTO owners(owner, unseen, unread) VALUES (?1, ?2, ?3)
             ON CONFLICT(owner) DO UPDATE SET unseen = unseen + ?2, unread = unread + ?3
@@ -552,14 +571,20 @@ package final class InboxIndex {
         try feeds.run()
     }
 
-    private struct ItemState {
+    struct ItemState {
         var owner: String?
         var presentation: String?
         var listed: Bool
         var seen, read, archived, acted, inappShown, pinned, deleted: Bool
         var muted = false
+        /// Snoozed until then (epoch ms): hidden until the snooze ends (InboxTimed.swift).
+        var snoozedUntil: Int64? = nil
+        /// Its expiry fell due: hidden for good.
+        var expired = false
         /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
-        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) || muted }
+        var hidden: Bool {
+            !listed || archived || deleted || (presentation == "banner" && acted) || muted || snoozedUntil != nil || expired
+        }
     }
 
     /// Whether `owner` muted `category` (`nil`: an item without a category, never muted).
@@ -586,7 +611,8 @@ package final class InboxIndex {
             ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
             : db.statement("""
                 UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1))
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation = 'banner' AND acted = 1)
+                        OR snoozed_until IS NOT NULL OR expired = 1)
                 WHERE owner = ?1 AND category = ?2 AND muted = 1
                 """)
         try items.bind(1, owner)
@@ -595,7 +621,7 @@ package final class InboxIndex {
         return true
     }
 
-    private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
+    private func applyEvent(_ body: [String: JSONValue], clock: Int64) throws(SQLiteError) {
         guard let type = body["type"]?.stringValue,
               let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
         // A bulk change limited to a feed names it; the feed as this index defines it now
@@ -653,6 +679,11 @@ package final class InboxIndex {
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let item = Int64(lexeme), item > 0 else { return }
             try updateItem(item, owner: owner, type: type)
+        case "nc.snooze", "nc.unsnooze":
+            guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let item = Int64(lexeme), item > 0 else { return }
+            try snooze(item, owner: owner, until: type == "nc.snooze" ? body["until"]?.stringValue.flatMap(ISO8601.millis) : nil,
+                       clock: clock)
         default:
             return  // nc.opened and future types change no inbox state
         }
@@ -660,7 +691,8 @@ package final class InboxIndex {
 
     private func updateItem(_ seq: Int64, owner: String, type: String) throws(SQLiteError) {
         let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted FROM items WHERE seq = ?1
+            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
+                snoozed_until, expired FROM items WHERE seq = ?1
             """)
         try select.bind(1, seq)
         guard try select.step() else { return }
@@ -669,6 +701,8 @@ package final class InboxIndex {
                                pinned: select.bool(8), deleted: select.bool(9))
         let feeds = select.int64(10)
         before.muted = select.bool(11)
+        before.snoozedUntil = select.optionalInt64(12)
+        before.expired = select.bool(13)
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
@@ -790,6 +824,7 @@ package final class InboxIndex {
                 lines.append(fields.joined(separator: "|"))
             }
             items.reset()
+            lines += try timedDump()
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }
@@ -802,10 +837,12 @@ package final class InboxIndex {
     /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
     /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
+    /// What fell due by `now` (expiries, snoozes' ends) is applied as the live index did.
     package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false,
-                                feeds: [InboxFeed] = []) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+                                feeds: [InboxFeed] = [], now: Int64 = Posix.wallClockMillis()) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         try rebuild(path: path, listModals: listModals, feeds: feeds) { fresh throws(InboxError) in
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
+            try fresh.applyDue(now: now)
         }
     }
 

@@ -249,9 +249,20 @@ package final class StreamInboxFollower: Follower, Sendable {
     private func step(_ session: inout Session, _ context: FollowerContext) throws(InboxStreamError) -> FollowerNext {
         let stream = options.export.stream
         let (index, consumer) = try ensureConsumer(&session)
+        // What fell due (expiries, snoozes' ends) is applied now, and the fetch waits no
+        // longer than until the next due time, so it is applied at its moment here too.
+        var wait = options.fetchWait
+        do throws(InboxError) {
+            let now = Posix.wallClockMillis()
+            try index.applyDue(now: now)
+            if let due = try index.dueSleep(now: now) { wait = max(min(wait, due), .milliseconds(1)) }
+        } catch {
+            if error.isCorrupt || error.isStale { session.handle.close() }
+            throw InboxStreamError(.index(error), stream: stream)
+        }
         let records: [StreamRecord]
         do throws(ExportError) {
-            records = try consumer.fetch(batch: options.batchSize, timeout: options.fetchWait)
+            records = try consumer.fetch(batch: options.batchSize, timeout: wait)
         } catch {
             // Start over with a fresh consumer (and connection, when it is gone).
             session.consumer = nil
