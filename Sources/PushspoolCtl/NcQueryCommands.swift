@@ -106,6 +106,7 @@ package enum NcQueryCommands {
                 let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals,
                                                  feeds: configuration.inboxFeeds).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
+                try index.applyDue(now: Posix.wallClockMillis())
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
                 let index = try InboxIndexHandle(path: indexPath, readOnly: true).current()
