@@ -78,17 +78,18 @@ package final class InboxFollower: Follower, Sendable {
     ///     the other value is replaced and rebuilt, as is one of another schema version.
     ///   - feeds: `[Feed NAME]` (``InboxIndex/feeds``); an index built with other
     ///     definitions is replaced and rebuilt likewise, so no item keeps a stale membership.
+    ///   - retention: `[Inbox] RetentionSec=` (``InboxIndex/retentionMillis``), likewise.
     ///   - notify: called (on the calling or the follower's thread) when a damaged index was
     ///     moved aside or an outdated one replaced.
     package init(stateDirectory: String, batchSize: Int = 2000, listModals: Bool = false, feeds: [InboxFeed] = [],
-                 journalLastSeq: (@Sendable () -> UInt64?)? = nil,
+                 retention: Duration? = nil, journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
         journalDirectory = StateLayout(root: stateDirectory).journal
         self.batchSize = max(1, batchSize)
         self.journalLastSeq = journalLastSeq
         self.notify = notify
-        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals, feeds: feeds)
+        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals, feeds: feeds, retention: retention)
         var notice: InboxNotice?
         let applied: UInt64
         do {
@@ -122,7 +123,7 @@ package final class InboxFollower: Follower, Sendable {
     /// instead of stopping pushspoold until someone runs `nc reindex`.
     private static func startOver(_ handle: InboxIndexHandle, _ error: InboxError) throws(InboxError) -> InboxNotice {
         handle.close()
-        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds)
+        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds, retention: handle.retention)
         return .indexOutdated(reason: error.shortDescription)
     }
 

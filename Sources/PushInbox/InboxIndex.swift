@@ -18,6 +18,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         /// A writer opened an index built with other `[Feed NAME]` definitions (`indexed`: the
         /// names it was built with); rebuild it with `nc reindex`.
         case feedsMismatch(indexed: [String])
+        /// A writer opened an index built with another `[Inbox] RetentionSec=` (`indexedMillis`:
+        /// what it was built with, 0 = none); rebuild it with `nc reindex`.
+        case retentionMismatch(indexedMillis: Int64)
         /// No feed of this name (`?feed=`, `--feed`); `known`: the index's (``InboxIndex/feedNames()``).
         case unknownFeed(String, known: [String])
         /// A cursor that this index did not hand out.
@@ -45,7 +48,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
     /// writer replaces it with a fresh one and rebuilds from the journal (nothing to keep).
     package var isStale: Bool {
         switch kind {
-        case .schemaMismatch, .listingMismatch, .feedsMismatch: true
+        case .schemaMismatch, .listingMismatch, .feedsMismatch, .retentionMismatch: true
         default: false
         }
     }
@@ -60,6 +63,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .schemaMismatch: "schema-mismatch"
         case .listingMismatch: "listing-mismatch"
         case .feedsMismatch: "feeds-mismatch"
+        case .retentionMismatch: "retention-mismatch"
         case .unknownFeed: "unknown-feed"
         case .invalidCursor: "invalid-cursor"
         case .invalidLimit: "invalid-limit"
@@ -80,6 +84,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
                 + "\(indexed ? "no" : "yes"); rebuild it with `pushspoolctl nc reindex`"
         case .feedsMismatch(let indexed):
             "inbox index \(path) was built with other [Feed] definitions (feeds: \(indexed.isEmpty ? "none" : indexed.joined(separator: ", "))); "
+                + "rebuild it with `pushspoolctl nc reindex`"
+        case .retentionMismatch(let indexed):
+            "inbox index \(path) was built with [Inbox] RetentionSec=\(indexed / 1000), the configuration says otherwise; "
                 + "rebuild it with `pushspoolctl nc reindex`"
         case .unknownFeed(let name, let known):
             "no feed '\(name)'; "
@@ -138,16 +145,21 @@ package final class InboxIndex {
     /// applied, so a writer must open an index built with the same definitions
     /// (`.feedsMismatch` otherwise). A read-only open ignores it and reads the table.
     package let feeds: [InboxFeed]
+    /// `[Inbox] RetentionSec=` in ms (`nil` = none): an item also expires this long after it
+    /// was ingested (InboxTimed.swift). Decided when a record is applied, so a writer must
+    /// open an index built with the same value (`.retentionMismatch` otherwise).
+    package let retentionMillis: Int64?
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
     /// `listModals`: a writer's `[Inbox] ListModals=`; a read-only open ignores it (readers
     /// see what the writer decided). `feeds`: a writer's `[Feed NAME]` definitions, likewise.
     package init(path: String, readOnly: Bool = false, announce: Bool = true, listModals: Bool = false,
-                 feeds: [InboxFeed] = []) throws(InboxError) {
+                 feeds: [InboxFeed] = [], retention: Duration? = nil) throws(InboxError) {
         self.path = path
         announces = announce && !readOnly
         self.listModals = listModals
+        retentionMillis = retention.flatMap { $0 > .zero ? $0.clampedMilliseconds : nil }
         self.feeds = Array(feeds.prefix(InboxFeed.maximum))
         if readOnly {
             var st = stat()
@@ -181,6 +193,8 @@ package final class InboxIndex {
                 if stored.map(\.name) != self.feeds.map(\.name) || stored.map(\.definition) != self.feeds.map(\.definitionText) {
                     throw InboxError(.feedsMismatch(indexed: stored.map(\.name)), path: path)
                 }
+                let indexed = try Self.meta(db, "retention_ms") ?? 0
+                if indexed != retentionMillis ?? 0 { throw InboxError(.retentionMismatch(indexedMillis: indexed), path: path) }
             }
         } catch let error as SQLiteError {
             if error.isCantOpen { throw InboxError(.missing, path: path) }
@@ -294,6 +308,9 @@ package final class InboxIndex {
             try insert.run()
             try insert.bind(1, "list_modals")
             try insert.bind(2, listModals)
+            try insert.run()
+            try insert.bind(1, "retention_ms")
+            try insert.bind(2, retentionMillis ?? 0)
             try insert.run()
         }
     }
@@ -452,7 +469,14 @@ package final class InboxIndex {
         // already past when the push was journaled is never shown; a later one falls due
         // (InboxTimed.swift), measured on the journal's clock like every timed transition.
         let expiresAt = body["expiresAt"]?.stringValue.flatMap(ISO8601.millis)
-        let expired = expiresAt.map { $0 <= ingestMillis } ?? false
+        let ingestedAt = body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis
+        // It leaves at the earliest of its own expiry and the end of its retention.
+        let retained = retentionMillis.flatMap { retention in
+            let (end, overflow) = ingestedAt.addingReportingOverflow(retention)
+            return overflow ? nil : end
+        }
+        let leaves = [expiresAt, retained].compactMap { $0 }.min()
+        let expired = leaves.map { $0 <= ingestMillis } ?? false
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
@@ -482,7 +506,7 @@ package final class InboxIndex {
         try statement.bind(18, media?["path"]?.stringValue)
         try statement.bind(19, media?["thumbnail"]?["path"]?.stringValue)
         try statement.bind(20, expiresAt)
-        try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
+        try statement.bind(21, ingestedAt)
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
@@ -510,7 +534,7 @@ package final class InboxIndex {
         try statement.bind(38, expired)
         try statement.run()
         guard db.changes == 1, let owner else { return }
-        if let expiresAt, !expired { try schedule(.expire, seq: seq, at: expiresAt) }
+        if let leaves, !expired { try schedule(.expire, seq: seq, at: leaves) }
         if mask != 0 {
             let member = try db.statement("INSERT OR IGNORE INTO item_feeds(owner, feed, seq) VALUES (?1, ?2, ?3)")
             for feed in InboxFeed.bits(mask) {
@@ -839,8 +863,9 @@ package final class InboxIndex {
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
     /// What fell due by `now` (expiries, snoozes' ends) is applied as the live index did.
     package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false,
-                                feeds: [InboxFeed] = [], now: Int64 = Posix.wallClockMillis()) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try rebuild(path: path, listModals: listModals, feeds: feeds) { fresh throws(InboxError) in
+                                feeds: [InboxFeed] = [], retention: Duration? = nil,
+                                now: Int64 = Posix.wallClockMillis()) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        try rebuild(path: path, listModals: listModals, feeds: feeds, retention: retention) { fresh throws(InboxError) in
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
             try fresh.applyDue(now: now)
         }
@@ -849,9 +874,9 @@ package final class InboxIndex {
     /// Builds a fresh index into a temp file beside `path` with `fill` and, when it returns,
     /// puts it at `path` (``replace(path:with:appliedSeq:)``); a `fill` that throws leaves
     /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
-    package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [],
+    package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [], retention: Duration? = nil,
                                 fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds) { fresh in
+        try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds, retention: retention) { fresh in
             try fill(fresh)
             let result = (appliedSeq: try fresh.appliedSeq(), items: try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
@@ -864,14 +889,14 @@ package final class InboxIndex {
     /// Makes a fresh index (this schema, `listModals`) in a temp file beside `path`, lets
     /// `finish` fill it, then puts it at `path` with ``replace(path:with:appliedSeq:)``. The
     /// temp file goes whatever happens; when `finish` throws, `path` stays as it was.
-    private static func buildAside(path: String, tag: String, listModals: Bool, feeds: [InboxFeed],
+    private static func buildAside(path: String, tag: String, listModals: Bool, feeds: [InboxFeed], retention: Duration?,
                                    _ finish: (InboxIndex) throws -> (appliedSeq: UInt64, items: Int64)) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".\(tag)-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         let result: (appliedSeq: UInt64, items: Int64)
         do {
-            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals, feeds: feeds))
+            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals, feeds: feeds, retention: retention))
         } catch let error as InboxError {
             throw error
         } catch let error as SQLiteError {
@@ -903,8 +928,9 @@ package final class InboxIndex {
     /// is there, through a temp file and ``replace(path:with:appliedSeq:)``: for an index of
     /// another schema or listing rule, which a follower then rebuilds from the journal in
     /// batches. Nothing of the old file is kept: it was sound, only built by other rules.
-    package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = []) throws(InboxError) {
-        _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds) { fresh in
+    package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = [],
+                                         retention: Duration? = nil) throws(InboxError) {
+        _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds, retention: retention) { fresh in
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
             return (0, 0)
         }

@@ -133,3 +133,38 @@ import TestSupport
         _ = b
     }
 }
+
+/// `[Inbox] RetentionSec=` is an expiry too: an item leaves at the earliest of its own expiry
+/// and the end of its retention; the index records the value and a writer with another one
+/// finds it stale (rebuilt).
+@Suite struct RetentionMomentTests {
+    static let t0 = TimedTransitionsTests.t0
+
+    @Test func retentionEndsAnItemAtItsMoment() async throws {
+        let f = try InboxFixture()
+        f.ingestMillis = Self.t0
+        try await f.notification(title: "old")
+        try await f.notification(title: "soon", expiresAt: Timestamp.iso8601(millis: Self.t0 + 1000))
+        f.ingestMillis = Self.t0 + 5000
+        try await f.notification(title: "new")
+        let index = try InboxIndex(path: f.indexPath, retention: .seconds(10))
+        try index.catchUp(journalDirectory: f.journalDirectory)
+        // "soon" expired before "new" was journaled: applied before it. Next: "old"'s retention.
+        #expect(try index.nextDue() == Self.t0 + 10_000)
+        #expect(try index.timedChanges(.user("alice"), afterId: 0).map(\.item) == [2])
+        try index.applyDue(now: Self.t0 + 10_000)
+        #expect(try index.count(.user("alice"), now: Self.t0) == InboxCounts(unseen: 1, unread: 1))
+        #expect(try index.list(.user("alice"), limit: 10, now: Self.t0).items.compactMap(\.title) == ["new"])
+        #expect(try index.nextDue() == Self.t0 + 15_000)
+
+        // Another RetentionSec= (or none): stale, so the follower rebuilds it.
+        for other: Duration? in [nil, .seconds(11)] {
+            #expect(throws: InboxError.self) { try InboxIndex(path: f.indexPath, retention: other) }
+            do { _ = try InboxIndex(path: f.indexPath, retention: other) } catch { #expect(error.isStale) }
+        }
+        _ = try InboxIndex(path: f.indexPath, readOnly: true)
+        let rebuilt = f.temp.appending("rebuilt.sqlite")
+        _ = try InboxIndex.rebuild(path: rebuilt, journalDirectory: f.journalDirectory, retention: .seconds(10), now: Self.t0 + 10_000)
+        #expect(try InboxIndex(path: rebuilt, readOnly: true).canonicalDump() == index.canonicalDump())
+    }
+}
