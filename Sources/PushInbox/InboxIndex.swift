@@ -475,7 +475,13 @@ package final class InboxIndex {
             let (end, overflow) = ingestedAt.addingReportingOverflow(retention)
             return overflow ? nil : end
         }
-        let leaves = [expiresAt, retained].compactMap { $0 }.min()
+        // FCM's time to live, from ingest (the normaliser bounded it; bounded again here).
+        let lived = body["ttlMillis"]?.numberLexeme.flatMap { Int64($0) }.flatMap { ttl -> Int64? in
+            guard (0...(28 * 86_400_000)).contains(ttl) else { return nil }
+            let (end, overflow) = ingestedAt.addingReportingOverflow(ttl)
+            return overflow ? nil : end
+        }
+        let leaves = [expiresAt, retained, lived].compactMap { $0 }.min()
         let expired = leaves.map { $0 <= ingestMillis } ?? false
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,

@@ -168,3 +168,21 @@ import TestSupport
         #expect(try InboxIndex(path: rebuilt, readOnly: true).canonicalDump() == index.canonicalDump())
     }
 }
+
+/// FCM's time to live ends the item that long after its ingest, like an expiry.
+@Suite struct TimeToLiveMomentTests {
+    @Test func theTTLEndsTheItemAfterItsIngest() async throws {
+        let t0 = TimedTransitionsTests.t0
+        let f = try InboxFixture()
+        f.ingestMillis = t0
+        try await f.notification(title: "ttl", vendor: "fcm", extra: ["ttlMillis": .number("3500")])
+        try await f.notification(title: "both", vendor: "fcm", expiresAt: Timestamp.iso8601(millis: t0 + 1000), extra: ["ttlMillis": .number("3500")])
+        try await f.notification(title: "hostile", vendor: "fcm", extra: ["ttlMillis": .number("1e999")])
+        let index = try InboxIndex(path: f.indexPath)
+        try index.catchUp(journalDirectory: f.journalDirectory)
+        #expect(try index.nextDue() == t0 + 1000)
+        try index.applyDue(now: t0 + 3500)
+        #expect(try index.list(.user("alice"), limit: 10, now: t0).items.compactMap(\.title) == ["hostile"])
+        #expect(try index.count(.user("alice"), now: t0) == InboxCounts(unseen: 1, unread: 1))
+    }
+}

@@ -48,3 +48,35 @@ import Testing
         #expect(PushEvent.snoozeProblem(until: "x", now: now) != nil)
     }
 }
+
+/// FCM's time to live, as the send APIs spell it, kept in ms for the index to end the item
+/// that long after its ingest.
+@Suite struct FCMTimeToLiveTests {
+    static func fcm(_ members: String) -> String {
+        #"{"pushspool":1,"user":"u","payload":{\#(members)"notification":{"title":"t","body":"b"},"data":{"k":"v"}}}"#
+    }
+
+    @Test(arguments: [(#""android":{"ttl":"3.5s"},"#, Int64(3500)), (#""android":{"ttl":"86400s"},"#, 86_400_000),
+                      (#""ttl":"0s","#, 0), (#""time_to_live":60,"#, 60_000), (#""android":{"ttl":"2419200s"},"#, 2_419_200_000),
+                      (#""android":{"ttl":"0.123456789s"},"#, 123)])
+    func readsTheTTL(_ members: String, _ millis: Int64) throws {
+        let n = try accept(Self.fcm(members))
+        #expect(n.vendor == .fcm && n.ttlMillis == millis)
+        #expect(n.jsonValue()["ttlMillis"] == .number(String(millis)))
+    }
+
+    @Test(arguments: [#""android":{"ttl":"2419201s"},"#, #""android":{"ttl":"1e9s"},"#, #""android":{"ttl":"-1s"},"#,
+                      #""time_to_live":1e999,"#, #""android":{"ttl":"s"},"#, #""android":{"ttl":"99999999999999999999s"},"#,
+                      #""android":{"ttl":true},"#, #""ttl":"3.s","#])
+    func anInvalidTTLIsWarnedAndAbsent(_ members: String) throws {
+        let n = try accept(Self.fcm(members))
+        #expect(n.ttlMillis == nil)
+        #expect(n.warnings.contains { $0.code == .invalidValue || $0.code == .wrongType }, "\(n.warnings)")
+    }
+
+    @Test func noTTLNoWarning() throws {
+        let n = try accept(Self.fcm(""))
+        // (derived_id: these test pushes carry no message id.)
+        #expect(n.ttlMillis == nil && !n.warnings.contains { $0.code == .invalidValue || $0.code == .wrongType }, "\(n.warnings)")
+    }
+}
