@@ -340,7 +340,7 @@ enum Schema {
         .boolean("Inbox", "Enabled", \.inbox.enabled)
             .described("pushspoold keeps the Notification Center index (`<state>/inbox/index.sqlite`) up to date"),
         .duration("Inbox", "RetentionSec", \.inbox.retention, range: .zero ... .seconds(10 * 366 * 86_400))
-            .described("items older than this are no longer listed or counted by `pushspoolctl nc` (0 = no limit; the journal keeps them)"),
+            .described("items older than this are no longer listed or counted (0 = no limit; the journal keeps them): they leave at that moment, like an expiry; a reload applies a new value to queries at once, and the index is rebuilt for it when pushspoold next starts"),
         .boolean("Inbox", "ListModals", \.inbox.listModals)
             .described("list and count Infobip MODAL mirror pushes in the inbox like banners; `no`: a modal is presented in-app only (`GET /v1/inapp`, `nc inapp`), as Infobip does ([vendor-rules.md](vendor-rules.md)); a change makes pushspoold rebuild the index"),
         KeySpec(section: "Inbox", key: "Source", invalidExample: "kafka", apply: { config, text in

@@ -1,9 +1,9 @@
 /// Parses the ISO-8601 timestamps records carry (`expiresAt`, `ingestedAt`) into epoch
 /// milliseconds, without Foundation and without trapping on hostile input.
-enum ISO8601 {
+package enum ISO8601 {
     /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM|±HHMM)`; `nil` for anything else. Years
     /// 0000-9999 only, so the result always fits an `Int64`.
-    static func millis(_ text: String) -> Int64? {
+    package static func millis(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         guard b.count >= 20, b.count <= 40 else { return nil }
         func number(_ from: Int, _ count: Int) -> Int? {

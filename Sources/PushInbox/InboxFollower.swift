@@ -78,17 +78,18 @@ package final class InboxFollower: Follower, Sendable {
     ///     the other value is replaced and rebuilt, as is one of another schema version.
     ///   - feeds: `[Feed NAME]` (``InboxIndex/feeds``); an index built with other
     ///     definitions is replaced and rebuilt likewise, so no item keeps a stale membership.
+    ///   - retention: `[Inbox] RetentionSec=` (``InboxIndex/retentionMillis``), likewise.
     ///   - notify: called (on the calling or the follower's thread) when a damaged index was
     ///     moved aside or an outdated one replaced.
     package init(stateDirectory: String, batchSize: Int = 2000, listModals: Bool = false, feeds: [InboxFeed] = [],
-                 journalLastSeq: (@Sendable () -> UInt64?)? = nil,
+                 retention: Duration? = nil, journalLastSeq: (@Sendable () -> UInt64?)? = nil,
                  notify: @escaping @Sendable (InboxNotice) -> Void = { _ in }) throws(InboxError) {
         indexPath = InboxIndex.path(stateDirectory: stateDirectory)
         journalDirectory = StateLayout(root: stateDirectory).journal
         self.batchSize = max(1, batchSize)
         self.journalLastSeq = journalLastSeq
         self.notify = notify
-        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals, feeds: feeds)
+        let handle = InboxIndexHandle(path: indexPath, readOnly: false, listModals: listModals, feeds: feeds, retention: retention)
         var notice: InboxNotice?
         let applied: UInt64
         do {
@@ -122,7 +123,7 @@ package final class InboxFollower: Follower, Sendable {
     /// instead of stopping pushspoold until someone runs `nc reindex`.
     private static func startOver(_ handle: InboxIndexHandle, _ error: InboxError) throws(InboxError) -> InboxNotice {
         handle.close()
-        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds)
+        try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds, retention: handle.retention)
         return .indexOutdated(reason: error.shortDescription)
     }
 
@@ -145,12 +146,15 @@ package final class InboxFollower: Follower, Sendable {
     /// many records were applied. Safe while the follower thread runs (they take turns).
     @discardableResult
     package func catchUp() throws(InboxError) -> Int {
-        try runBatches(shouldStop: { false })
+        try runBatches(shouldStop: { false }).applied
     }
 
-    private func runBatches(shouldStop: @escaping @Sendable () -> Bool) throws(InboxError) -> Int {
+    /// Applies the journal past the index, then what fell due by now (expiries, snoozes'
+    /// ends: InboxTimed.swift); returns how many records applied and how long the follower
+    /// may sleep before something else falls due (`nil`: nothing pending).
+    private func runBatches(shouldStop: @escaping @Sendable () -> Bool) throws(InboxError) -> (applied: Int, dueIn: Duration?) {
         var notice: InboxNotice?
-        let outcome: Result<(Int, UInt64), InboxError> = worker.withLock { worker in
+        let outcome: Result<(Int, UInt64, Duration?), InboxError> = worker.withLock { worker in
             do throws(InboxError) {
                 let generation = worker.handle.generation
                 let index = try worker.handle.current()
@@ -175,13 +179,15 @@ package final class InboxFollower: Follower, Sendable {
                 }
                 let seq = try index.appliedSeq()
                 worker.readerNextSeq = seq + 1
-                return .success((applied, seq))
+                let now = Posix.wallClockMillis()
+                try index.applyDue(now: now)
+                return .success((applied, seq, try index.dueSleep(now: now)))
             } catch where error.isCorrupt || error.isStale {
                 // Derived data: start over from the journal rather than stop (or loop on it).
                 worker.reader = nil
                 do throws(InboxError) {
                     notice = error.isCorrupt ? try Self.moveAside(worker.handle, error) : try Self.startOver(worker.handle, error)
-                    return .success((0, try worker.handle.current().appliedSeq()))
+                    return .success((0, try worker.handle.current().appliedSeq(), .zero))
                 } catch {
                     return .failure(error)
                 }
@@ -197,7 +203,7 @@ package final class InboxFollower: Follower, Sendable {
             notify(notice)
         }
         switch outcome {
-        case .success(let (applied, seq)):
+        case .success(let (applied, seq, dueIn)):
             control.withLock { control in
                 control.status.appliedSeq = seq
                 if seq > control.status.journalLastSeq { control.status.journalLastSeq = seq }
@@ -205,7 +211,7 @@ package final class InboxFollower: Follower, Sendable {
                 // Nothing left to apply: a rebuild has caught up.
                 if applied == 0, notice == nil { control.status.rebuilding = false }
             }
-            return applied
+            return (applied, dueIn)
         case .failure(let error):
             control.withLock { $0.status.lastError = error.shortDescription }
             throw error
@@ -233,16 +239,19 @@ package final class InboxFollower: Follower, Sendable {
     }
 
     /// Applies what the journal holds past the index, in batches of `batchSize` (each its own
-    /// transaction, stopping between them when asked); then sleeps until the next commit.
+    /// transaction, stopping between them when asked), and what fell due; then sleeps until
+    /// the next commit or the next due time, whichever comes first (with nothing due, only
+    /// a commit wakes it).
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         let applied: Int
+        let dueIn: Duration?
         do throws(InboxError) {
-            applied = try runBatches(shouldStop: context.stopRequested)
+            (applied, dueIn) = try runBatches(shouldStop: context.stopRequested)
         } catch {
             // Kept in the runner's status and retried after a backoff (the journal or the disk
             // may come back); never fatal to the daemon.
             throw FollowerError(error.shortDescription, "\(error)")
         }
-        return applied > 0 ? .again : .commitAfter(appliedSeq, atMost: nil)
+        return applied > 0 ? .again : .commitAfter(appliedSeq, atMost: dueIn)
     }
 }

@@ -18,6 +18,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         /// A writer opened an index built with other `[Feed NAME]` definitions (`indexed`: the
         /// names it was built with); rebuild it with `nc reindex`.
         case feedsMismatch(indexed: [String])
+        /// A writer opened an index built with another `[Inbox] RetentionSec=` (`indexedMillis`:
+        /// what it was built with, 0 = none); rebuild it with `nc reindex`.
+        case retentionMismatch(indexedMillis: Int64)
         /// No feed of this name (`?feed=`, `--feed`); `known`: the index's (``InboxIndex/feedNames()``).
         case unknownFeed(String, known: [String])
         /// A cursor that this index did not hand out.
@@ -45,7 +48,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
     /// writer replaces it with a fresh one and rebuilds from the journal (nothing to keep).
     package var isStale: Bool {
         switch kind {
-        case .schemaMismatch, .listingMismatch, .feedsMismatch: true
+        case .schemaMismatch, .listingMismatch, .feedsMismatch, .retentionMismatch: true
         default: false
         }
     }
@@ -60,6 +63,7 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
         case .schemaMismatch: "schema-mismatch"
         case .listingMismatch: "listing-mismatch"
         case .feedsMismatch: "feeds-mismatch"
+        case .retentionMismatch: "retention-mismatch"
         case .unknownFeed: "unknown-feed"
         case .invalidCursor: "invalid-cursor"
         case .invalidLimit: "invalid-limit"
@@ -80,6 +84,9 @@ package struct InboxError: Error, Sendable, CustomStringConvertible {
                 + "\(indexed ? "no" : "yes"); rebuild it with `pushspoolctl nc reindex`"
         case .feedsMismatch(let indexed):
             "inbox index \(path) was built with other [Feed] definitions (feeds: \(indexed.isEmpty ? "none" : indexed.joined(separator: ", "))); "
+                + "rebuild it with `pushspoolctl nc reindex`"
+        case .retentionMismatch(let indexed):
+            "inbox index \(path) was built with [Inbox] RetentionSec=\(indexed / 1000), the configuration says otherwise; "
                 + "rebuild it with `pushspoolctl nc reindex`"
         case .unknownFeed(let name, let known):
             "no feed '\(name)'; "
@@ -104,10 +111,12 @@ package final class InboxIndex {
     /// categories (`preferences`, the items' `muted`).
     /// 5: collapse (`collapse_id`, `replaces`, `replaced_by`), APNs `thread_id`, and the
     /// action chosen kept on the item (`acted_action`, `acted_text`; `nc.action-revert`).
-    package static let schemaVersion: Int64 = 5
+    /// 6: timed transitions: snoozes (`snoozed_until`), expiry applied when it falls due
+    /// (`expired`), the `due` table and the `timed_changes` log (InboxTimed.swift).
+    package static let schemaVersion: Int64 = 6
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 50
+    static let columnCount = 52
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
@@ -138,16 +147,21 @@ package final class InboxIndex {
     /// applied, so a writer must open an index built with the same definitions
     /// (`.feedsMismatch` otherwise). A read-only open ignores it and reads the table.
     package let feeds: [InboxFeed]
+    /// `[Inbox] RetentionSec=` in ms (`nil` = none): an item also expires this long after it
+    /// was ingested (InboxTimed.swift). Decided when a record is applied, so a writer must
+    /// open an index built with the same value (`.retentionMismatch` otherwise).
+    package let retentionMillis: Int64?
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
     /// `listModals`: a writer's `[Inbox] ListModals=`; a read-only open ignores it (readers
     /// see what the writer decided). `feeds`: a writer's `[Feed NAME]` definitions, likewise.
     package init(path: String, readOnly: Bool = false, announce: Bool = true, listModals: Bool = false,
-                 feeds: [InboxFeed] = []) throws(InboxError) {
+                 feeds: [InboxFeed] = [], retention: Duration? = nil) throws(InboxError) {
         self.path = path
         announces = announce && !readOnly
         self.listModals = listModals
+        retentionMillis = retention.flatMap { $0 > .zero ? $0.clampedMilliseconds : nil }
         self.feeds = Array(feeds.prefix(InboxFeed.maximum))
         if readOnly {
             var st = stat()
@@ -181,6 +195,8 @@ package final class InboxIndex {
                 if stored.map(\.name) != self.feeds.map(\.name) || stored.map(\.definition) != self.feeds.map(\.definitionText) {
                     throw InboxError(.feedsMismatch(indexed: stored.map(\.name)), path: path)
                 }
+                let indexed = try Self.meta(db, "retention_ms") ?? 0
+                if indexed != retentionMillis ?? 0 { throw InboxError(.retentionMismatch(indexedMillis: indexed), path: path) }
             }
         } catch let error as SQLiteError {
             if error.isCantOpen { throw InboxError(.missing, path: path) }
@@ -197,6 +213,12 @@ package final class InboxIndex {
     /// Rewrites `APPLIED` after a commit, when this index announces.
     private func announce(_ seq: UInt64) {
         if announces { Self.writeAppliedMark(indexPath: path, seq: seq) }
+    }
+
+    /// Rewrites `APPLIED` after timed transitions (InboxTimed.swift): the applied seq is
+    /// unchanged, so readers compare ``lastTimedChange()`` too.
+    func announceTimed() {
+        if announces, let seq = try? appliedSeq() { Self.writeAppliedMark(indexPath: path, seq: seq) }
     }
 
     /// Writes the seq as 20 digits and a newline at offset 0 of `APPLIED` (a fixed length,
@@ -238,7 +260,8 @@ package final class InboxIndex {
                     deeplink TEXT, web_view_url TEXT, browser_url TEXT, custom_payload TEXT,
                     pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
                     muted INTEGER NOT NULL DEFAULT 0,
-                    collapse_id TEXT, thread_id TEXT, acted_action TEXT, acted_text TEXT, replaces INTEGER, replaced_by INTEGER)
+                    collapse_id TEXT, thread_id TEXT, acted_action TEXT, acted_text TEXT, replaces INTEGER, replaced_by INTEGER,
+                    snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
@@ -270,6 +293,7 @@ package final class InboxIndex {
             // The categories each owner muted (`nc.preferences`): their items are `muted` (and
             // so hidden) while the row is there.
             try db.execute("CREATE TABLE IF NOT EXISTS preferences(owner TEXT NOT NULL, category TEXT NOT NULL, PRIMARY KEY(owner, category)) WITHOUT ROWID")
+            try Self.createTimedSchema(db)
             // A fresh file gets this writer's feeds; an existing one keeps what it was built
             // with (compared after, so that other definitions rebuild it).
             if try Self.meta(db, "schema_version") == nil {
@@ -290,6 +314,9 @@ package final class InboxIndex {
             try insert.run()
             try insert.bind(1, "list_modals")
             try insert.bind(2, listModals)
+            try insert.run()
+            try insert.bind(1, "retention_ms")
+            try insert.bind(2, retentionMillis ?? 0)
             try insert.run()
         }
     }
@@ -337,6 +364,9 @@ package final class InboxIndex {
                 for record in records where record.seq > newLast {
                     // Seqs past Int64 cannot be stored as an SQLite integer; no journal gets there.
                     guard let seq = Int64(exactly: record.seq) else { continue }
+                    // What fell due before this record was journaled happened before it: the
+                    // same order whenever (and however often) the records are applied.
+                    try applyDue(upTo: record.ingestMillis)
                     try applyOne(record, seq: seq)
                     newLast = record.seq
                     applied += 1
@@ -367,7 +397,7 @@ package final class InboxIndex {
         case nil, .string("notification")?:
             try insertItem(body, seq: seq, ingestMillis: record.ingestMillis)
         case .string("event")?:
-            try applyEvent(body)
+            try applyEvent(body, clock: record.ingestMillis)
         default:
             return
         }
@@ -452,14 +482,32 @@ package final class InboxIndex {
         let holder = try owner.flatMap { owner throws(SQLiteError) in
             try collapseId.flatMap { id throws(SQLiteError) in try collapseHolder(owner: owner, vendor: vendor, collapseId: id, before: seq) }
         }
+        // An unparseable expiry counts as none: hiding a push over a typo would lose it. One
+        // already past when the push was journaled is never shown; a later one falls due
+        // (InboxTimed.swift), measured on the journal's clock like every timed transition.
+        let expiresAt = body["expiresAt"]?.stringValue.flatMap(ISO8601.millis)
+        let ingestedAt = body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis
+        // It leaves at the earliest of its own expiry and the end of its retention.
+        let retained = retentionMillis.flatMap { retention in
+            let (end, overflow) = ingestedAt.addingReportingOverflow(retention)
+            return overflow ? nil : end
+        }
+        // FCM's time to live, from ingest (the normaliser bounded it; bounded again here).
+        let lived = body["ttlMillis"]?.numberLexeme.flatMap { Int64($0) }.flatMap { ttl -> Int64? in
+            guard (0...(28 * 86_400_000)).contains(ttl) else { return nil }
+            let (end, overflow) = ingestedAt.addingReportingOverflow(ttl)
+            return overflow ? nil : end
+        }
+        let leaves = [expiresAt, retained, lived].compactMap { $0 }.min()
+        let expired = leaves.map { $0 <= ingestMillis } ?? false
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
                 loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted,
-                collapse_id, thread_id, replaces, pinned)
+                collapse_id, thread_id, replaces, pinned, expired)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -480,13 +528,12 @@ package final class InboxIndex {
         try statement.bind(17, body["inAppDismissTitle"]?.stringValue)
         try statement.bind(18, media?["path"]?.stringValue)
         try statement.bind(19, media?["thumbnail"]?["path"]?.stringValue)
-        // An unparseable expiry counts as none: hiding a push over a typo would lose it.
-        try statement.bind(20, body["expiresAt"]?.stringValue.flatMap(ISO8601.millis))
-        try statement.bind(21, body["ingestedAt"]?.stringValue.flatMap(ISO8601.millis) ?? ingestMillis)
+        try statement.bind(20, expiresAt)
+        try statement.bind(21, ingestedAt)
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
-        try statement.bind(24, !listed || muted)
+        try statement.bind(24, !listed || muted || expired)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)
         // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
@@ -512,9 +559,11 @@ package final class InboxIndex {
         try statement.bind(40, holder?.seq)
         // A pin is the user's choice for what the item stands for: the newer content keeps it.
         try statement.bind(41, holder?.state.pinned ?? false)
+        try statement.bind(42, expired)
         try statement.run()
         guard db.changes == 1, let owner else { return }
         if let holder { try replace(holder, by: seq, owner: owner) }
+        if let leaves, !expired { try schedule(.expire, seq: seq, at: leaves) }
         if mask != 0 {
             let member = try db.statement("INSERT OR IGNORE INTO item_feeds(owner, feed, seq) VALUES (?1, ?2, ?3)")
             for feed in InboxFeed.bits(mask) {
@@ -524,11 +573,11 @@ package final class InboxIndex {
                 try member.run()
             }
         }
-        if listed, !muted { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
+        if listed, !muted, !expired { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
     }
 
     /// Adds to `owner`'s counters and to those of each feed in the mask `feeds`.
-    private func adjustCounters(owner: String, unseen: Int64, unread: Int64, feeds: Int64) throws(SQLiteError) {
+    func adjustCounters(owner: String, unseen: Int64, unread: Int64, feeds: Int64) throws(SQLiteError) {
         let statement = try db.statement("""
             INSERT INTO owners(owner, unseen, unread) VALUES (?1, ?2, ?3)
             ON CONFLICT(owner) DO UPDATE SET unseen = unseen + ?2, unread = unread + ?3
@@ -575,7 +624,7 @@ package final class InboxIndex {
         try feeds.run()
     }
 
-    private struct ItemState {
+    struct ItemState {
         var owner: String?
         var presentation: String?
         var listed: Bool
@@ -584,8 +633,14 @@ package final class InboxIndex {
         /// The action chosen (`nil` with `acted` false) and the text typed into it.
         var actedAction: String? = nil
         var actedText: String? = nil
+        /// Snoozed until then (epoch ms): hidden until the snooze ends (InboxTimed.swift).
+        var snoozedUntil: Int64? = nil
+        /// Its expiry fell due: hidden for good.
+        var expired = false
         /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
-        var hidden: Bool { !listed || archived || deleted || (presentation == "banner" && acted) || muted }
+        var hidden: Bool {
+            !listed || archived || deleted || (presentation == "banner" && acted) || muted || snoozedUntil != nil || expired
+        }
     }
 
     /// The owner's live item with this vendor and collapse id (at most one: each arrival
@@ -593,7 +648,8 @@ package final class InboxIndex {
     private func collapseHolder(owner: String, vendor: String, collapseId: String,
                                 before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: ItemState, feeds: Int64)? {
         let select = try db.statement("""
-            SELECT seq, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted
+            SELECT seq, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
+                snoozed_until, expired
             FROM items INDEXED BY items_collapse
             WHERE owner = ?1 AND vendor = ?2 AND collapse_id = ?3 AND deleted = 0 AND seq < ?4 ORDER BY seq DESC LIMIT 1
             """)
@@ -607,6 +663,8 @@ package final class InboxIndex {
                               read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
                               pinned: select.bool(8), deleted: select.bool(9))
         state.muted = select.bool(11)
+        state.snoozedUntil = select.optionalInt64(12)
+        state.expired = select.bool(13)
         return (select.int64(0), state, select.int64(10))
     }
 
@@ -647,7 +705,8 @@ package final class InboxIndex {
             ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
             : db.statement("""
                 UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1))
+                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
+                        OR snoozed_until IS NOT NULL OR expired = 1)
                 WHERE owner = ?1 AND category = ?2 AND muted = 1
                 """)
         try items.bind(1, owner)
@@ -656,7 +715,7 @@ package final class InboxIndex {
         return true
     }
 
-    private func applyEvent(_ body: [String: JSONValue]) throws(SQLiteError) {
+    private func applyEvent(_ body: [String: JSONValue], clock: Int64) throws(SQLiteError) {
         guard let type = body["type"]?.stringValue,
               let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
         // A bulk change limited to a feed names it; the feed as this index defines it now
@@ -714,6 +773,11 @@ package final class InboxIndex {
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let item = Int64(lexeme), item > 0 else { return }
             try updateItem(item, owner: owner, type: type, body: body)
+        case "nc.snooze", "nc.unsnooze":
+            guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let item = Int64(lexeme), item > 0 else { return }
+            try snooze(item, owner: owner, until: type == "nc.snooze" ? body["until"]?.stringValue.flatMap(ISO8601.millis) : nil,
+                       clock: clock)
         default:
             return  // nc.opened and future types change no inbox state
         }
@@ -722,7 +786,7 @@ package final class InboxIndex {
     private func updateItem(_ seq: Int64, owner: String, type: String, body: [String: JSONValue]) throws(SQLiteError) {
         let select = try db.statement("""
             SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
-                acted_action, acted_text FROM items WHERE seq = ?1
+                acted_action, acted_text, snoozed_until, expired FROM items WHERE seq = ?1
             """)
         try select.bind(1, seq)
         guard try select.step() else { return }
@@ -733,6 +797,8 @@ package final class InboxIndex {
         before.muted = select.bool(11)
         before.actedAction = select.text(12)
         before.actedText = select.text(13)
+        before.snoozedUntil = select.optionalInt64(14)
+        before.expired = select.bool(15)
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
@@ -868,6 +934,7 @@ package final class InboxIndex {
                 lines.append(fields.joined(separator: "|"))
             }
             items.reset()
+            lines += try timedDump()
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }
@@ -880,19 +947,22 @@ package final class InboxIndex {
     /// (missing, damaged, another schema): into a temp file beside it, renamed over it with
     /// ``replace(path:with:appliedSeq:)``. Readers and the follower notice the new inode and reopen
     /// (``InboxIndexHandle``). Returns the rebuilt index's applied seq and item count.
+    /// What fell due by `now` (expiries, snoozes' ends) is applied as the live index did.
     package static func rebuild(path: String, journalDirectory: String, listModals: Bool = false,
-                                feeds: [InboxFeed] = []) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try rebuild(path: path, listModals: listModals, feeds: feeds) { fresh throws(InboxError) in
+                                feeds: [InboxFeed] = [], retention: Duration? = nil,
+                                now: Int64 = Posix.wallClockMillis()) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
+        try rebuild(path: path, listModals: listModals, feeds: feeds, retention: retention) { fresh throws(InboxError) in
             try fresh.catchUp(journalDirectory: journalDirectory, batchSize: 10_000)
+            try fresh.applyDue(now: now)
         }
     }
 
     /// Builds a fresh index into a temp file beside `path` with `fill` and, when it returns,
     /// puts it at `path` (``replace(path:with:appliedSeq:)``); a `fill` that throws leaves
     /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
-    package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [],
+    package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [], retention: Duration? = nil,
                                 fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
-        try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds) { fresh in
+        try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds, retention: retention) { fresh in
             try fill(fresh)
             let result = (appliedSeq: try fresh.appliedSeq(), items: try fresh.itemCount())
             // One self-contained file: no WAL of its own to carry along.
@@ -905,14 +975,14 @@ package final class InboxIndex {
     /// Makes a fresh index (this schema, `listModals`) in a temp file beside `path`, lets
     /// `finish` fill it, then puts it at `path` with ``replace(path:with:appliedSeq:)``. The
     /// temp file goes whatever happens; when `finish` throws, `path` stays as it was.
-    private static func buildAside(path: String, tag: String, listModals: Bool, feeds: [InboxFeed],
+    private static func buildAside(path: String, tag: String, listModals: Bool, feeds: [InboxFeed], retention: Duration?,
                                    _ finish: (InboxIndex) throws -> (appliedSeq: UInt64, items: Int64)) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         let temp = path + ".\(tag)-\(getpid())"
         for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { unlink(temp + suffix) } }
         let result: (appliedSeq: UInt64, items: Int64)
         do {
-            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals, feeds: feeds))
+            result = try finish(try InboxIndex(path: temp, announce: false, listModals: listModals, feeds: feeds, retention: retention))
         } catch let error as InboxError {
             throw error
         } catch let error as SQLiteError {
@@ -944,8 +1014,9 @@ package final class InboxIndex {
     /// is there, through a temp file and ``replace(path:with:appliedSeq:)``: for an index of
     /// another schema or listing rule, which a follower then rebuilds from the journal in
     /// batches. Nothing of the old file is kept: it was sound, only built by other rules.
-    package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = []) throws(InboxError) {
-        _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds) { fresh in
+    package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = [],
+                                         retention: Duration? = nil) throws(InboxError) {
+        _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds, retention: retention) { fresh in
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
             return (0, 0)
         }

@@ -18,15 +18,18 @@ package final class InboxIndexHandle {
     package let listModals: Bool
     /// A writer's `[Feed NAME]` definitions (``InboxIndex/feeds``).
     package let feeds: [InboxFeed]
+    /// A writer's `[Inbox] RetentionSec=` (``InboxIndex/retentionMillis``).
+    package let retention: Duration?
     private var index: InboxIndex?
     /// How many times a connection was opened: changes with each replacement noticed.
     package private(set) var generation: UInt64 = 0
 
-    package init(path: String, readOnly: Bool, listModals: Bool = false, feeds: [InboxFeed] = []) {
+    package init(path: String, readOnly: Bool, listModals: Bool = false, feeds: [InboxFeed] = [], retention: Duration? = nil) {
         self.path = path
         self.readOnly = readOnly
         self.listModals = listModals
         self.feeds = feeds
+        self.retention = retention
     }
 
     /// The open index, reopened first when the file at `path` is not the one open (replaced,
@@ -38,7 +41,7 @@ package final class InboxIndexHandle {
             return index
         }
         index = nil
-        let fresh = try InboxIndex(path: path, readOnly: readOnly, listModals: listModals, feeds: feeds)
+        let fresh = try InboxIndex(path: path, readOnly: readOnly, listModals: listModals, feeds: feeds, retention: retention)
         index = fresh
         generation &+= 1
         return fresh

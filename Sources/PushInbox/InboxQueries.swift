@@ -395,7 +395,7 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by, expired, snoozed_until
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)
@@ -404,6 +404,8 @@ extension InboxIndex {
             guard try statement.step() else { return nil }
             let item = Self.item(statement)
             if item.inAppShown || item.acted || item.read || item.archived || item.deleted { return nil }
+            // Expired (applied at its moment) or snoozed: not presented.
+            if statement.bool(46) || !statement.isNull(47) { return nil }
             if let expires = item.expiresAtMillis, expires < now { return nil }
             if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
             return item

@@ -27,6 +27,9 @@ package final class EventStream: @unchecked Sendable {
     package let language: TitleLanguage
     /// The seq up to which the owner's items have been sent: the SSE `id:` of the last event.
     package var lastSeq: UInt64
+    /// The id of the last timed transition (an expiry, a snooze's end) sent: those happen at
+    /// a moment, not at a journal seq (``InboxIndex/timedChanges(_:afterId:limit:)``).
+    package var lastTimed: Int64 = 0
     package var lastCounts: JSONValue?
     /// Bytes not yet handed to libmicrohttpd.
     package var pending: [UInt8] = []
@@ -274,7 +277,7 @@ package final class EventHub: Sendable {
               let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { return nil }
         switch type {
         case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.action-revert", "nc.inapp-shown",
-             "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
+             "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin", "nc.snooze", "nc.unsnooze":
             guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
             return Change(seq: record.seq, user: user, item: item, type: type)
         case "nc.read-all", "nc.archive-read", "nc.preferences":
@@ -432,6 +435,7 @@ package final class EventHub: Sendable {
         var watching = false
         defer { if inotify >= 0 { Posix.close(inotify) } }
         var lastApplied: UInt64?
+        var lastTimed: Int64?
         var lastRead: UInt64?
         var lastGeneration = handle.generation
         var lastWake = Posix.monotonicNanos()
@@ -444,10 +448,13 @@ package final class EventHub: Sendable {
             let window = readJournal()
             let applied = try? handle.current().appliedSeq()
             if applied == nil { handle.close() }
+            // A timed transition (an expiry, a snooze's end) rewrites APPLIED without a new seq.
+            let timed = applied == nil ? nil : try? handle.current().lastTimedChange()
             let now = Posix.monotonicNanos()
-            if applied != lastApplied || window?.readSeq != lastRead || handle.generation != lastGeneration
+            if applied != lastApplied || timed != lastTimed || window?.readSeq != lastRead || handle.generation != lastGeneration
                 || now &- lastWake >= Self.keepAliveNanos {
                 lastApplied = applied
+                lastTimed = timed
                 lastRead = window?.readSeq
                 lastGeneration = handle.generation
                 lastWake = now

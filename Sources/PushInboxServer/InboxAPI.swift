@@ -127,6 +127,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.post, "/v1/inbox/{item}/unarchive", "unarchive") { api, call in api.itemEvent(call, type: .unarchive) },
         Route(.post, "/v1/inbox/{item}/pin", "pin") { api, call in api.itemEvent(call, type: .pin) },
         Route(.post, "/v1/inbox/{item}/unpin", "unpin") { api, call in api.itemEvent(call, type: .unpin) },
+        Route(.post, "/v1/inbox/{item}/snooze", "snooze") { api, call in api.itemEvent(call, type: .snooze) },
+        Route(.post, "/v1/inbox/{item}/unsnooze", "unsnooze") { api, call in api.itemEvent(call, type: .unsnooze) },
         Route(.delete, "/v1/inbox/{item}", "delete") { api, call in api.itemEvent(call, type: .delete) },
         Route(.post, "/v1/inbox/{item}/actions/{action}", "action") { api, call in api.itemEvent(call, type: .action) },
         Route(.post, "/v1/inbox/{item}/actions/{action}/revert", "action-revert") { api, call in api.itemEvent(call, type: .actionRevert) },
@@ -454,6 +456,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 }
             }
         }
+        if type == .snooze {
+            // `{"until": "<ISO-8601>"}`, after now and at most 366 days ahead: a time already
+            // past is refused (422) rather than taken as "unsnooze", which has its own route.
+            guard let body = try? Self.parser.parse(request.body), case .object(let members) = body,
+                  case .string(let until)? = members["until"] else {
+                return Self.problem(400, "invalid_body", "the body must be a JSON object like {\"until\": \"2026-12-01T09:00:00Z\"}")
+            }
+            if let problem = PushEvent.snoozeProblem(until: until, now: Posix.wallClockMillis()) {
+                return Self.problem(422, "invalid_until", problem)
+            }
+            event.until = until
+        }
         if current.deleted, !isRetry(event, user: user, request) { return Self.notFound }
         if let refusal = submit(&event, user: user, request) { return refusal }
         let id = event.eventId
@@ -479,6 +493,11 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .pin: next.pinned = true
         case .unpin: next.pinned = false
         case .delete: return Self.json(202, .object(["eventId": .string(id), "item": Self.deletedJSON(seq)]))
+        case .snooze:
+            // Hidden until then: the answer says when it comes back.
+            return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request)),
+                                           "snoozedUntil": .string(event.until ?? "")]))
+        case .unsnooze: next.read = false
         default: break
         }
         return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
@@ -615,6 +634,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             }
         }
         let stream = EventStream(owner: owner, lastSeq: start, feed: self, hub: hub, language: Self.language(request))
+        // Timed transitions from now on; what happened before is in the counts and lists.
+        stream.lastTimed = (try? index.lastTimedChange()) ?? 0
         if resync { Self.appendResync(stream) }
         return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
                                                    ("X-Accel-Buffering", "no")], body: .stream(stream))
@@ -644,11 +665,35 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 fill(stream, index: index, upTo: known)
             }
         }
+        fillTimed(stream, index: index)
         // Counts change with new items and with every state change (seen, read, archive…).
         if let counts = try? allCountsJSON(stream.owner, index: index), counts != stream.lastCounts {
             stream.lastCounts = counts
             stream.append(id: stream.lastSeq, event: "counts", data: counts.serializedString())
         }
+    }
+
+    /// Appends the timed transitions applied since the stream's last one, at the moment the
+    /// writer applied them: a snooze's end as the item's `state` (back, unread), an expiry as
+    /// `refresh` `{"type":"nc.expired","item":"<seq>"}` (the item left the list and counts).
+    private func fillTimed(_ stream: EventStream, index: InboxIndex) {
+        guard let last = try? index.lastTimedChange() else { return }
+        // A rebuilt index numbers its log afresh: go on from where it stands, not from an id
+        // it may never reach.
+        if stream.lastTimed > last { stream.lastTimed = last }
+        guard last > stream.lastTimed, let changes = try? index.timedChanges(stream.owner, afterId: stream.lastTimed) else { return }
+        stream.lastTimed = changes.last?.id ?? last
+        for change in changes {
+            if change.type == "nc.unsnoozed", let item = try? index.item(stream.owner, seq: change.item) {
+                stream.append(id: stream.lastSeq, event: "state", data: Self.itemJSON(item, stream.language).serializedString())
+            } else {
+                stream.append(id: stream.lastSeq, event: "refresh", data: JSONValue.object([
+                    "type": .string(change.type), "item": .string(String(change.item)),
+                ]).serializedString())
+            }
+        }
+        // Nothing of this owner's among a full page: skip to the newest (another page comes).
+        if changes.isEmpty { stream.lastTimed = last }
     }
 
     /// Appends the items and state changes with `stream.lastSeq < seq <= known`, in journal

@@ -63,6 +63,8 @@ package struct StreamInboxOptions: Sendable {
     package var listModals: Bool
     /// `[Feed NAME]` (``InboxIndex/feeds``).
     package var feeds: [InboxFeed] = []
+    /// `[Inbox] RetentionSec=` (``InboxIndex/retentionMillis``; `nil` = none).
+    package var retention: Duration?
     /// The durable consumer's name: one per inbox node (``consumerName(hostId:)``).
     package var consumerName: String
     /// Messages per fetch and per SQLite transaction.
@@ -97,6 +99,7 @@ package struct StreamInboxOptions: Sendable {
         self.init(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
                   consumerName: Self.consumerName(hostId: try export.resolvedHostId()))
         feeds = configuration.inboxFeeds
+        retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
     }
 }
 
@@ -162,7 +165,8 @@ package final class StreamInboxFollower: Follower, Sendable {
         self.options = options
         self.refused = refused
         self.observer = observer
-        let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals, feeds: options.feeds)
+        let handle = InboxIndexHandle(path: options.indexPath, readOnly: false, listModals: options.listModals, feeds: options.feeds,
+                                      retention: options.retention)
         let applied: UInt64
         do throws(InboxError) {
             applied = try Self.openIndex(handle).appliedSeq()
@@ -186,7 +190,7 @@ package final class StreamInboxFollower: Follower, Sendable {
             return try handle.current()
         } catch where error.isStale {
             handle.close()
-            try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds)
+            try InboxIndex.replaceWithEmpty(path: handle.path, listModals: handle.listModals, feeds: handle.feeds, retention: handle.retention)
             return try handle.current()
         }
     }
@@ -249,9 +253,20 @@ package final class StreamInboxFollower: Follower, Sendable {
     private func step(_ session: inout Session, _ context: FollowerContext) throws(InboxStreamError) -> FollowerNext {
         let stream = options.export.stream
         let (index, consumer) = try ensureConsumer(&session)
+        // What fell due (expiries, snoozes' ends) is applied now, and the fetch waits no
+        // longer than until the next due time, so it is applied at its moment here too.
+        var wait = options.fetchWait
+        do throws(InboxError) {
+            let now = Posix.wallClockMillis()
+            try index.applyDue(now: now)
+            if let due = try index.dueSleep(now: now) { wait = max(min(wait, due), .milliseconds(1)) }
+        } catch {
+            if error.isCorrupt || error.isStale { session.handle.close() }
+            throw InboxStreamError(.index(error), stream: stream)
+        }
         let records: [StreamRecord]
         do throws(ExportError) {
-            records = try consumer.fetch(batch: options.batchSize, timeout: options.fetchWait)
+            records = try consumer.fetch(batch: options.batchSize, timeout: wait)
         } catch {
             // Start over with a fresh consumer (and connection, when it is gone).
             session.consumer = nil
@@ -403,7 +418,8 @@ package final class StreamInboxFollower: Follower, Sendable {
         defer { client.close() }
         var natsFailure: ExportError?
         do throws(InboxError) {
-            return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals, feeds: options.feeds) { fresh throws(InboxError) in
+            return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals, feeds: options.feeds,
+                                          retention: options.retention) { fresh throws(InboxError) in
                 do throws(ExportError) {
                     try fill(fresh, client: client, options: options, patience: patience, progress: progress)
                 } catch {

@@ -41,11 +41,16 @@ package enum EventType: String, Sendable, CaseIterable {
     /// muted category is neither listed, counted nor presented in-app; its pushes come back
     /// when it is unmuted). Categories not named keep their setting.
     case preferences = "nc.preferences"
+    /// The item is hidden until `until` (ISO-8601) and then comes back unread.
+    case snooze = "nc.snooze"
+    /// A snooze ends now: the item is back, unread.
+    case unsnooze = "nc.unsnooze"
 
     /// The members this type requires besides `type` and `eventId`.
     package var requiredMembers: Set<String> {
         switch self {
-        case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin: ["item"]
+        case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin, .unsnooze: ["item"]
+        case .snooze: ["item", "until"]
         case .readAll, .archiveRead, .opened: []
         case .action, .actionRevert: ["item", "action"]
         case .inAppOptOut: ["enabled"]
@@ -107,6 +112,24 @@ package struct PushEvent: Sendable, Equatable {
     package var muted: [String: Bool]?
     /// When it happened (ISO-8601), as the producer said; `nil` means at ingest.
     package var at: String?
+    /// `nc.snooze`: when the item comes back (ISO-8601). Writers check it is ahead of now and
+    /// within ``maxSnoozeMillis`` (``snoozeProblem(until:now:)``); the index bounds it again.
+    package var until: String?
+
+    /// The longest snooze a writer accepts: 366 days.
+    package static let maxSnoozeMillis: Int64 = 366 * 86_400_000
+
+    /// Why `until` is not a snooze's end seen from `now` (epoch ms), or `nil` when it is one:
+    /// an ISO-8601 date-time after `now` and at most ``maxSnoozeMillis`` ahead.
+    package static func snoozeProblem(until: String, now: Int64) -> String? {
+        guard let millis = ISO8601Check.millis(until) else {
+            return "until must be an ISO-8601 date-time like 2026-11-30T12:00:00.000Z"
+        }
+        if millis <= now { return "until (\(until)) is not in the future; to bring an item back now, unsnooze it" }
+        let (ahead, overflow) = millis.subtractingReportingOverflow(now)
+        if overflow || ahead > maxSnoozeMillis { return "until (\(until)) is more than 366 days ahead" }
+        return nil
+    }
 
     package static let maxEventIdBytes = 128
     /// The largest `text` of a text-input action, in UTF-8 bytes.
@@ -151,6 +174,7 @@ package struct PushEvent: Sendable, Equatable {
         if let feed { o["feed"] = .string(feed) }
         if let muted { o["muted"] = .object(muted.mapValues { .bool($0) }) }
         if let at { o["at"] = .string(at) }
+        if let until { o["until"] = .string(until) }
         return .object(o)
     }
 
@@ -272,6 +296,12 @@ enum EventParser {
         case .string?: throw invalid("event.at must be an ISO-8601 date-time like 2026-11-30T12:00:00.000Z", "event.at")
         case let other?: throw invalid("event.at must be a string, found \(other.typeName)", "event.at")
         }
+        switch event["until"] {
+        case nil, .null?: break
+        case .string(let until)? where ISO8601Check.millis(until) != nil: parsed.until = until
+        case .string?: throw invalid("event.until must be an ISO-8601 date-time like 2026-11-30T12:00:00.000Z", "event.until")
+        case let other?: throw invalid("event.until must be a string, found \(other.typeName)", "event.until")
+        }
         return parsed
     }
 
@@ -339,6 +369,45 @@ enum EventParser {
 /// The ISO-8601 date-times pushspool accepts from producers: `YYYY-MM-DDTHH:MM:SS`, an
 /// optional fraction of 1-9 digits, then `Z` or `±HH:MM`. Calendar-checked (no 2026-02-30).
 package enum ISO8601Check {
+    /// Epoch milliseconds of a valid date-time (``isValid(_:)``), `nil` for anything else.
+    /// Years 0000-9999 only, so it never overflows.
+    package static func millis(_ text: String) -> Int64? {
+        guard isValid(text) else { return nil }
+        let b = Array(text.utf8)
+        func number(_ from: Int, _ count: Int) -> Int64 {
+            var value: Int64 = 0
+            for i in from..<(from + count) { value = value * 10 + Int64(b[i] - 0x30) }
+            return value
+        }
+        var (year, month, day) = (number(0, 4), number(5, 2), number(8, 2))
+        // Days from 1970-01-01 (H. Hinnant's days_from_civil).
+        year -= month <= 2 ? 1 : 0
+        let era = (year >= 0 ? year : year - 399) / 400
+        let yearOfEra = year - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        var millis = ((days * 24 + number(11, 2)) * 60 + number(14, 2)) * 60_000 + number(17, 2) * 1000
+        var i = 19
+        if i < b.count, b[i] == 0x2e {
+            i += 1
+            var digits = 0
+            var fraction: Int64 = 0
+            while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+                if digits < 3 { fraction = fraction * 10 + Int64(b[i] - 0x30) }
+                digits += 1
+                i += 1
+            }
+            for _ in digits..<max(digits, 3) { fraction *= 10 }
+            millis += fraction
+        }
+        if i < b.count, b[i] == 0x2b || b[i] == 0x2d {
+            let offset = (number(i + 1, 2) * 60 + number(i + 4, 2)) * 60_000
+            millis += b[i] == 0x2b ? -offset : offset
+        }
+        return millis
+    }
+
     package static func isValid(_ text: String) -> Bool {
         let b = Array(text.utf8)
         func digits(_ at: Int, _ count: Int) -> Int? {

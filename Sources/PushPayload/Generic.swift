@@ -49,10 +49,45 @@ extension Session {
         }
         if !map.isEmpty { n.customPayload = .object(map) }
         try requireBody(n)
+        n.ttlMillis = fcmTTL(top)
         let sentId = text(top["messageId"], "messageId") ?? text(top["message_id"], "message_id")
             ?? text(top["google.message_id"], "google.message_id") ?? text(map["google.message_id"], "data.google.message_id")
         if let sentId, !sentId.isEmpty { n.id = sentId } else { n.id = derivedId() }
         return n
+    }
+
+    /// The longest FCM time to live: 28 days.
+    static let maxTTLMillis: Int64 = 28 * 86_400_000
+
+    /// FCM's time to live in ms, as the send APIs spell it: HTTP v1 `android.ttl` (or a
+    /// top-level `ttl`) as a duration string `"3.5s"` or seconds as a number, the legacy
+    /// `time_to_live` in seconds. Outside 0...28 days, or malformed: warned and absent.
+    mutating func fcmTTL(_ top: [String: JSONValue]) -> Int64? {
+        let candidates: [(JSONValue?, String)] = [(top["android"]?.objectValue?["ttl"], "android.ttl"), (top["ttl"], "ttl"),
+                                                  (top["time_to_live"], "time_to_live")]
+        guard let found = candidates.first(where: { $0.0 != nil && $0.0 != .null }), let value = found.0 else { return nil }
+        let path = found.1
+        var text: Substring
+        switch value {
+        case .string(let s) where s.hasSuffix("s"): text = s.dropLast()
+        case .number(let n): text = Substring(n)
+        default: warn(.wrongType, path); return nil
+        }
+        // Seconds with up to 9 fraction digits; read digit by digit, bounded, never trapping.
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 9, whole.allSatisfy({ $0.isASCII && $0.isNumber }),
+              parts.count == 1 || (parts[1].count >= 1 && parts[1].count <= 9 && parts[1].allSatisfy({ $0.isASCII && $0.isNumber })),
+              let seconds = Int64(whole) else {
+            warn(.invalidValue, path)
+            return nil
+        }
+        let fraction = parts.count == 2 ? Int64(String((parts[1] + "00").prefix(3))) ?? 0 : 0
+        let millis = seconds * 1000 + fraction
+        guard millis <= Self.maxTTLMillis else {
+            warn(.invalidValue, path)
+            return nil
+        }
+        return millis
     }
 
     /// FCM's `body_loc_args` / `title_loc_args`: an array of strings in the send API's

@@ -266,6 +266,9 @@ package struct PushNotification: Sendable, Equatable {
     package var device: String?
     package var receivedAt: String?
     package var warnings: [PayloadWarning] = []
+    /// FCM's time to live (`android.ttl`, `ttl`, `time_to_live`) in ms, 0...28 days: the
+    /// item expires that long after it was ingested (the inbox index decides the moment).
+    package var ttlMillis: Int64? = nil
 
     package init(vendor: Vendor, platform: Platform, format: String, id: String) {
         self.vendor = vendor
@@ -325,6 +328,7 @@ package struct PushNotification: Sendable, Equatable {
         if !actions.isEmpty { o["actions"] = .array(actions.map { $0.jsonValue() }) }
         if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
         if let badge { o["badge"] = .number(String(badge)) }
+        if let ttlMillis { o["ttlMillis"] = .number(String(ttlMillis)) }
         if let customPayload, !customPayload.isNull { o["customPayload"] = customPayload }
         return .object(o)
     }

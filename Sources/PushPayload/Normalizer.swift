@@ -92,6 +92,11 @@ package enum Normalizer {
         n.user = envelope.user
         n.device = envelope.device
         n.receivedAt = envelope.receivedAt
+        // The item expires at the earliest of the producer's and the vendor's expiry.
+        if let producer = envelope.expiresAtMillis,
+           n.expiresAt.flatMap(ISO8601Check.millis).map({ producer < $0 }) ?? true {
+            n.expiresAt = EpochTime.iso8601(milliseconds: producer) ?? n.expiresAt
+        }
         // The journal cannot hold a longer key; refusing here makes `validate` say so too.
         let keyBytes = n.dedupKey.utf8.count
         if keyBytes > DedupKey.maxBytes {
@@ -121,6 +126,8 @@ struct Envelope {
     /// `collapseId`: the producer's collapse id (it knows the `apns-collapse-id` header or the
     /// FCM collapse key it sent with); 1-255 bytes without control characters.
     var collapseId: String?
+    /// `expiresAt`: when the producer wants the item gone (ISO-8601), as epoch ms.
+    var expiresAtMillis: Int64?
 
     init(_ top: [String: JSONValue]) throws(PayloadRefusal) {
         guard let version = top["pushspool"] else {
@@ -156,6 +163,12 @@ struct Envelope {
             }
             try ControlCharacters.check(collapseId, "envelope member \"collapseId\"", path: "collapseId")
             self.collapseId = collapseId
+        }
+        if let text = try optionalString("expiresAt") {
+            guard let millis = ISO8601Check.millis(text), millis >= 0 else {
+                throw PayloadRefusal(.invalidEnvelope, "envelope member \"expiresAt\" must be an ISO-8601 date-time after 1970 like 2026-12-01T09:00:00Z, found \"\(text.prefix(40))\"", path: "expiresAt")
+            }
+            expiresAtMillis = millis
         }
         if let p = try optionalString("platform") {
             guard let platform = Platform(rawValue: p) else {

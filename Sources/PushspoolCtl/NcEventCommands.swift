@@ -50,6 +50,11 @@ package struct NcEventCommand: CtlSubcommand {
             entry("delete", "remove ITEM from the inbox for good; the journal keeps the push (nc.delete)", positionals: [item]),
             entry("pin", "keep ITEM first in lists (nc.pin)", positionals: [item]),
             entry("unpin", "list ITEM by arrival again (nc.unpin)", positionals: [item]),
+            entry("snooze", "hide ITEM until --until, then bring it back unread (nc.snooze)",
+                  options: [.value("--until", placeholder: "TIME", help: "when ITEM comes back: an ISO-8601 date-time "
+                                   + "(2026-12-01T09:00:00Z) after now, at most 366 days ahead (required)")],
+                  positionals: [item]),
+            entry("unsnooze", "bring the snoozed ITEM back now, unread (nc.unsnooze)", positionals: [item]),
             entry("action", "the user chose button/category ACTION of ITEM, or undoes it (nc.action, nc.action-revert)",
                   options: [.value("--text", placeholder: "T", help: "the text typed into a text-input action (<= 4096 bytes)",
                                    allowsEmpty: true),
@@ -118,8 +123,15 @@ package struct NcEventCommand: CtlSubcommand {
             event = .ncOpen(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
         case "inapp-shown":
             event = .ncInAppShown(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
-        case "seen", "unread", "unarchive", "delete", "pin", "unpin":
+        case "snooze":
+            guard let until = invocation.value("--until") else { throw usage("nc snooze needs --until TIME") }
+            if let problem = PushEvent.snoozeProblem(until: until, now: Posix.wallClockMillis()) { throw usage("--until: \(problem)") }
+            event.type = .snooze
+            event.item = try itemOperand()
+            event.until = until
+        case "seen", "unread", "unarchive", "delete", "pin", "unpin", "unsnooze":
             event.type = switch word {
+            case "unsnooze": .unsnooze
             case "unread": .unread
             case "unarchive": .unarchive
             case "delete": .delete

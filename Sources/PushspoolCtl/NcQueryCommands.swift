@@ -100,12 +100,15 @@ package enum NcQueryCommands {
             switch subcommand {
             case "reindex":
                 let result = try InboxIndex.rebuild(path: indexPath, journalDirectory: context.journalDirectory(configuration),
-                                                    listModals: configuration.inbox.listModals, feeds: configuration.inboxFeeds)
+                                                    listModals: configuration.inbox.listModals, feeds: configuration.inboxFeeds,
+                                                    retention: configuration.inbox.retention > .zero ? configuration.inbox.retention : nil)
                 context.out("rebuilt \(indexPath): \(result.items) items, journal seq \(result.appliedSeq)\n")
             case "update":
                 let index = try InboxIndexHandle(path: indexPath, readOnly: false, listModals: configuration.inbox.listModals,
-                                                 feeds: configuration.inboxFeeds).current()
+                                                 feeds: configuration.inboxFeeds,
+                                                 retention: configuration.inbox.retention > .zero ? configuration.inbox.retention : nil).current()
                 let applied = try index.catchUp(journalDirectory: context.journalDirectory(configuration))
+                try index.applyDue(now: Posix.wallClockMillis())
                 context.out("applied \(applied) records, journal seq \(try index.appliedSeq())\n")
             default:
                 let index = try InboxIndexHandle(path: indexPath, readOnly: true).current()

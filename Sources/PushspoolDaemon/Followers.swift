@@ -34,7 +34,8 @@ final class Followers: Sendable {
             // journal's follower must not write into the same file with journal seqs.
             inbox = configuration.inbox.enabled && configuration.inbox.source == .journal
                 ? try InboxFollower(stateDirectory: configuration.journal.stateDirectory, listModals: configuration.inbox.listModals,
-                                    feeds: configuration.inboxFeeds, journalLastSeq: { journal.stats.lastSeq }, notify: { Self.log($0, events: events) })
+                                    feeds: configuration.inboxFeeds,
+                                    retention: configuration.inbox.retention > .zero ? configuration.inbox.retention : nil, journalLastSeq: { journal.stats.lastSeq }, notify: { Self.log($0, events: events) })
                 : nil
         } catch {
             throw DaemonError(stage: "inbox index", message: "\(error) (rebuild it with `pushspoolctl nc reindex`)", errno: EIO)

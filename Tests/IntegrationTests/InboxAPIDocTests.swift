@@ -64,6 +64,8 @@ import PushSystem
                 .replacingOccurrences(of: "{sha256}", with: sha)
                 // From the start: the newest item is archived by the examples before the stream.
                 .replacingOccurrences(of: "{lastEventId}", with: "0")
+                // The snooze example's `until`: ahead, as the server requires.
+                .replacingOccurrences(of: "{until}", with: Timestamp.iso8601(millis: Posix.wallClockMillis() + 3_600_000))
         }
 
         var modalSent = false

@@ -78,6 +78,7 @@ import PushSystem
             let path = words[1].replacingOccurrences(of: "{item}", with: item).replacingOccurrences(of: "{action}", with: "reply")
                 .replacingOccurrences(of: "{sha256}", with: sha)
             let body: String? = words[1] == "/v1/preferences" && words[0] == "PUT" ? #"{"muted":{"promo":false}}"#
+                : words[1].hasSuffix("/snooze") ? #"{"until":"\#(Timestamp.iso8601(millis: Posix.wallClockMillis() + 3_600_000))"}"#
                 : words[0] == "PUT" ? #"{"enabled":false}"# : words[0] == "POST" ? "{}" : nil
             var arguments = ["-s", "-i", "--max-time", "2", "-X", words[0],
                              "-H", "X-Pushspool-User: alice", "-H", "Authorization: Bearer \(InboxServerHarness.token("alice"))"]

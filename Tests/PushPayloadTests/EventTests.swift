@@ -16,8 +16,9 @@ struct EventCase: Sendable, CustomTestStringConvertible {
 /// The smallest valid event of each type.
 let minimalEvents: [EventCase] = EventType.allCases.map { type in
     switch type {
-    case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin:
+    case .seen, .read, .archive, .open, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin, .unsnooze:
         EventCase(type: type, members: #""item": 42"#)
+    case .snooze: EventCase(type: type, members: #""item": 42, "until": "2026-12-01T09:00:00Z""#)
     case .readAll, .archiveRead, .opened: EventCase(type: type, members: "")
     case .action, .actionRevert: EventCase(type: type, members: #""item": 42, "action": "mm_accept""#)
     case .inAppOptOut: EventCase(type: type, members: #""enabled": false"#)
