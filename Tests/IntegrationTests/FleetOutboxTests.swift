@@ -178,3 +178,78 @@ extension InboxFromStreamTests {
         #expect(process2.terminationStatus == 0, "\(Self.stderr(node2))")
     }
 }
+
+extension InboxFromStreamTests {
+    /// A fleet dead letter is listed, shown and retried by `pushspoolctl outbox` on the node
+    /// that parked it, and the node's pushspool-inbox sends it again at once (inotify on
+    /// `retry/`), exactly once.
+    @Test func pushspoolctlListsAndRetriesAFleetDeadLetter() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/v3/operations/async", .status(400))
+        let ingest = try DaemonHarness(name: "fleet-retry-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<3, tag: "r")
+        try Self.waitIngestedAndExported(ingest, count: 3)
+        let node = try Self.outboxNode("fleet-retry-node", url: server.url, vendor: vendor)
+        let notify = try NotifySocket()
+        let process = try Self.launchInbox(node, environment: ["NOTIFY_SOCKET": notify.path])
+        defer { Self.stopInbox(process) }
+        let port = try Self.port(node, process)
+        try waitUntil(timeout: 60, "the node at stream seq 3") { Self.appliedSeq(node) == 3 }
+
+        let item = try #require(try Self.http(port, "GET", "/v1/inbox", user: "user-1").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let open = try Self.http(port, "POST", "/v1/inbox/\(item)/open", user: "user-1")
+        #expect(open.status == 202)
+        let eventId = try #require(open.json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the 400 to be parked") { Self.parked(node).count == 1 }
+        // STATUS= and /metrics show the dead letter, as pushspoold's show its outbox.
+        try waitUntil(timeout: 10, "STATUS= with the parked delivery") {
+            notify.messages.contains { $0.contains("fleet outbox 0 delivered, 1 parked, 0 in flight") && $0.contains("last error: ") }
+        }
+        let metrics = try Self.http(port, "GET", "/metrics", user: "user-1").body
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_parked 1\n"), "\(metrics)")
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_deliveries_total{result=\"delivered\"} 0\n"))
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_connected 1\n"))
+
+        let (listStatus, listed, summary) = try node.ctl(["outbox", "list"])
+        #expect(listStatus == 0, "\(summary)")
+        let line = try #require(listed.split(separator: "\n").first.map(String.init), "\(listed)")
+        let fields = line.split(separator: "\t").map(String.init)
+        #expect(fields.count == 7 && fields[0].hasPrefix("fleet:") && fields[1] == "parked" && fields[5] == "400", "\(line)")
+        #expect(summary.contains("0 pending, 1 parked"), "\(summary)")
+        let id = fields[0]
+        let (showStatus, shown, _) = try node.ctl(["outbox", "show", "--json", id])
+        #expect(showStatus == 0)
+        let shownJSON = try JSONParser().parse(Array(shown.utf8))
+        #expect(shownJSON["eventId"]?.stringValue == eventId && shownJSON["id"]?.stringValue == id)
+        // A fleet id on the journal side, or a journal id that names no fleet letter, is not found.
+        #expect(try node.ctl(["outbox", "show", String(id.dropFirst("fleet:".count))]).0 == 1)
+
+        vendor.route("/v3/operations/async", .ok(Array("{\"status\":\"Success\"}".utf8), contentType: "application/json"))
+        let (retryStatus, _, retried) = try node.ctl(["outbox", "retry", id])
+        #expect(retryStatus == 0, "\(retried)")
+        // Signalled, not waited for: well inside the fetch wait (10 s).
+        let retriedAt = Posix.monotonicNanos()
+        try waitUntil(timeout: 30, "the retried delivery at the vendor") { Self.transactionIds(vendor).filter { $0 == eventId }.count == 2 }
+        #expect(Double(Posix.monotonicNanos() - retriedAt) / 1e9 < 5)
+        try waitUntil(timeout: 10, "the retried delivery done") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: node.state + "/inbox/outbox/pending")) ?? []).isEmpty
+        }
+        usleep(1_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == eventId }.count == 2, "sent once more, not twice")
+        #expect(Self.parked(node).isEmpty)
+        try waitUntil(timeout: 10, "STATUS= with the delivery") {
+            notify.messages.contains { $0.contains("fleet outbox 1 delivered, 0 parked, 0 in flight") }
+        }
+        let metricsAfter = try Self.http(port, "GET", "/metrics", user: "user-1").body
+        #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_parked 0\n"), "\(metricsAfter)")
+        #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_deliveries_total{result=\"delivered\"} 1\n"))
+        let (_, after, afterSummary) = try node.ctl(["outbox", "list"])
+        #expect(after.isEmpty && afterSummary.contains("0 pending, 0 parked"), "\(after)\(afterSummary)")
+    }
+}
