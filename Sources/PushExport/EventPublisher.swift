@@ -12,7 +12,11 @@ import PushSystem
 /// - `Nats-Msg-Id` is ``messageId(eventId:)``, `event:<eventId>`, without a host id: the event
 ///   id is the same whichever node takes a retried request (`Idempotency-Key` derives it), so
 ///   the stream keeps one copy within its duplicate window;
-/// - there is no `Pushspool-Seq` (no journal holds it) and no `sourceFile` (no spool file).
+/// - there is no `Pushspool-Seq` (no journal holds it) and no `sourceFile` (no spool file);
+/// - an event accepted under an Idempotency-Key carries the request's fingerprint in
+///   ``fingerprintHeader``: its id derives from the user and the key alone, so the stream
+///   answers a second use of the key on any node as a duplicate, and the fingerprint tells
+///   a retry (same request) from a reuse for another request (``PublishOutcome/conflict(seq:)``).
 ///
 /// ``publish(_:)`` returns only after the PubAck: the event is in the stream. The connection
 /// is made on first use and again after a failure, without libnats' reconnect buffer, so a
@@ -31,6 +35,19 @@ package final class EventPublisher: Sendable {
     /// (``ExportOptions/resolvedHostId(machineIdPath:)``), so the two never meet.
     package static func messageId(eventId: String) -> String { DedupKey.event(eventId) }
 
+    /// The header carrying the fingerprint of the request an event was accepted for.
+    package static let fingerprintHeader = "Pushspool-Request-Fingerprint"
+
+    /// What the stream made of a publish. `Sendable` value.
+    package enum PublishOutcome: Sendable, Equatable {
+        /// Stored now, or already held for the same request (a retry; `duplicate` set):
+        /// either way the stream holds the event once.
+        case stored(NatsClient.PubAck)
+        /// The stream already holds a message with this id for a different request: the
+        /// Idempotency-Key was used before, on some node, for something else. Nothing stored.
+        case conflict(seq: UInt64)
+    }
+
     /// `options`: `[Export]` (URLs, credentials, TLS, `Subject=`, `AckTimeoutSec=` as the wait
     /// for a PubAck, at most `maxWait`). Refuses a subject template the exporter would refuse.
     package init(options: ExportOptions, maxWait: Duration = .seconds(5), connectTimeout: Duration = .seconds(2)) throws(ExportError) {
@@ -46,7 +63,8 @@ package final class EventPublisher: Sendable {
 
     /// The subject, message id, body and headers `event` is published with; `ingestMillis`
     /// is when this node accepted it (the record's `ingestedAt`). Pure.
-    package func message(for event: PushEvent, ingestMillis: Int64) -> (subject: String, msgId: String, body: [UInt8], headers: [(String, String)]) {
+    package func message(for event: PushEvent, ingestMillis: Int64,
+                         fingerprint: String? = nil) -> (subject: String, msgId: String, body: [UInt8], headers: [(String, String)]) {
         let envelope = event.envelope().serialized() + [0x0a]
         let body = event.recordBody(ingestMillis: ingestMillis, sourceFile: nil, envelopeSHA256: SHA256.hex(of: envelope),
                                     envelopeSize: envelope.count)
@@ -54,16 +72,25 @@ package final class EventPublisher: Sendable {
         // takes the events pushspoold exports.
         let record = JournalRecord(seq: 0, ingestMillis: ingestMillis, key: event.dedupKey, body: body, segment: "", offset: 0)
         let subject = ExportMessage(record: record, hostId: "", template: template).subject
-        return (subject, Self.messageId(eventId: event.eventId), body, [(ExportMessage.ingestHeader, String(ingestMillis))])
+        var headers = [(ExportMessage.ingestHeader, String(ingestMillis))]
+        if let fingerprint { headers.append((Self.fingerprintHeader, fingerprint)) }
+        return (subject, Self.messageId(eventId: event.eventId), body, headers)
     }
 
     /// Publishes `event` (its id drawn already) and waits for the PubAck. Throws `.connect`
     /// when no server answers and `.publish` when the stream did not confirm the message; the
     /// connection is then dropped and made again by the next call.
+    ///
+    /// `fingerprint`: the request's, for an event accepted under an Idempotency-Key. When the
+    /// stream answers "duplicate", the message it holds is read back (js_GetMsg) and its
+    /// fingerprint compared: another request's gives ``PublishOutcome/conflict(seq:)``. A copy
+    /// without one, or no longer held (erased), counts as the same request: nothing tells
+    /// otherwise, and nothing new was stored.
     @discardableResult
-    package func publish(_ event: PushEvent, ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> NatsClient.PubAck {
-        let (subject, msgId, body, headers) = message(for: event, ingestMillis: ingestMillis)
-        return try client.withLock { client throws(ExportError) -> NatsClient.PubAck in
+    package func publish(_ event: PushEvent, fingerprint: String? = nil,
+                         ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> PublishOutcome {
+        let (subject, msgId, body, headers) = message(for: event, ingestMillis: ingestMillis, fingerprint: fingerprint)
+        return try client.withLock { client throws(ExportError) -> PublishOutcome in
             if let current = client, current.isClosed || !current.isConnected {
                 current.close()
                 client = nil
@@ -76,7 +103,11 @@ package final class EventPublisher: Sendable {
             }
             guard let connected = client else { throw ExportError(.connect, "not connected") }
             do throws(ExportError) {
-                return try connected.publish(subject: subject, msgId: msgId, body: body, headers: headers)
+                let ack = try connected.publish(subject: subject, msgId: msgId, body: body, headers: headers)
+                guard ack.duplicate, let fingerprint,
+                      let held = try connected.message(options.stream, seq: ack.streamSeq)?.requestFingerprint,
+                      held != fingerprint else { return .stored(ack) }
+                return .conflict(seq: ack.streamSeq)
             } catch {
                 // Whatever libnats still holds for this connection goes with it.
                 connected.close()

@@ -177,3 +177,58 @@ extension InboxFromStreamTests {
         #expect(try Self.answers(node1, users: [user]) == Self.answers(node2, users: [user]))
     }
 }
+
+extension InboxFromStreamTests {
+    /// An Idempotency-Key is one request fleet-wide: reused on another node, which never saw
+    /// it, for a different request it is refused with 422 (the stream holds the first use
+    /// under the same message id, with its request's fingerprint); the same request there is
+    /// the retry it is, 202 with the first's event id, stored once. Without a key, every
+    /// request is an event of its own, as before.
+    @Test func anIdempotencyKeyReusedOnAnotherNodeIsRefused() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let ingest = try DaemonHarness(name: "fleet-key-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<3, tag: "k")
+        try Self.waitIngestedAndExported(ingest, count: 3)
+        let node1 = try Self.node("fleet-key-node1", url: server.url)
+        let node2 = try Self.node("fleet-key-node2", url: server.url)
+        let process1 = try Self.launchInbox(node1)
+        defer { if process1.isRunning { kill(process1.processIdentifier, SIGTERM); process1.waitUntilExit() } }
+        let process2 = try Self.launchInbox(node2)
+        defer { if process2.isRunning { kill(process2.processIdentifier, SIGTERM); process2.waitUntilExit() } }
+        let port1 = try Self.port(node1, process1)
+        let port2 = try Self.port(node2, process2)
+        try waitUntil(timeout: 60, "both nodes at stream seq 3") { Self.appliedSeq(node1) == 3 && Self.appliedSeq(node2) == 3 }
+        let user = "user-1"
+        let item = try #require(try Self.http(port1, "GET", "/v1/inbox", user: user).json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+
+        let first = try Self.http(port1, "POST", "/v1/inbox/\(item)/seen", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(first.status == 202, "\(first.body)")
+        let eventId = try #require(first.json?["eventId"]?.stringValue)
+        let reused = try Self.http(port2, "POST", "/v1/inbox/\(item)/read", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(reused.status == 422, "\(reused.body)")
+        #expect(reused.json?["error"]?.stringValue == "idempotency_key_reused")
+        // Refused, the key stays free on node 2 for the request it was first used for.
+        let retry = try Self.http(port2, "POST", "/v1/inbox/\(item)/seen", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(retry.status == 202 && retry.json?["eventId"]?.stringValue == eventId, "\(retry.body)")
+        // Node 2 now holds the binding itself and refuses locally too.
+        #expect(try Self.http(port2, "POST", "/v1/inbox/\(item)/read", user: user, headers: ["Idempotency-Key: k-1"]).status == 422)
+        let plain1 = try Self.http(port1, "POST", "/v1/inbox/\(item)/pin", user: user)
+        let plain2 = try Self.http(port2, "POST", "/v1/inbox/\(item)/pin", user: user)
+        #expect(plain1.status == 202 && plain2.status == 202)
+        #expect(plain1.json?["eventId"]?.stringValue != plain2.json?["eventId"]?.stringValue)
+
+        let client = try NatsClient(urls: [server.url], name: "it-fleet-key")
+        defer { client.close() }
+        try waitUntil(timeout: 30, "both nodes to apply the events") { Self.appliedSeq(node1) == 6 && Self.appliedSeq(node2) == 6 }
+        let stored = try client.readStream(Self.stream)
+        #expect(stored.count == 6, "three pushes, the seen once, two pins")
+        #expect(stored.filter { $0.msgId == EventPublisher.messageId(eventId: eventId) }.count == 1)
+        #expect(try Self.state(port2, user: user, item: item)?["read"] == .bool(false), "the refused read was not applied")
+        #expect(try Self.state(port1, user: user, item: item)?["seen"] == .bool(true))
+    }
+}
