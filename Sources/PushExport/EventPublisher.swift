@@ -19,16 +19,32 @@ import PushSystem
 ///   a retry (same request) from a reuse for another request (``PublishOutcome/conflict(seq:)``).
 ///
 /// ``publish(_:)`` returns only after the PubAck: the event is in the stream. The connection
-/// is made on first use and again after a failure, without libnats' reconnect buffer, so a
-/// publish that failed is not sent later behind its caller's back.
+/// has no libnats reconnect buffer, so a publish that failed is not sent later behind its
+/// caller's back. Two ways to connect:
+/// - on first use and again after a failure, in the caller's thread (`pushspoolctl nc`);
+/// - after ``startConnecting()`` (pushspool-inbox): a thread of the publisher's own connects
+///   at start and again whenever a publish found the connection gone or failed, with backoff
+///   (250 ms doubling to 5 s). A publish then never connects: while no connection is up it
+///   throws `.connect` at once, so an HTTP worker answers 503 at once instead of waiting for a
+///   connect that may not come (a server that accepts and never answers held each worker for
+///   the 2 s connect, one after another, and GETs waited behind them).
 ///
 /// `Sendable`: the connection lives behind a lock; publishes are serialised on it (one round
-/// trip each on a LAN).
+/// trip each on a LAN; at most the PubAck wait when a server stops answering, after which
+/// the connection is dropped and the publishes queued behind fail at once).
 package final class EventPublisher: Sendable {
     package let options: ExportOptions
     private let template: SubjectTemplate
     private let connectTimeout: Duration
     private let client = Locked<NatsClient?>(nil)
+    /// Set once ``startConnecting()`` ran: publishes no longer connect themselves.
+    private let background = Locked(Background())
+    private let connectorWake = Wakeup()
+
+    private struct Background {
+        var started = false
+        var stopped = false
+    }
 
     /// The `Nats-Msg-Id` of an event published by an inbox node. The exporter's ids are
     /// `<host id>:<journal key>`, and the host id `event` is refused
@@ -91,15 +107,17 @@ package final class EventPublisher: Sendable {
                          ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> PublishOutcome {
         let (subject, msgId, body, headers) = message(for: event, ingestMillis: ingestMillis, fingerprint: fingerprint)
         return try client.withLock { client throws(ExportError) -> PublishOutcome in
+            let inBackground = background.withLock { $0.started }
             if let current = client, current.isClosed || !current.isConnected {
                 current.close()
                 client = nil
+                if inBackground { connectorWake.signal() }
             }
             if client == nil {
-                let e = options
-                client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
-                                        tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
-                                        connectTimeout: connectTimeout, name: "pushspool-events", reconnects: false)
+                if inBackground {
+                    throw ExportError(.connect, "no connection to NATS at \(options.urls.joined(separator: ",")) (connecting in the background)")
+                }
+                client = try connect()
             }
             guard let connected = client else { throw ExportError(.connect, "not connected") }
             do throws(ExportError) {
@@ -112,6 +130,7 @@ package final class EventPublisher: Sendable {
                 // Whatever libnats still holds for this connection goes with it.
                 connected.close()
                 client = nil
+                if inBackground { connectorWake.signal() }
                 var error = error
                 error.message = "publishing event \(event.eventId) to stream \(options.stream) on \(subject): " + error.message
                 throw error
@@ -119,8 +138,56 @@ package final class EventPublisher: Sendable {
         }
     }
 
-    /// Closes the connection (a stop); the next publish connects again.
+    private func connect() throws(ExportError) -> NatsClient {
+        let e = options
+        return try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
+                              tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
+                              connectTimeout: connectTimeout, name: "pushspool-events", reconnects: false)
+    }
+
+    /// Starts the publisher's connecting thread (see the type's documentation); a second call
+    /// does nothing. Publishes fail with `.connect` until its first connect succeeds.
+    package func startConnecting() throws(SystemError) {
+        let first = background.withLock { state in
+            defer { state.started = true }
+            return !state.started
+        }
+        guard first else { return }
+        try PosixThread.detach { [self] in runConnector() }
+    }
+
+    private var isStopped: Bool { background.withLock { $0.stopped } }
+
+    private func runConnector() {
+        var backoff: Duration = .milliseconds(250)
+        while !isStopped {
+            let needed = client.withLock { client in client.map { $0.isClosed || !$0.isConnected } ?? true }
+            if needed {
+                do throws(ExportError) {
+                    // Made outside the lock: publishes meanwhile fail at once, not after the connect.
+                    let fresh = try connect()
+                    client.withLock { client in
+                        client?.close()
+                        client = fresh
+                    }
+                    backoff = .milliseconds(250)
+                } catch {
+                    // The failure is told by the publishes meanwhile (503, one line per outage).
+                    connectorWake.wait(timeout: backoff)
+                    backoff = min(backoff * 2, .seconds(5))
+                    continue
+                }
+            }
+            // Up: sleep until a publish finds the connection gone or failed, or a stop.
+            connectorWake.wait(timeout: nil)
+        }
+    }
+
+    /// Closes the connection (a stop) and ends the connecting thread; without it, the next
+    /// publish connects again.
     package func close() {
+        background.withLock { $0.stopped = true }
+        connectorWake.signal()
         client.withLock { client in
             client?.close()
             client = nil

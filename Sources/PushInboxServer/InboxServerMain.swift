@@ -272,9 +272,16 @@ package enum InboxServerMain {
             return .exit(1)
         }
         let publisher: EventPublisher
-        do throws(ExportError) { publisher = try EventPublisher(options: options.export) } catch {
+        // The PubAck wait bounded at 2 s, and the connection made by the publisher's own
+        // thread: an HTTP worker never waits for a connect, and at most 2 s for a stream that
+        // stopped answering (the outage's first request; the next ones answer 503 at once).
+        do throws(ExportError) { publisher = try EventPublisher(options: options.export, maxWait: .seconds(2)) } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
+        }
+        do throws(SystemError) { try publisher.startConnecting() } catch {
+            err("pushspool-inbox: cannot start the thread that connects to NATS: \(error)\n")
+            return .exit(1)
         }
         do throws(InboxStreamError) {
             try follower.prepare()
