@@ -253,3 +253,92 @@ extension InboxFromStreamTests {
         #expect(after.isEmpty && afterSummary.contains("0 pending, 0 parked"), "\(after)\(afterSummary)")
     }
 }
+
+extension InboxFromStreamTests {
+    /// Infobip seen reports through the fleet outbox of two nodes: twenty Infobip pushes of
+    /// four users, each opened on one node or the other while the outboxes are off; then both
+    /// nodes start their outboxes, fetch the waiting events and batch each user's reports. The
+    /// stand-in Infobip receives every push's `messageId` in exactly one report.
+    @Test func infobipSeenReportsThroughTheFleetOutboxReportEachMessageOnce() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/mobile/1/messages/seen", .ok(Array("{}".utf8), contentType: "application/json"))
+        let ingest = try DaemonHarness(name: "fleet-ib-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        for index in 0..<20 {
+            let json = """
+                {"pushspool":1,"user":"ib-user-\(index % 4)","platform":"ios","payload":{"aps":{"alert":{"title":"Hi \(index)","body":"Body \(index)"}},\
+                "messageId":"ib-msg-\(index)","internalData":{"sendDateTime":1764500000000}}}
+                """
+            try ingest.drop(Array(json.utf8), name: "ib-\(index).json")
+        }
+        try Self.waitIngestedAndExported(ingest, count: 20)
+
+        let nodes = [try Self.node("fleet-ib-node1", url: server.url), try Self.node("fleet-ib-node2", url: server.url)]
+        var process1 = try Self.launchInbox(nodes[0])
+        defer { Self.stopInbox(process1) }
+        var process2 = try Self.launchInbox(nodes[1])
+        defer { Self.stopInbox(process2) }
+        var ports = [try Self.port(nodes[0], process1), try Self.port(nodes[1], process2)]
+        try waitUntil(timeout: 60, "both nodes at stream seq 20") { Self.appliedSeq(nodes[0]) == 20 && Self.appliedSeq(nodes[1]) == 20 }
+
+        var opened = 0
+        for user in 0..<4 {
+            let items = try #require(try Self.http(ports[0], "GET", "/v1/inbox", user: "ib-user-\(user)").json?["items"]?.arrayValue)
+            #expect(items.count == 5)
+            for (position, item) in items.enumerated() {
+                let seq = try #require(item["item"]?.stringValue)
+                let port = ports[(user + position) % 2]
+                let open = try Self.http(port, "POST", "/v1/inbox/\(seq)/open", user: "ib-user-\(user)")
+                #expect(open.status == 202, "\(open.body)")
+                opened += 1
+            }
+        }
+        #expect(opened == 20)
+        try waitUntil(timeout: 60, "both nodes at stream seq 40") { Self.appliedSeq(nodes[0]) == 40 && Self.appliedSeq(nodes[1]) == 40 }
+        Self.stopInbox(process1)
+        Self.stopInbox(process2)
+
+        for node in nodes {
+            let keyFile = node.root + "/infobip.key"
+            try "infobip-app-key\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+            chmod(keyFile, 0o600)
+            let config = try String(contentsOfFile: node.config, encoding: .utf8) + """
+                [Outbox]
+                Enabled=yes
+                AllowHTTP=yes
+                AllowNetworks=127.0.0.1/32
+                InfobipURL=\(vendor.url(""))
+                InfobipAppKeyFile=\(keyFile)
+                ConnectTimeoutSec=1s
+                RequestTimeoutSec=10s
+                RetryBaseSec=200ms
+
+                """
+            try config.write(toFile: node.config, atomically: true, encoding: .utf8)
+        }
+        process1 = try Self.launchInbox(nodes[0])
+        process2 = try Self.launchInbox(nodes[1])
+        ports = [try Self.port(nodes[0], process1), try Self.port(nodes[1], process2)]
+        func reported() -> [String] {
+            vendor.requests("/mobile/1/messages/seen").flatMap { request -> [String] in
+                let messages = (try? JSONParser().parse(request.body))?["messages"]?.arrayValue ?? []
+                return messages.compactMap { $0["messageId"]?.stringValue }
+            }
+        }
+        try waitUntil(timeout: 60, "twenty messages reported seen") { reported().count >= 20 }
+        // Past any second copy a node working the same message would have sent by now.
+        usleep(3_000_000)
+        #expect(reported().sorted() == (0..<20).map { "ib-msg-\($0)" }.sorted(), "each message reported once fleet-wide")
+        let requests = vendor.requests("/mobile/1/messages/seen")
+        for request in requests {
+            #expect(request.header("Authorization") == "App infobip-app-key")
+        }
+        #expect(requests.count < 20, "a user's reports of one fetch share a POST (\(requests.count) POSTs)")
+        #expect(Self.parked(nodes[0]).isEmpty && Self.parked(nodes[1]).isEmpty)
+    }
+}
