@@ -59,8 +59,7 @@ package struct FleetOutboxOptions: Sendable {
 package struct FleetOutboxStatus: Sendable, Equatable {
     /// Deliveries a vendor answered 2xx.
     package var delivered = 0
-    /// Dead letters on this node now (`parked/`): counted at start, less those
-    /// `pushspoolctl outbox retry` took back.
+    /// Dead letters on this node now (the files in `parked/`).
     package var parked = 0
     /// Deliveries handed back to the stream for a later attempt (5xx, 429, no answer).
     package var retried = 0
@@ -148,10 +147,7 @@ package final class FleetOutbox: Follower, Sendable {
         // in flight shows while it hangs.
         let snapshot = self.snapshot
         let onChange = self.onChange
-        worker.report = { status in
-            snapshot.withLock { $0 = status }
-            onChange.withLock { $0 }?()
-        }
+        worker.report = { status in Self.store(status, in: snapshot, onChange: onChange) }
         snapshot.withLock { $0 = worker.status }
         work = Locked(worker)
         retrySender = FleetRetrySender(options: options.outbox, store: store, onNotice: onNotice)
@@ -180,6 +176,17 @@ package final class FleetOutbox: Follower, Sendable {
             status.lastError = error
         }
         return status
+    }
+
+    /// Keeps `status` and tells `onChange` when it differs from what was kept: an idle outbox's
+    /// fetches, every 10 s, do not wake the status reporter.
+    private static func store(_ status: FleetOutboxStatus, in snapshot: Locked<FleetOutboxStatus>,
+                              onChange: Locked<(@Sendable () -> Void)?>) {
+        let changed = snapshot.withLock { kept in
+            defer { kept = status }
+            return kept != status
+        }
+        if changed { onChange.withLock { $0 }?() }
     }
 
     /// The index applied more of the stream: an event waiting for it can go.
@@ -212,8 +219,7 @@ package final class FleetOutbox: Follower, Sendable {
         let interrupt = self.interrupt
         let applied = appliedSeq()
         let result = work.withLock { $0.step(applied: applied, interrupt: interrupt, stopRequested: context.stopRequested) }
-        snapshot.withLock { $0 = result.status }
-        onChange.withLock { $0 }?()
+        Self.store(result.status, in: snapshot, onChange: onChange)
         for notice in result.notices { onNotice(notice) }
         if let failure = result.failure { throw FollowerError("fleet_outbox_nats", failure) }
         // Waiting for the index: `indexAdvanced()` wakes the runner; the bound only covers a

@@ -81,8 +81,11 @@ package final class FleetRetrySender: Follower, Sendable {
             let next = worker.step(now: Posix.wallClockMillis(), notices: &notices, stopRequested: context.stopRequested)
             return (next, worker.counts, notices)
         }
-        snapshot.withLock { $0 = counts }
-        onChange.withLock { $0 }?()
+        let changed = snapshot.withLock { kept in
+            defer { kept = counts }
+            return kept != counts
+        }
+        if changed { onChange.withLock { $0 }?() }
         for notice in notices { onNotice(notice) }
         guard let next else { return .wake(atMost: nil) }
         return .wake(atMost: .milliseconds(max(1, next - Posix.wallClockMillis())))
