@@ -387,6 +387,9 @@ package final class NatsClient {
         package var msgId: String
         package var journalSeq: UInt64?
         package var body: [UInt8]
+        /// `Pushspool-Request-Fingerprint` (``EventPublisher/fingerprintHeader``): the request an
+        /// event published under an Idempotency-Key was accepted for.
+        package var requestFingerprint: String? = nil
     }
 
     /// Every message of `stream`, by stream sequence; wraps js_GetMsg(3).
@@ -420,7 +423,8 @@ package final class NatsClient {
             data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
         } ?? []
         return StoredMessage(subject: String(cString: natsMsg_GetSubject(msg)), msgId: header("Nats-Msg-Id") ?? "",
-                             journalSeq: header(ExportMessage.seqHeader).flatMap { UInt64($0) }, body: body)
+                             journalSeq: header(ExportMessage.seqHeader).flatMap { UInt64($0) }, body: body,
+                             requestFingerprint: header(EventPublisher.fingerprintHeader))
     }
 
     /// Reads through a durable pull consumer `durable` on `stream` (created on first use),

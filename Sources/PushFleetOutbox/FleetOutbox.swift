@@ -59,20 +59,33 @@ package struct FleetOutboxOptions: Sendable {
 package struct FleetOutboxStatus: Sendable, Equatable {
     /// Deliveries a vendor answered 2xx.
     package var delivered = 0
-    /// Deliveries parked on this node.
+    /// Dead letters on this node now (the files in `parked/`).
     package var parked = 0
     /// Deliveries handed back to the stream for a later attempt (5xx, 429, no answer).
     package var retried = 0
     /// Event messages this node took off the consumer that needed no POST (not an event of
     /// an inbox node, an event without a vendor delivery, an item no longer held).
     package var skipped = 0
+    /// Messages the consumer handed to this node and not yet answered (being posted, or
+    /// waiting for the index), plus retried dead letters not yet sent (`pending/`).
+    package var inFlight = 0
     package var connected = false
-    package var lastError: String?
+    package var lastError: String? {
+        didSet { lastErrorMillis = Posix.wallClockMillis() }
+    }
+    /// When ``lastError`` was set (epoch ms), to show the newer of the outbox's and the retry
+    /// sender's.
+    package var lastErrorMillis: Int64 = 0
 
     package init() {}
 
+    /// For STATUS=: the counts, the connection and the last error (cut to 200 characters:
+    /// a status line is not a log).
     package var summary: String {
-        "fleet outbox \(delivered) delivered, \(parked) parked, \(retried) retried (\(connected ? "connected" : "disconnected"))"
+        var text = "fleet outbox \(delivered) delivered, \(parked) parked, \(inFlight) in flight, \(retried) retried"
+            + " (\(connected ? "connected" : "disconnected"))"
+        if let lastError { text += ", last error: " + (lastError.count > 200 ? String(lastError.prefix(199)) + "…" : lastError) }
+        return text
     }
 }
 
@@ -114,6 +127,7 @@ package final class FleetOutbox: Follower, Sendable {
     private let wake = Locked<(@Sendable () -> Void)?>(nil)
     private let snapshot = Locked(FleetOutboxStatus())
     private let work: Locked<FleetWorker>
+    private let onChange = Locked<(@Sendable () -> Void)?>(nil)
 
     /// `appliedSeq`: the stream seq this node's index has applied; an event past it waits
     /// (``indexAdvanced()`` wakes the outbox). `onNotice`: parked and failed deliveries,
@@ -128,11 +142,52 @@ package final class FleetOutbox: Follower, Sendable {
         do { try Posix.mkdirs(options.directory, mode: 0o750) } catch { throw OutboxError(.io, "creating \(options.directory)", cause: error) }
         try store.create()
         let stopping = self.stopping
-        work = Locked(try FleetWorker(options: options, store: store, shouldStop: { stopping.isSet }))
+        let worker = try FleetWorker(options: options, store: store, shouldStop: { stopping.isSet })
+        // Counts go out as they change (a fetch, each answer), not only after a step: a POST
+        // in flight shows while it hangs.
+        let snapshot = self.snapshot
+        let onChange = self.onChange
+        worker.report = { status in Self.store(status, in: snapshot, onChange: onChange) }
+        snapshot.withLock { $0 = worker.status }
+        work = Locked(worker)
+        retrySender = FleetRetrySender(options: options.outbox, store: store, onNotice: onNotice)
+        retrySender.observe { onChange.withLock { $0 }?() }
     }
 
-    /// The counts; cheap, never waits for a POST.
-    package var status: FleetOutboxStatus { snapshot.withLock { $0 } }
+    /// `change` is called (on the outbox's threads; keep it short) whenever the counts change.
+    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.withLock { $0 = change } }
+
+    /// Sends dead letters `pushspoolctl outbox retry` hands back; a follower of its own (run it
+    /// next to this one), so that a retry goes out while this one waits in a fetch.
+    package let retrySender: FleetRetrySender
+
+    /// The counts, the retry sender's included; cheap, never waits for a POST.
+    package var status: FleetOutboxStatus {
+        var status = snapshot.withLock { $0 }
+        let retried = retrySender.counts
+        status.delivered += retried.delivered
+        status.retried += retried.retried
+        // Dead letters come and go by both paths and by pushspoolctl: the directories tell
+        // (a listing of a few names, at most once a second for STATUS=).
+        let store = OutboxStore(directory: options.directory)
+        status.parked = (try? store.names(store.parkedDirectory).count) ?? status.parked
+        status.inFlight += (try? store.names(store.pendingDirectory).count) ?? 0
+        if let error = retried.lastError, retried.lastErrorMillis >= snapshot.withLock({ $0.lastErrorMillis }) {
+            status.lastError = error
+        }
+        return status
+    }
+
+    /// Keeps `status` and tells `onChange` when it differs from what was kept: an idle outbox's
+    /// fetches, every 10 s, do not wake the status reporter.
+    private static func store(_ status: FleetOutboxStatus, in snapshot: Locked<FleetOutboxStatus>,
+                              onChange: Locked<(@Sendable () -> Void)?>) {
+        let changed = snapshot.withLock { kept in
+            defer { kept = status }
+            return kept != status
+        }
+        if changed { onChange.withLock { $0 }?() }
+    }
 
     /// The index applied more of the stream: an event waiting for it can go.
     package func indexAdvanced() { wake.withLock { $0 }?() }
@@ -164,7 +219,7 @@ package final class FleetOutbox: Follower, Sendable {
         let interrupt = self.interrupt
         let applied = appliedSeq()
         let result = work.withLock { $0.step(applied: applied, interrupt: interrupt, stopRequested: context.stopRequested) }
-        snapshot.withLock { $0 = result.status }
+        Self.store(result.status, in: snapshot, onChange: onChange)
         for notice in result.notices { onNotice(notice) }
         if let failure = result.failure { throw FollowerError("fleet_outbox_nats", failure) }
         // Waiting for the index: `indexAdvanced()` wakes the runner; the bound only covers a
@@ -200,6 +255,8 @@ final class FleetWorker {
     /// this time (epoch ms).
     var holds: [String: Int64] = [:]
     var status = FleetOutboxStatus()
+    /// Told the counts after each change within a step.
+    var report: @Sendable (FleetOutboxStatus) -> Void = { _ in }
     /// When every held message was last told "in progress" (monotonic ns).
     var lastExtended: UInt64 = 0
     /// Since when the head of the queue waits for the index (monotonic ns).
@@ -221,6 +278,12 @@ final class FleetWorker {
         poster = HTTPPoster(options: outbox, shouldStop: shouldStop)
         redactor = Redactor(secrets: [outbox.mindboxSecret?.value, outbox.infobipAppKey?.value].compactMap { $0 })
         status.parked = (try? store.names(store.parkedDirectory).count) ?? 0
+    }
+
+    /// Counts what this node holds and tells ``report``.
+    func publish() {
+        status.inFlight = consumer?.heldSeqs.count ?? 0
+        report(status)
     }
 
     func close(_ interrupt: NatsInterrupt) {
@@ -254,15 +317,18 @@ final class FleetWorker {
                 }
                 queue = fetched
                 lastExtended = Posix.monotonicNanos()
+                if !fetched.isEmpty { publish() }
             }
             let waiting = try work(applied: applied, consumer: consumer, notices: &notices, stopRequested: stopRequested)
             if waiting { try waitForIndex(consumer) } else { waitingSince = nil }
+            publish()
             return StepResult(status: status, notices: notices, waitingForIndex: waiting)
         } catch {
             let text = "\(error)"
             status.lastError = text
             // Unanswered messages come back after the ack wait, to this node or another.
             close(interrupt)
+            publish()
             return StepResult(status: status, notices: notices, failure: stopRequested() ? nil : text)
         }
     }
@@ -397,6 +463,7 @@ final class FleetWorker {
             return try park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now, consumer: consumer)
         }
         try extendHeld(consumer)
+        publish()
         let response = poster.post(url: request.url, headers: request.headers, body: request.body)
         if response.aborted {
             // Stopping: the vendor's answer is unknown; another node sends it now (same ids).

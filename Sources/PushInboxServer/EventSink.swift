@@ -3,25 +3,34 @@ import PushExport
 import PushPayload
 import PushSystem
 
-/// Why an event could not be accepted: answered `503` with ``code`` and ``message`` as the
-/// problem body and `Retry-After: retryAfterSeconds`. `Sendable` value.
+/// Why an event could not be accepted: answered ``status`` with ``code`` and ``message`` as
+/// the problem body, and `Retry-After: retryAfterSeconds` when one is given. `Sendable` value.
 package struct EventSinkFailure: Sendable, Equatable {
+    package var status: Int
     package var code: String
     package var message: String
-    package var retryAfterSeconds: Int
+    package var retryAfterSeconds: Int?
 
-    package init(code: String, message: String, retryAfterSeconds: Int) {
+    package init(status: Int = 503, code: String, message: String, retryAfterSeconds: Int?) {
+        self.status = status
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds
     }
+
+    /// The Idempotency-Key was first used, on some node, for a different request.
+    package static let keyReused = EventSinkFailure(
+        status: 422, code: "idempotency_key_reused",
+        message: "this Idempotency-Key was used for a different request; use a new key for a new request", retryAfterSeconds: nil)
 }
 
 /// Where pushspool-inbox puts an event it accepted, when not into the local spool.
 package protocol EventSink: Sendable {
     /// Stores `event` durably and returns `nil`, or says why it could not (nothing was
     /// stored that the caller should count on; a retry with the same event id counts once).
-    func accept(_ event: PushEvent) -> EventSinkFailure?
+    /// `fingerprint`: the request's, when it came with an Idempotency-Key; a sink that sees
+    /// the key's first use elsewhere refuses another request with ``EventSinkFailure/keyReused``.
+    func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure?
 }
 
 /// `[Inbox] Source=nats`: events go to the export stream (``EventPublisher``), not to this
@@ -51,14 +60,15 @@ package final class StreamEventSink: EventSink {
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 
-    package func accept(_ event: PushEvent) -> EventSinkFailure? {
+    package func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? {
         do throws(ExportError) {
-            try publisher.publish(event)
+            let outcome = try publisher.publish(event, fingerprint: fingerprint)
             let recovered = failing.withLock { was in
                 defer { was = false }
                 return was
             }
             if recovered { log("pushspool-inbox: events reach the stream \(publisher.options.stream) again") }
+            if case .conflict = outcome { return .keyReused }
             return nil
         } catch {
             let first = failing.withLock { was in

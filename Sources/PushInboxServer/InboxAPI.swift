@@ -373,7 +373,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// Gives `event` its id and drops it into the spool; `nil` when done, else the refusal.
     /// Without `Idempotency-Key` the id is fresh. With one, the id is derived from the user,
     /// the key and the request (``IdempotencyBindings``), and a key bound to another request
-    /// is refused with 422 before anything is dropped.
+    /// is refused with 422 before anything is dropped. With an event sink (`Source=nats`) the
+    /// id derives from the user and the key alone and the fingerprint goes with the event:
+    /// the stream then recognises the key whichever node saw its first use, and the sink
+    /// refuses another request with 422 (``EventSinkFailure/keyReused``).
     private func submit(_ event: inout PushEvent, user: String, _ request: HTTPRequest) -> HTTPResponse? {
         guard let key = request.headers["idempotency-key"] else {
             event.eventId = NcEventWriter.newEventId()
@@ -386,20 +389,22 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         if outcome == .conflict {
             return Self.problem(422, "idempotency_key_reused", "this Idempotency-Key was used for a different request; use a new key for a new request")
         }
-        event.eventId = IdempotencyBindings.eventId(user: user, key: key, fingerprint: fingerprint)
-        let refusal = drop(event)
+        let fleet = settings.events != nil
+        event.eventId = fleet ? IdempotencyBindings.eventId(user: user, key: key)
+            : IdempotencyBindings.eventId(user: user, key: key, fingerprint: fingerprint)
+        let refusal = drop(event, fingerprint: fingerprint)
         if refusal != nil, outcome == .bound { idempotency.unbind(scope, fingerprint) }
         return refusal
     }
 
-    private func drop(_ event: PushEvent) -> HTTPResponse? {
+    private func drop(_ event: PushEvent, fingerprint: String? = nil) -> HTTPResponse? {
         guard case .event(let checked) = Normalizer.classify(NcEventWriter.envelopeBytes(event)), checked == event else {
             return Self.problem(400, "invalid_event", "the event would be refused by pushspoold")
         }
         if let sink = settings.events {
-            guard let failure = sink.accept(event) else { return nil }
-            var response = Self.problem(503, failure.code, failure.message)
-            response.headers.append(("Retry-After", String(failure.retryAfterSeconds)))
+            guard let failure = sink.accept(event, fingerprint: fingerprint) else { return nil }
+            var response = Self.problem(failure.status, failure.code, failure.message)
+            if let seconds = failure.retryAfterSeconds { response.headers.append(("Retry-After", String(seconds))) }
             return response
         }
         do {

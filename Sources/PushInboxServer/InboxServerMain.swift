@@ -173,16 +173,19 @@ package enum InboxServerMain {
         let hub = EventHub(indexPath: indexPath, changes: inbox.source == .journal ? .journal(journalDirectory) : .follower)
         var streamFollower: FollowerGroup?
         var eventSink: (any EventSink)?
+        var fleetOutbox: FleetOutbox?
         if inbox.source == .nats {
             switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, hub: hub,
                                        stop: stop, exitStatus: exitStatus) {
             case .exit(let status): return status
-            case .run(let group, let sink):
+            case .run(let group, let sink, let outbox):
                 streamFollower = group
                 eventSink = sink
+                fleetOutbox = outbox
             }
         }
         let stats = ServerStats()
+        stats.fleetOutbox = fleetOutbox
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
@@ -198,13 +201,16 @@ package enum InboxServerMain {
         limits.threads = options.threads ?? defaultThreads()
         let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
         let serving = where_
-        let status = StatusReporter {
+        let status = StatusReporter { [fleetOutbox] in
             let summaryPending = stats.flushAuthLog()
+            // The fleet outbox's counts as pushspoold's STATUS= shows its outbox's.
+            let outbox = fleetOutbox.map { "; " + $0.status.summary } ?? ""
             Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
-                + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused")
+                + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused" + outbox)
             return summaryPending
         }
         stats.onChange.withLock { $0 = { status.changed() } }
+        fleetOutbox?.observe { status.changed() }
         hub.onStreamsChanged.withLock { $0 = { status.changed() } }
         let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
         let services = ServiceGroup(members.compactMap { $0 })
@@ -236,7 +242,7 @@ package enum InboxServerMain {
     }
 
     enum StreamStart {
-        case run(FollowerGroup, StreamEventSink)
+        case run(FollowerGroup, StreamEventSink, FleetOutbox?)
         case exit(Int32)
     }
 
@@ -276,9 +282,16 @@ package enum InboxServerMain {
             return .exit(1)
         }
         let publisher: EventPublisher
-        do throws(ExportError) { publisher = try EventPublisher(options: options.export) } catch {
+        // The PubAck wait bounded at 2 s, and the connection made by the publisher's own
+        // thread: an HTTP worker never waits for a connect, and at most 2 s for a stream that
+        // stopped answering (the outage's first request; the next ones answer 503 at once).
+        do throws(ExportError) { publisher = try EventPublisher(options: options.export, maxWait: .seconds(2)) } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
+        }
+        do throws(SystemError) { try publisher.startConnecting() } catch {
+            err("pushspool-inbox: cannot start the thread that connects to NATS: \(error)\n")
+            return .exit(1)
         }
         do throws(InboxStreamError) {
             try follower.prepare()
@@ -289,17 +302,19 @@ package enum InboxServerMain {
             err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
         }
         var followers: [any Follower] = [follower]
+        var fleetOutbox: FleetOutbox?
         if configuration.outbox.enabled {
             do throws(OutboxError) {
                 let fleet = try startFleetOutbox(configuration: configuration, export: options.export, follower: follower)
                 outbox.withLock { $0 = fleet }
-                followers.append(fleet)
+                fleetOutbox = fleet
+                followers += [fleet, fleet.retrySender] as [any Follower]
             } catch {
                 err("pushspool-inbox: [Outbox] Enabled=yes with [Inbox] Source=nats: \(error)\n")
                 return .exit(78)
             }
         }
-        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher))
+        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher), fleetOutbox)
     }
 
     /// `[Outbox] Enabled=yes` on a `Source=nats` node: the fleet outbox, pulling the events

@@ -1,3 +1,4 @@
+import PushFleetOutbox
 import PushSystem
 import PushSystemd
 
@@ -17,6 +18,13 @@ package final class ServerStats: Sendable {
     }
 
     private let state = Locked(State())
+    private let fleet = Locked<FleetOutbox?>(nil)
+
+    /// The fleet outbox of a `Source=nats` node, whose counts `/metrics` shows; set once at start.
+    package var fleetOutbox: FleetOutbox? {
+        get { fleet.withLock { $0 } }
+        set { fleet.withLock { $0 = newValue } }
+    }
     private let events: EventLog
 
     /// Auth-failure events admitted a second before they are summarised.
@@ -91,6 +99,20 @@ package final class ServerStats: Sendable {
             out += "# TYPE pushspool_inbox_auth_failures_total counter\npushspool_inbox_auth_failures_total \(s.authFailures)\n"
             out += "# TYPE pushspool_inbox_open_streams gauge\npushspool_inbox_open_streams \(openStreams)\n"
             return out
+        } + fleetPrometheus()
+    }
+
+    /// The fleet outbox's counts (none on a node without one): deliveries by result since
+    /// start, dead letters and what the node holds, whether it reaches NATS.
+    func fleetPrometheus() -> String {
+        guard let status = fleetOutbox?.status else { return "" }
+        var out = "# TYPE pushspool_inbox_fleet_outbox_deliveries_total counter\n"
+        for (result, count) in [("delivered", status.delivered), ("retried", status.retried), ("skipped", status.skipped)] {
+            out += "pushspool_inbox_fleet_outbox_deliveries_total{result=\"\(result)\"} \(count)\n"
         }
+        out += "# TYPE pushspool_inbox_fleet_outbox_parked gauge\npushspool_inbox_fleet_outbox_parked \(status.parked)\n"
+        out += "# TYPE pushspool_inbox_fleet_outbox_in_flight gauge\npushspool_inbox_fleet_outbox_in_flight \(status.inFlight)\n"
+        out += "# TYPE pushspool_inbox_fleet_outbox_connected gauge\npushspool_inbox_fleet_outbox_connected \(status.connected ? 1 : 0)\n"
+        return out
     }
 }

@@ -6,14 +6,19 @@ import PushSystem
 /// style. Works on `<state>/outbox/` files only, so it is safe while pushspoold runs: a retry
 /// renames a dead letter into `retry/`, which the daemon's outbox thread moves back to
 /// `pending/` with fresh attempts.
+///
+/// On an `[Inbox] Source=nats` node the fleet outbox's files (`<state>/inbox/outbox/`) are
+/// listed too, their ids prefixed `fleet:` (their seqs are stream seqs, the journal outbox's
+/// journal seqs: the same number names two different events). A retried fleet dead letter is
+/// sent by pushspool-inbox on this node, which watches its `retry/`.
 package struct OutboxCommand: CtlSubcommand {
     package static var command: CtlCommandSpec {
         let status = "Exit status: 0 success, 1 failure (e.g. no such parked delivery), 64 usage error."
         @Sendable func id(_ invocation: Invocation, all: Bool) throws(CLIError) -> Selection {
             let word = invocation.operands[0]
             if all, word == "ALL" { return .all }
-            guard OutboxDelivery.fileName(forID: word) != nil else {
-                throw invocation.error("'\(word)' is not a delivery id (SEQ-INDEX, e.g. 42-0)")
+            guard OutboxPlace.split(word) != nil else {
+                throw invocation.error("'\(word)' is not a delivery id (SEQ-INDEX or fleet:SEQ-INDEX, e.g. 42-0)")
             }
             return .id(word)
         }
@@ -24,6 +29,8 @@ package struct OutboxCommand: CtlSubcommand {
             ], discussion: """
                 Each line: ID (SEQ-INDEX: the event's journal seq and which of its deliveries), state,
                 target, event type, attempts, last HTTP status, and the reason for parked ones.
+                On an [Inbox] Source=nats node the fleet outbox's deliveries follow, as
+                fleet:SEQ-INDEX (SEQ: the event's stream seq).
                 """, exitStatus: status) { invocation throws(CLIError) in
                 OutboxCommand(action: .list(json: invocation.flag("--json")))
             },
@@ -37,7 +44,8 @@ package struct OutboxCommand: CtlSubcommand {
             },
             Command("retry", summary: "re-queue a parked delivery (or every one)",
                     positionals: [Positional("ID|ALL", completion: parked)],
-                    discussion: "The daemon sends it again with fresh attempts, its age counted from now.",
+                    discussion: "The daemon sends it again with fresh attempts, its age counted from now; "
+                        + "a fleet: delivery is sent again by pushspool-inbox on this node.",
                     exitStatus: status) { invocation throws(CLIError) in
                 OutboxCommand(action: .retry(try id(invocation, all: true)))
             },
@@ -64,23 +72,38 @@ package struct OutboxCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
-        let store = OutboxStore(stateDirectory: configuration.journal.stateDirectory)
+        let state = configuration.journal.stateDirectory
+        var places = [OutboxPlace(prefix: "", store: OutboxStore(stateDirectory: state))]
+        if configuration.inbox.source == .nats {
+            places.append(OutboxPlace(prefix: OutboxPlace.fleetPrefix, store: OutboxStore(directory: StateLayout(root: state).fleetOutbox)))
+        }
         do throws(OutboxError) {
             switch action {
             case .list(let json):
-                let pending = try store.list(store.pendingDirectory)
-                let parked = try store.list(store.parkedDirectory)
-                for (state, delivery) in pending.map({ ("pending", $0) }) + parked.map({ ("parked", $0) }) {
-                    if json {
-                        context.out(Self.json(delivery, state: state) + "\n")
-                    } else {
-                        let status = delivery.lastStatus.map(String.init) ?? "-"
-                        context.out("\(delivery.id)\t\(state)\t\(delivery.target.rawValue)\t\(delivery.eventType)\t\(delivery.attempts)\t\(status)\t\(delivery.parkedReason ?? "-")\n")
+                var pendingCount = 0
+                var parkedCount = 0
+                for place in places {
+                    let pending = try place.store.list(place.store.pendingDirectory)
+                    let parked = try place.store.list(place.store.parkedDirectory)
+                    pendingCount += pending.count
+                    parkedCount += parked.count
+                    for (state, delivery) in pending.map({ ("pending", $0) }) + parked.map({ ("parked", $0) }) {
+                        let id = place.prefix + delivery.id
+                        if json {
+                            context.out(Self.json(delivery, id: id, state: state) + "\n")
+                        } else {
+                            let status = delivery.lastStatus.map(String.init) ?? "-"
+                            context.out("\(id)\t\(state)\t\(delivery.target.rawValue)\t\(delivery.eventType)\t\(delivery.attempts)\t\(status)\t\(delivery.parkedReason ?? "-")\n")
+                        }
                     }
                 }
-                if !json { context.err("\(pending.count) pending, \(parked.count) parked\n") }
+                if !json { context.err("\(pendingCount) pending, \(parkedCount) parked\n") }
             case .show(let id, let json):
-                guard let name = OutboxDelivery.fileName(forID: id) else { return ExitStatus.usage }
+                guard let (place, name) = Self.locate(id, in: places) else {
+                    context.err("pushspoolctl: outbox: no delivery \(id)\n")
+                    return ExitStatus.failure
+                }
+                let store = place.store
                 let found = [("pending", store.pendingDirectory), ("parked", store.parkedDirectory), ("retry", store.retryDirectory)]
                     .lazy.compactMap { state, dir in store.read(dir + "/" + name).map { (state, $0) } }.first
                 guard let (state, delivery) = found else {
@@ -88,10 +111,10 @@ package struct OutboxCommand: CtlSubcommand {
                     return ExitStatus.failure
                 }
                 if json {
-                    context.out(Self.json(delivery, state: state) + "\n")
+                    context.out(Self.json(delivery, id: place.prefix + delivery.id, state: state) + "\n")
                 } else {
                     context.out("""
-                        id: \(delivery.id)
+                        id: \(place.prefix + delivery.id)
                         state: \(state)
                         target: \(delivery.target.rawValue)
                         event: \(delivery.eventType) \(delivery.eventId)
@@ -109,24 +132,28 @@ package struct OutboxCommand: CtlSubcommand {
                 }
             case .retry(let selection), .purge(let selection):
                 let isRetry = if case .retry = action { true } else { false }
-                let names: [String]
+                var targets: [(OutboxPlace, String)] = []
                 switch selection {
-                case .all: names = try store.names(store.parkedDirectory)
+                case .all:
+                    for place in places {
+                        targets += try place.store.names(place.store.parkedDirectory).map { (place, $0) }
+                    }
                 case .id(let id):
-                    guard let name = OutboxDelivery.fileName(forID: id), store.read(store.parkedDirectory + "/" + name) != nil else {
+                    guard let (place, name) = Self.locate(id, in: places),
+                          place.store.read(place.store.parkedDirectory + "/" + name) != nil else {
                         context.err("pushspoolctl: outbox: no parked delivery \(id)\n")
                         return ExitStatus.failure
                     }
-                    names = [name]
+                    targets = [(place, name)]
                 }
-                for name in names {
+                for (place, name) in targets {
                     if isRetry {
-                        try store.requeue(name)
+                        try place.store.requeue(name)
                     } else {
-                        try store.remove(name, in: store.parkedDirectory)
+                        try place.store.remove(name, in: place.store.parkedDirectory)
                     }
                 }
-                context.err("\(isRetry ? "re-queued" : "purged") \(names.count) parked delivery(ies)\n")
+                context.err("\(isRetry ? "re-queued" : "purged") \(targets.count) parked delivery(ies)\n")
             }
         } catch {
             context.err("pushspoolctl: outbox: \(error)\n")
@@ -135,10 +162,32 @@ package struct OutboxCommand: CtlSubcommand {
         return ExitStatus.ok
     }
 
-    static func json(_ delivery: OutboxDelivery, state: String) -> String {
+    /// The store and file name an operator's id names; `nil` when it names none configured
+    /// here (a `fleet:` id on a journal node).
+    static func locate(_ id: String, in places: [OutboxPlace]) -> (OutboxPlace, String)? {
+        guard let (prefix, bare) = OutboxPlace.split(id), let name = OutboxDelivery.fileName(forID: bare),
+              let place = places.first(where: { $0.prefix == prefix }) else { return nil }
+        return (place, name)
+    }
+
+    static func json(_ delivery: OutboxDelivery, id: String, state: String) -> String {
         guard case .object(var object) = delivery.jsonValue else { return "{}" }
         object["state"] = .string(state)
-        object["id"] = .string(delivery.id)
+        object["id"] = .string(id)
         return JSONValue.object(object).serializedString()
+    }
+}
+
+/// One outbox directory `pushspoolctl outbox` reads: the journal outbox's (ids as stored) or
+/// the fleet outbox's (ids prefixed ``fleetPrefix``). `Sendable` value.
+struct OutboxPlace: Sendable {
+    static let fleetPrefix = "fleet:"
+    var prefix: String
+    var store: OutboxStore
+
+    /// `fleet:42-0` → (`fleet:`, `42-0`); `42-0` → (``, `42-0`); `nil` when the rest is no id.
+    static func split(_ id: String) -> (prefix: String, id: String)? {
+        let (prefix, bare) = id.hasPrefix(fleetPrefix) ? (fleetPrefix, String(id.dropFirst(fleetPrefix.count))) : ("", id)
+        return OutboxDelivery.fileName(forID: bare) == nil ? nil : (prefix, bare)
     }
 }

@@ -177,3 +177,132 @@ extension InboxFromStreamTests {
         #expect(try Self.answers(node1, users: [user]) == Self.answers(node2, users: [user]))
     }
 }
+
+extension InboxFromStreamTests {
+    /// An Idempotency-Key is one request fleet-wide: reused on another node, which never saw
+    /// it, for a different request it is refused with 422 (the stream holds the first use
+    /// under the same message id, with its request's fingerprint); the same request there is
+    /// the retry it is, 202 with the first's event id, stored once. Without a key, every
+    /// request is an event of its own, as before.
+    @Test func anIdempotencyKeyReusedOnAnotherNodeIsRefused() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let ingest = try DaemonHarness(name: "fleet-key-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<3, tag: "k")
+        try Self.waitIngestedAndExported(ingest, count: 3)
+        let node1 = try Self.node("fleet-key-node1", url: server.url)
+        let node2 = try Self.node("fleet-key-node2", url: server.url)
+        let process1 = try Self.launchInbox(node1)
+        defer { if process1.isRunning { kill(process1.processIdentifier, SIGTERM); process1.waitUntilExit() } }
+        let process2 = try Self.launchInbox(node2)
+        defer { if process2.isRunning { kill(process2.processIdentifier, SIGTERM); process2.waitUntilExit() } }
+        let port1 = try Self.port(node1, process1)
+        let port2 = try Self.port(node2, process2)
+        try waitUntil(timeout: 60, "both nodes at stream seq 3") { Self.appliedSeq(node1) == 3 && Self.appliedSeq(node2) == 3 }
+        let user = "user-1"
+        let item = try #require(try Self.http(port1, "GET", "/v1/inbox", user: user).json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+
+        let first = try Self.http(port1, "POST", "/v1/inbox/\(item)/seen", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(first.status == 202, "\(first.body)")
+        let eventId = try #require(first.json?["eventId"]?.stringValue)
+        let reused = try Self.http(port2, "POST", "/v1/inbox/\(item)/read", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(reused.status == 422, "\(reused.body)")
+        #expect(reused.json?["error"]?.stringValue == "idempotency_key_reused")
+        // Refused, the key stays free on node 2 for the request it was first used for.
+        let retry = try Self.http(port2, "POST", "/v1/inbox/\(item)/seen", user: user, headers: ["Idempotency-Key: k-1"])
+        #expect(retry.status == 202 && retry.json?["eventId"]?.stringValue == eventId, "\(retry.body)")
+        // Node 2 now holds the binding itself and refuses locally too.
+        #expect(try Self.http(port2, "POST", "/v1/inbox/\(item)/read", user: user, headers: ["Idempotency-Key: k-1"]).status == 422)
+        let plain1 = try Self.http(port1, "POST", "/v1/inbox/\(item)/pin", user: user)
+        let plain2 = try Self.http(port2, "POST", "/v1/inbox/\(item)/pin", user: user)
+        #expect(plain1.status == 202 && plain2.status == 202)
+        #expect(plain1.json?["eventId"]?.stringValue != plain2.json?["eventId"]?.stringValue)
+
+        let client = try NatsClient(urls: [server.url], name: "it-fleet-key")
+        defer { client.close() }
+        try waitUntil(timeout: 30, "both nodes to apply the events") { Self.appliedSeq(node1) == 6 && Self.appliedSeq(node2) == 6 }
+        let stored = try client.readStream(Self.stream)
+        #expect(stored.count == 6, "three pushes, the seen once, two pins")
+        #expect(stored.filter { $0.msgId == EventPublisher.messageId(eventId: eventId) }.count == 1)
+        #expect(try Self.state(port2, user: user, item: item)?["read"] == .bool(false), "the refused read was not applied")
+        #expect(try Self.state(port1, user: user, item: item)?["seen"] == .bool(true))
+    }
+}
+
+extension InboxFromStreamTests {
+    /// A TCP listener on 127.0.0.1 that completes connections (the kernel's backlog) and never
+    /// answers: a NATS server that hangs. Closed with `close(fd)`.
+    static func blackhole() throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(bound == 0 && listen(fd, 128) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// A node whose NATS accepts connections and never answers: state changes are refused with
+    /// 503 at once (the publisher connects on a thread of its own, never in an HTTP worker),
+    /// so eight concurrent POSTs do not hold up a GET, even with one HTTP thread.
+    @Test func postsWhileNATSHangsDoNotStarveGets() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let ingest = try DaemonHarness(name: "fleet-hang-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<3, tag: "h")
+        try Self.waitIngestedAndExported(ingest, count: 3)
+        let node = try Self.node("fleet-hang-node", url: server.url)
+        let first = try Self.launchInbox(node)
+        _ = try Self.port(node, first)
+        try waitUntil(timeout: 60, "the node at stream seq 3") { Self.appliedSeq(node) == 3 }
+        kill(first.processIdentifier, SIGTERM)
+        first.waitUntilExit()
+
+        let hole = try Self.blackhole()
+        defer { close(hole.fd) }
+        let config = try String(contentsOfFile: node.config, encoding: .utf8)
+            .replacingOccurrences(of: "URL=\(server.url)", with: "URL=nats://127.0.0.1:\(hole.port)")
+        try config.write(toFile: node.config, atomically: true, encoding: .utf8)
+        let process = try Self.launchInbox(node)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGTERM); process.waitUntilExit() } }
+        let port = try Self.port(node, process)
+        let user = "user-1"
+        let item = try #require(try Self.http(port, "GET", "/v1/inbox", user: user).json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+
+        let statuses = Locked<[Int]>([])
+        let group = DispatchGroup()
+        let started = Posix.monotonicNanos()
+        for index in 0..<8 {
+            DispatchQueue.global().async(group: group) {
+                let reply = try? Self.http(port, "POST", "/v1/inbox/\(item)/read", user: user, headers: ["Idempotency-Key: hang-\(index)"])
+                statuses.withLock { $0.append(reply?.status ?? 0) }
+            }
+        }
+        // GETs while the POSTs come and go: none waits behind them.
+        var slowest = 0.0
+        for _ in 0..<10 {
+            let getStarted = Posix.monotonicNanos()
+            let get = try Self.http(port, "GET", "/v1/inbox/counts", user: user)
+            slowest = max(slowest, Double(Posix.monotonicNanos() - getStarted) / 1e9)
+            #expect(get.status == 200)
+            usleep(100_000)
+        }
+        group.wait()
+        let postSeconds = Double(Posix.monotonicNanos() - started) / 1e9
+        #expect(slowest < 1, "a GET waited \(slowest) s behind POSTs")
+        #expect(statuses.withLock { $0 } == Array(repeating: 503, count: 8), "\(statuses.withLock { $0 })")
+        #expect(postSeconds < 2, "eight POSTs took \(postSeconds) s")
+    }
+}

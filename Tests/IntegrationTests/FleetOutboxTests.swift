@@ -178,3 +178,167 @@ extension InboxFromStreamTests {
         #expect(process2.terminationStatus == 0, "\(Self.stderr(node2))")
     }
 }
+
+extension InboxFromStreamTests {
+    /// A fleet dead letter is listed, shown and retried by `pushspoolctl outbox` on the node
+    /// that parked it, and the node's pushspool-inbox sends it again at once (inotify on
+    /// `retry/`), exactly once.
+    @Test func pushspoolctlListsAndRetriesAFleetDeadLetter() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/v3/operations/async", .status(400))
+        let ingest = try DaemonHarness(name: "fleet-retry-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        try Self.drop(ingest, 0..<3, tag: "r")
+        try Self.waitIngestedAndExported(ingest, count: 3)
+        let node = try Self.outboxNode("fleet-retry-node", url: server.url, vendor: vendor)
+        let notify = try NotifySocket()
+        let process = try Self.launchInbox(node, environment: ["NOTIFY_SOCKET": notify.path])
+        defer { Self.stopInbox(process) }
+        let port = try Self.port(node, process)
+        try waitUntil(timeout: 60, "the node at stream seq 3") { Self.appliedSeq(node) == 3 }
+
+        let item = try #require(try Self.http(port, "GET", "/v1/inbox", user: "user-1").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        let open = try Self.http(port, "POST", "/v1/inbox/\(item)/open", user: "user-1")
+        #expect(open.status == 202)
+        let eventId = try #require(open.json?["eventId"]?.stringValue)
+        try waitUntil(timeout: 30, "the 400 to be parked") { Self.parked(node).count == 1 }
+        // STATUS= and /metrics show the dead letter, as pushspoold's show its outbox.
+        try waitUntil(timeout: 10, "STATUS= with the parked delivery") {
+            notify.messages.contains { $0.contains("fleet outbox 0 delivered, 1 parked, 0 in flight") && $0.contains("last error: ") }
+        }
+        let metrics = try Self.http(port, "GET", "/metrics", user: "user-1").body
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_parked 1\n"), "\(metrics)")
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_deliveries_total{result=\"delivered\"} 0\n"))
+        #expect(metrics.contains("pushspool_inbox_fleet_outbox_connected 1\n"))
+
+        let (listStatus, listed, summary) = try node.ctl(["outbox", "list"])
+        #expect(listStatus == 0, "\(summary)")
+        let line = try #require(listed.split(separator: "\n").first.map(String.init), "\(listed)")
+        let fields = line.split(separator: "\t").map(String.init)
+        #expect(fields.count == 7 && fields[0].hasPrefix("fleet:") && fields[1] == "parked" && fields[5] == "400", "\(line)")
+        #expect(summary.contains("0 pending, 1 parked"), "\(summary)")
+        let id = fields[0]
+        let (showStatus, shown, _) = try node.ctl(["outbox", "show", "--json", id])
+        #expect(showStatus == 0)
+        let shownJSON = try JSONParser().parse(Array(shown.utf8))
+        #expect(shownJSON["eventId"]?.stringValue == eventId && shownJSON["id"]?.stringValue == id)
+        // A fleet id on the journal side, or a journal id that names no fleet letter, is not found.
+        #expect(try node.ctl(["outbox", "show", String(id.dropFirst("fleet:".count))]).0 == 1)
+
+        vendor.route("/v3/operations/async", .ok(Array("{\"status\":\"Success\"}".utf8), contentType: "application/json"))
+        let (retryStatus, _, retried) = try node.ctl(["outbox", "retry", id])
+        #expect(retryStatus == 0, "\(retried)")
+        // Signalled, not waited for: well inside the fetch wait (10 s).
+        let retriedAt = Posix.monotonicNanos()
+        try waitUntil(timeout: 30, "the retried delivery at the vendor") { Self.transactionIds(vendor).filter { $0 == eventId }.count == 2 }
+        #expect(Double(Posix.monotonicNanos() - retriedAt) / 1e9 < 5)
+        try waitUntil(timeout: 10, "the retried delivery done") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: node.state + "/inbox/outbox/pending")) ?? []).isEmpty
+        }
+        usleep(1_000_000)
+        #expect(Self.transactionIds(vendor).filter { $0 == eventId }.count == 2, "sent once more, not twice")
+        #expect(Self.parked(node).isEmpty)
+        try waitUntil(timeout: 10, "STATUS= with the delivery") {
+            notify.messages.contains { $0.contains("fleet outbox 1 delivered, 0 parked, 0 in flight") }
+        }
+        let metricsAfter = try Self.http(port, "GET", "/metrics", user: "user-1").body
+        #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_parked 0\n"), "\(metricsAfter)")
+        #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_deliveries_total{result=\"delivered\"} 1\n"))
+        let (_, after, afterSummary) = try node.ctl(["outbox", "list"])
+        #expect(after.isEmpty && afterSummary.contains("0 pending, 0 parked"), "\(after)\(afterSummary)")
+    }
+}
+
+extension InboxFromStreamTests {
+    /// Infobip seen reports through the fleet outbox of two nodes: twenty Infobip pushes of
+    /// four users, each opened on one node or the other while the outboxes are off; then both
+    /// nodes start their outboxes, fetch the waiting events and batch each user's reports. The
+    /// stand-in Infobip receives every push's `messageId` in exactly one report.
+    @Test func infobipSeenReportsThroughTheFleetOutboxReportEachMessageOnce() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/mobile/1/messages/seen", .ok(Array("{}".utf8), contentType: "application/json"))
+        let ingest = try DaemonHarness(name: "fleet-ib-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        for index in 0..<20 {
+            let json = """
+                {"pushspool":1,"user":"ib-user-\(index % 4)","platform":"ios","payload":{"aps":{"alert":{"title":"Hi \(index)","body":"Body \(index)"}},\
+                "messageId":"ib-msg-\(index)","internalData":{"sendDateTime":1764500000000}}}
+                """
+            try ingest.drop(Array(json.utf8), name: "ib-\(index).json")
+        }
+        try Self.waitIngestedAndExported(ingest, count: 20)
+
+        let nodes = [try Self.node("fleet-ib-node1", url: server.url), try Self.node("fleet-ib-node2", url: server.url)]
+        var process1 = try Self.launchInbox(nodes[0])
+        defer { Self.stopInbox(process1) }
+        var process2 = try Self.launchInbox(nodes[1])
+        defer { Self.stopInbox(process2) }
+        var ports = [try Self.port(nodes[0], process1), try Self.port(nodes[1], process2)]
+        try waitUntil(timeout: 60, "both nodes at stream seq 20") { Self.appliedSeq(nodes[0]) == 20 && Self.appliedSeq(nodes[1]) == 20 }
+
+        var opened = 0
+        for user in 0..<4 {
+            let items = try #require(try Self.http(ports[0], "GET", "/v1/inbox", user: "ib-user-\(user)").json?["items"]?.arrayValue)
+            #expect(items.count == 5)
+            for (position, item) in items.enumerated() {
+                let seq = try #require(item["item"]?.stringValue)
+                let port = ports[(user + position) % 2]
+                let open = try Self.http(port, "POST", "/v1/inbox/\(seq)/open", user: "ib-user-\(user)")
+                #expect(open.status == 202, "\(open.body)")
+                opened += 1
+            }
+        }
+        #expect(opened == 20)
+        try waitUntil(timeout: 60, "both nodes at stream seq 40") { Self.appliedSeq(nodes[0]) == 40 && Self.appliedSeq(nodes[1]) == 40 }
+        Self.stopInbox(process1)
+        Self.stopInbox(process2)
+
+        for node in nodes {
+            let keyFile = node.root + "/infobip.key"
+            try "infobip-app-key\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+            chmod(keyFile, 0o600)
+            let config = try String(contentsOfFile: node.config, encoding: .utf8) + """
+                [Outbox]
+                Enabled=yes
+                AllowHTTP=yes
+                AllowNetworks=127.0.0.1/32
+                InfobipURL=\(vendor.url(""))
+                InfobipAppKeyFile=\(keyFile)
+                ConnectTimeoutSec=1s
+                RequestTimeoutSec=10s
+                RetryBaseSec=200ms
+
+                """
+            try config.write(toFile: node.config, atomically: true, encoding: .utf8)
+        }
+        process1 = try Self.launchInbox(nodes[0])
+        process2 = try Self.launchInbox(nodes[1])
+        ports = [try Self.port(nodes[0], process1), try Self.port(nodes[1], process2)]
+        func reported() -> [String] {
+            vendor.requests("/mobile/1/messages/seen").flatMap { request -> [String] in
+                let messages = (try? JSONParser().parse(request.body))?["messages"]?.arrayValue ?? []
+                return messages.compactMap { $0["messageId"]?.stringValue }
+            }
+        }
+        try waitUntil(timeout: 60, "twenty messages reported seen") { reported().count >= 20 }
+        // Past any second copy a node working the same message would have sent by now.
+        usleep(3_000_000)
+        #expect(reported().sorted() == (0..<20).map { "ib-msg-\($0)" }.sorted(), "each message reported once fleet-wide")
+        let requests = vendor.requests("/mobile/1/messages/seen")
+        for request in requests {
+            #expect(request.header("Authorization") == "App infobip-app-key")
+        }
+        #expect(requests.count < 20, "a user's reports of one fetch share a POST (\(requests.count) POSTs)")
+        #expect(Self.parked(nodes[0]).isEmpty && Self.parked(nodes[1]).isEmpty)
+    }
+}

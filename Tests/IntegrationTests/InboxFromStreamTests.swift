@@ -55,8 +55,9 @@ import PushInbox
     }
 
     /// pushspool-inbox on `node`'s directories; stdout and stderr into files of the node.
-    static func launchInbox(_ node: DaemonHarness) throws -> Process {
+    static func launchInbox(_ node: DaemonHarness, environment: [String: String] = [:]) throws -> Process {
         let process = Process()
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspool-inbox")
         process.arguments = ["--listen", "127.0.0.1:0", "--threads", "1", "--spool", node.spool, "--state-dir", node.state,
                              "--config", node.config]

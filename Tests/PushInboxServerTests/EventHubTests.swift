@@ -220,8 +220,8 @@ import PushModuleOptions
             let up = Locked(false)
             let accepted = Locked<[PushEvent]>([])
             init(_ down: StreamEventSink) { self.down = down }
-            func accept(_ event: PushEvent) -> EventSinkFailure? {
-                guard up.withLock({ $0 }) else { return down.accept(event) }
+            func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? {
+                guard up.withLock({ $0 }) else { return down.accept(event, fingerprint: fingerprint) }
                 accepted.withLock { $0.append(event) }
                 return nil
             }

@@ -1,0 +1,222 @@
+@preconcurrency import Glibc
+import PushFollow
+import PushOutbox
+import PushOutboxStore
+import PushSystem
+
+/// What the retry sender did since start. `Sendable` value.
+package struct FleetRetryCounts: Sendable, Equatable {
+    /// Retried dead letters a vendor answered 2xx.
+    package var delivered = 0
+    /// POSTs of retried dead letters that failed and wait for their backoff.
+    package var retried = 0
+    package var lastError: String?
+    /// When ``lastError`` was set (epoch ms).
+    package var lastErrorMillis: Int64 = 0
+
+    package init() {}
+}
+
+/// Sends the fleet outbox's dead letters that `pushspoolctl outbox retry` handed back (renamed
+/// into `<dir>/retry/`), with fresh attempts, from this node alone.
+///
+/// Not republished to the stream: the stream's message was acknowledged when it was parked,
+/// so no other node holds it, and the file is in exactly one directory at a time (`retry/` →
+/// `pending/` → removed, or `parked/` again), so it is sent again once, by this node. A
+/// retried delivery not yet answered 2xx waits in `pending/` with the outbox's backoff (across
+/// restarts too), and is parked again after `MaxAttempts=` failures or a 4xx. A crash
+/// mid-POST sends it again after the restart, with the same ids.
+///
+/// A follower of its own, next to ``FleetOutbox``: the outbox's thread spends its idle time in
+/// a fetch waiting on the server, and a retry should not wait for that to return. An inotify
+/// watch on `retry/` wakes this one; otherwise it sleeps until the next backoff ends.
+///
+/// `Sendable`: the worker under one lock, counts under another.
+package final class FleetRetrySender: Follower, Sendable {
+    private let directory: String
+    private let work: Locked<FleetRetryWorker>
+    private let snapshot = Locked(FleetRetryCounts())
+    private let stopping = StopSignal()
+    private let onNotice: @Sendable (OutboxNotice) -> Void
+    private let onChange = Locked<(@Sendable () -> Void)?>(nil)
+    private let wake = Locked<(@Sendable () -> Void)?>(nil)
+    private let retryWatch = Locked<DirectoryWatch?>(nil)
+
+    init(options: OutboxOptions, store: OutboxStore, onNotice: @escaping @Sendable (OutboxNotice) -> Void) {
+        directory = store.retryDirectory
+        self.onNotice = onNotice
+        let stopping = self.stopping
+        work = Locked(FleetRetryWorker(options: options, store: store, shouldStop: { stopping.isSet }))
+    }
+
+    /// The counts; cheap, never waits for a POST.
+    package var counts: FleetRetryCounts { snapshot.withLock { $0 } }
+
+    /// `change` is called (on this follower's thread) when the counts change.
+    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.withLock { $0 = change } }
+
+    // MARK: Follower
+
+    package var name: String { "fleet-outbox-retry" }
+
+    package func durableSeq() -> UInt64? { nil }
+
+    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.withLock { $0 = wake } }
+
+    /// Aborts a POST in flight (within about a second); it stays pending for the next start.
+    package func stopRequested() { stopping.set() }
+
+    package func finish() {
+        retryWatch.withLock { watch in
+            watch?.stop()
+            watch = nil
+        }
+    }
+
+    package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+        if context.stopRequested() { return .wake(atMost: nil) }
+        watchRetries()
+        let (next, counts, notices) = work.withLock { worker in
+            var notices: [OutboxNotice] = []
+            let next = worker.step(now: Posix.wallClockMillis(), notices: &notices, stopRequested: context.stopRequested)
+            return (next, worker.counts, notices)
+        }
+        let changed = snapshot.withLock { kept in
+            defer { kept = counts }
+            return kept != counts
+        }
+        if changed { onChange.withLock { $0 }?() }
+        for notice in notices { onNotice(notice) }
+        guard let next else { return .wake(atMost: nil) }
+        return .wake(atMost: .milliseconds(max(1, next - Posix.wallClockMillis())))
+    }
+
+    /// Starts the inotify watch on `retry/` once a runner steps the sender.
+    private func watchRetries() {
+        guard let wake = wake.withLock({ $0 }) else { return }
+        let directory = self.directory
+        let failure: String? = retryWatch.withLock { watch in
+            guard watch == nil else { return nil }
+            do {
+                try Posix.mkdirIfMissing(directory, mode: 0o750)
+                watch = try DirectoryWatch(path: directory, onChange: wake)
+                return nil
+            } catch {
+                return "cannot watch \(directory): \(error); retried dead letters wait for the next start of pushspool-inbox"
+            }
+        }
+        if let failure { work.withLock { $0.fail(failure) } }
+    }
+}
+
+/// The retry sender's state; used only under its lock.
+///
+/// Not `Sendable`: owns the curl poster.
+final class FleetRetryWorker {
+    let options: OutboxOptions
+    let store: OutboxStore
+    let poster: HTTPPoster
+    let redactor: Redactor
+    var counts = FleetRetryCounts()
+    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time.
+    var holds: [String: Int64] = [:]
+
+    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool) {
+        self.options = options
+        self.store = store
+        poster = HTTPPoster(options: options, shouldStop: shouldStop)
+        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
+    }
+
+    func fail(_ text: String) {
+        counts.lastError = text
+        counts.lastErrorMillis = Posix.wallClockMillis()
+    }
+
+    /// Takes what `retry/` holds into `pending/` with fresh attempts and age, then sends every
+    /// pending one that is due. Returns when the next one is due (epoch ms), `nil` for none.
+    func step(now: Int64, notices: inout [OutboxNotice], stopRequested: () -> Bool) -> Int64? {
+        for name in (try? store.names(store.retryDirectory)) ?? [] {
+            guard var delivery = store.read(store.retryDirectory + "/" + name) else { continue }
+            delivery.attempts = 0
+            delivery.notBeforeMillis = 0
+            delivery.parkedReason = nil
+            delivery.parkedAtMillis = nil
+            // Judged by its age from now on, or MaxAgeSec= would park it again at once.
+            delivery.createdMillis = now
+            do throws(OutboxError) {
+                try store.write(delivery, in: store.pendingDirectory)
+                try store.remove(name, in: store.retryDirectory)
+            } catch {
+                fail(error.description)
+            }
+        }
+        var next: Int64?
+        for delivery in (try? store.list(store.pendingDirectory)) ?? [] {
+            if stopRequested() { return nil }
+            let due = max(delivery.notBeforeMillis, holds[delivery.target.vendor] ?? 0)
+            if due <= now, let notice = send(delivery, now: now) { notices.append(notice) }
+            if let pending = store.read(store.pendingDirectory + "/" + delivery.fileName) {
+                let due = max(pending.notBeforeMillis, holds[pending.target.vendor] ?? 0)
+                next = min(next ?? due, due)
+            }
+        }
+        return next
+    }
+
+    /// One POST of a retried dead letter; the file moves according to the answer.
+    func send(_ delivery: OutboxDelivery, now: Int64) -> OutboxNotice? {
+        var delivery = delivery
+        let name = delivery.fileName
+        do throws(OutboxError) {
+            guard let request = options.request(for: [delivery], now: now) else {
+                let message = OutboxOptions.unconfiguredMessage(delivery)
+                try park(&delivery, reason: "unconfigured", message: message, now: now)
+                return .parked(id: delivery.id, target: delivery.target.rawValue, status: 0, reason: "unconfigured", message: message)
+            }
+            let response = poster.post(url: request.url, headers: request.headers, body: request.body)
+            // Stopping: stays pending, sent at the next start (same ids).
+            if response.aborted { return nil }
+            if response.error == nil, (200..<300).contains(response.status) {
+                try store.remove(name, in: store.pendingDirectory)
+                counts.delivered += 1
+                return nil
+            }
+            let message = response.error.map { redactor.clean($0) } ?? "HTTP \(response.status)"
+            delivery.attempts += 1
+            delivery.lastStatus = response.status == 0 ? nil : response.status
+            let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+            if !snippet.isEmpty { delivery.lastResponse = snippet }
+            let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
+            if !retryable || delivery.attempts >= options.maxAttempts {
+                let reason = retryable ? "attempts" : "http_\(response.status)"
+                try park(&delivery, reason: reason, message: message, now: now)
+                return .parked(id: delivery.id, target: delivery.target.rawValue, status: response.status, reason: reason, message: message)
+            }
+            var delay = options.backoffMillis(attempts: delivery.attempts)
+            if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
+                delay = max(delay, asked)
+                holds[delivery.target.vendor] = now + delay
+            }
+            delivery.lastError = message
+            delivery.notBeforeMillis = now + delay
+            try store.write(delivery, in: store.pendingDirectory)
+            counts.retried += 1
+            fail("\(delivery.id) \(delivery.target.rawValue): \(message)")
+            return .failed(id: delivery.id, target: delivery.target.rawValue, status: response.status, message: message, retryInMillis: delay)
+        } catch {
+            fail(error.description)
+            return nil
+        }
+    }
+
+    /// Back to `parked/` (written first: a crash leaves it pending, sent again, never lost).
+    private func park(_ delivery: inout OutboxDelivery, reason: String, message: String, now: Int64) throws(OutboxError) {
+        delivery.parkedReason = reason
+        delivery.parkedAtMillis = now
+        delivery.lastError = message
+        try store.write(delivery, in: store.parkedDirectory)
+        try store.remove(delivery.fileName, in: store.pendingDirectory)
+        fail("\(delivery.id) \(delivery.target.rawValue) parked (\(reason)): \(message)")
+    }
+}
