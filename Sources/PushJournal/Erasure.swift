@@ -169,11 +169,16 @@ package struct ErasureTarget: Sendable, Equatable {
     package var erasureID: String
     package var scope: ErasureScope
     package var subjectHash: String
+    /// Only records below this seq are the erasure's: a live erasure covers what was
+    /// journaled before its `erasure` record; what arrives later is new data. `UInt64.max`
+    /// (offline, with the journal to itself) covers every record.
+    package var before: UInt64
 
-    package init(erasureID: String, scope: ErasureScope, subjectHash: String) {
+    package init(erasureID: String, scope: ErasureScope, subjectHash: String, before: UInt64 = .max) {
         self.erasureID = erasureID
         self.scope = scope
         self.subjectHash = subjectHash
+        self.before = before
     }
 
     package init(erasureID: String, subject: ErasureSubject, secret: ErasureSecret) {
@@ -296,7 +301,7 @@ package enum SegmentRedaction {
                 }
                 if Tombstone.isTombstone(key: parts.key) {
                     seen[frame.seq] = parts.key
-                } else if let target = targets.first(where: { $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
+                } else if let target = targets.first(where: { frame.seq < $0.before && $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
                     do throws(ErasureError) {
                         let body = try Tombstone.body(bodyLength: Int(frame.bodyLength), originalKey: parts.key,
                                                       erasureID: target.erasureID, secret: secret)
@@ -384,13 +389,45 @@ package enum JournalErasure {
         if let lock { held = lock } else { held = try JournalErasureLock(directory: directory) }
         defer { withExtendedLifetime(held) {} }
         let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
-        let dirfd = held.dirfd
+        let rewritten = try rewrite(directory: directory, dirfd: held.dirfd, io: io, targets: targets, secret: secret,
+                                    sealedBelow: .max, hook: hook)
+        var report = rewritten.0
+        try hook(.beforeCheckpoint)
+        report.checkpointRewritten = try rewriteCheckpoint(directory: directory, dirfd: held.dirfd, io: io, tombstones: rewritten.1)
+        return report
+    }
+
+    /// The journal side of an erasure while pushspoold runs (docs/design/erasure.md, "Journal"):
+    /// only segments below `sealedBelow` — the first seq of the active segment after the
+    /// writer sealed it — are rewritten, with archives and retired key files; the caller holds
+    /// the daemon's retention gate, so no segment is archived or retired under the rewrite.
+    /// The dedup checkpoint is the writer's: the tombstone keys found, old and new, by seq,
+    /// are returned for ``JournalWriter/replaceErasedFingerprints(_:)``.
+    package static func runLive(directory: String, targets: [ErasureTarget], secret: ErasureSecret, sealedBelow: UInt64,
+                                hook: (ErasureStep) throws(ErasureError) -> Void = { _ throws(ErasureError) in })
+        throws(ErasureError) -> (report: ErasureReport, tombstones: [UInt64: String]) {
+        let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
+        let dirfd: Int32
+        do { dirfd = try Posix.openDirectory(directory) } catch {
+            throw ErasureError(.journal, "no journal at \(directory) (\(error)); check the configuration's [Journal] StateDirectory=")
+        }
+        defer { Posix.close(dirfd) }
+        return try rewrite(directory: directory, dirfd: dirfd, io: io, targets: targets, secret: secret, sealedBelow: sealedBelow, hook: hook)
+    }
+
+    /// Segments (those below `sealedBelow`), archives and retired key files, rewritten.
+    private static func rewrite(directory: String, dirfd: Int32, io: JournalIO, targets: [ErasureTarget], secret: ErasureSecret,
+                                sealedBelow: UInt64, hook: (ErasureStep) throws(ErasureError) -> Void)
+        throws(ErasureError) -> (ErasureReport, [UInt64: String]) {
         var report = ErasureReport()
         var tombstones: [UInt64: String] = [:]
         let names: [String]
         do { names = try io.fs.listDirectory(directory) } catch { throw ErasureError(io.err(error)) }
         // A rewrite a crash interrupted: the segment it came from is intact, so it is redone.
+        // Live, only a sealed segment's: the writer's own `.tmp` of a segment it is cutting
+        // has a name above every sealed one.
         for name in names where name.hasSuffix(JournalFiles.segmentSuffix + ".tmp") {
+            guard let first = JournalFiles.firstSeq(ofSegment: String(name.dropLast(4))), first < sealedBelow else { continue }
             do { try io.unlinkat(dirfd, name) } catch { throw ErasureError(error) }
         }
         for sub in [JournalFiles.archive, RetiredKeys.directoryName] {
@@ -401,7 +438,7 @@ package enum JournalErasure {
             }
         }
         let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name, $0) } }.sorted { $0.1 < $1.1 }
-        for (name, _) in segments {
+        for (name, first) in segments where first < sealedBelow {
             if try rewriteSegment(name, directory: directory, dirfd: dirfd, io: io, targets: targets, secret: secret, hook: hook,
                                   report: &report, tombstones: &tombstones) {
                 report.segmentsRewritten.append(name)
@@ -419,9 +456,7 @@ package enum JournalErasure {
                 report.keyFilesRewritten.append(keyFile.name)
             }
         }
-        try hook(.beforeCheckpoint)
-        report.checkpointRewritten = try rewriteCheckpoint(directory: directory, dirfd: dirfd, io: io, tombstones: tombstones)
-        return report
+        return (report, tombstones)
     }
 
     /// Rewrites one live segment if it holds a target; true when it did.
@@ -585,7 +620,7 @@ extension RetiredKeys {
             if let text = UTF8Text.string(key[...]) {
                 if Tombstone.isTombstone(key: text) {
                     tombstones[seq] = text
-                } else if targets.contains(where: { $0.matches(key: text, secret: secret) }) {
+                } else if targets.contains(where: { seq < $0.before && $0.matches(key: text, secret: secret) }) {
                     let tombstone = secret.tombstoneKey(for: text)
                     key = Array(tombstone.utf8)
                     tombstones[seq] = tombstone
