@@ -165,7 +165,7 @@ package struct UserDataErasure: Sendable {
         let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash,
                                    before: live?.before ?? .max)
         do throws(ErasureError) {
-            let journalHook = { (step: ErasureStep) throws(ErasureError) -> Void in
+            func journalHook(_ step: ErasureStep) throws(ErasureError) {
                 do throws(UserDataError) { try hook(.journal(step)) } catch { throw ErasureError(.stopped, error.message) }
             }
             if let live {

@@ -8,6 +8,7 @@ import PushOutbox
 import PushOutboxStore
 import PushExport
 import PushFollow
+import PushSpool
 import PushUserData
 
 /// The journal's followers inside pushspoold: the Notification Center index (SQLite) and the
@@ -57,7 +58,8 @@ final class Followers: Sendable {
             // The stream holds this host's data when the exporter publishes records to it, or
             // when this node's inbox publishes its events there.
             let stream = configuration.export.enabled || configuration.inbox.source == .nats ? Self.exportOptions(configuration) : nil
-            let others: [any Follower] = [inbox, outbox, exporter].compactMap { $0 }
+            let candidates: [(any Follower)?] = [inbox, outbox, exporter]
+            let others = candidates.compactMap { $0 }
             do {
                 eraser = try EraserFollower(
                     sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory, spool: spool), stream: stream,

@@ -22,6 +22,7 @@ import TestSupport
 
         func api(selfErase: Bool, admin: Bool = true) throws -> InboxAPI {
             try spool.create()
+            try Posix.mkdirs(state)
             return InboxAPI(settings: .init(indexPath: state + "/inbox/index.sqlite", mediaDirectory: state + "/media", spool: spool,
                                             retention: nil, adminToken: admin ? Array(AdminEraseTests.adminToken.utf8) : nil,
                                             selfErase: selfErase, stateDirectory: state),
