@@ -10,7 +10,7 @@ import PushSystem
 ///
 /// - `<erasureId>.subject` (0600): the plain id and its scope, written by pushspoold before it
 ///   journals the `erasure` record (the record names only the keyed hash) and removed when
-///   the erasure is complete. It is what lets the eraser find the subject's inbox rows, outbox
+///   the erasure is done, just before its status says complete. It is what lets the eraser find the subject's inbox rows, outbox
 ///   files and quarantined files after a restart; no other file of the instance names them.
 /// - `<erasureId>.status` (0640): the record's seq, the subject's hash, the steps done and
 ///   whether it is complete; no plain id. Read by `pushspoolctl user erase --status` and the
@@ -289,10 +289,12 @@ package final class EraserFollower: Follower, Sendable {
         status.steps = steps.withLock { $0 }
         status.complete = true
         status.lastError = nil
+        // The plain id goes first: "complete" must never be said while it is still on disk.
+        // A crash between the two leaves no subject file, which the rerun takes as complete.
         do {
-            try requests.write(status)
-            hook("status-written")
             try requests.removeSubject(erasureID)
+            hook("subject-removed")
+            try requests.write(status)
         } catch {
             throw FollowerError("erase_status", "erasure \(erasureID): \(error)")
         }

@@ -42,7 +42,7 @@ enum StopHook {
 /// SIGKILL itself when its eraser reaches a named step of a live erasure (`started`,
 /// `planned`, `journal segment-temp NAME`, `journal segment-renamed NAME`, `journal
 /// before-checkpoint`, `journal-done`, `inbox-done`, `outbox-done`, `quarantine-done`,
-/// `status-done`, `media-done`, `stream-done`, `status-written`; a step matches when it starts
+/// `status-done`, `media-done`, `stream-done`, `subject-removed`; a step matches when it starts
 /// with the text given), so the crash tests can stop an erasure exactly there. Needs
 /// `PUSHSPOOL_ALLOW_FAULT_INJECTION=1` and a debug build, like `StopHook`.
 enum EraseKillHook {

@@ -136,7 +136,7 @@ import TestSupport
 
     /// Steps of the live erasure where pushspoold is killed (the design's crash points 2–8).
     static let crashSteps = ["started", "planned", "journal segment-temp", "journal segment-renamed", "journal before-checkpoint",
-                             "journal-done", "inbox-done", "outbox-done", "quarantine-done", "media-done", "status-written"]
+                             "journal-done", "inbox-done", "outbox-done", "quarantine-done", "media-done", "subject-removed"]
 
     @Test(arguments: crashSteps)
     func aKillAtAStepOfTheErasureEndsCompleteAfterARestart(_ step: String) throws {
