@@ -252,12 +252,16 @@ package struct UserDataErasure: Sendable {
         return (plan.erasureID, counts)
     }
 
-    /// Media paths the records from `seq` on point at.
+    /// Media paths the records from `seq` on point at, up to the journal's end when the scan
+    /// begins (ingest goes on; a record committed during the few milliseconds between this
+    /// scan and the unlink that points at a planned file is the one case not covered: it
+    /// would need the file fetched again).
     private func mediaReferenced(from seq: UInt64) throws(UserDataError) -> Set<String> {
         var paths: Set<String> = []
         do throws(JournalError) {
+            let end = try JournalReader.lastSeq(directory: sources.journalDirectory) ?? 0
             let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: seq)
-            while let record = try reader.next() {
+            while let record = try reader.next(), record.seq <= end {
                 guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
                       let media = body["media"]?.objectValue else { continue }
                 for path in [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap({ $0 }) { paths.insert(path) }
@@ -333,7 +337,10 @@ package struct UserDataErasure: Sendable {
                 }
             }
             let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: next)
-            while let record = try reader.next() { consider(record) }
+            // Live, up to the erasure record: later records are new data, and chasing the end of
+            // a journal that ingest keeps extending might never finish. The media step checks
+            // what they point at.
+            while let record = try reader.next(), record.seq < before { consider(record) }
         } catch {
             throw UserDataError(.journal, "reading the journal: \(error)")
         }
