@@ -173,12 +173,21 @@ package struct ErasureTarget: Sendable, Equatable {
     /// journaled before its `erasure` record; what arrives later is new data. `UInt64.max`
     /// (offline, with the journal to itself) covers every record.
     package var before: UInt64
+    /// The plain id, when the caller knows it (in memory only, never written anywhere): a
+    /// record whose JSON does not contain it as pushspool writes it (a JSON string) cannot
+    /// name it, so most records are skipped without parsing or hashing. `nil` = hash every one.
+    package var plain: String? {
+        didSet { needle = plain.map { Array(JSONValue.string($0).serialized()) } }
+    }
+    private var needle: [UInt8]?
 
-    package init(erasureID: String, scope: ErasureScope, subjectHash: String, before: UInt64 = .max) {
+    package init(erasureID: String, scope: ErasureScope, subjectHash: String, before: UInt64 = .max, plain: String? = nil) {
         self.erasureID = erasureID
         self.scope = scope
         self.subjectHash = subjectHash
         self.before = before
+        self.plain = plain
+        needle = plain.map { Array(JSONValue.string($0).serialized()) }
     }
 
     package init(erasureID: String, subject: ErasureSubject, secret: ErasureSecret) {
@@ -195,6 +204,7 @@ package struct ErasureTarget: Sendable, Equatable {
     /// the user inside its dedup key (`vendor@N:user:id`).
     func matches(key: String, json: [UInt8], secret: ErasureSecret) -> Bool {
         if matches(key: key, secret: secret) { return true }
+        if let needle, !Self.contains(json, needle) { return false }
         guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(json),
               let id = body[scope.rawValue]?.stringValue else { return false }
         return secret.keyedHash((scope == .user ? "u:" : "d:") + id) == subjectHash
@@ -203,7 +213,28 @@ package struct ErasureTarget: Sendable, Equatable {
     /// Whether a dedup key carries the subject (only a user is ever part of a key).
     func matches(key: String, secret: ErasureSecret) -> Bool {
         guard scope == .user, let user = Self.user(inKey: key) else { return false }
+        if let plain { return user.utf8.elementsEqual(plain.utf8) && secret.keyedHash("u:" + user) == subjectHash }
         return secret.keyedHash("u:" + user) == subjectHash
+    }
+
+    /// Whether `needle` occurs in `haystack`: `memchr(3)` for its first byte, `memcmp(3)` for
+    /// the rest (Glibc's `memmem` needs `_GNU_SOURCE`, which Swift does not import).
+    package static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first else { return true }
+        return haystack.withUnsafeBytes { h in
+            needle.withUnsafeBytes { n in
+                guard let base = h.baseAddress, let nb = n.baseAddress, h.count >= n.count else { return false }
+                var at = 0
+                let last = h.count - n.count
+                while at <= last {
+                    guard let hit = memchr(base + at, Int32(first), last - at + 1) else { return false }
+                    let offset = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(base + offset, nb, n.count) == 0 { return true }
+                    at = offset + 1
+                }
+                return false
+            }
+        }
     }
 
     /// The user of a `vendor@N:user:id` key (docs/journal-format.md, "The dedup key"), or nil.

@@ -162,8 +162,12 @@ package struct UserDataErasure: Sendable {
         let plan = try loadOrMakePlan(subjectHash: subjectHash, secret: secret)
         try hook(.planned)
 
+        let plainID = switch subject {
+        case .user(let id): id
+        case .device(let id): id
+        }
         let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash,
-                                   before: live?.before ?? .max)
+                                   before: live?.before ?? .max, plain: plainID)
         do throws(ErasureError) {
             func journalHook(_ step: ErasureStep) throws(ErasureError) {
                 do throws(UserDataError) { try hook(.journal(step)) } catch { throw ErasureError(.stopped, error.message) }
@@ -261,8 +265,10 @@ package struct UserDataErasure: Sendable {
         do throws(JournalError) {
             let end = try JournalReader.lastSeq(directory: sources.journalDirectory) ?? 0
             let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: seq)
+            let mediaKey = Array(#""media":"#.utf8)
             while let record = try reader.next(), record.seq <= end {
-                guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
+                guard ErasureTarget.contains(record.body, mediaKey),
+                      case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
                       let media = body["media"]?.objectValue else { continue }
                 for path in [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap({ $0 }) { paths.insert(path) }
             }
@@ -318,8 +324,11 @@ package struct UserDataErasure: Sendable {
         var seen: Set<String> = []
         var others: Set<String> = []
         let before = live?.before ?? .max
+        // Only a record with media matters here; most have none, and are skipped unparsed.
+        let mediaKey = Array(#""media":"#.utf8)
         func consider(_ record: JournalRecord) {
-            guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
+            guard ErasureTarget.contains(record.body, mediaKey),
+                  case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
                   let media = body["media"]?.objectValue else { return }
             let paths = [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap { $0 }.filter { !$0.isEmpty }
             if record.seq < before, export.names(body) {

@@ -194,8 +194,9 @@ package struct UserCommand: CtlSubcommand {
                 }
             } else if !hinted, Posix.monotonicNanos() &- started > 10_000_000_000 {
                 hinted = true
-                context.err("pushspoolctl: user erase: pushspoold has not taken erasure \(request.erasureId) yet; it stays in the spool "
-                            + "and runs when pushspoold does (Ctrl-C leaves it there; --status shows it later)\n")
+                context.err("pushspoolctl: user erase: pushspoold's eraser has not started erasure \(request.erasureId) yet "
+                            + "(pushspoold stopped, the eraser behind the journal, or a follower it waits for lagging); "
+                            + "the request is kept and runs when it can (Ctrl-C stops only this wait; --status shows it later)\n")
             }
             // A command someone is watching, not an idle daemon: a short sleep between looks.
             usleep(200_000)
