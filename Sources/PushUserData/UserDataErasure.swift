@@ -101,7 +101,9 @@ package struct LiveErasureJournal: Sendable {
 /// deleted, shared ones kept; with ``stream`` set, the subject's messages in the JetStream
 /// export stream are erased (securely overwritten by the server) last.
 ///
-/// Needs pushspoold stopped (the journal's `LOCK`). Crash-safe and idempotent: the erasure's
+/// Offline (``live`` nil) it needs pushspoold stopped (the journal's `LOCK`); run by
+/// pushspoold's eraser (``live`` set) it rewrites only sealed segments and covers only the
+/// records below the erasure record. Crash-safe and idempotent: the erasure's
 /// id and plan (the media to delete, as paths inside the content-addressed store; no plain
 /// id) are written to `<state>/erase/` before anything is erased, under the subject's keyed
 /// hash, so a rerun after a crash at any step reuses them and finishes; they are removed at

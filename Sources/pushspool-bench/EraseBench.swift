@@ -81,6 +81,9 @@ func runEraseBench(arguments: [String]) {
     print(String(format: "journal: %d records, %d of the user's, generated in %.1f s", records, min(userRecords, (records - 1) / stride),
                  Double(Posix.monotonicNanos() - generateStart) / 1e9))
 
+    // The seed run's eraser started its cursor at the empty journal; a daemon that had run
+    // all along would have it at the end. Without it, a fresh eraser starts at the end.
+    unlink(spool.state + "/erase/cursor")
     guard let daemon = try? DaemonProcess(spool: spool), daemon.waitReady() else { print("  pushspoold did not start"); return }
     defer { daemon.stop() }
     let baseline = timedIngest(spool, count: ingest, tag: "before")
