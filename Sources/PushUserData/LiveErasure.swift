@@ -159,6 +159,15 @@ package final class EraserFollower: Follower, Sendable {
     /// The lowest durable seq of the other followers (`nil` = none).
     private let othersDurable: @Sendable () -> UInt64?
     private let position: Locked<UInt64>
+    /// The reader kept from step to step (a fresh one would scan its segment from the start
+    /// at every commit), and an erasure record read but not yet performed (waiting for the
+    /// other followers). `@unchecked Sendable`: touched only by ``step(_:)``, which the
+    /// runner calls on its one thread.
+    private final class Cursor: @unchecked Sendable {
+        var reader: JournalReader?
+        var held: JournalRecord?
+    }
+    private let cursor = Cursor()
     /// Test seam: called after each step of a live erasure (a crash test kills the daemon there).
     private let hook: @Sendable (String) -> Void
     /// Records read per step, so a stop is noticed between batches.
@@ -212,28 +221,47 @@ package final class EraserFollower: Follower, Sendable {
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         let from = position.withLock { $0 }
-        guard context.journalLastSeq > from else { return .commitAfter(from, atMost: nil) }
+        guard cursor.held != nil || context.journalLastSeq > from else { return .commitAfter(from, atMost: nil) }
         let reader: JournalReader
-        do { reader = try JournalReader(directory: sources.journalDirectory, fromSeq: from + 1) } catch {
-            throw FollowerError("journal_read", "reading the journal: \(error)")
+        if let kept = cursor.reader {
+            reader = kept
+        } else {
+            do { reader = try JournalReader(directory: sources.journalDirectory, fromSeq: from + 1) } catch {
+                throw FollowerError("journal_read", "reading the journal: \(error)")
+            }
+            cursor.reader = reader
         }
         var read = 0
         var last = from
         while read < Self.batch, !context.stopRequested() {
             let record: JournalRecord?
-            do { record = try reader.next() } catch { throw FollowerError("journal_read", "reading the journal: \(error)") }
+            if let held = cursor.held {
+                record = held
+                cursor.held = nil
+            } else {
+                do { record = try reader.next() } catch {
+                    cursor.reader = nil
+                    throw FollowerError("journal_read", "reading the journal: \(error)")
+                }
+            }
             guard let record else { break }
             read += 1
             if let erasure = ErasureRecord.parse(record) {
                 // Every other follower must have applied what the erasure covers first.
                 if let others = othersDurable(), others &+ 1 < record.seq {
-                    position.withLock { $0 = last }
+                    cursor.held = record
                     // Not a commit: the others' progress is what this waits for, and they
                     // announce nothing; while an erasure waits, it looks again twice a second.
                     return .wake(atMost: .milliseconds(500))
                 }
-                try perform(record: record, erasureID: erasure.erasureID, scope: erasure.scope, subjectHash: erasure.subject)
-                do { try CursorFile.write(record.seq, directory: requests.directory) } catch {
+                do {
+                    try perform(record: record, erasureID: erasure.erasureID, scope: erasure.scope, subjectHash: erasure.subject)
+                    try CursorFile.write(record.seq, directory: requests.directory)
+                } catch let error as FollowerError {
+                    cursor.held = record
+                    throw error
+                } catch {
+                    cursor.held = record
                     throw FollowerError("erase_cursor", "\(error)")
                 }
             }
