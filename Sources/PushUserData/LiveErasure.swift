@@ -166,6 +166,8 @@ package final class EraserFollower: Follower, Sendable {
     private final class Cursor: @unchecked Sendable {
         var reader: JournalReader?
         var held: JournalRecord?
+        /// The seq last written to the cursor file.
+        var persisted: UInt64 = 0
     }
     private let cursor = Cursor()
     /// Test seam: called after each step of a live erasure (a crash test kills the daemon there).
@@ -210,9 +212,22 @@ package final class EraserFollower: Follower, Sendable {
             do { try CursorFile.write(start, directory: requests.directory) } catch { throw UserDataError(.journal, "\(error)") }
         }
         position = Locked(start)
+        cursor.persisted = start
     }
 
-    package func durableSeq() -> UInt64? { position.withLock { $0 } }
+    /// Holds retention back only while an erasure is owed: a subject file is written before
+    /// its record is journaled and removed once it is performed, so without one no unread
+    /// record needs the eraser, and retention must not wait for it to read them.
+    package func durableSeq() -> UInt64? {
+        requests.hasPendingSubjects ? position.withLock { $0 } : nil
+    }
+
+    /// The position written at stop, so that a restart does not read the journal again from
+    /// an old cursor (safe: the position never passes an erasure not yet performed).
+    package func finish() {
+        let seq = position.withLock { $0 }
+        if seq > cursor.persisted { try? CursorFile.write(seq, directory: requests.directory) }
+    }
 
     package var statusDetail: String? {
         let pending = requests.all().filter { !$0.complete }.count
@@ -257,6 +272,7 @@ package final class EraserFollower: Follower, Sendable {
                 do {
                     try perform(record: record, erasureID: erasure.erasureID, scope: erasure.scope, subjectHash: erasure.subject)
                     try CursorFile.write(record.seq, directory: requests.directory)
+                    cursor.persisted = record.seq
                 } catch let error as FollowerError {
                     cursor.held = record
                     throw error
@@ -267,6 +283,11 @@ package final class EraserFollower: Follower, Sendable {
             }
             last = record.seq
             position.withLock { $0 = last }
+        }
+        // Now and then, so a crash does not send a restart far back (a stop writes it too).
+        if last >= cursor.persisted &+ 100_000 {
+            try? CursorFile.write(last, directory: requests.directory)
+            cursor.persisted = last
         }
         return read == 0 ? .commitAfter(last, atMost: nil) : .again
     }
