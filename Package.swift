@@ -92,7 +92,7 @@ let package = Package(
         .target(name: "PushInboxServer", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
             "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow", "PushFleetOutbox",
-            "PushOutbox",
+            "PushOutbox", "PushUserData",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
@@ -111,12 +111,14 @@ let package = Package(
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
+            "PushUserData",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
         // user export): journal and archives, inbox index, outbox, quarantine, media; and the
         // export stream's copies, which the erasure deletes.
         .target(name: "PushUserData", dependencies: [
-            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore", "PushExport",
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore", "PushExport", "PushFollow",
+            "PushPayload",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
@@ -178,7 +180,7 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions",
+            "TestSupport", "PushModuleOptions", "PushUserData",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",

@@ -271,6 +271,12 @@ package struct InboxSettings: Sendable, Equatable {
     /// `TokenSecretFile=`: pushspool-inbox's HMAC secret for user tokens; empty =
     /// `$CREDENTIALS_DIRECTORY/inbox-token-secret` (systemd `LoadCredential=`).
     package var tokenSecretFile = ""
+    /// `AdminTokenFile=`: pushspool-inbox's admin bearer token for the `/v1/admin/` routes
+    /// (erasure requests); empty = `$CREDENTIALS_DIRECTORY/inbox-admin-token` when that file
+    /// exists, else the admin routes refuse every request.
+    package var adminTokenFile = ""
+    /// `SelfErase=`: a user's own token may request the erasure of that user (and nobody else).
+    package var selfErase = false
     /// `MaxConnections=`: pushspool-inbox's connections at once (streams included).
     package var maxConnections = 256
     /// `MaxConnectionsPerIP=`: pushspool-inbox's connections at once from one address.

@@ -95,6 +95,6 @@ extension Schema {
             + ["Inbox.Source"]
             + ["Spool.Directory", "Spool.FailedRetainSec", "Status.IntervalSec"]
             // Read by pushspool-inbox once at its start.
-            + ["Inbox.TokenSecretFile", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",
+            + ["Inbox.TokenSecretFile", "Inbox.AdminTokenFile", "Inbox.SelfErase", "Inbox.MaxConnections", "Inbox.MaxConnectionsPerIP", "Inbox.ConnectionTimeoutSec",
                "Inbox.MaxRequestSize"])
 }

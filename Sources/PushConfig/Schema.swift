@@ -353,6 +353,10 @@ enum Schema {
             .described("where the index is built from: this host's journal (pushspoold keeps it), or the `[Export]` stream, followed by pushspool-inbox itself with item ids = stream seqs; a `nats` node publishes the state changes it accepts (HTTP, `pushspoolctl nc`) to that stream instead of the spool; see [design/fleet-inbox.md](design/fleet-inbox.md)", values: "`journal` or `nats`"),
         .optionalAbsolutePath("Inbox", "TokenSecretFile", \.inbox.tokenSecretFile)
             .described("pushspool-inbox: file holding the HMAC-SHA256 secret user tokens are made with; empty = `$CREDENTIALS_DIRECTORY/inbox-token-secret` (`LoadCredential=`)"),
+        .optionalAbsolutePath("Inbox", "AdminTokenFile", \.inbox.adminTokenFile)
+            .described("pushspool-inbox: file holding the admin bearer token (at least 16 bytes) of the `/v1/admin/` routes (erasure requests); empty = `$CREDENTIALS_DIRECTORY/inbox-admin-token` when it exists, else those routes refuse every request"),
+        .boolean("Inbox", "SelfErase", \.inbox.selfErase)
+            .described("pushspool-inbox: a user's own token may request the erasure of that user (`POST /v1/admin/users/{user}/erase`), and of nobody else; `no`: admin token only"),
         .integer("Inbox", "MaxConnections", \.inbox.maxConnections, range: 1...10_000)
             .described("pushspool-inbox: connections at once, live streams included; with `--threads N` libmicrohttpd gives each worker thread MaxConnections/N (a thread whose share is full refuses a connection even if another has room), so raise it with N"),
         .integer("Inbox", "MaxConnectionsPerIP", \.inbox.maxConnectionsPerIP, range: 1...10_000)

@@ -12,18 +12,25 @@ extension InboxIndex {
     ///
     /// Opens the file directly, not through ``init(path:readOnly:announce:listModals:)``: an
     /// erasure does not depend on how the index lists MODAL pushes.
+    ///
+    /// `before` bounds a live erasure (pushspoold running): only items below that seq — the
+    /// erasure record's — go; later ones are new data. The `owners` row then goes only once no
+    /// item of the owner is left (its counters serve the items that stay).
     @discardableResult
-    package static func erase(path: String, subject: DataSubject) throws(InboxError) -> Int {
+    package static func erase(path: String, subject: DataSubject, before: UInt64 = .max) throws(InboxError) -> Int {
         var st = stat()
         guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
         do {
             let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
             try db.execute("PRAGMA secure_delete=ON")
             let deleted = try db.transaction { () throws(SQLiteError) -> Int in
+                // SQLite integers are signed: `.max` (everything) is bound as Int64.max.
+                let bound = Int64(clamping: before)
                 let items = switch subject {
-                case .user: try db.statement("DELETE FROM items WHERE owner = ?1")
-                case .device: try db.statement("DELETE FROM items WHERE device = ?1 OR owner = ?2")
+                case .user: try db.statement("DELETE FROM items WHERE owner = ?1 AND seq < ?3")
+                case .device: try db.statement("DELETE FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3")
                 }
+                try items.bind(3, bound)
                 switch subject {
                 case .user(let id): try items.bind(1, InboxOwner.user(id).key)
                 case .device(let id):
@@ -32,7 +39,7 @@ extension InboxIndex {
                 }
                 try items.run()
                 let count = Int(clamping: db.changes)
-                let owner = try db.statement("DELETE FROM owners WHERE owner = ?1")
+                let owner = try db.statement("DELETE FROM owners WHERE owner = ?1 AND NOT EXISTS (SELECT 1 FROM items WHERE items.owner = ?1)")
                 switch subject {
                 case .user(let id): try owner.bind(1, InboxOwner.user(id).key)
                 case .device(let id): try owner.bind(1, InboxOwner.device(id).key)

@@ -6,6 +6,7 @@ import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
+import PushUserData
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower
@@ -28,9 +29,20 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var journalDirectory: String
         /// Where accepted events go: `nil` = into ``spool`` for pushspoold to journal.
         package var events: (any EventSink)?
+        /// The admin bearer token of `/v1/admin/` (`[Inbox] AdminTokenFile=`); `nil` = none,
+        /// every admin request is refused unless ``selfErase`` lets a user erase themselves.
+        package var adminToken: [UInt8]?
+        /// `[Inbox] SelfErase=`.
+        package var selfErase = false
+        /// The state directory whose `erase/` holds the erasures' status files.
+        package var stateDirectory = ""
 
         package init(indexPath: String, mediaDirectory: String, spool: SpoolLayout, retention: Duration?,
-                     idempotencyDatabase: String? = nil, journalDirectory: String = "", events: (any EventSink)? = nil) {
+                     idempotencyDatabase: String? = nil, journalDirectory: String = "", events: (any EventSink)? = nil,
+                     adminToken: [UInt8]? = nil, selfErase: Bool = false, stateDirectory: String = "") {
+            self.adminToken = adminToken
+            self.selfErase = selfErase
+            self.stateDirectory = stateDirectory
             self.indexPath = indexPath
             self.journalDirectory = journalDirectory
             self.mediaDirectory = mediaDirectory
@@ -140,6 +152,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         Route(.post, "/v1/events/nc-open", "nc-open") { api, call in api.ncOpen(call.user, call.request) },
         Route(.get, "/v1/media/{sha256}", "media") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: false, call.request) },
         Route(.get, "/v1/media/{sha256}/thumb", "thumb") { api, call in api.media(call.parameters["sha256"] ?? "", thumbnail: true, call.request) },
+        Route(.post, "/v1/admin/users/{user}/erase", "admin-erase-user") { api, call in api.erase(call, scope: .user) },
+        Route(.post, "/v1/admin/devices/{device}/erase", "admin-erase-device") { api, call in api.erase(call, scope: .device) },
+        Route(.get, "/v1/admin/erasures/{erasureId}", "admin-erasure") { api, call in api.erasureStatus(call) },
     ]
 
     /// The routes as (method, template) pairs, HEAD left out: what `docs/openapi.yaml` must list.
@@ -150,7 +165,17 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func route(_ request: HTTPRequest) -> (String, HTTPResponse) {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         var user = ""
-        if parts.first == "v1" {
+        var admin = false
+        if parts.count > 1, parts[0] == "v1", parts[1] == "admin" {
+            // The admin token, or (for what `SelfErase=` allows, decided by the route) a user's.
+            switch authenticateAdmin(request) {
+            case .success(let identity): (admin, user) = (identity.admin, identity.user)
+            case .failure(let refusal):
+                stats.authFailure(client: request.clientAddress, method: request.method,
+                                  route: Self.routeTemplate(parts), reason: refusal.rawValue)
+                return ("unauthorized", Self.unauthorized)
+            }
+        } else if parts.first == "v1" {
             // Every /v1/ route needs the user's token; authenticate before looking at anything
             // else so a refusal says nothing about routes, items or users.
             switch authenticate(request) {
@@ -163,7 +188,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         for route in Self.routes where route.accepts(request.method) {
             guard let parameters = route.match(parts) else { continue }
-            return (route.name, route.handler(self, Route.Call(request: request, user: user, parameters: parameters)))
+            return (route.name, route.handler(self, Route.Call(request: request, user: user, parameters: parameters, admin: admin)))
         }
         return ("other", Self.notFound)
     }
@@ -180,6 +205,25 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let user, let token, !user.isEmpty else { return .failure(.missingCredentials) }
         guard user.utf8.count <= PushEvent.maxNameBytes, auth.verify(user: user, token: token) else { return .failure(.invalidToken) }
         return .success(user)
+    }
+
+    /// Who calls an admin route: the admin token's holder, or a user by their own token (the
+    /// route decides whether a user may). A request with neither is refused (401).
+    private func authenticateAdmin(_ request: HTTPRequest) -> Result<(admin: Bool, user: String), AuthRefusal> {
+        guard let token = request.headers["authorization"].flatMap(Self.bearerToken), !token.isEmpty else {
+            return .failure(.missingCredentials)
+        }
+        if let expected = settings.adminToken, Self.constantTimeEqual(expected, Array(token.utf8)) { return .success((true, "")) }
+        if request.headers["x-pushspool-user"] != nil, case .success(let user) = authenticate(request) { return .success((false, user)) }
+        return .failure(.invalidToken)
+    }
+
+    /// Equality in time independent of where the two differ.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard !a.isEmpty, a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<a.count { difference |= a[index] ^ b[index] }
+        return difference == 0
     }
 
     /// The credentials of an `Authorization` value with the `Bearer` scheme, which RFC 9110
@@ -413,6 +457,79 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         } catch {
             return Self.problem(503, "spool_unavailable", error.shortDescription)
         }
+    }
+
+    // MARK: admin (erasure requests, docs/design/erasure.md)
+
+    /// `POST /v1/admin/users/{user}/erase` and `…/devices/{device}/erase`: drops an erasure
+    /// request into the spool for pushspoold, and answers 202 with its id and where to poll.
+    /// The admin token may erase anyone; a user's token only that user, and only with
+    /// `[Inbox] SelfErase=yes` (else 403).
+    private func erase(_ call: Route.Call, scope: ErasureRequest.Scope) -> HTTPResponse {
+        // The path is not decoded by libmicrohttpd: an id with `@` or a space arrives as %XX.
+        guard let id = Self.percentDecoded(call.parameters[scope.rawValue] ?? "") else {
+            return Self.problem(400, "invalid_subject", "the \(scope.rawValue) id in the path is not valid percent-encoded UTF-8")
+        }
+        if !call.admin {
+            guard settings.selfErase, scope == .user, id == call.user else {
+                return Self.problem(403, "forbidden", settings.selfErase
+                                    ? "a user's token may erase only that user; other erasures need the admin token"
+                                    : "erasure needs the admin token ([Inbox] SelfErase=no)")
+            }
+        }
+        guard settings.events == nil else {
+            // A stream-fed node has no local pushspoold journaling for it.
+            return Self.problem(503, "erasure_unavailable", "this node takes its index from the stream ([Inbox] Source=nats); "
+                                + "request the erasure on a host whose pushspoold journals the user's pushes")
+        }
+        let request = ErasureRequest(scope: scope, id: id, erasureId: ErasureRequest.newErasureId())
+        guard case .erasure(let checked) = Normalizer.classify(request.envelopeBytes()), checked == request else {
+            return Self.problem(400, "invalid_subject", "the \(scope.rawValue) id must be 1-\(PushEvent.maxNameBytes) bytes without control characters")
+        }
+        do {
+            try SpoolDropper.drop(bytes: request.envelopeBytes(), layout: settings.spool)
+        } catch {
+            return Self.problem(503, "spool_unavailable", error.shortDescription)
+        }
+        let status = "/v1/admin/erasures/" + request.erasureId
+        return Self.json(202, .object(["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]),
+                         headers: [("Location", status)])
+    }
+
+    /// A path component with its `%XX` escapes decoded; `nil` for a broken escape or bytes
+    /// that are not UTF-8.
+    static func percentDecoded(_ text: String) -> String? {
+        var out: [UInt8] = []
+        var bytes = text.utf8.makeIterator()
+        func hex(_ b: UInt8) -> UInt8? {
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        while let b = bytes.next() {
+            guard b == UInt8(ascii: "%") else { out.append(b); continue }
+            guard let high = bytes.next().flatMap(hex), let low = bytes.next().flatMap(hex) else { return nil }
+            out.append(high << 4 | low)
+        }
+        return UTF8Text.string(out[...])
+    }
+
+    /// `GET /v1/admin/erasures/{erasureId}`: the erasure's steps done and whether it is
+    /// complete (its status file names only the keyed hash). 404 until pushspoold has taken
+    /// the request, and for an unknown id. The id is 128 random bits: a user (with
+    /// `SelfErase=yes`) may poll the one their request returned.
+    private func erasureStatus(_ call: Route.Call) -> HTTPResponse {
+        guard call.admin || settings.selfErase else {
+            return Self.problem(403, "forbidden", "erasure status needs the admin token ([Inbox] SelfErase=no)")
+        }
+        let id = call.parameters["erasureId"] ?? ""
+        guard ErasureRequest.isValidErasureId(id), let status = ErasureRequests(stateDirectory: settings.stateDirectory).status(id) else {
+            return Self.problem(404, "not_found", "no such erasure (yet): pushspoold records it once it has journaled the request")
+        }
+        return Self.json(200, status.jsonValue)
     }
 
     /// `X-Pushspool-Device`: the device an event came from, when the app names it (Mindbox's

@@ -133,6 +133,25 @@ package enum InboxServerMain {
             return 78
         }
 
+        // The admin token of /v1/admin/: optional; without one only SelfErase= users get in.
+        var adminToken: [UInt8]?
+        var adminPath = inbox.adminTokenFile
+        if adminPath.isEmpty, let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty,
+           access(credentials + "/inbox-admin-token", F_OK) == 0 {
+            adminPath = credentials + "/inbox-admin-token"
+        }
+        if !adminPath.isEmpty {
+            do {
+                var bytes = try Posix.readFile(adminPath, limit: TokenAuth.maxSecretBytes)
+                while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
+                guard bytes.count >= TokenAuth.minSecretBytes else { throw SystemError(call: "read", errno: EINVAL, subject: adminPath) }
+                adminToken = bytes
+            } catch {
+                err("pushspool-inbox: cannot read the admin token \(adminPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
+                return 78
+            }
+        }
+
         // Block the stop signals before any thread starts, so every thread inherits the mask
         // and the signal watcher below takes them.
         SignalWatcher.blockInThisThread()
@@ -191,7 +210,8 @@ package enum InboxServerMain {
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
                                            spool: SpoolLayout(root: configuration.spool.directory), retention: retention,
                                            idempotencyDatabase: idempotencyDirectory.map { $0 + "/idempotency.sqlite" },
-                                           journalDirectory: journalDirectory, events: eventSink),
+                                           journalDirectory: journalDirectory, events: eventSink,
+                                           adminToken: adminToken, selfErase: inbox.selfErase, stateDirectory: state),
                            auth: auth, hub: hub, stats: stats)
         if let error = api.idempotencyStoreError {
             err("pushspool-inbox: Idempotency-Key bindings kept in memory only (not across restarts): \(error)\n")

@@ -24,6 +24,8 @@ struct Route: Sendable {
         var request: HTTPRequest
         var user: String
         var parameters: [String: String]
+        /// The admin token authenticated the request (`/v1/admin/` only).
+        var admin = false
     }
 
     let method: Method

@@ -174,11 +174,25 @@ package struct ErasureTarget: Sendable, Equatable {
     package var erasureID: String
     package var scope: ErasureScope
     package var subjectHash: String
+    /// Only records below this seq are the erasure's: a live erasure covers what was
+    /// journaled before its `erasure` record; what arrives later is new data. `UInt64.max`
+    /// (offline, with the journal to itself) covers every record.
+    package var before: UInt64
+    /// The plain id, when the caller knows it (in memory only, never written anywhere): a
+    /// record whose JSON does not contain it as pushspool writes it (a JSON string) cannot
+    /// name it, so most records are skipped without parsing or hashing. `nil` = hash every one.
+    package var plain: String? {
+        didSet { needle = plain.map { Array(JSONValue.string($0).serialized()) } }
+    }
+    private var needle: [UInt8]?
 
-    package init(erasureID: String, scope: ErasureScope, subjectHash: String) {
+    package init(erasureID: String, scope: ErasureScope, subjectHash: String, before: UInt64 = .max, plain: String? = nil) {
         self.erasureID = erasureID
         self.scope = scope
         self.subjectHash = subjectHash
+        self.before = before
+        self.plain = plain
+        needle = plain.map { Array(JSONValue.string($0).serialized()) }
     }
 
     package init(erasureID: String, subject: ErasureSubject, secret: ErasureSecret) {
@@ -195,6 +209,7 @@ package struct ErasureTarget: Sendable, Equatable {
     /// the user inside its dedup key (`vendor@N:user:id`).
     func matches(key: String, json: [UInt8], secret: ErasureSecret) -> Bool {
         if matches(key: key, secret: secret) { return true }
+        if let needle, !Self.contains(json, needle) { return false }
         guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(json),
               let id = body[scope.rawValue]?.stringValue else { return false }
         return secret.keyedHash((scope == .user ? "u:" : "d:") + id) == subjectHash
@@ -203,7 +218,28 @@ package struct ErasureTarget: Sendable, Equatable {
     /// Whether a dedup key carries the subject (only a user is ever part of a key).
     func matches(key: String, secret: ErasureSecret) -> Bool {
         guard scope == .user, let user = Self.user(inKey: key) else { return false }
+        if let plain { return user.utf8.elementsEqual(plain.utf8) && secret.keyedHash("u:" + user) == subjectHash }
         return secret.keyedHash("u:" + user) == subjectHash
+    }
+
+    /// Whether `needle` occurs in `haystack`: `memchr(3)` for its first byte, `memcmp(3)` for
+    /// the rest (Glibc's `memmem` needs `_GNU_SOURCE`, which Swift does not import).
+    package static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first else { return true }
+        return haystack.withUnsafeBytes { h in
+            needle.withUnsafeBytes { n in
+                guard let base = h.baseAddress, let nb = n.baseAddress, h.count >= n.count else { return false }
+                var at = 0
+                let last = h.count - n.count
+                while at <= last {
+                    guard let hit = memchr(base + at, Int32(first), last - at + 1) else { return false }
+                    let offset = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(base + offset, nb, n.count) == 0 { return true }
+                    at = offset + 1
+                }
+                return false
+            }
+        }
     }
 
     /// The user of a `vendor@N:user:id` key (docs/journal-format.md, "The dedup key"), or nil.
@@ -301,7 +337,7 @@ package enum SegmentRedaction {
                 }
                 if Tombstone.isTombstone(key: parts.key) {
                     seen[frame.seq] = parts.key
-                } else if let target = targets.first(where: { $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
+                } else if let target = targets.first(where: { frame.seq < $0.before && $0.matches(key: parts.key, json: parts.json, secret: secret) }) {
                     do throws(ErasureError) {
                         let body = try Tombstone.body(bodyLength: Int(frame.bodyLength), originalKey: parts.key,
                                                       erasureID: target.erasureID, secret: secret)
@@ -389,13 +425,45 @@ package enum JournalErasure {
         if let lock { held = lock } else { held = try JournalErasureLock(directory: directory) }
         defer { withExtendedLifetime(held) {} }
         let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
-        let dirfd = held.dirfd
+        let rewritten = try rewrite(directory: directory, dirfd: held.dirfd, io: io, targets: targets, secret: secret,
+                                    sealedBelow: .max, hook: hook)
+        var report = rewritten.0
+        try hook(.beforeCheckpoint)
+        report.checkpointRewritten = try rewriteCheckpoint(directory: directory, dirfd: held.dirfd, io: io, tombstones: rewritten.1)
+        return report
+    }
+
+    /// The journal side of an erasure while pushspoold runs (docs/design/erasure.md, "Journal"):
+    /// only segments below `sealedBelow` — the first seq of the active segment after the
+    /// writer sealed it — are rewritten, with archives and retired key files; the caller holds
+    /// the daemon's retention gate, so no segment is archived or retired under the rewrite.
+    /// The dedup checkpoint is the writer's: the tombstone keys found, old and new, by seq,
+    /// are returned for ``JournalWriter/replaceErasedFingerprints(_:)``.
+    package static func runLive(directory: String, targets: [ErasureTarget], secret: ErasureSecret, sealedBelow: UInt64,
+                                hook: (ErasureStep) throws(ErasureError) -> Void = { _ throws(ErasureError) in })
+        throws(ErasureError) -> (report: ErasureReport, tombstones: [UInt64: String]) {
+        let io = JournalIO(fs: RealFileSystem(faultScope: "erase"), directory: directory)
+        let dirfd: Int32
+        do { dirfd = try Posix.openDirectory(directory) } catch {
+            throw ErasureError(.journal, "no journal at \(directory) (\(error)); check the configuration's [Journal] StateDirectory=")
+        }
+        defer { Posix.close(dirfd) }
+        return try rewrite(directory: directory, dirfd: dirfd, io: io, targets: targets, secret: secret, sealedBelow: sealedBelow, hook: hook)
+    }
+
+    /// Segments (those below `sealedBelow`), archives and retired key files, rewritten.
+    private static func rewrite(directory: String, dirfd: Int32, io: JournalIO, targets: [ErasureTarget], secret: ErasureSecret,
+                                sealedBelow: UInt64, hook: (ErasureStep) throws(ErasureError) -> Void)
+        throws(ErasureError) -> (ErasureReport, [UInt64: String]) {
         var report = ErasureReport()
         var tombstones: [UInt64: String] = [:]
         let names: [String]
         do { names = try io.fs.listDirectory(directory) } catch { throw ErasureError(io.err(error)) }
         // A rewrite a crash interrupted: the segment it came from is intact, so it is redone.
+        // Live, only a sealed segment's: the writer's own `.tmp` of a segment it is cutting
+        // has a name above every sealed one.
         for name in names where name.hasSuffix(JournalFiles.segmentSuffix + ".tmp") {
+            guard let first = JournalFiles.firstSeq(ofSegment: String(name.dropLast(4))), first < sealedBelow else { continue }
             do { try io.unlinkat(dirfd, name) } catch { throw ErasureError(error) }
         }
         for sub in [JournalFiles.archive, RetiredKeys.directoryName] {
@@ -406,7 +474,7 @@ package enum JournalErasure {
             }
         }
         let segments = names.compactMap { name in JournalFiles.firstSeq(ofSegment: name).map { (name, $0) } }.sorted { $0.1 < $1.1 }
-        for (name, _) in segments {
+        for (name, first) in segments where first < sealedBelow {
             if try rewriteSegment(name, directory: directory, dirfd: dirfd, io: io, targets: targets, secret: secret, hook: hook,
                                   report: &report, tombstones: &tombstones) {
                 report.segmentsRewritten.append(name)
@@ -424,9 +492,7 @@ package enum JournalErasure {
                 report.keyFilesRewritten.append(keyFile.name)
             }
         }
-        try hook(.beforeCheckpoint)
-        report.checkpointRewritten = try rewriteCheckpoint(directory: directory, dirfd: dirfd, io: io, tombstones: tombstones)
-        return report
+        return (report, tombstones)
     }
 
     /// Rewrites one live segment if it holds a target; true when it did.
@@ -590,7 +656,7 @@ extension RetiredKeys {
             if let text = UTF8Text.string(key[...]) {
                 if Tombstone.isTombstone(key: text) {
                     tombstones[seq] = text
-                } else if targets.contains(where: { $0.matches(key: text, secret: secret) }) {
+                } else if targets.contains(where: { seq < $0.before && $0.matches(key: text, secret: secret) }) {
                     let tombstone = secret.tombstoneKey(for: text)
                     key = Array(tombstone.utf8)
                     tombstones[seq] = tombstone

@@ -245,6 +245,20 @@ struct KeyFingerprints: Sendable, Equatable {
         return kept
     }
 
+    /// The index with the slots of the records in `fingerprints` (by seq) holding the new
+    /// fingerprint given: an erasure's tombstone keys in place of the keys they replaced.
+    /// Rebuilt, like ``keeping(fromSeq:)``, as open addressing cannot move a slot in place.
+    func replacing(_ fingerprints: [UInt64: UInt64]) -> KeyFingerprints {
+        var rebuilt = KeyFingerprints(minimumCapacity: count)
+        rebuilt.seqBase = seqBase
+        rebuilt.generation = generation + 1
+        rebuilt.freedBytes = freedBytes + slotCapacity * Self.slotBytes
+        forEachEntry { fingerprint, entrySeq, offset in
+            rebuilt.insert(fingerprint: entrySeq == 0 ? fingerprint : fingerprints[entrySeq] ?? fingerprint, seq: entrySeq, offset: offset)
+        }
+        return rebuilt
+    }
+
     /// Makes `seq` representable: the base moves down to it, or, when the seqs would then span
     /// more than 32 bits, up to the newest ~4.29 billion records, dropping older ones.
     private mutating func rebase(including seq: UInt64) {

@@ -83,6 +83,8 @@ package final class JournalWriter: Sendable {
         var inFlight = 0
         /// Frame bytes of `queue`, kept so the writer's wake-ups stay O(1) under the lock.
         var queuedBytes = 0
+        /// Callers of `sealActiveSegment` waiting for the writer thread to cut a segment.
+        var sealWaiters: [@Sendable (Result<UInt64, JournalError>) -> Void] = []
     }
 
     /// The end of the synced prefix, as a checkpoint records it.
@@ -354,6 +356,46 @@ package final class JournalWriter: Sendable {
         return dropped
     }
 
+    /// Seals the active segment (docs/design/erasure.md, "Journal"): the writer thread cuts a
+    /// new segment after the batch it is writing, if the active one holds records. Returns the
+    /// first seq of the active segment afterwards: every record below it is in a sealed
+    /// segment, which the writer never touches again. Blocks until the writer has done it.
+    package func sealActiveSegment() throws(JournalError) -> UInt64 {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Locked<Result<UInt64, JournalError>?>(nil)
+        let failure: JournalError? = shared.withLock { state in
+            switch state.phase {
+            case .running: break
+            case .failed(let error): return error
+            case .closing, .closed: return JournalError(.closed, directory: directory)
+            }
+            state.sealWaiters.append { result in
+                outcome.withLock { $0 = result }
+                done.signal()
+            }
+            return nil
+        }
+        if let failure { throw failure }
+        wake.signal()
+        done.wait()
+        guard let result = outcome.withLock({ $0 }) else { throw JournalError(.closed, directory: directory) }
+        return try result.get()
+    }
+
+    /// Points the dedup index's slots of erased records at their tombstone keys (by seq) and
+    /// writes `dedup.ckpt` from it at once: the checkpoint on disk held fingerprints of the
+    /// original keys, which named the user. Called by the eraser after it rewrote the segments.
+    package func replaceErasedFingerprints(_ tombstones: [UInt64: String]) throws(JournalError) {
+        guard !tombstones.isEmpty else { return }
+        var fingerprints: [UInt64: UInt64] = [:]
+        for (seq, key) in tombstones { fingerprints[seq] = options.fingerprint(key) }
+        checkpointGate.withLock { (_: inout Void) -> Void in
+            shared.withLock { state in state.committedKeys = state.committedKeys.replacing(fingerprints) }
+        }
+        MemoryPolicy.releaseFreePages()
+        if let error = writeCheckpoint() { throw error }
+    }
+
     /// Entries in the dedup index (committed keys).
     package var dedupIndexCount: Int { shared.withLock { $0.committedKeys.count } }
 
@@ -421,9 +463,22 @@ package final class JournalWriter: Sendable {
     }
 
     private func run() {
-        defer { finished.signal() }
+        defer {
+            // A seal asked for while the writer stopped is answered, not left waiting.
+            let waiters: [@Sendable (Result<UInt64, JournalError>) -> Void] = shared.withLock { state in
+                defer { state.sealWaiters.removeAll() }
+                return state.sealWaiters
+            }
+            for waiter in waiters { waiter(.failure(JournalError(.closed, directory: directory))) }
+            finished.signal()
+        }
         while true {
             let now = Posix.monotonicNanos()
+            let sealers: [@Sendable (Result<UInt64, JournalError>) -> Void] = shared.withLock { state in
+                defer { state.sealWaiters.removeAll() }
+                return state.sealWaiters
+            }
+            if !sealers.isEmpty { sealForErasure(sealers) }
             let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
                 var closing = false
                 if case .closing = state.phase { closing = true }
@@ -548,6 +603,23 @@ package final class JournalWriter: Sendable {
     }
 
 
+    /// Seals the active segment for an erasure (the writer thread only): a segment holding
+    /// records is closed and a new one cut, so that every record written so far lies in a
+    /// sealed segment the eraser may rewrite. An empty active segment is left as it is.
+    private func sealForErasure(_ waiters: [@Sendable (Result<UInt64, JournalError>) -> Void]) {
+        var result: Result<UInt64, JournalError> = .success(core.activeFirstSeq)
+        if core.activefd < 0 || core.activeEnd > Int64(SegmentHeader.size) {
+            do throws(JournalError) {
+                try Self.cutSegment(core)
+                shared.withLock { $0.stats.segments += 1 }
+                result = .success(core.activeFirstSeq)
+            } catch {
+                result = .failure(error)
+            }
+        }
+        for waiter in waiters { waiter(result) }
+    }
+
     /// Writes and syncs one batch. On ENOSPC the segment is cut back to its last committed end.
     private func writeBatch(_ batch: [Pending]) -> BatchOutcome {
         let io = core.io
@@ -662,10 +734,11 @@ package final class JournalWriter: Sendable {
     /// Snapshot of the committed keys; covers exactly the synced records up to the last
     /// committed batch. Called by the checkpoint thread, and by `close` after it has ended.
     /// Never two at once (`dedup.ckpt.tmp` is one name): only that thread calls it while it runs.
-    private func writeCheckpoint() {
+    @discardableResult
+    private func writeCheckpoint() -> JournalError? {
         // The keys are read one shard at a time under the lock (`DedupCheckpoint.stream`);
         // a prune waits for the whole checkpoint (`checkpointGate`), so the count holds.
-        checkpointGate.withLock { (_: inout Void) -> Void in
+        let failure = checkpointGate.withLock { (_: inout Void) -> JournalError? in
             let (count, generation, position) = shared.withLock { state -> (Int, Int, CheckpointPosition) in
                 state.sinceCheckpoint = 0
                 return (state.committedKeys.count, state.committedKeys.generation, state.position)
@@ -682,12 +755,15 @@ package final class JournalWriter: Sendable {
                     $0.stats.checkpoints += 1
                     $0.checkpointedSeq = position.throughSeq
                 }
+                return nil
             } catch {
                 shared.withLock { $0.stats.checkpointFailures += 1 }
                 options.eventHandler?(.checkpointFailed(error))
+                return error
             }
         }
         // The chunks, and the shards the writer copied away from a snapshot, are free now.
         MemoryPolicy.releaseFreePages()
+        return failure
     }
 }

@@ -199,6 +199,9 @@ package enum IntakeOutcome: Sendable, Equatable {
     case notification(PushNotification)
     /// A Notification Center event, journaled under ``PushEvent/dedupKey``.
     case event(PushEvent)
+    /// An erasure request (docs/design/erasure.md), journaled under ``ErasureRequest/dedupKey``
+    /// as a record that names only the subject's keyed hash.
+    case erasure(ErasureRequest)
     case refused(PayloadRefusal)
 }
 

@@ -22,6 +22,7 @@ package enum Normalizer {
         do throws(PayloadRefusal) {
             switch try parseTop(bytes, options: options) {
             case .event(let top): return .event(try EventParser.parse(top))
+            case .erase(let top): return .erasure(try ErasureRequest.parse(top))
             case .payload(let top): return .notification(try normalizeTop(top, inputBytes: bytes.count, options: options))
             }
         } catch {
@@ -35,6 +36,8 @@ package enum Normalizer {
         switch try parseTop(bytes, options: options) {
         case .event:
             throw PayloadRefusal(.invalidEnvelope, "this is a Notification Center event envelope (\"event\"), not a push", path: "event")
+        case .erase:
+            throw PayloadRefusal(.invalidEnvelope, "this is an erasure request (\"erase\"), not a push", path: "erase")
         case .payload(let top):
             return try normalizeTop(top, inputBytes: bytes.count, options: options)
         }
@@ -43,6 +46,7 @@ package enum Normalizer {
     private enum Top {
         case payload([String: JSONValue])
         case event([String: JSONValue])
+        case erase([String: JSONValue])
     }
 
     /// Size, syntax and object checks shared by pushes and events; tells them apart.
@@ -57,6 +61,13 @@ package enum Normalizer {
         // Only an envelope can be an event: a bare vendor payload with an `event` key stays a
         // payload, and JSON null means absent as everywhere else, so no push that was
         // accepted before becomes an event now.
+        // An erasure request (`erase`) is an envelope too, and only with `"pushspool"`.
+        if let version = top["pushspool"], let erase = top["erase"], !erase.isNull, top["event"] == nil, top["payload"] == nil {
+            guard version.intValue == 1 else {
+                throw PayloadRefusal(.invalidEnvelope, "envelope version \"pushspool\" must be the number 1, found \(version.typeName) \(version.serializedString())", path: "pushspool")
+            }
+            return .erase(top)
+        }
         guard let version = top["pushspool"], let event = top["event"], !event.isNull else { return .payload(top) }
         guard version.intValue == 1 else {
             throw PayloadRefusal(.invalidEnvelope, "envelope version \"pushspool\" must be the number 1, found \(version.typeName) \(version.serializedString())", path: "pushspool")

@@ -69,6 +69,31 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// What a live erasure (pushspoold running; docs/design/erasure.md, "The chosen design")
+/// needs from the daemon: the erasure record's seq and id, the writer's seal and dedup
+/// index, and the gate that keeps retention from archiving or retiring a segment while it
+/// is rewritten. `Sendable`: closures and values.
+package struct LiveErasureJournal: Sendable {
+    /// The seq of the `erasure` record: records below it are the erasure's.
+    package var before: UInt64
+    package var erasureID: String
+    /// Seals the active segment; returns the first seq of the new active segment.
+    package var seal: @Sendable () throws(ErasureError) -> UInt64
+    /// Points the writer's dedup index at the tombstone keys and writes `dedup.ckpt`.
+    package var replaceFingerprints: @Sendable ([UInt64: String]) throws(ErasureError) -> Void
+    /// Held while segments, archives and key files are rewritten; retention takes it too.
+    package var retentionGate: Locked<Void>
+
+    package init(before: UInt64, erasureID: String, seal: @escaping @Sendable () throws(ErasureError) -> UInt64,
+                 replaceFingerprints: @escaping @Sendable ([UInt64: String]) throws(ErasureError) -> Void, retentionGate: Locked<Void>) {
+        self.before = before
+        self.erasureID = erasureID
+        self.seal = seal
+        self.replaceFingerprints = replaceFingerprints
+        self.retentionGate = retentionGate
+    }
+}
+
 /// `pushspoolctl user erase`: removes one user or device from every store pushspool keeps
 /// (docs/design/erasure.md). The journal's records become same-length tombstones; the inbox
 /// index loses the subject's rows (and is vacuumed); outbox deliveries and quarantined spool
@@ -76,7 +101,9 @@ package enum UserDataErasureStep: Sendable, Equatable, CustomStringConvertible {
 /// deleted, shared ones kept; with ``stream`` set, the subject's messages in the JetStream
 /// export stream are erased (securely overwritten by the server) last.
 ///
-/// Needs pushspoold stopped (the journal's `LOCK`). Crash-safe and idempotent: the erasure's
+/// Offline (``live`` nil) it needs pushspoold stopped (the journal's `LOCK`); run by
+/// pushspoold's eraser (``live`` set) it rewrites only sealed segments and covers only the
+/// records below the erasure record. Crash-safe and idempotent: the erasure's
 /// id and plan (the media to delete, as paths inside the content-addressed store; no plain
 /// id) are written to `<state>/erase/` before anything is erased, under the subject's keyed
 /// hash, so a rerun after a crash at any step reuses them and finishes; they are removed at
@@ -87,11 +114,15 @@ package struct UserDataErasure: Sendable {
     /// The export stream to erase from (`[Export]`'s URLs, credentials and `Stream=`), when this
     /// host's records or events go there; `nil` = no stream step.
     package var stream: ExportOptions?
+    /// Set when pushspoold runs the erasure (its eraser follower); `nil` = offline, holding
+    /// the journal's `LOCK`.
+    package var live: LiveErasureJournal?
 
-    package init(subject: DataSubject, sources: UserDataSources, stream: ExportOptions? = nil) {
+    package init(subject: DataSubject, sources: UserDataSources, stream: ExportOptions? = nil, live: LiveErasureJournal? = nil) {
         self.subject = subject
         self.sources = sources
         self.stream = stream
+        self.live = live
     }
 
     var eraseDirectory: String { sources.stateDirectory + "/erase" }
@@ -118,29 +149,53 @@ package struct UserDataErasure: Sendable {
         do { try Posix.mkdirIfMissing(eraseDirectory, mode: 0o700) } catch {
             throw UserDataError(.journal, "creating \(eraseDirectory): \(error)")
         }
-        // Locked before the plan: records ingested between a plan and the rewrite would
-        // escape the plan's media list.
-        let lock: JournalErasureLock
-        do { lock = try JournalErasureLock(directory: sources.journalDirectory) } catch {
-            throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
+        // Offline, locked before the plan: records ingested between a plan and the rewrite
+        // would escape the plan's media list. Live, the daemon holds the lock; records from
+        // the erasure record on are new data, and the media step checks them again.
+        let lock: JournalErasureLock?
+        if live == nil {
+            do { lock = try JournalErasureLock(directory: sources.journalDirectory) } catch {
+                throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
+            }
+        } else {
+            lock = nil
         }
         var counts = UserDataErasureCounts()
         let plan = try loadOrMakePlan(subjectHash: subjectHash, secret: secret)
         try hook(.planned)
 
-        let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash)
+        let plainID = switch subject {
+        case .user(let id): id
+        case .device(let id): id
+        }
+        let target = ErasureTarget(erasureID: plan.erasureID, scope: journalSubject.scope, subjectHash: subjectHash,
+                                   before: live?.before ?? .max, plain: plainID)
         do throws(ErasureError) {
-            let report = try JournalErasure.run(directory: sources.journalDirectory, targets: [target], secret: secret, lock: lock) { step throws(ErasureError) in
+            func journalHook(_ step: ErasureStep) throws(ErasureError) {
                 do throws(UserDataError) { try hook(.journal(step)) } catch { throw ErasureError(.stopped, error.message) }
             }
-            counts.journalRecords = report.records
+            if let live {
+                // The writer never touches a sealed segment again; retention waits at the gate.
+                let sealedBelow = try live.seal()
+                let rewritten = try live.retentionGate.withLock { (_: inout Void) throws(ErasureError) in
+                    try JournalErasure.runLive(directory: sources.journalDirectory, targets: [target], secret: secret,
+                                               sealedBelow: sealedBelow, hook: journalHook)
+                }
+                try journalHook(.beforeCheckpoint)
+                try live.replaceFingerprints(rewritten.tombstones)
+                counts.journalRecords = rewritten.report.records
+            } else {
+                let report = try JournalErasure.run(directory: sources.journalDirectory, targets: [target], secret: secret, lock: lock,
+                                                    hook: journalHook)
+                counts.journalRecords = report.records
+            }
         } catch {
             throw UserDataError(error.code == .busy ? .busy : .journal, "\(error)")
         }
         try hook(.journalDone)
 
         if UserDataExport.isRegularFile(sources.inboxIndexPath) {
-            do { counts.inboxItems = try InboxIndex.erase(path: sources.inboxIndexPath, subject: subject) } catch {
+            do { counts.inboxItems = try InboxIndex.erase(path: sources.inboxIndexPath, subject: subject, before: live?.before ?? .max) } catch {
                 throw UserDataError(.inbox, "erasing from the inbox index: \(error)")
             }
         }
@@ -165,7 +220,10 @@ package struct UserDataErasure: Sendable {
         counts.statusFiles = try eraseStatusFiles()
         try hook(.statusDone)
 
-        for path in plan.media {
+        // Live, a record journaled since the erasure record may point at a planned file
+        // (the same image sent again): such a file is in use and stays.
+        let inUse = try live.map { live throws(UserDataError) in try mediaReferenced(from: live.before) } ?? []
+        for path in plan.media where !inUse.contains(path) {
             guard export.isInMediaStore(path) else { continue }
             // unlink(2) removes a symlink itself, never what it points at.
             if unlink(path) == 0 {
@@ -198,6 +256,28 @@ package struct UserDataErasure: Sendable {
         try? Posix.syncDirectory(eraseDirectory)
         withExtendedLifetime(lock) {}
         return (plan.erasureID, counts)
+    }
+
+    /// Media paths the records from `seq` on point at, up to the journal's end when the scan
+    /// begins (ingest goes on; a record committed during the few milliseconds between this
+    /// scan and the unlink that points at a planned file is the one case not covered: it
+    /// would need the file fetched again).
+    private func mediaReferenced(from seq: UInt64) throws(UserDataError) -> Set<String> {
+        var paths: Set<String> = []
+        do throws(JournalError) {
+            let end = try JournalReader.lastSeq(directory: sources.journalDirectory) ?? 0
+            let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: seq)
+            let mediaKey = Array(#""media":"#.utf8)
+            while let record = try reader.next(), record.seq <= end {
+                guard ErasureTarget.contains(record.body, mediaKey),
+                      case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
+                      let media = body["media"]?.objectValue else { continue }
+                for path in [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap({ $0 }) { paths.insert(path) }
+            }
+        } catch {
+            throw UserDataError(.journal, "reading the journal: \(error)")
+        }
+        return paths
     }
 
     /// Erases the subject's messages from the export stream; returns how many went.
@@ -245,11 +325,15 @@ package struct UserDataErasure: Sendable {
         var mine: [String] = []
         var seen: Set<String> = []
         var others: Set<String> = []
+        let before = live?.before ?? .max
+        // Only a record with media matters here; most have none, and are skipped unparsed.
+        let mediaKey = Array(#""media":"#.utf8)
         func consider(_ record: JournalRecord) {
-            guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
+            guard ErasureTarget.contains(record.body, mediaKey),
+                  case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body),
                   let media = body["media"]?.objectValue else { return }
             let paths = [media["path"]?.stringValue, media["thumbnail"]?["path"]?.stringValue].compactMap { $0 }.filter { !$0.isEmpty }
-            if export.names(body) {
+            if record.seq < before, export.names(body) {
                 for path in paths where seen.insert(path).inserted { mine.append(path) }
             } else {
                 others.formUnion(paths)
@@ -264,11 +348,14 @@ package struct UserDataErasure: Sendable {
                 }
             }
             let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: next)
-            while let record = try reader.next() { consider(record) }
+            // Live, up to the erasure record: later records are new data, and chasing the end of
+            // a journal that ingest keeps extending might never finish. The media step checks
+            // what they point at.
+            while let record = try reader.next(), record.seq < before { consider(record) }
         } catch {
             throw UserDataError(.journal, "reading the journal: \(error)")
         }
-        let plan = Plan(erasureID: ErasureTarget.newID(), media: mine.filter { !others.contains($0) },
+        let plan = Plan(erasureID: live?.erasureID ?? ErasureTarget.newID(), media: mine.filter { !others.contains($0) },
                         shared: mine.filter { others.contains($0) }.count, stream: stream?.stream)
         let document = JSONValue.object([
             "erasureId": .string(plan.erasureID), "media": .array(plan.media.map { .string($0) }), "shared": .integer(plan.shared),

@@ -2,6 +2,9 @@
 import PushCLI
 import PushExport
 import PushInbox
+import PushConfig
+import PushPayload
+import PushSpool
 import PushSystem
 import PushUserData
 
@@ -35,8 +38,10 @@ package struct UserCommand: CtlSubcommand {
                 try UserCommand(.export, invocation)
             },
             Command("erase", summary: "remove USER, or with --device a device, from every store (an erasure request)",
-                    options: [device, .flag("--json", help: "what was removed, as one JSON object")],
-                    positionals: [subject], discussion: """
+                    options: [device, .flag("--json", help: "what was removed, as one JSON object"),
+                              .flag("--no-wait", help: "with pushspoold running: return once the request is in the spool"),
+                              .flag("--status", help: "list the erasures pushspoold ran or runs, and their steps done")],
+                    positionals: [Positional("USER", optional: true)], discussion: """
                         Its journal records (live and archived) become tombstones of the same length that keep
                         their seq and time ("erased" in journal cat), its inbox index rows go (the index is
                         vacuumed and its WAL emptied), its outbox deliveries and quarantined files are deleted,
@@ -45,10 +50,17 @@ package struct UserCommand: CtlSubcommand {
                         or [Inbox] Source=nats, its messages in the JetStream export stream ([Export] Stream=)
                         are then erased too: every message is read and those whose record names USER (or
                         whose Nats-Msg-Id key does) are deleted with the server's secure erase, which
-                        overwrites them in its store. Needs pushspoold stopped (it refuses while the daemon
-                        holds the journal). Idempotent: if it is interrupted, or NATS cannot be reached, run
-                        it again and it finishes. Not reached: copies other consumers read from the stream,
-                        pushes sent to vendors, journald, backups, and freed disk blocks.
+                        overwrites them in its store.
+
+                        With pushspoold running, the request goes through the spool: pushspoold journals an
+                        erasure record naming only a keyed hash of USER, and its eraser performs the same
+                        steps on sealed segments while ingest goes on; records journaled after the request
+                        are not erased. The command waits and shows each step done (--no-wait returns at
+                        once); --status lists erasures by id with their steps. With pushspoold stopped it
+                        erases directly, holding the journal. Idempotent: if it is interrupted, or NATS
+                        cannot be reached, run it again (or let pushspoold retry) and it finishes. Not
+                        reached: copies other consumers read from the stream, pushes sent to vendors,
+                        journald, backups, and freed disk blocks.
                         """,
                     exitStatus: """
                         Exit status: 0 success (also when nothing is held), 1 runtime failure (no journal,
@@ -61,17 +73,24 @@ package struct UserCommand: CtlSubcommand {
         ])
     }
 
-    enum Action { case export, erase }
+    enum Action { case export, erase, eraseStatus }
 
     var action: Action
     var subject: DataSubject
     var includeMedia = false
     var json = false
+    var wait = true
 
     init(_ action: Action, _ invocation: Invocation) throws(CLIError) {
         let user = invocation.operands.first
         if let user, user.isEmpty { throw invocation.error("USER must not be empty") }
         self.action = action
+        if action == .erase {
+            let given = [user != nil, invocation.flag("--device"), invocation.flag("--status")].filter { $0 }.count
+            if given != 1 { throw invocation.error("give exactly one of USER, --device TOKEN and --status", .missingOperand) }
+            if invocation.flag("--status") { self.action = .eraseStatus }
+            wait = !invocation.flag("--no-wait")
+        }
         subject = user.map { .user($0) } ?? .device(invocation.value("--device") ?? "")
         includeMedia = action == .export && invocation.flag("--include-media")
         json = invocation.flag("--json")
@@ -79,6 +98,13 @@ package struct UserCommand: CtlSubcommand {
 
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
+        let requests = ErasureRequests(stateDirectory: configuration.journal.stateDirectory)
+        if action == .eraseStatus {
+            for status in requests.all() {
+                context.out(json ? status.jsonValue.serializedString() + "\n" : Self.line(status))
+            }
+            return ExitStatus.ok
+        }
         if action == .erase {
             // The stream holds this host's data when the exporter publishes records to it, or
             // when this node's inbox publishes its events there.
@@ -108,6 +134,9 @@ package struct UserCommand: CtlSubcommand {
                     }
                 }
                 return ExitStatus.ok
+            } catch where error.code == .busy {
+                // pushspoold holds the journal: it performs the erasure, without stopping ingest.
+                return requestLive(context, configuration: configuration, requests: requests)
             } catch {
                 context.err("pushspoolctl: user erase: \(error)\n")
                 return ExitStatus.failure
@@ -127,5 +156,57 @@ package struct UserCommand: CtlSubcommand {
             context.err("pushspoolctl: user export: \(error)\n")
             return ExitStatus.failure
         }
+    }
+
+    /// Drops the erasure request into the spool and, unless `--no-wait`, follows its status
+    /// file until the eraser says it is complete.
+    private func requestLive(_ context: CtlContext, configuration: Configuration, requests: ErasureRequests) -> Int32 {
+        let request = switch subject {
+        case .user(let id): ErasureRequest(scope: .user, id: id, erasureId: ErasureRequest.newErasureId())
+        case .device(let id): ErasureRequest(scope: .device, id: id, erasureId: ErasureRequest.newErasureId())
+        }
+        do throws(SpoolError) {
+            try SpoolDropper.drop(bytes: request.envelopeBytes(), layout: context.spoolLayout(configuration))
+        } catch {
+            context.err("pushspoolctl: user erase: cannot drop the erasure request into the spool: \(error)\n")
+            return ExitStatus.failure
+        }
+        if !json { context.out("erasure \(request.erasureId) requested from pushspoold\n") }
+        guard wait else {
+            if json { context.out(JSONValue.object(["erasureId": .string(request.erasureId), "complete": .bool(false)]).serializedString() + "\n") }
+            return ExitStatus.ok
+        }
+        var shown: [String] = []
+        var hinted = false
+        let started = Posix.monotonicNanos()
+        while true {
+            if let status = requests.status(request.erasureId) {
+                for step in status.steps where !shown.contains(step) {
+                    shown.append(step)
+                    if !json { context.out("  \(step)\n") }
+                }
+                if status.complete {
+                    if json {
+                        context.out(status.jsonValue.serializedString() + "\n")
+                    } else {
+                        context.out("erasure \(request.erasureId) complete: \(status.journalRecords) journal records erased\n")
+                    }
+                    return ExitStatus.ok
+                }
+            } else if !hinted, Posix.monotonicNanos() &- started > 10_000_000_000 {
+                hinted = true
+                context.err("pushspoolctl: user erase: pushspoold's eraser has not started erasure \(request.erasureId) yet "
+                            + "(pushspoold stopped, the eraser behind the journal, or a follower it waits for lagging); "
+                            + "the request is kept and runs when it can (Ctrl-C stops only this wait; --status shows it later)\n")
+            }
+            // A command someone is watching, not an idle daemon: a short sleep between looks.
+            usleep(200_000)
+        }
+    }
+
+    static func line(_ status: ErasureRequests.Status) -> String {
+        "\(status.erasureID) seq \(status.seq) \(status.scope) \(status.complete ? "complete" : "in progress")"
+            + (status.steps.isEmpty ? "" : ": " + status.steps.joined(separator: ", "))
+            + (status.lastError.map { " (last error: \($0))" } ?? "") + "\n"
     }
 }

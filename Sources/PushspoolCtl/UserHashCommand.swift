@@ -12,14 +12,14 @@ struct UserHashCommand: CtlSubcommand {
                 positionals: [Positional("USER")], discussion: """
                     Prints the value of the PUSH_USER_HASH= field pushspoold gives the events of USER's
                     pushes and Notification Center events: the first 16 hex digits of HMAC-SHA256 under
-                    the instance's <state>/erase.key, which pushspoold creates at start under the default
-                    [Log] UserIds=hash. Use it as `journalctl PUSH_USER_HASH=$(pushspoolctl user hash
-                    USER)`. Another instance, or a state directory created afresh, has another key, so
-                    its hashes differ. Reads the key only; safe while pushspoold runs.
+                    the instance's <state>/erase.key, which pushspoold creates at its first start. Use
+                    it as `journalctl PUSH_USER_HASH=$(pushspoolctl user hash USER)`. Another instance,
+                    or a state directory created afresh, has another key, so its hashes differ. Reads
+                    the key only; safe while pushspoold runs.
                     """,
                 exitStatus: """
-                    Exit status: 0 success, 1 no key yet (pushspoold has not started with UserIds=hash
-                    on this state directory) or an unreadable key, 64 usage error.
+                    Exit status: 0 success, 1 no key yet (pushspoold has not started on this state
+                    directory) or an unreadable key, 64 usage error.
                     """) { invocation throws(CLIError) in
             try UserHashCommand(invocation)
         }
@@ -46,7 +46,7 @@ struct UserHashCommand: CtlSubcommand {
         }
         guard let secret else {
             context.err("pushspoolctl: user hash: \(stateDirectory)/\(ErasureSecret.fileName) does not exist yet: pushspoold "
-                        + "creates it when it starts with [Log] UserIds=hash (the default); until then no event carries a hash\n")
+                        + "creates it at its first start; until then no event carries a hash\n")
             return ExitStatus.failure
         }
         let hash = secret.logUserHash(user)

@@ -87,6 +87,15 @@ package struct ValidateCommand: CtlSubcommand {
                 "reason": .null, "message": .null, "warnings": .array([]),
                 "notification": .null, "event": e.jsonValue(),
             ])
+        case .erasure(let request):
+            // The plain id is not echoed: validate output lands in logs and tickets.
+            return .object([
+                "file": .string(file), "accepted": .bool(true), "kind": .string("erasure"),
+                "vendor": .null, "platform": .null, "format": .null,
+                "id": .string(request.erasureId), "type": .string(request.scope.rawValue),
+                "reason": .null, "message": .null, "warnings": .array([]),
+                "notification": .null, "event": .null,
+            ])
         case .refused(let r):
             return .object([
                 "file": .string(file), "accepted": .bool(false), "kind": .null,
@@ -110,6 +119,8 @@ package struct ValidateCommand: CtlSubcommand {
             return text
         case .event(let e):
             return "\(file): event \(e.type.rawValue) eventId=\(e.eventId)\n"
+        case .erasure(let request):
+            return "\(file): erasure of a \(request.scope.rawValue) erasureId=\(request.erasureId)\n"
         case .refused(let r):
             return "\(file): refused \(r.code.rawValue): \(r.message)\n"
         }

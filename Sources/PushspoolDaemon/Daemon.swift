@@ -10,6 +10,7 @@ import PushFetch
 import PushSystemd
 import PushConfig
 import PushModuleOptions
+import PushUserData
 
 /// The running daemon's lifecycle: recovery, intake, reload and the way out.
 ///
@@ -33,6 +34,10 @@ package final class Daemon: Sendable {
     /// Retires journal segments, dedup entries, media and failed/ files on its own thread.
     /// The lowest seq a follower still needs: retention keeps every segment above it.
     package let retentionFloor = RetentionFloor()
+    /// Held by a retention pass and by the eraser's rewrite of sealed segments: retention must
+    /// not archive or retire a segment while it is rewritten.
+    private let retentionGate = Locked(())
+    private let erasureSecret: ErasureSecret?
     /// Capacity, READY, drain and retries: the intake state, its wake-ups, and the pipeline's sink.
     private let intake: Intake
     private var state: Locked<IntakeState> { intake.state }
@@ -86,18 +91,18 @@ package final class Daemon: Sendable {
         self.intake = intake
         // The erasure secret keys both the tombstones' dedup check and the user hashes in
         // events; under UserIds=hash it is made now, so the first event can carry one.
-        let erasureSecret: ErasureSecret?
+        // Created at the first start, not at the first erasure: the writer that journals an
+        // erasure already checks its tombstones, and the first event can carry a user hash.
+        let secret: ErasureSecret
         do {
             try Posix.mkdirs(configuration.journal.stateDirectory)
-            erasureSecret = configuration.log.userIds == .hash
-                ? try ErasureSecret.loadOrCreate(stateDirectory: configuration.journal.stateDirectory)
-                : try ErasureSecret.load(stateDirectory: configuration.journal.stateDirectory)
+            secret = try ErasureSecret.loadOrCreate(stateDirectory: configuration.journal.stateDirectory)
         } catch {
             throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
         }
         self.reporter = Reporter(counters: Counters(), events: events, notifier: notifier, metrics: metrics,
                                  stateDirectory: configuration.journal.stateDirectory,
-                                 userNaming: configuration.log.userIds == .hash ? LogUserNaming(secret: erasureSecret) : .plain)
+                                 userNaming: configuration.log.userIds == .hash ? LogUserNaming(secret: secret) : .plain)
 
         notifier.status("recovering journal")
         let started = Posix.monotonicNanos()
@@ -106,8 +111,9 @@ package final class Daemon: Sendable {
             var options = JournalOptions(settings: configuration.journal, quarantine: arguments.quarantineCorruptSegments)
             options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
-            // After `pushspoolctl user erase`: a redelivered erased push is still a duplicate.
-            options.erasureSecret = erasureSecret
+            // After an erasure a redelivered erased push is still a duplicate.
+            options.erasureSecret = secret
+            erasureSecret = secret
             let (journal, report) = try JournalWriter.open(directory: StateLayout(root: stateDirectory).journal, options: options)
             self.journal = journal
             Reporter.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)
@@ -128,8 +134,20 @@ package final class Daemon: Sendable {
 
         let retention = RetentionPass.follower(configuration: configuration, journal: journal, journalDirectory: StateLayout(root: stateDirectory).journal,
                                                layout: layout, mediaDirectory: configuration.media.enabled ? StateLayout(root: stateDirectory).media : nil,
-                                               floor: retentionFloor, events: events)
-        followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention)
+                                               floor: retentionFloor, gate: retentionGate, events: events)
+        let journal = journal
+        let eraserJournal = EraserFollower.LiveErasureJournalFactory(
+            seal: { () throws(ErasureError) -> UInt64 in
+                do { return try journal.sealActiveSegment() } catch { throw ErasureError(.journal, "sealing the active segment: \(error)") }
+            },
+            replaceFingerprints: { tombstones throws(ErasureError) in
+                do { try journal.replaceErasedFingerprints(tombstones) } catch {
+                    throw ErasureError(.journal, "writing the dedup checkpoint: \(error)")
+                }
+            },
+            retentionGate: retentionGate)
+        followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention,
+                                  eraser: eraserJournal, spool: layout, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
         if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
             // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
             reporter.error(problem)
@@ -173,6 +191,7 @@ package final class Daemon: Sendable {
             mediaMaxWaiting: min(configuration.media.maxWaiting, capacityLimit / 2),
             onCommitted: onCommitted,
             crashMarker: FaultHook.crashMarker(environment: { getenv($0).map { String(cString: $0) } }),
+            erasureSecret: erasureSecret, erasureRequests: ErasureRequests(stateDirectory: stateDirectory),
             sink: intake)
     }
 

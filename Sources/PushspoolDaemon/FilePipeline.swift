@@ -4,6 +4,7 @@ import PushJournal
 import PushSpool
 import PushMediaModel
 import PushFetch
+import PushUserData
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.
 enum FileEnd: Sendable, Equatable {
@@ -47,12 +48,19 @@ final class FilePipeline: Sendable {
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
     /// `FaultHook.crashMarker`: tests only, nil in production.
     private let crashMarker: [UInt8]?
+    /// The instance secret an erasure record's subject hash is keyed with, and where its
+    /// subject file goes (docs/design/erasure.md).
+    private let erasureSecret: ErasureSecret?
+    private let erasureRequests: ErasureRequests?
     /// Unlinks and reports committed files, so the journal's writer thread goes on to its next batch.
     private let acknowledger = Acknowledger(label: "pushspool.ack")
 
     init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
-         onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil, sink: any FileEndSink) {
+         onCommitted: (@Sendable (String, UInt64) -> Void)?, crashMarker: [UInt8]? = nil,
+         erasureSecret: ErasureSecret? = nil, erasureRequests: ErasureRequests? = nil, sink: any FileEndSink) {
+        self.erasureSecret = erasureSecret
+        self.erasureRequests = erasureRequests
         self.spool = spool
         self.journal = journal
         self.media = media
@@ -119,6 +127,8 @@ final class FilePipeline: Sendable {
                 // A Notification Center event: journaled like a push (deduplicated by its id),
                 // then applied by the followers; it never waits for media.
                 return .record(record(event, source: source), mediaSkipped: false)
+            case .erasure(let request):
+                return erasure(request, source: source)
             }
         }
     }
@@ -200,6 +210,29 @@ final class FilePipeline: Sendable {
         let ingestMillis = Posix.wallClockMillis()
         return PreparedRecord(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
                               ingestMillis: ingestMillis, source: source, fields: reporter.eventFields(event, file: source.name))
+    }
+
+    /// An erasure request: its subject file first (the eraser needs the plain id, the journal
+    /// must not hold it), then a record naming only the keyed hash. A request already
+    /// journaled writes no subject file: a duplicate must not leave the plain id behind.
+    private func erasure(_ request: ErasureRequest, source: SourceFile) -> PreparedFile {
+        guard let erasureSecret, let erasureRequests else {
+            return .refused(name: source.name, code: ReasonCode.invalidEnvelope.rawValue,
+                            message: "this pushspoold runs no eraser; erase with pushspoold stopped (pushspoolctl user erase)",
+                            stage: .normalize, size: source.size, sha256: source.sha256)
+        }
+        if !journal.contains(key: request.dedupKey) {
+            do { try erasureRequests.storeSubject(request) } catch {
+                return .leftForNextStart(name: source.name, message: "cannot store erasure \(request.erasureId): \(error)")
+            }
+        }
+        let subject: ErasureSubject = request.scope == .user ? .user(request.id) : .device(request.id)
+        let ingestMillis = Posix.wallClockMillis()
+        let body = ErasureRecord.body(erasureID: request.erasureId, scope: subject.scope, subjectHash: erasureSecret.subjectHash(subject),
+                                      requestedAt: Timestamp.iso8601(millis: ingestMillis))
+        return .record(PreparedRecord(key: request.dedupKey, body: body, ingestMillis: ingestMillis, source: source,
+                                      fields: [("SPOOL_FILE", source.name), ("ERASURE_ID", request.erasureId)]),
+                       mediaSkipped: false)
     }
 
     /// Submits one record and finishes its file when the journal answers.

@@ -8,6 +8,8 @@ import PushOutbox
 import PushOutboxStore
 import PushExport
 import PushFollow
+import PushSpool
+import PushUserData
 
 /// The journal's followers inside pushspoold: the Notification Center index (SQLite) and the
 /// outbox that delivers its events to the vendors. Each reads the journal from its own durable
@@ -20,6 +22,8 @@ final class Followers: Sendable {
     let outbox: OutboxFollower?
     /// `[Export] Enabled=yes`: publishes every record to NATS JetStream.
     let exporter: Exporter?
+    /// Performs the journaled erasure requests (docs/design/erasure.md), after the others.
+    let eraser: EraserFollower?
     /// The followers on the shared runtime, in start order.
     let group: FollowerGroup
 
@@ -28,7 +32,9 @@ final class Followers: Sendable {
     /// without it would silently leave apps and vendors behind. A damaged index is no such
     /// reason: it is derived data, moved aside and rebuilt in the background (an
     /// `inboxIndexCorrupt` event).
-    init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?) throws(DaemonError) {
+    init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?,
+         eraser eraserJournal: EraserFollower.LiveErasureJournalFactory? = nil, spool: SpoolLayout? = nil,
+         eraserHook: @escaping @Sendable (String) -> Void = { _ in }) throws(DaemonError) {
         do {
             // With [Inbox] Source=nats, pushspool-inbox builds the index from the stream: the
             // journal's follower must not write into the same file with journal seqs.
@@ -49,7 +55,24 @@ final class Followers: Sendable {
             throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
         outbox = try Self.makeOutbox(configuration, events: events)
-        let members: [(any Follower)?] = [inbox, outbox, exporter, retention]
+        if let eraserJournal, let spool {
+            // The stream holds this host's data when the exporter publishes records to it, or
+            // when this node's inbox publishes its events there.
+            let stream = configuration.export.enabled || configuration.inbox.source == .nats ? Self.exportOptions(configuration) : nil
+            let candidates: [(any Follower)?] = [inbox, outbox, exporter]
+            let others = candidates.compactMap { $0 }
+            do {
+                eraser = try EraserFollower(
+                    sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory, spool: spool), stream: stream,
+                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq,
+                    othersDurable: { others.compactMap { $0.durableSeq() }.min() }, hook: eraserHook)
+            } catch {
+                throw DaemonError(stage: "eraser", message: "\(error)", errno: EIO)
+            }
+        } else {
+            eraser = nil
+        }
+        let members: [(any Follower)?] = [inbox, outbox, exporter, retention, eraser]
         group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
     }
 

@@ -44,7 +44,8 @@ enum RetentionPass {
     /// The follower for `configuration` (a pass at start, then every `interval` or on SIGHUP),
     /// or `nil` when it retires nothing.
     static func follower(configuration: Configuration, journal: JournalWriter, journalDirectory: String, layout: SpoolLayout,
-                         mediaDirectory: String?, floor: RetentionFloor, events: EventLog) -> PeriodicFollower? {
+                         mediaDirectory: String?, floor: RetentionFloor, gate: Locked<Void> = Locked(()),
+                         events: EventLog) -> PeriodicFollower? {
         let policy = policy(for: configuration)
         let failedRetain = configuration.spool.failedRetain
         guard policy.isActive || failedRetain > .zero else { return nil }
@@ -53,7 +54,10 @@ enum RetentionPass {
         return PeriodicFollower(name: "retention", interval: interval) {
             if policy.isActive {
                 do throws(JournalError) {
-                    let result = try JournalRetention.runPass(directory: journalDirectory, policy: policy, retentionFloor: { floor() })
+                    // The gate: an erasure rewriting a sealed segment holds it (docs/design/erasure.md).
+                    let result = try gate.withLock { (_: inout Void) throws(JournalError) in
+                        try JournalRetention.runPass(directory: journalDirectory, policy: policy, retentionFloor: { floor() })
+                    }
                     let pruned = journal.pruneDedupIndex(belowSeq: result.dedupFloorSeq)
                     if !result.retired.isEmpty || pruned > 0 {
                         events.log(.recovery, "journal retention: retired \(result.retired.count) segments",

@@ -9,6 +9,7 @@ let benchmarks: [(String, ([String]) -> Void)] = [
     ("ingest", runIngestBench),
     ("backlog", runBacklogBench),
     ("bigjournal", runBigJournalBench),
+    ("erase", runEraseBench),
     ("nc", runInboxBench),
     ("export", runExportBench),
     ("idle", runIdleBench),

@@ -180,6 +180,53 @@ import PushSystem
         #expect(error?.description.contains("stop it") == true)
     }
 
+    /// The live path (pushspoold running): the writer seals its active segment, only sealed
+    /// segments are rewritten, records from the erasure's seq on are new data, and the writer's
+    /// dedup index and checkpoint are pointed at the tombstone keys, so a redelivery is still a
+    /// duplicate while it runs and after a restart.
+    @Test func aLiveErasureRewritesSealedSegmentsBesideTheWriter() throws {
+        let temp = TempDir()
+        try fixture(temp, archive: true)
+        let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions {
+            $0.segmentBytes = 1 << 20
+            $0.erasureSecret = Self.secret
+        })
+        // Records in the active segment, below the erasure, and one after it.
+        let pad = String(repeating: "y", count: 120)
+        let below = try #require(seq(append(writer, "apns@5:alice:active", "{\"user\":\"alice\",\"title\":\"alice-active\",\"pad\":\"\(pad)\"}")))
+        var target = alice()
+        target.before = below + 1
+        #expect(seq(append(writer, "apns@5:alice:later", "{\"user\":\"alice\",\"title\":\"alice-later\",\"pad\":\"\(pad)\"}")) != nil)
+        let sealedBelow = try writer.sealActiveSegment()
+        #expect(sealedBelow == below + 2)
+        let rewritten = try JournalErasure.runLive(directory: temp.journal, targets: [target], secret: Self.secret, sealedBelow: sealedBelow)
+        #expect(rewritten.report.records == 2 * Self.perUser + 1)
+        try writer.replaceErasedFingerprints(rewritten.tombstones)
+        // The new active segment takes records; the erased push is still a duplicate.
+        if case .duplicate = append(writer, "apns@5:alice:id\(Self.perUser)", "{}") {} else { Issue.record("erased push journaled again") }
+        if case .duplicate = append(writer, "apns@5:alice:active", "{}") {} else { Issue.record("erased active push journaled again") }
+        #expect(seq(append(writer, "apns@3:bob:new", "{}")) != nil)
+        try writer.close()
+
+        let files = try contents(temp.journal)
+        #expect(occurs("alice-active", in: files).isEmpty)
+        #expect(occurs("alice-title-1", in: files).isEmpty)
+        #expect(occurs("\"apns@5:alice:id", in: files).isEmpty)
+        // After the erasure's record: new data, kept.
+        #expect(!occurs("alice-later", in: files).isEmpty)
+        #expect(!occurs("bob-title-1", in: files).isEmpty)
+        #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 0)
+        // No slot of the checkpoint keeps the fingerprint of one of alice's erased keys.
+        let checkpoint = try #require(DedupCheckpoint.decode(readBytes(temp.journal + "/" + JournalFiles.checkpoint)))
+        let erased = Set((1...Self.perUser).map { KeyFingerprints.fingerprint("apns@5:alice:id\($0)") } + [KeyFingerprints.fingerprint("apns@5:alice:active")])
+        #expect(checkpoint.keys.filter { erased.contains($0) }.isEmpty)
+        // The checkpoint the writer wrote names no original key of alice's: a restart trusts it.
+        let (again, report) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.erasureSecret = Self.secret })
+        #expect(report.checkpointUsed)
+        if case .duplicate = append(again, "apns@5:alice:id1", "{}") {} else { Issue.record("erased retired push journaled again") }
+        try again.close()
+    }
+
     enum CheckpointState: CaseIterable {
         /// Stopped before the checkpoint step: its slots still carry the original keys'
         /// fingerprints and point at tombstones.

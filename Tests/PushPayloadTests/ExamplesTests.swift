@@ -28,6 +28,7 @@ func outcomeSummary(_ outcome: IntakeOutcome) -> (String, [String]) {
     switch outcome {
     case .notification(let n): ("accepted \(n.vendor.rawValue)/\(n.format)", n.warnings.map(\.description))
     case .event(let e): ("event \(e.type.rawValue)", [])
+    case .erasure: ("erasure", [])
     case .refused(let r): ("refused \(r.code.rawValue)", [])
     }
 }
