@@ -138,24 +138,9 @@ package final class NatsPullConsumer {
         let count = Int(list.Count)
         records.reserveCapacity(count)
         for i in 0..<count {
-            guard let msg = list.Msgs[i] else { continue }
-            var meta: UnsafeMutablePointer<jsMsgMetaData>?
-            guard natsMsg_GetMetaData(&meta, msg) == NATS_OK, let meta else { continue }
-            let streamSeq = meta.pointee.Sequence.Stream
-            let storedMillis = meta.pointee.Timestamp / 1_000_000
-            jsMsgMetaData_Destroy(meta)
-            func header(_ key: String) -> String? {
-                var value: UnsafePointer<CChar>?
-                guard natsMsgHeader_Get(msg, key, &value) == NATS_OK, let value else { return nil }
-                return String(cString: value)
-            }
-            let length = Int(max(0, natsMsg_GetDataLength(msg)))
-            let body: [UInt8] = natsMsg_GetData(msg).map { data in
-                data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
-            } ?? []
-            records.append(StreamRecord(streamSeq: streamSeq, journalSeq: header(ExportMessage.seqHeader).flatMap { UInt64($0) },
-                                        ingestMillis: header(ExportMessage.ingestHeader).flatMap { Int64($0) } ?? storedMillis,
-                                        body: body))
+            guard let msg = list.Msgs[i], let fetched = FetchedMessage(msg) else { continue }
+            records.append(StreamRecord(streamSeq: fetched.streamSeq, journalSeq: fetched.journalSeq,
+                                        ingestMillis: fetched.ingestMillis, body: fetched.body))
         }
         if count > 0, let last = list.Msgs[count - 1] {
             held = last
@@ -181,5 +166,39 @@ package final class NatsPullConsumer {
     package func delete() {
         var code = jsErrCode(0)
         _ = js_DeleteConsumer(client.js, stream, name, nil, &code)
+    }
+}
+
+/// What both consumers (an inbox node's and the fleet outbox's) read from a fetched message:
+/// its metadata, the exporter's headers and the body.
+struct FetchedMessage {
+    var streamSeq: UInt64
+    /// How often the server has handed it out, this time included.
+    var deliveries: UInt64
+    /// `Pushspool-Seq`, when an exporter took it from a journal.
+    var journalSeq: UInt64?
+    /// `Pushspool-Ingest-Millis`, else the time the stream stored it.
+    var ingestMillis: Int64
+    var body: [UInt8]
+
+    /// `nil` when the message has no JetStream metadata (not from a consumer).
+    init?(_ msg: OpaquePointer) {
+        var meta: UnsafeMutablePointer<jsMsgMetaData>?
+        guard natsMsg_GetMetaData(&meta, msg) == NATS_OK, let meta else { return nil }
+        streamSeq = meta.pointee.Sequence.Stream
+        deliveries = meta.pointee.NumDelivered
+        let storedMillis = meta.pointee.Timestamp / 1_000_000
+        jsMsgMetaData_Destroy(meta)
+        func header(_ key: String) -> String? {
+            var value: UnsafePointer<CChar>?
+            guard natsMsgHeader_Get(msg, key, &value) == NATS_OK, let value else { return nil }
+            return String(cString: value)
+        }
+        journalSeq = header(ExportMessage.seqHeader).flatMap { UInt64($0) }
+        ingestMillis = header(ExportMessage.ingestHeader).flatMap { Int64($0) } ?? storedMillis
+        let length = Int(max(0, natsMsg_GetDataLength(msg)))
+        body = natsMsg_GetData(msg).map { data in
+            data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+        } ?? []
     }
 }

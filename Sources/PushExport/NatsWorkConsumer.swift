@@ -174,26 +174,10 @@ package final class NatsWorkConsumer {
         }
         var out: [WorkMessage] = []
         for i in 0..<Int(list.Count) {
-            guard let msg = list.Msgs[i] else { continue }
-            var meta: UnsafeMutablePointer<jsMsgMetaData>?
-            guard natsMsg_GetMetaData(&meta, msg) == NATS_OK, let meta else { continue }
-            let streamSeq = meta.pointee.Sequence.Stream
-            let deliveries = meta.pointee.NumDelivered
-            let storedMillis = meta.pointee.Timestamp / 1_000_000
-            jsMsgMetaData_Destroy(meta)
-            func header(_ key: String) -> String? {
-                var value: UnsafePointer<CChar>?
-                guard natsMsgHeader_Get(msg, key, &value) == NATS_OK, let value else { return nil }
-                return String(cString: value)
-            }
-            let length = Int(max(0, natsMsg_GetDataLength(msg)))
-            let body: [UInt8] = natsMsg_GetData(msg).map { data in
-                data.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
-            } ?? []
-            out.append(WorkMessage(streamSeq: streamSeq, deliveries: deliveries,
-                                   journalSeq: header(ExportMessage.seqHeader).flatMap { UInt64($0) },
-                                   ingestMillis: header(ExportMessage.ingestHeader).flatMap { Int64($0) } ?? storedMillis, body: body))
-            if let earlier = held.updateValue(msg, forKey: streamSeq) { natsMsg_Destroy(earlier) }
+            guard let msg = list.Msgs[i], let fetched = FetchedMessage(msg) else { continue }
+            out.append(WorkMessage(streamSeq: fetched.streamSeq, deliveries: fetched.deliveries, journalSeq: fetched.journalSeq,
+                                   ingestMillis: fetched.ingestMillis, body: fetched.body))
+            if let earlier = held.updateValue(msg, forKey: fetched.streamSeq) { natsMsg_Destroy(earlier) }
             list.Msgs[i] = nil  // held; natsMsgList_Destroy skips it
         }
         natsMsgList_Destroy(&list)

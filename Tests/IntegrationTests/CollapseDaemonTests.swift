@@ -142,13 +142,7 @@ import PushSystem
             #expect(status == 0, "\(err)")
         }
         try Self.push(server.daemon, title: "v2", collapseId: "k")
-        let process = try server.daemon.launch(extraEnvironment: [
-            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1",
-        ])
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL, "\(server.daemon.daemonStderr.suffix(1500))")
+        #expect(try server.daemon.crashAfterFirstSync(), "\(server.daemon.daemonStderr.suffix(1500))")
 
         try server.daemon.start()
         try waitUntil(timeout: 60, "the spool drained") {

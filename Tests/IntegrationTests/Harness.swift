@@ -35,6 +35,18 @@ final class DaemonHarness: @unchecked Sendable {
     /// Launches `pushspoold` on this harness's directories with `--config` (the harness's
     /// file unless `config` names another), extra arguments and environment; stderr goes to
     /// the file `daemonStderr` reads, emptied first. Does not wait for anything.
+    /// Runs the daemon with the test hook that SIGKILLs it right after its first journal sync
+    /// (`PUSHSPOOL_TEST_STOP_AT=after-sync:1`): a crash between an event's journaling and its
+    /// application by the followers. Waits up to 60 s and kills a process still running then.
+    /// Returns whether it died by SIGKILL, as the hook makes it.
+    func crashAfterFirstSync() throws -> Bool {
+        let process = try launch(extraEnvironment: ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1"])
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+    }
+
     func launch(arguments: [String] = [], config: String? = nil, extraEnvironment: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binDirectory + "/pushspoold")

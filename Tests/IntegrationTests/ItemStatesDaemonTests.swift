@@ -120,13 +120,7 @@ import PushSystem
             let (status, _, err) = try server.daemon.ctl(["nc", event[0], "--user", "alice", event[1], "--event-id", event[2]])
             #expect(status == 0, "\(err)")
         }
-        let process = try server.daemon.launch(extraEnvironment: [
-            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1",
-        ])
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL, "\(server.daemon.daemonStderr.suffix(1500))")
+        #expect(try server.daemon.crashAfterFirstSync(), "\(server.daemon.daemonStderr.suffix(1500))")
         #expect(!server.daemon.files(in: "incoming").isEmpty || !server.daemon.files(in: "processing").isEmpty,
                 "killed before the spool files were removed")
 

@@ -76,13 +76,7 @@ import PushSystem
             let (status, _, err) = try server.daemon.ctl(["nc"] + arguments)
             #expect(status == 0, "\(err)")
         }
-        let process = try server.daemon.launch(extraEnvironment: [
-            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1",
-        ])
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL, "\(server.daemon.daemonStderr.suffix(1500))")
+        #expect(try server.daemon.crashAfterFirstSync(), "\(server.daemon.daemonStderr.suffix(1500))")
 
         try server.daemon.start()
         try waitUntil(timeout: 60, "the spool drained") {

@@ -103,13 +103,7 @@ import PushSystem
         let until = Posix.wallClockMillis() + 2000
         let (status, _, err) = try server.daemon.ctl(["nc", "snooze", "--user", "alice", k1, "--until", Self.iso(until), "--event-id", "kill-snooze"])
         #expect(status == 0, "\(err)")
-        let process = try server.daemon.launch(extraEnvironment: [
-            "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1",
-        ])
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL, "\(server.daemon.daemonStderr.suffix(1500))")
+        #expect(try server.daemon.crashAfterFirstSync(), "\(server.daemon.daemonStderr.suffix(1500))")
         // Down past the end: nothing applies the snooze meanwhile.
         while Posix.wallClockMillis() < until + 500 { usleep(50_000) }
         #expect(try server.counts() == (2, 2))
