@@ -7,14 +7,15 @@ import TestSupport
 
 /// A property test of the index: random arrivals (several users, vendors and categories,
 /// some with collapse ids, some banners), item state changes, bulk changes by feed, actions
-/// and their reverts, mutes and unmutes, and re-applied records, each applied through
+/// and their reverts, mutes and unmutes, snoozes and their ends, expiries, and re-applied records, each applied through
 /// ``InboxIndex/apply(_:)`` as the follower does; after every step every user's list (whole,
 /// unread only, per feed) and every count (all and per feed) must equal what a plain
 /// in-memory model says. At the end a rebuild from the same records must dump identically.
 ///
 /// Seeded and reproducible: `PUSHSPOOL_PROPERTY_SEED=N` runs one seed; a failure names its
-/// seed and step. The model keeps a clock (`now` for every query, each record's ingest time)
-/// so that steps depending on time (snooze, expiry) can be added to it.
+/// seed and step. The model keeps a clock (`now` for every query, each record's ingest time):
+/// before each step it applies what fell due by then, as the index's writer does before each
+/// record and at its timer.
 @Suite struct InboxPropertyTests {
     static let feeds = [InboxFeed(name: "promo", categories: ["promo"]), InboxFeed(name: "infobip", vendors: ["infobip"]),
                         InboxFeed(name: "rest", rest: true)]
@@ -50,6 +51,11 @@ import TestSupport
         var actedText: String?
         var replaces: UInt64?
         var replacedBy: UInt64?
+        /// When it leaves for good (its envelope's `expiresAt`), and whether that has come.
+        var leaves: Int64?
+        var expired = false
+        /// Hidden until then by a snooze.
+        var snoozedUntil: Int64?
 
         var feeds: [String] {
             var names: [String] = []
@@ -70,6 +76,7 @@ import TestSupport
 
         func visible(_ item: Item) -> Bool {
             !item.deleted && !item.archived && !(item.banner && item.actedAction != nil) && !isMuted(item)
+                && !item.expired && item.snoozedUntil == nil
         }
 
         /// Pinned first, then the rest, each newest first.
@@ -83,8 +90,36 @@ import TestSupport
             return InboxCounts(unseen: Int64(shown.filter { !$0.seen }.count), unread: Int64(shown.filter { !$0.read }.count))
         }
 
+        /// What falls due by `time`: an expiry (final), else the end of a snooze (back, unread).
+        mutating func advance(to time: Int64) {
+            for (seq, item) in items where !item.deleted && !item.expired {
+                if let leaves = item.leaves, leaves <= time {
+                    items[seq]?.expired = true
+                    items[seq]?.snoozedUntil = nil
+                } else if let until = item.snoozedUntil, until <= time {
+                    items[seq]?.snoozedUntil = nil
+                    items[seq]?.read = false
+                }
+            }
+        }
+
+        /// `nc.snooze` (`until` set) or `nc.unsnooze` at `clock`, the event's journal time.
+        mutating func snooze(_ seq: UInt64, owner: String, until: Int64?, clock: Int64) {
+            guard var item = items[seq], item.owner == owner, !item.deleted, !item.expired else { return }
+            if let until {
+                guard until > clock else { return }
+                item.snoozedUntil = min(until, clock + 366 * 86_400_000)
+            } else {
+                guard item.snoozedUntil != nil else { return }
+                item.snoozedUntil = nil
+                item.read = false
+            }
+            items[seq] = item
+        }
+
         mutating func arrive(_ seq: UInt64, _ item: Item) {
             var item = item
+            if let leaves = item.leaves, leaves <= clock { item.expired = true }
             if let id = item.collapseId,
                let holder = items.filter({ $0.value.owner == item.owner && $0.value.vendor == item.vendor && $0.value.collapseId == id && !$0.value.deleted })
                    .map(\.key).max() {
@@ -159,6 +194,7 @@ import TestSupport
 
         for step in 0..<steps {
             model.clock += Int64(random.below(60_000))
+            model.advance(to: model.clock)
             let user = random.pick(Self.users)
             let owner = "u:" + user
             let roll = random.below(100)
@@ -166,8 +202,13 @@ import TestSupport
             switch roll {
             case 0..<35:
                 let seq = UInt64(records.count + 1)
-                let item = Item(owner: owner, vendor: random.pick(Self.vendors), category: random.pick(Self.categories),
+                var item = Item(owner: owner, vendor: random.pick(Self.vendors), category: random.pick(Self.categories),
                                 collapseId: random.chance(45) ? random.pick(Self.collapseIds) : nil, banner: random.chance(15))
+                // Whole seconds, as an envelope's ISO-8601 `expiresAt` carries them; now and
+                // then one already past.
+                if random.chance(30) {
+                    item.leaves = (model.clock / 1000 + Int64(random.below(900)) - (random.chance(10) ? 1000 : 0)) * 1000
+                }
                 var body: [String: JSONValue] = [
                     "kind": .string("notification"), "vendor": .string(item.vendor), "platform": .string("ios"), "format": .string("test"),
                     "id": .string("n\(seq)"), "title": .string("t\(seq)"), "body": .string("b"), "silent": .bool(false),
@@ -176,16 +217,30 @@ import TestSupport
                 if let category = item.category { body["category"] = .string(category) }
                 if let id = item.collapseId { body["collapseId"] = .string(id) }
                 if item.banner { body["presentation"] = .string("banner") }
+                if let leaves = item.leaves { body["expiresAt"] = .string(Timestamp.iso8601(millis: leaves)) }
                 record(body)
                 model.arrive(seq, item)
                 description = "arrival \(seq) \(user) \(item.vendor) \(item.category ?? "-") \(item.collapseId ?? "-")\(item.banner ? " banner" : "")"
-            case 35..<75:
+            case 35..<68:
                 let type = random.pick(["nc.seen", "nc.read", "nc.open", "nc.archive", "nc.unarchive", "nc.unread", "nc.delete",
                                         "nc.pin", "nc.unpin", "nc.read", "nc.unread", "nc.pin"])
                 let seq = target()
                 event(type, user: user, ["item": .integer(seq)])
                 model.change(type, seq: seq, owner: owner)
                 description = "\(type) \(seq) by \(user)"
+            case 68..<75:
+                let seq = target()
+                if random.chance(75) {
+                    // Mostly ahead (back within minutes, often within the run), now and then past.
+                    let until = (model.clock / 1000 + Int64(random.below(1200)) - (random.chance(10) ? 600 : 0)) * 1000
+                    event("nc.snooze", user: user, ["item": .integer(seq), "until": .string(Timestamp.iso8601(millis: until))])
+                    model.snooze(seq, owner: owner, until: until, clock: model.clock)
+                    description = "nc.snooze \(seq) until \(until) by \(user)"
+                } else {
+                    event("nc.unsnooze", user: user, ["item": .integer(seq)])
+                    model.snooze(seq, owner: owner, until: nil, clock: model.clock)
+                    description = "nc.unsnooze \(seq) by \(user)"
+                }
             case 75..<85:
                 let seq = target()
                 // A revert names the kept action half of the time, so that it does something.
@@ -232,6 +287,8 @@ import TestSupport
             } else {
                 continue
             }
+            // The writer applies what fell due by now (its timer), as the model did.
+            try index.applyDue(now: model.clock)
             for user in Self.users {
                 let owner = "u:" + user
                 let now = model.clock
@@ -275,6 +332,8 @@ import TestSupport
         let rebuilt = directory.appending("rebuilt.sqlite")
         _ = try InboxIndex.rebuild(path: rebuilt, listModals: false, feeds: Self.feeds) { fresh throws(InboxError) in
             try fresh.apply(records)
+            // At the same moment: what fell due after the last record, too.
+            try fresh.applyDue(now: model.clock)
         }
         let dump = try index.canonicalDump()
         if try InboxIndex(path: rebuilt, readOnly: true).canonicalDump() != dump { return "seed \(seed): the rebuild's dump differs" }
