@@ -131,9 +131,8 @@ import PushSystem
     }
 
     /// An action chosen in the page is kept on the item and marked on its button; "Undo"
-    /// reverts it (nc.action, nc.action-revert through the journal). Every item offers
-    /// "Snooze 1 h" (`POST /v1/inbox/{item}/snooze`; clicking it is checked where that route
-    /// is served).
+    /// reverts it (nc.action, nc.action-revert through the journal). "Snooze 1 h" hides the
+    /// item for an hour (`POST /v1/inbox/{item}/snooze`, an nc.snooze event).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: chromium), "needs Debian's chromium"))
     func thePageKeepsTheActionChosenAndUndoesIt() throws {
         let server = try InboxServerHarness(name: "inbox-page-actions")
@@ -161,6 +160,21 @@ import PushSystem
             return (body["type"]?.stringValue ?? "") + " " + (body["action"]?.stringValue ?? "")
         }
         #expect(events == ["nc.action mm_accept", "nc.action-revert mm_accept"])
+
+        // Snooze: the item leaves the page and the inbox, until an hour from the click.
+        let clicked = Posix.wallClockMillis()
+        dom = try Self.run(["--dump-dom", page + "&click=snooze:\(item)"], profile: profile)
+        #expect(dom.contains("data-ready=\"1\""), "\(dom.prefix(2000))")
+        #expect(!dom.contains("data-item=\"\(item)\""), "the snoozed item left the page")
+        try waitUntil(timeout: 30, "the snooze applied") { try server.items().isEmpty && server.counts().unread == 0 }
+        let snooze = try #require(try server.daemon.records().compactMap { record -> JSONValue? in
+            guard record.key.hasPrefix("event:"), let body = try? JSONParser().parse(record.body),
+                  body["type"]?.stringValue == "nc.snooze" else { return nil }
+            return body
+        }.first)
+        #expect(snooze["item"]?.numberLexeme == item)
+        let until = try #require(snooze["until"]?.stringValue.flatMap(ISO8601.millis))
+        #expect(abs(until - clicked - 3_600_000) < 120_000, "until an hour from the click: \(snooze)")
     }
 
     /// Feeds as tabs: "All" and one per feed with its unread count; a tab lists that feed only,
