@@ -86,8 +86,8 @@ import PushSystem
         #expect(try server.daemon.ctl(["nc", "count", "--user", "alice", "--json"]).1 == counts)
     }
 
-    /// pushspoold killed (SIGKILL) after a snooze is journaled and synced, before it is
-    /// applied, and down past the snooze's end: after the restart the snooze applies once,
+    /// pushspoold killed (SIGKILL) once a snooze is journaled and synced (applied or not,
+    /// a race), and down past the snooze's end: after the restart the snooze applies once,
     /// ends at once, and the stream (pushspool-inbox kept running) hears of it then.
     @Test func aKillNineAndARestartSpanningTheEnd() throws {
         let server = try InboxServerHarness(name: "inbox-snooze-kill")
@@ -104,9 +104,12 @@ import PushSystem
         let (status, _, err) = try server.daemon.ctl(["nc", "snooze", "--user", "alice", k1, "--until", Self.iso(until), "--event-id", "kill-snooze"])
         #expect(status == 0, "\(err)")
         #expect(try server.daemon.crashAfterFirstSync(), "\(server.daemon.daemonStderr.suffix(1500))")
-        // Down past the end: nothing applies the snooze meanwhile.
+        // Down past the end: no writer applies the end meanwhile. Whether the follower applied
+        // the snooze itself is a race with the kill (the stop point runs in the record's
+        // completion, after followers were told of the commit): k1 is listed or snoozed.
         while Posix.wallClockMillis() < until + 500 { usleep(50_000) }
-        #expect(try server.counts() == (2, 2))
+        let down = try server.counts()
+        #expect((down.unseen, down.unread) == (2, 2) || (down.unseen, down.unread) == (1, 1), "\(down)")
 
         try server.daemon.start()
         try waitUntil(timeout: 60, "the spool drained") {
