@@ -169,7 +169,7 @@ func fleetBench(rate: Int, seconds: Int, natsNodes: Int) -> Bool {
 /// `done` came true.
 private func waitTimed(seconds: Int, _ label: String, _ done: () -> Bool) -> Bool {
     let start = Posix.monotonicNanos()
-    let deadline = start + UInt64(seconds) * 1_000_000_000
+    let deadline = start &+ UInt64(clamping: seconds) &* 1_000_000_000
     while !done() {
         guard Posix.monotonicNanos() < deadline else {
             print("\(label): not within \(seconds) s")
