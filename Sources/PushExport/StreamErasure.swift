@@ -13,45 +13,136 @@ package struct StreamErasureReport: Sendable, Equatable {
 }
 
 extension NatsClient {
-    /// Reads every message of `stream` (by stream seq, js_GetMsg(3)) and erases each one
-    /// `matches` chooses with js_EraseMsg(3): `$JS.API.STREAM.MSG.DELETE.<stream>` with
-    /// `"no_erase": false`, so the server overwrites the message's bytes in its store instead
-    /// of only marking them deleted.
+    /// Reads every message of `stream` up to its last seq at the start, through an ephemeral
+    /// pull consumer (no acks, batches of `batch`), and erases each one `matches` chooses with
+    /// js_EraseMsg(3): `$JS.API.STREAM.MSG.DELETE.<stream>` with `"no_erase": false`, so the
+    /// server overwrites the message's bytes in its store instead of only marking them deleted.
+    ///
+    /// Subjects carry no user (`pushspool.{vendor}.{platform}`), so a purge by subject cannot
+    /// select one person's messages; reading each body is the only way. A consumer delivers the
+    /// bodies a batch per round trip (reading them one js_GetMsg(3) at a time cost a round trip
+    /// each: minutes for a million messages); an erasure is still one round trip per erased
+    /// message.
     ///
     /// Idempotent: a seq already deleted (by an earlier, interrupted run, or by the stream's
-    /// limits in between) is skipped when reading and ignored when erasing. Subjects carry no
-    /// user (`pushspool.{vendor}.{platform}`), so a purge by subject cannot select one person's
-    /// messages; reading each body is the only way. One round trip per message: a stream of a
-    /// million messages takes minutes on a LAN.
-    package func eraseMessages(stream: String, where matches: (StoredMessage) -> Bool) throws(ExportError) -> StreamErasureReport {
+    /// limits in between) is never delivered, and one deleted between delivery and erasure is
+    /// ignored. Messages stored after the scan started are not read: they came after the
+    /// erasure was requested.
+    package func eraseMessages(stream: String, batch: Int = 1024,
+                               where matches: (StoredMessage) -> Bool) throws(ExportError) -> StreamErasureReport {
         guard let js else { throw ExportError(.connect, "not connected") }
-        let (first, last, _) = try streamBounds(stream)
+        let (first, last, messages) = try streamBounds(stream)
         var report = StreamErasureReport()
-        guard last >= first, last > 0 else { return report }
-        var seq = max(1, first)
-        while seq <= last {
-            defer { seq += 1 }
-            var msg: OpaquePointer?
-            var code = jsErrCode(0)
-            let status = js_GetMsg(&msg, js, stream, seq, nil, &code)
-            if status == NATS_NOT_FOUND { continue }
-            guard status == NATS_OK, let msg else {
-                throw ExportError(.stream, "reading \(stream) seq \(seq): \(natsText(status)) (JetStream error \(code.rawValue))",
-                                  natsStatus: Int32(bitPattern: status.rawValue))
+        guard messages > 0, last >= first, last > 0 else { return report }
+        let scan = try StreamScan(js: js, stream: stream)
+        var code = jsErrCode(0)
+        var reached = false
+        while !reached {
+            // The server answers a fetch at once while it has messages; a timeout therefore
+            // means none is left below `last` (the rest were deleted meanwhile).
+            let batchMessages = try scan.fetch(batch: batch, timeout: .seconds(5))
+            if batchMessages.isEmpty { break }
+            for (seq, pending, stored) in batchMessages {
+                if seq > last {
+                    reached = true
+                    break
+                }
+                report.scanned += 1
+                if seq == last || pending == 0 { reached = true }
+                guard matches(stored) else { continue }
+                let erased = js_EraseMsg(js, stream, seq, nil, &code)
+                if erased == NATS_NOT_FOUND { continue }
+                guard erased == NATS_OK else {
+                    throw ExportError(.stream, "erasing \(stream) seq \(seq): \(natsText(erased)) (JetStream error \(code.rawValue))",
+                                      natsStatus: Int32(bitPattern: erased.rawValue))
+                }
+                report.erased += 1
             }
-            let stored = Self.stored(msg)
-            natsMsg_Destroy(msg)
-            report.scanned += 1
-            guard matches(stored) else { continue }
-            let erased = js_EraseMsg(js, stream, seq, nil, &code)
-            if erased == NATS_NOT_FOUND { continue }
-            guard erased == NATS_OK else {
-                throw ExportError(.stream, "erasing \(stream) seq \(seq): \(natsText(erased)) (JetStream error \(code.rawValue))",
-                                  natsStatus: Int32(bitPattern: erased.rawValue))
-            }
-            report.erased += 1
         }
         return report
+    }
+}
+
+/// A one-off pull consumer over a whole stream, from its first message, without acks (the
+/// erasure's scan). It is named uniquely and deleted when the scan ends; if the process dies
+/// first, the server drops it after its inactive threshold. Wraps js_AddConsumer(3),
+/// js_PullSubscribe(3), natsSubscription_Fetch(3), js_DeleteConsumer(3).
+///
+/// Not `Sendable`: owns the subscription; one thread uses it.
+private final class StreamScan {
+    private let js: OpaquePointer
+    private let subscription: OpaquePointer
+    private let stream: String
+    private let name: String
+
+    init(js: OpaquePointer, stream: String) throws(ExportError) {
+        self.js = js
+        self.stream = stream
+        var random = SystemRandomNumberGenerator()
+        name = "pushspool-erase-scan-" + String(random.next() as UInt64, radix: 16)
+        let nameC = strdup(name), streamC = strdup(stream)
+        defer {
+            free(nameC)
+            free(streamC)
+        }
+        var config = jsConsumerConfig()
+        jsConsumerConfig_Init(&config)
+        config.Durable = UnsafePointer(nameC)
+        config.DeliverPolicy = js_DeliverAll
+        config.AckPolicy = js_AckNone
+        config.InactiveThreshold = Duration.seconds(60).clampedNanoseconds
+        var code = jsErrCode(0)
+        var info: UnsafeMutablePointer<jsConsumerInfo>?
+        let added = js_AddConsumer(&info, js, stream, &config, nil, &code)
+        guard added == NATS_OK else {
+            throw ExportError(added == NATS_NOT_FOUND ? .noStream : .stream,
+                              "reading \(stream) for the erasure: \(natsText(added)) (JetStream error \(code.rawValue))",
+                              natsStatus: Int32(bitPattern: added.rawValue))
+        }
+        jsConsumerInfo_Destroy(info)
+        var options = jsSubOptions()
+        jsSubOptions_Init(&options)
+        options.Stream = UnsafePointer(streamC)
+        options.Consumer = UnsafePointer(nameC)
+        var sub: OpaquePointer?
+        let status = js_PullSubscribe(&sub, js, nil, nameC, nil, &options, &code)
+        guard status == NATS_OK, let sub else {
+            _ = js_DeleteConsumer(js, stream, name, nil, &code)
+            throw ExportError(.stream, "reading \(stream) for the erasure: \(natsText(status)) (JetStream error \(code.rawValue))",
+                              natsStatus: Int32(bitPattern: status.rawValue))
+        }
+        subscription = sub
+    }
+
+    deinit {
+        natsSubscription_Destroy(subscription)
+        var code = jsErrCode(0)
+        _ = js_DeleteConsumer(js, stream, name, nil, &code)
+    }
+
+    /// Up to `batch` messages in stream order, with each one's stream seq and the number the
+    /// consumer still holds after it; empty when none came within `timeout`.
+    func fetch(batch: Int, timeout: Duration) throws(ExportError) -> [(seq: UInt64, pending: UInt64, message: NatsClient.StoredMessage)] {
+        var list = natsMsgList()
+        var code = jsErrCode(0)
+        let status = natsSubscription_Fetch(&list, subscription, Int32(clamping: max(1, batch)), max(1, timeout.clampedMilliseconds), &code)
+        if status == NATS_TIMEOUT { return [] }
+        guard status == NATS_OK else {
+            throw ExportError(.stream, "reading \(stream) for the erasure: \(natsText(status)) (JetStream error \(code.rawValue))",
+                              natsStatus: Int32(bitPattern: status.rawValue))
+        }
+        defer { natsMsgList_Destroy(&list) }
+        var out: [(seq: UInt64, pending: UInt64, message: NatsClient.StoredMessage)] = []
+        out.reserveCapacity(Int(list.Count))
+        for i in 0..<Int(list.Count) {
+            guard let msg = list.Msgs[i] else { continue }
+            var meta: UnsafeMutablePointer<jsMsgMetaData>?
+            guard natsMsg_GetMetaData(&meta, msg) == NATS_OK, let meta else { continue }
+            let seq = meta.pointee.Sequence.Stream, pending = meta.pointee.NumPending
+            jsMsgMetaData_Destroy(meta)
+            out.append((seq, pending, NatsClient.stored(msg)))
+        }
+        return out
     }
 }
 
