@@ -79,3 +79,46 @@ package enum Inotify {
         return events
     }
 }
+
+/// Lets a foreground command sleep until a directory's entries change, instead of looking
+/// again on a timer: an entry created, renamed into it or closed after writing. When the
+/// directory does not exist yet, its parent is watched for it to appear (a daemon that has not
+/// started makes it later). Events queue from ``init(directory:)`` on, so a change between the
+/// caller's look and its ``wait(timeout:)`` still wakes it.
+///
+/// Not `Sendable`: one thread owns the inotify fd.
+package final class DirectoryChangeWaiter {
+    private let fd: Int32
+    private let directory: String
+    private var attached = false
+
+    package init(directory: String) throws(SystemError) {
+        self.directory = directory
+        fd = try Inotify.initialize()
+        let parent = directory.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        do {
+            _ = try Inotify.addWatch(fd, path: parent.isEmpty ? "/" : parent, mask: UInt32(IN_CREATE | IN_MOVED_TO))
+        } catch {
+            Posix.close(fd)
+            throw error
+        }
+        attach()
+    }
+
+    deinit { Posix.close(fd) }
+
+    private func attach() {
+        guard !attached else { return }
+        attached = (try? Inotify.addWatch(fd, path: directory, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE))) != nil
+    }
+
+    /// Returns once something changed (or may have: an overflow), or after `timeout` (`nil`:
+    /// no limit). Spurious returns are allowed; callers look again.
+    package func wait(timeout: Duration?) {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let milliseconds = timeout.map { Int32(clamping: max(0, $0.clampedMilliseconds)) } ?? -1
+        _ = poll(&pfd, 1, milliseconds)
+        _ = try? Inotify.readEvents(fd)
+        attach()
+    }
+}

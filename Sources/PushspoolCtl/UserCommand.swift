@@ -179,6 +179,8 @@ package struct UserCommand: CtlSubcommand {
         var shown: [String] = []
         var hinted = false
         let started = Posix.monotonicNanos()
+        // The eraser announces each step by renaming the status file into place: wake on that.
+        let changes = try? DirectoryChangeWaiter(directory: requests.directory)
         while true {
             if let status = requests.status(request.erasureId) {
                 for step in status.steps where !shown.contains(step) {
@@ -199,8 +201,13 @@ package struct UserCommand: CtlSubcommand {
                             + "(pushspoold stopped, the eraser behind the journal, or a follower it waits for lagging); "
                             + "the request is kept and runs when it can (Ctrl-C stops only this wait; --status shows it later)\n")
             }
-            // A command someone is watching, not an idle daemon: a short sleep between looks.
-            usleep(200_000)
+            if let changes {
+                let sinceStart = Duration.nanoseconds(Int64(clamping: Posix.monotonicNanos() &- started))
+                changes.wait(timeout: hinted ? nil : max(.milliseconds(1), .seconds(10) - sinceStart))
+            } else {
+                // No inotify (fs.inotify.max_user_instances reached): look again now and then.
+                usleep(200_000)
+            }
         }
     }
 

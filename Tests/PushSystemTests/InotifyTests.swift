@@ -46,3 +46,51 @@ import PushSystem
         }
     }
 }
+
+/// `pushspoolctl user erase` sleeps on a `DirectoryChangeWaiter` until the eraser renames its
+/// status into `<state>/erase/`: it must wake for a directory that appears only later (the
+/// daemon makes it), for a rename into it, and otherwise return at its timeout.
+@Suite struct DirectoryChangeWaiterTests {
+    /// A fresh directory under /tmp of the test's own.
+    static func temp() -> String {
+        var template = Array("/tmp/pushspool-waiter-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    static func elapsed(_ body: () -> Void) -> Double {
+        let start = Posix.monotonicNanos()
+        body()
+        return Double(Posix.monotonicNanos() - start) / 1e9
+    }
+
+    @Test func wakesWhenTheDirectoryAppearsAndWhenAFileIsRenamedIntoIt() throws {
+        let directory = Self.temp() + "/erase"
+        let waiter = try DirectoryChangeWaiter(directory: directory)
+        let maker = Thread { usleep(200_000); mkdir(directory, 0o700) }
+        maker.start()
+        #expect(Self.elapsed { waiter.wait(timeout: Duration.seconds(30)) } < 20, "the directory's creation must wake it")
+        #expect(access(directory, F_OK) == 0)
+        let writer = Thread {
+            usleep(200_000)
+            let fd = open(directory + "/x.tmp", O_WRONLY | O_CREAT, 0o600)
+            close(fd)
+            rename(directory + "/x.tmp", directory + "/x.status")
+        }
+        writer.start()
+        // The first wake may be the temp file's creation: wait until the status file is there.
+        var woke = 0
+        let seconds = Self.elapsed {
+            while access(directory + "/x.status", F_OK) != 0, woke < 10 {
+                waiter.wait(timeout: Duration.seconds(30))
+                woke += 1
+            }
+        }
+        #expect(seconds < 20 && access(directory + "/x.status", F_OK) == 0)
+    }
+
+    @Test func returnsAtItsTimeoutWhenNothingChanges() throws {
+        let waiter = try DirectoryChangeWaiter(directory: Self.temp() + "/never")
+        let seconds = Self.elapsed { waiter.wait(timeout: Duration.milliseconds(300)) }
+        #expect(seconds >= 0.25 && seconds < 20)
+    }
+}
