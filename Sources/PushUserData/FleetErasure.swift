@@ -51,16 +51,25 @@ package struct FleetErasureNotice: Sendable, Equatable {
 /// id comes from the record's key (`vendor@N:user:id`) without parsing the body, and only
 /// records whose key names no user but whose body holds a `"user"` member (events) are parsed;
 /// for a device, the records holding a `"device"` member are parsed. Each distinct id is hashed
-/// once. Tombstones are skipped: an erased record names nobody.
+/// once. Tombstones are skipped: an erased record names nobody. Then the quarantined spool
+/// files (`failed/`), whose envelope may name someone no record does: each one that parses as
+/// a JSON object is read for its `user` (`device`); one that does not parse names nobody that
+/// can be hashed.
 ///
 /// `Sendable`: a value.
 package struct FleetSubjectResolver: Sendable {
     package var journalDirectory: String
     package var secret: ErasureSecret
+    /// The spool whose `failed/` is searched too; `nil` = the journal only.
+    package var spool: SpoolLayout?
+    /// Quarantined files larger than this are not read (the erasure's quarantine step reads
+    /// up to the same size).
+    package var readLimit = 64 << 20
 
-    package init(journalDirectory: String, secret: ErasureSecret) {
+    package init(journalDirectory: String, secret: ErasureSecret, spool: SpoolLayout? = nil) {
         self.journalDirectory = journalDirectory
         self.secret = secret
+        self.spool = spool
     }
 
     /// The id whose subject hash is `notice.subject`, or `nil` when no record here names it.
@@ -71,20 +80,21 @@ package struct FleetSubjectResolver: Sendable {
         var found: String?
         let member = notice.scope == .user ? "user" : "device"
         let quoted = Array("\"\(member)\"".utf8)
-        func consider(_ record: JournalRecord) -> Bool {
-            if record.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) { return false }
-            var candidate: String?
-            if notice.scope == .user, let user = DedupKey.parse(record.key)?.user {
-                candidate = user
-            } else if ErasureTarget.contains(record.body, quoted),
-                      case .object(let body)? = try? JSONParser(maxDepth: 64).parse(record.body) {
-                candidate = body[member]?.stringValue
-            }
+        func matches(_ candidate: String?) -> Bool {
             guard let candidate, !candidate.isEmpty, checked.insert(candidate).inserted else { return false }
             let subject: ErasureSubject = notice.scope == .user ? .user(candidate) : .device(candidate)
             guard secret.subjectHash(subject) == notice.subject else { return false }
             found = candidate
             return true
+        }
+        func named(in bytes: [UInt8]) -> String? {
+            guard ErasureTarget.contains(bytes, quoted), case .object(let body)? = try? JSONParser(maxDepth: 64).parse(bytes) else { return nil }
+            return body[member]?.stringValue
+        }
+        func consider(_ record: JournalRecord) -> Bool {
+            if record.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) { return false }
+            if notice.scope == .user, let user = DedupKey.parse(record.key)?.user { return matches(user) }
+            return matches(named(in: record.body))
         }
         do throws(JournalError) {
             var next: UInt64 = 1
@@ -105,7 +115,21 @@ package struct FleetSubjectResolver: Sendable {
         } catch {
             throw UserDataError(.journal, "reading the journal to resolve erasure \(notice.erasureID): \(error)")
         }
-        return nil
+        guard let spool else { return nil }
+        let limit = readLimit
+        do throws(SpoolError) {
+            try FailedQueue.forEach(layout: spool) { entry throws(SpoolError) in
+                guard found == nil, !entry.payloadMissing,
+                      case .bytes(let bytes) = UserDataExport.readRegularFile(spool.failed + "/" + entry.name, limit: limit) else { return }
+                _ = matches(named(in: bytes))
+            }
+        } catch {
+            // A spool without failed/ yet holds no quarantined file.
+            if UserDataExport.isDirectory(spool.failed) {
+                throw UserDataError(.spool, "reading \(spool.failed) to resolve erasure \(notice.erasureID): \(error)")
+            }
+        }
+        return found
     }
 }
 
@@ -235,7 +259,7 @@ package final class FleetErasureListener: Follower, Sendable {
                  onResult: @escaping @Sendable (FleetErasureNotice, FleetErasureOutcome) -> Void = { _, _ in },
                  hook: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
-        resolver = FleetSubjectResolver(journalDirectory: StateLayout(root: stateDirectory).journal, secret: secret)
+        resolver = FleetSubjectResolver(journalDirectory: StateLayout(root: stateDirectory).journal, secret: secret, spool: spool)
         self.spool = spool
         requests = ErasureRequests(stateDirectory: stateDirectory)
         self.journaled = journaled

@@ -22,7 +22,8 @@ import TestSupport
     }
 
     /// A journal with pushes of ulla (user in the key), an event of eve (user only in the
-    /// body), a push to device dev-d without a user, and a tombstone.
+    /// body), a push to device dev-d without a user, and a tombstone; a spool whose `failed/`
+    /// holds an envelope of quinn.
     static func journal(_ temp: TempDir) async throws -> String {
         let state = temp.appending("state")
         try Posix.mkdirs(state + "/journal")
@@ -39,6 +40,11 @@ import TestSupport
             }
         }
         try writer.close()
+        // quinn is named only by a quarantined envelope.
+        let spool = SpoolLayout(root: temp.appending("spool"))
+        try spool.create()
+        try Posix.writeFileAtomically(directory: spool.failed, name: "bad.json",
+                                      bytes: Array(#"{"pushspool":1,"user":"quinn","payload":"not a push"}"#.utf8))
         return state
     }
 
@@ -52,12 +58,13 @@ import TestSupport
     }
 
     @Test(arguments: [(ErasureSubject.user("ulla"), "ulla"), (.user("eve"), "eve"), (.device("dev-d"), "dev-d"),
-                      (.user("gone"), nil), (.user("nobody"), nil), (.device("ulla"), nil)] as [(ErasureSubject, String?)])
+                      (.user("quinn"), "quinn"), (.user("gone"), nil), (.user("nobody"), nil), (.device("ulla"), nil)] as [(ErasureSubject, String?)])
     func aHashResolvesToTheIdThisHostsRecordsName(_ subject: ErasureSubject, _ expected: String?) async throws {
         let temp = TempDir("fleet-resolve")
         let state = try await Self.journal(temp)
         let notice = try #require(FleetErasureNotice.parse(Self.notice(subject)))
-        let resolver = FleetSubjectResolver(journalDirectory: state + "/journal", secret: Self.secret)
+        let resolver = FleetSubjectResolver(journalDirectory: state + "/journal", secret: Self.secret,
+                                            spool: SpoolLayout(root: temp.appending("spool")))
         #expect(try resolver.resolve(notice) == expected)
     }
 
@@ -65,7 +72,6 @@ import TestSupport
         let temp = TempDir("fleet-handle")
         let state = try await Self.journal(temp)
         let spool = SpoolLayout(root: temp.appending("spool"))
-        try spool.create()
         let journaledKeys = Locked<Set<String>>([])
         let options = FleetErasureOptions(export: ExportOptions(stateDirectory: state, instance: nil), hostId: "host-b")
         #expect(options.consumerName == "pushspool-erase-host-b")
