@@ -176,6 +176,12 @@ import TestSupport
         #expect(Self.count(fleet.b, "resolved") == 0)
         #expect(try journalBytes() == before)
         #expect(!FileManager.default.fileExists(atPath: fleet.b.state + "/erase/\(id).status"))
+        // The event names the erasure and the hash's prefix, never the plain id.
+        let events = fleet.b.daemonStderr.split(separator: "\n").filter { $0.contains("FLEET_ERASURE_RESULT=nothing_here") }
+        #expect(events.count == 1 && events[0].contains(id) && !events[0].contains("nobody-here"), "\(fleet.b.daemonStderr.suffix(3000))")
+        // A stop interrupts the listener's fetch (which waits up to a minute on the server):
+        // the daemon does not reach the followers' stop deadline.
         #expect(fleet.b.stop() == 0)
+        #expect(!fleet.b.daemonStderr.contains("still busy at the stop deadline"), "\(fleet.b.daemonStderr.suffix(3000))")
     }
 }
