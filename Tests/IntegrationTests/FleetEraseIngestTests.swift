@@ -14,12 +14,13 @@ import TestSupport
 /// its acknowledgement ends with the erasure done once after the restart; and an erasure whose
 /// hash names nobody on b leaves b's journal byte for byte as it was.
 @Suite struct FleetEraseIngestTests {
-    static func config(nats: String, host: String) -> String {
+    static func config(nats: String, host: String, metrics: String) -> String {
         """
         [Spool]
         StableAgeSec=0
         [Metrics]
         IntervalSec=1
+        TextfilePath=\(metrics)
         [Media]
         Enabled=no
         [Journal]
@@ -49,7 +50,8 @@ import TestSupport
             var generator = SystemRandomNumberGenerator()
             let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
             for (harness, host) in [(a, "host-a"), (b, "host-b")] {
-                try Self.config(nats: nats.url, host: host).write(toFile: harness.config, atomically: true, encoding: .utf8)
+                try Self.config(nats: nats.url, host: host, metrics: harness.root + "/metrics.prom")
+                    .write(toFile: harness.config, atomically: true, encoding: .utf8)
                 try FileManager.default.createDirectory(atPath: harness.state, withIntermediateDirectories: true)
                 let path = harness.state + "/erase.key"
                 #expect(FileManager.default.createFile(atPath: path, contents: Data(key), attributes: [.posixPermissions: 0o600]))
@@ -67,7 +69,9 @@ import TestSupport
             }
         }
 
-        static func config(nats: String, host: String) -> String { FleetEraseIngestTests.config(nats: nats, host: host) }
+        static func config(nats: String, host: String, metrics: String) -> String {
+            FleetEraseIngestTests.config(nats: nats, host: host, metrics: metrics)
+        }
 
         /// Erases `user` on host a, without waiting; returns the erasure id.
         func erase(_ user: String) throws -> String {
@@ -130,6 +134,10 @@ import TestSupport
         try waitUntil(timeout: 30, "a's status counts its own erasure") { Self.count(fleet.a, "alreadyHere") >= 1 }
         #expect(Self.count(fleet.a, "resolved") == 0)
         #expect(Self.fleetStatus(fleet.b)?["connected"]?.boolValue == true)
+        try waitUntil(timeout: 30, "b's metrics count the resolved erasure") {
+            let text = (try? String(contentsOfFile: fleet.b.root + "/metrics.prom", encoding: .utf8)) ?? ""
+            return text.contains(#"pushspool_fleet_erasures_total{result="dropped"} 1"#) && text.contains("pushspool_fleet_erasure_connected 1")
+        }
         #expect(fleet.a.stop() == 0)
         #expect(fleet.b.stop() == 0)
         try Self.expectUllaErased(fleet.a, host: "a", id: id)
