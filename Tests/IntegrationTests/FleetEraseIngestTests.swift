@@ -14,7 +14,7 @@ import TestSupport
 /// its acknowledgement ends with the erasure done once after the restart; and an erasure whose
 /// hash names nobody on b leaves b's journal byte for byte as it was.
 @Suite struct FleetEraseIngestTests {
-    static func config(nats: String, host: String, metrics: String) -> String {
+    static func config(nats: String, host: String, metrics: String, subject: String) -> String {
         """
         [Spool]
         StableAgeSec=0
@@ -30,6 +30,7 @@ import TestSupport
         URL=\(nats)
         HostId=\(host)
         Stream=PUSHSPOOL
+        Subject=\(subject)
         AckTimeoutSec=2s
 
         """
@@ -42,7 +43,7 @@ import TestSupport
         let a: DaemonHarness
         let b: DaemonHarness
 
-        init(_ name: String, environmentOfB: [String: String] = [:]) throws {
+        init(_ name: String, subject: String = "pushspool.{vendor}.{platform}", environmentOfB: [String: String] = [:]) throws {
             a = try DaemonHarness(name: name + "-a", config: "")
             b = try DaemonHarness(name: name + "-b", config: "")
             nats = try NatsServer(storeDirectory: a.root + "-nats")
@@ -50,7 +51,7 @@ import TestSupport
             var generator = SystemRandomNumberGenerator()
             let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
             for (harness, host) in [(a, "host-a"), (b, "host-b")] {
-                try Self.config(nats: nats.url, host: host, metrics: harness.root + "/metrics.prom")
+                try Self.config(nats: nats.url, host: host, metrics: harness.root + "/metrics.prom", subject: subject)
                     .write(toFile: harness.config, atomically: true, encoding: .utf8)
                 try FileManager.default.createDirectory(atPath: harness.state, withIntermediateDirectories: true)
                 let path = harness.state + "/erase.key"
@@ -69,8 +70,8 @@ import TestSupport
             }
         }
 
-        static func config(nats: String, host: String, metrics: String) -> String {
-            FleetEraseIngestTests.config(nats: nats, host: host, metrics: metrics)
+        static func config(nats: String, host: String, metrics: String, subject: String) -> String {
+            FleetEraseIngestTests.config(nats: nats, host: host, metrics: metrics, subject: subject)
         }
 
         /// Erases `user` on host a, without waiting; returns the erasure id.
@@ -123,8 +124,11 @@ import TestSupport
         #expect(verify == 0, "\(verifyOut) \(verifyErr)")
     }
 
-    @Test func anErasureOnOneHostErasesTheUserOnAnother() throws {
-        let fleet = try Fleet("fleet-erase")
+    /// With `{vendor}` in the template the consumer takes the erasure subject only; without,
+    /// the whole stream, and skips the pushes.
+    @Test(arguments: ["pushspool.{vendor}.{platform}", "fleet.all.{platform}"])
+    func anErasureOnOneHostErasesTheUserOnAnother(_ subject: String) throws {
+        let fleet = try Fleet("fleet-erase", subject: subject)
         defer { fleet.stop() }
         let id = try fleet.erase("ulla")
         try Self.waitComplete(fleet.a, id, "a")
