@@ -45,7 +45,8 @@ package enum EventKind: String, CaseIterable, Sendable {
     case inboxIndexOutdated
     /// An erasure another host or an inbox node put into the export stream was looked up here
     /// (fields `ERASURE_ID`, `ERASURE_SUBJECT_PREFIX`, `FLEET_ERASURE_RESULT`: `dropped` = it
-    /// names a user or device here and its request went into the spool, `nothing_here`).
+    /// names a user or device here and its request went into the spool, `nothing_here`,
+    /// `unusable_id` = it names an id here no erasure request can carry).
     case fleetErasure
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.

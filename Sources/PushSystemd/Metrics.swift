@@ -218,7 +218,7 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: exportLag, help: "Journal records not yet acknowledged by NATS JetStream.", type: .gauge),
         MetricFamily(name: exportAcknowledged, help: "The highest journal seq acknowledged by NATS JetStream with all earlier ones.", type: .gauge),
         MetricFamily(name: exportConnected, help: "1 while the exporter is connected to NATS.", type: .gauge),
-        MetricFamily(name: fleetErasures, help: "Erasures of other hosts taken from the export stream, by result (dropped, nothing_here, already_here).",
+        MetricFamily(name: fleetErasures, help: "Erasures of other hosts taken from the export stream, by result (dropped, nothing_here, already_here, unusable_id).",
                      type: .counter, labelNames: ["result"]),
         MetricFamily(name: fleetErasureConnected, help: "1 while the fleet erasure listener is connected to NATS.", type: .gauge),
         MetricFamily(name: followerLag, help: "Journal records a follower has not made durable in its own store, by follower.",

@@ -144,6 +144,11 @@ package enum FleetErasureOutcome: Sendable, Equatable {
     case dropped
     /// No record here names the subject.
     case nothingHere
+    /// The hash names an id here that an erasure request cannot carry (a control character,
+    /// which intake refuses now but older records may hold, or more than 255 bytes): pushspoold
+    /// would quarantine the request, plain id and all, so none is dropped. The offline erasure
+    /// (pushspoold stopped, `pushspoolctl user erase`) is the way for such an id.
+    case unusableId
 }
 
 /// The listener's counts and connection, for STATUS=, status.json and the metrics.
@@ -158,6 +163,8 @@ package struct FleetErasureStatus: Sendable, Equatable {
     package var nothingHere: UInt64 = 0
     /// Notices of erasures journaled here already.
     package var alreadyHere: UInt64 = 0
+    /// Notices naming an id here that no erasure request can carry (``FleetErasureOutcome/unusableId``).
+    package var unusable: UInt64 = 0
     package var lastError: String?
 
     package init() {}
@@ -171,6 +178,7 @@ package struct FleetErasureStatus: Sendable, Equatable {
         .object([
             "connected": .bool(connected), "seen": .integer(Int(clamping: seen)), "resolved": .integer(Int(clamping: resolved)),
             "nothingHere": .integer(Int(clamping: nothingHere)), "alreadyHere": .integer(Int(clamping: alreadyHere)),
+            "unusable": .integer(Int(clamping: unusable)),
             "lastError": lastError.map { .string($0) } ?? .null,
         ])
     }
@@ -283,6 +291,7 @@ package final class FleetErasureListener: Follower, Sendable {
             if stopping.withLock({ $0 }) { throw UserDataError(.journal, "stopped while resolving erasure \(notice.erasureID)") }
             return .nothingHere
         }
+        guard ControlCharacters.first(in: id) == nil, id.utf8.count <= PushEvent.maxNameBytes else { return .unusableId }
         let request = ErasureRequest(scope: notice.scope == .user ? .user : .device, id: id, erasureId: notice.erasureID)
         do throws(SpoolError) {
             // One name per erasure: a redelivery while the first drop still waits in
@@ -373,7 +382,7 @@ package final class FleetErasureListener: Follower, Sendable {
                 extended = now
                 try? consumer.extend(message.streamSeq)
             }
-            if outcome == .nothingHere || outcome == .dropped, let notice = FleetErasureNotice.parse(message.body) { onResult(notice, outcome) }
+            if outcome != .other, outcome != .alreadyHere, let notice = FleetErasureNotice.parse(message.body) { onResult(notice, outcome) }
             do throws(ExportError) { try consumer.acknowledge(message.streamSeq) } catch { throw UserDataError(.stream, "\(error)") }
             snapshot.withLock { status in
                 switch outcome {
@@ -381,6 +390,7 @@ package final class FleetErasureListener: Follower, Sendable {
                 case .alreadyHere: status.alreadyHere += 1
                 case .dropped: status.resolved += 1
                 case .nothingHere: status.nothingHere += 1
+                case .unusableId: status.unusable += 1
                 }
                 status.seen += 1
                 status.lastError = nil

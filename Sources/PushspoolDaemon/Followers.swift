@@ -108,10 +108,12 @@ final class Followers: Sendable {
             stateDirectory: configuration.journal.stateDirectory, spool: spool,
             journaled: { journal.contains(key: $0) },
             onResult: { notice, outcome in
-                let result = outcome == .dropped ? "dropped" : "nothing_here"
-                let text = outcome == .dropped
-                    ? "erasure from the fleet names a subject here: its request is in the spool"
-                    : "erasure from the fleet holds nothing here"
+                let (result, text) = switch outcome {
+                case .dropped: ("dropped", "erasure from the fleet names a subject here: its request is in the spool")
+                case .unusableId: ("unusable_id", "erasure from the fleet names a subject here whose id a request cannot carry "
+                                   + "(control characters or over 255 bytes): erase it with pushspoold stopped (pushspoolctl user erase)")
+                default: ("nothing_here", "erasure from the fleet holds nothing here")
+                }
                 events.log(.fleetErasure, text, fields: [(EventField.erasureID, notice.erasureID),
                                                          (EventField.erasureSubjectPrefix, notice.subjectPrefix),
                                                          (EventField.fleetErasureResult, result)])
@@ -196,6 +198,7 @@ final class Followers: Sendable {
             metrics.set(MetricFamily.fleetErasures, labels: ["result": "dropped"], to: Double(status.resolved))
             metrics.set(MetricFamily.fleetErasures, labels: ["result": "nothing_here"], to: Double(status.nothingHere))
             metrics.set(MetricFamily.fleetErasures, labels: ["result": "already_here"], to: Double(status.alreadyHere))
+            metrics.set(MetricFamily.fleetErasures, labels: ["result": "unusable_id"], to: Double(status.unusable))
             metrics.set(MetricFamily.fleetErasureConnected, to: status.connected ? 1 : 0)
         }
         if let status = exporter?.status {

@@ -32,6 +32,8 @@ import TestSupport
             ("mindbox@4:ulla:n1", .object(["vendor": .string("mindbox"), "user": .string("ulla"), "title": .string("t")])),
             ("event:e1", .object(["kind": .string("event"), "type": .string("opened"), "user": .string("eve")])),
             ("mindbox:n2", .object(["vendor": .string("mindbox"), "device": .string("dev-d"), "title": .string("t")])),
+            // Journaled before intake refused control characters.
+            ("mindbox@5:ctl\u{1}x:n4", .object(["vendor": .string("mindbox"), "user": .string("ctl\u{1}x"), "title": .string("t")])),
             (secret.tombstoneKey(for: "mindbox@4:gone:n3"), .object(["kind": .string("erased"), "erasure": .string(erasureID)])),
         ]
         for (key, body) in records {
@@ -80,6 +82,8 @@ import TestSupport
                                             journaled: { key in journaledKeys.withLock { $0.contains(key) } })
         #expect(try listener.handle(Array(#"{"vendor":"mindbox","user":"ulla"}"#.utf8)) == .other)
         #expect(try listener.handle(Self.notice(.user("nobody"), id: String(repeating: "cd", count: 16))) == .nothingHere)
+        // An id no request can carry would be quarantined, plain id and all: nothing is dropped.
+        #expect(try listener.handle(Self.notice(.user("ctl\u{1}x"), id: String(repeating: "ef", count: 16))) == .unusableId)
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool.incoming).isEmpty)
 
         #expect(try listener.handle(Self.notice(.user("ulla"))) == .dropped)
