@@ -27,7 +27,7 @@ package struct WorkMessage: Sendable, Equatable {
 package struct WorkConsumerConfig: Sendable, Equatable {
     /// The durable name every worker binds to (`[A-Za-z0-9_-]`).
     package var name: String
-    /// Only messages on this subject (wildcards allowed).
+    /// Only messages on this subject (wildcards allowed); empty = every message of the stream.
     package var filterSubject: String
     /// Unacknowledged this long (no ack, nak or in-progress) = handed to another worker.
     package var ackWait: Duration
@@ -126,7 +126,8 @@ package final class NatsWorkConsumer {
             var settings = jsConsumerConfig()
             jsConsumerConfig_Init(&settings)
             settings.Durable = UnsafePointer(nameC)
-            settings.FilterSubject = UnsafePointer(filterC)
+            // Left unset when empty, so that the consumer takes every subject of the stream.
+            if !config.filterSubject.isEmpty { settings.FilterSubject = UnsafePointer(filterC) }
             if config.startMillis > 0 {
                 settings.DeliverPolicy = js_DeliverByStartTime
                 // Nanoseconds since the epoch; past 2262 cannot be asked for.

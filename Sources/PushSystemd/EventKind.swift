@@ -43,6 +43,11 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// The inbox index was built by another schema version or with another `[Inbox]
     /// ListModals=` (field `REASON_CODE`): replaced with a fresh one, rebuilt from the journal.
     case inboxIndexOutdated
+    /// An erasure another host or an inbox node put into the export stream was looked up here
+    /// (fields `ERASURE_ID`, `ERASURE_SUBJECT_PREFIX`, `FLEET_ERASURE_RESULT`: `dropped` = it
+    /// names a user or device here and its request went into the spool, `nothing_here`,
+    /// `unusable_id` = it names an id here no erasure request can carry).
+    case fleetErasure
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -72,6 +77,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
         case .inboxIndexCorrupt: "65bf91cc6dcc4d4ba021ecf5abfcf7f7"
         case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
+        case .fleetErasure: "8858e5c495f147ac90a5cabaa27450a4"
         }
     }
 
@@ -81,7 +87,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated: 5
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure: 5
         case .ingested, .duplicate: 6
         }
     }
@@ -115,4 +121,10 @@ package enum EventField {
     package static let outboxField = "OUTBOX_FIELD"
     /// Where a damaged inbox index was moved for a post-mortem.
     package static let inboxIndexMovedTo = "INBOX_INDEX_MOVED_TO"
+    /// The 32 hex digits of an erasure request.
+    package static let erasureID = "ERASURE_ID"
+    /// The first 16 hex digits of an erasure's subject hash (never the plain id).
+    package static let erasureSubjectPrefix = "ERASURE_SUBJECT_PREFIX"
+    /// `dropped` or `nothing_here`: what a fleet erasure came to on this host.
+    package static let fleetErasureResult = "FLEET_ERASURE_RESULT"
 }

@@ -191,6 +191,8 @@ package struct MetricFamily: Sendable, Equatable {
     package static let exportLag = "pushspool_export_lag_records"
     package static let exportAcknowledged = "pushspool_export_acknowledged_seq"
     package static let exportConnected = "pushspool_export_connected"
+    package static let fleetErasures = "pushspool_fleet_erasures_total"
+    package static let fleetErasureConnected = "pushspool_fleet_erasure_connected"
     package static let followerLag = "pushspool_follower_lag_records"
     package static let followerFailures = "pushspool_follower_failures_total"
     package static let followerFailing = "pushspool_follower_failing"
@@ -216,6 +218,9 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: exportLag, help: "Journal records not yet acknowledged by NATS JetStream.", type: .gauge),
         MetricFamily(name: exportAcknowledged, help: "The highest journal seq acknowledged by NATS JetStream with all earlier ones.", type: .gauge),
         MetricFamily(name: exportConnected, help: "1 while the exporter is connected to NATS.", type: .gauge),
+        MetricFamily(name: fleetErasures, help: "Erasures of other hosts taken from the export stream, by result (dropped, nothing_here, already_here, unusable_id).",
+                     type: .counter, labelNames: ["result"]),
+        MetricFamily(name: fleetErasureConnected, help: "1 while the fleet erasure listener is connected to NATS.", type: .gauge),
         MetricFamily(name: followerLag, help: "Journal records a follower has not made durable in its own store, by follower.",
                      type: .gauge, labelNames: ["follower"]),
         MetricFamily(name: followerFailures, help: "Failed steps of a follower since start (each retried after a backoff), by follower.",

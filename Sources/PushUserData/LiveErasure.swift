@@ -94,6 +94,17 @@ package struct ErasureRequests: Sendable {
         ((try? RealFileSystem().listDirectory(directory)) ?? []).contains { $0.hasSuffix(".subject") }
     }
 
+    /// Removes the temp files a kill left behind in the middle of an atomic write
+    /// (`.<name>.<pid>.tmp`): one of a subject file holds the plain id, and nothing else would
+    /// ever remove it. Only at start, before anything writes here.
+    package func removeLeftoverTemps() {
+        let names = (try? RealFileSystem().listDirectory(directory)) ?? []
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            _ = unlink(directory + "/" + name)
+        }
+        try? Posix.syncDirectory(directory)
+    }
+
     package func removeSubject(_ id: String) throws(SystemError) {
         let path = directory + "/" + id + ".subject"
         if unlink(path) != 0, errno != ENOENT { throw SystemError(call: "unlink", errno: errno, subject: path) }
@@ -202,6 +213,7 @@ package final class EraserFollower: Follower, Sendable {
         do { try Posix.mkdirIfMissing(requests.directory, mode: 0o700) } catch {
             throw UserDataError(.journal, "creating \(requests.directory): \(error)")
         }
+        requests.removeLeftoverTemps()
         let stored: UInt64
         do { stored = try CursorFile.read(directory: requests.directory) } catch {
             throw UserDataError(.journal, "\(error)")

@@ -147,7 +147,7 @@ package final class Daemon: Sendable {
             },
             retentionGate: retentionGate)
         followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention,
-                                  eraser: eraserJournal, spool: layout, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
+                                  eraser: eraserJournal, spool: layout, erasureSecret: secret, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
         if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
             // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
             reporter.error(problem)
@@ -697,7 +697,7 @@ package final class Daemon: Sendable {
 
     private func publishMetrics(_ configuration: Configuration) {
         reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats,
-                         inFlight: state.withLock { $0.inFlight },
+                         inFlight: state.withLock { $0.inFlight }, statusMembers: followers.statusMembers,
                          more: followers.publish(to:))
     }
 }

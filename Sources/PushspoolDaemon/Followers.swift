@@ -24,6 +24,8 @@ final class Followers: Sendable {
     let exporter: Exporter?
     /// Performs the journaled erasure requests (docs/design/erasure.md), after the others.
     let eraser: EraserFollower?
+    /// `[Export] Enabled=yes`: performs here the erasures other hosts put into the stream.
+    let fleetErasure: FleetErasureListener?
     /// The followers on the shared runtime, in start order.
     let group: FollowerGroup
 
@@ -34,6 +36,7 @@ final class Followers: Sendable {
     /// `inboxIndexCorrupt` event).
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?,
          eraser eraserJournal: EraserFollower.LiveErasureJournalFactory? = nil, spool: SpoolLayout? = nil,
+         erasureSecret: ErasureSecret? = nil,
          eraserHook: @escaping @Sendable (String) -> Void = { _ in }) throws(DaemonError) {
         do {
             // With [Inbox] Source=nats, pushspool-inbox builds the index from the stream: the
@@ -72,7 +75,9 @@ final class Followers: Sendable {
         } else {
             eraser = nil
         }
-        let members: [(any Follower)?] = [inbox, outbox, exporter, retention, eraser]
+        fleetErasure = try Self.makeFleetErasure(configuration, journal: journal, spool: spool, secret: erasureSecret, events: events,
+                                                 hook: eraserHook)
+        let members: [(any Follower)?] = [inbox, outbox, exporter, retention, eraser, fleetErasure]
         group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
     }
 
@@ -86,6 +91,34 @@ final class Followers: Sendable {
         } catch {
             throw DaemonError(stage: "outbox", message: "\(error)", errno: EINVAL)
         }
+    }
+
+    /// The fleet erasure listener when `[Export] Enabled=yes` (with the spool and the erasure
+    /// key the live erasure path needs); `nil` otherwise.
+    private static func makeFleetErasure(_ configuration: Configuration, journal: JournalWriter, spool: SpoolLayout?, secret: ErasureSecret?,
+                                         events: EventLog, hook: @escaping @Sendable (String) -> Void) throws(DaemonError) -> FleetErasureListener? {
+        guard configuration.export.enabled, let spool, let secret else { return nil }
+        let export = exportOptions(configuration)
+        let hostId: String
+        do { hostId = try export.resolvedHostId() } catch {
+            throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
+        }
+        return FleetErasureListener(
+            options: FleetErasureOptions(export: export, hostId: hostId), secret: secret,
+            stateDirectory: configuration.journal.stateDirectory, spool: spool,
+            journaled: { journal.contains(key: $0) },
+            onResult: { notice, outcome in
+                let (result, text) = switch outcome {
+                case .dropped: ("dropped", "erasure from the fleet names a subject here: its request is in the spool")
+                case .unusableId: ("unusable_id", "erasure from the fleet names a subject here whose id a request cannot carry "
+                                   + "(control characters or over 255 bytes): erase it with pushspoold stopped (pushspoolctl user erase)")
+                default: ("nothing_here", "erasure from the fleet holds nothing here")
+                }
+                events.log(.fleetErasure, text, fields: [(EventField.erasureID, notice.erasureID),
+                                                         (EventField.erasureSubjectPrefix, notice.subjectPrefix),
+                                                         (EventField.fleetErasureResult, result)])
+            },
+            hook: hook)
     }
 
     /// The lowest seq any follower still has to read, for retention: a segment holding a record
@@ -137,6 +170,13 @@ final class Followers: Sendable {
     /// one part per follower in the group (a failing one says so).
     var statusSuffix: String { group.statusSuffix }
 
+    /// What the followers add to status.json: the fleet erasure listener's counts and
+    /// connection under `fleetErasure`.
+    var statusMembers: [String: JSONValue] {
+        guard let status = fleetErasure?.status else { return [:] }
+        return ["fleetErasure": status.jsonValue]
+    }
+
     func publish(to metrics: Metrics) {
         // The same three series for every follower in the group, so none can be left out.
         for status in group.statuses {
@@ -153,6 +193,13 @@ final class Followers: Sendable {
         if let status = outbox?.status {
             metrics.set(MetricFamily.outbox, labels: ["state": "pending"], to: Double(status.pending))
             metrics.set(MetricFamily.outbox, labels: ["state": "parked"], to: Double(status.parked))
+        }
+        if let status = fleetErasure?.status {
+            metrics.set(MetricFamily.fleetErasures, labels: ["result": "dropped"], to: Double(status.resolved))
+            metrics.set(MetricFamily.fleetErasures, labels: ["result": "nothing_here"], to: Double(status.nothingHere))
+            metrics.set(MetricFamily.fleetErasures, labels: ["result": "already_here"], to: Double(status.alreadyHere))
+            metrics.set(MetricFamily.fleetErasures, labels: ["result": "unusable_id"], to: Double(status.unusable))
+            metrics.set(MetricFamily.fleetErasureConnected, to: status.connected ? 1 : 0)
         }
         if let status = exporter?.status {
             metrics.set(MetricFamily.exportLag, to: Double(status.lag))
