@@ -156,8 +156,6 @@ package final class EraserFollower: Follower, Sendable {
     private let requests: ErasureRequests
     private let stream: ExportOptions?
     private let journal: LiveErasureJournalFactory
-    /// The lowest durable seq of the other followers (`nil` = none).
-    private let othersDurable: @Sendable () -> UInt64?
     private let position: Locked<UInt64>
     /// The reader kept from step to step (a fresh one would scan its segment from the start
     /// at every commit), and an erasure record read but not yet performed (waiting for the
@@ -192,12 +190,11 @@ package final class EraserFollower: Follower, Sendable {
     /// `journalLastSeq`: where a fresh eraser starts when no erasure was ever requested (it
     /// has nothing to do below it); with a subject file waiting it reads from the start.
     package init(sources: UserDataSources, stream: ExportOptions?, journal: LiveErasureJournalFactory, journalLastSeq: UInt64,
-                 othersDurable: @escaping @Sendable () -> UInt64?, hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
+                 hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
         self.sources = sources
         requests = ErasureRequests(stateDirectory: sources.stateDirectory)
         self.stream = stream
         self.journal = journal
-        self.othersDurable = othersDurable
         self.hook = hook
         do { try Posix.mkdirIfMissing(requests.directory, mode: 0o700) } catch {
             throw UserDataError(.journal, "creating \(requests.directory): \(error)")
@@ -262,12 +259,12 @@ package final class EraserFollower: Follower, Sendable {
             guard let record else { break }
             read += 1
             if let erasure = ErasureRecord.parse(record) {
-                // Every other follower must have applied what the erasure covers first.
-                if let others = othersDurable(), others &+ 1 < record.seq {
+                // Every other follower of the group must have applied what the erasure covers
+                // first. Not a commit: the others' progress is what this waits for, and the
+                // runner wakes this step when one of them advances.
+                if let others = context.othersDurable(), others &+ 1 < record.seq {
                     cursor.held = record
-                    // Not a commit: the others' progress is what this waits for, and they
-                    // announce nothing; while an erasure waits, it looks again twice a second.
-                    return .wake(atMost: .milliseconds(500))
+                    return .othersReach(record.seq - 1)
                 }
                 do {
                     try perform(record: record, erasureID: erasure.erasureID, scope: erasure.scope, subjectHash: erasure.subject)

@@ -59,13 +59,10 @@ final class Followers: Sendable {
             // The stream holds this host's data when the exporter publishes records to it, or
             // when this node's inbox publishes its events there.
             let stream = configuration.export.enabled || configuration.inbox.source == .nats ? Self.exportOptions(configuration) : nil
-            let candidates: [(any Follower)?] = [inbox, outbox, exporter]
-            let others = candidates.compactMap { $0 }
             do {
                 eraser = try EraserFollower(
                     sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory, spool: spool), stream: stream,
-                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq,
-                    othersDurable: { others.compactMap { $0.durableSeq() }.min() }, hook: eraserHook)
+                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq, hook: eraserHook)
             } catch {
                 throw DaemonError(stage: "eraser", message: "\(error)", errno: EIO)
             }
