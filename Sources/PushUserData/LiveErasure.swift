@@ -303,6 +303,21 @@ package final class EraserFollower: Follower, Sendable {
             return
         }
         try? requests.write(status)
+        // The rewrite reads and writes whole segments, archives and the index: at the lowest
+        // best-effort level its I/O yields to ingest's fsyncs (on a scheduler that honours
+        // priorities), and only while it rewrites; the thread's nice 10 stays as it is. Not
+        // idle: under steady ingest an idle-class erasure could wait indefinitely.
+        try PosixThread.withIOPriority(Self.rewriteIOPriority) { () throws(FollowerError) in
+            try rewrite(record: record, erasureID: erasureID, subject: subject, status: status)
+        }
+    }
+
+    /// The eraser thread's I/O priority while it performs an erasure.
+    package static let rewriteIOPriority = IOPriority.bestEffort(level: 7)
+
+    /// The steps of ``perform(record:erasureID:scope:subjectHash:)`` once the subject is known.
+    private func rewrite(record: JournalRecord, erasureID: String, subject: DataSubject, status: ErasureRequests.Status) throws(FollowerError) {
+        var status = status
         hook("started")
         let factory = journal
         let live = LiveErasureJournal(before: record.seq, erasureID: erasureID, seal: factory.seal,
