@@ -90,8 +90,12 @@ package struct ErasureRequests: Sendable {
     }
 
     /// Whether subject files are waiting (an erasure may be journaled but not yet done).
-    package var hasPendingSubjects: Bool {
-        ((try? RealFileSystem().listDirectory(directory)) ?? []).contains { $0.hasSuffix(".subject") }
+    package var hasPendingSubjects: Bool { pendingCount > 0 }
+
+    /// Erasures requested and not complete: their subject files (written before the record
+    /// is journaled, removed when the erasure is done).
+    package var pendingCount: Int {
+        ((try? RealFileSystem().listDirectory(directory)) ?? []).count { $0.hasSuffix(".subject") }
     }
 
     package func removeSubject(_ id: String) throws(SystemError) {
@@ -168,6 +172,8 @@ package final class EraserFollower: Follower, Sendable {
         var persisted: UInt64 = 0
     }
     private let cursor = Cursor()
+    /// Records turned into tombstones by the erasures completed since start.
+    private let erased = Locked<UInt64>(0)
     /// Test seam: called after each step of a live erasure (a crash test kills the daemon there).
     private let hook: @Sendable (String) -> Void
     /// Records read per step, so a stop is noticed between batches.
@@ -227,8 +233,20 @@ package final class EraserFollower: Follower, Sendable {
     }
 
     package var statusDetail: String? {
-        let pending = requests.all().filter { !$0.complete }.count
+        let pending = requests.pendingCount
         return pending > 0 ? "erasing \(pending)" : nil
+    }
+
+    /// What the metrics and status.json show of the erasures. `Sendable`: a value.
+    package struct Stats: Sendable, Equatable {
+        /// Erasures requested and not complete (`pushspool_erasures_pending`).
+        package var pending: Int
+        /// Records tombstoned by the erasures completed since start (`pushspool_erasure_records_total`).
+        package var recordsErased: UInt64
+    }
+
+    package var stats: Stats {
+        Stats(pending: requests.pendingCount, recordsErased: erased.withLock { $0 })
     }
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
@@ -359,5 +377,6 @@ package final class EraserFollower: Follower, Sendable {
         } catch {
             throw FollowerError("erase_status", "erasure \(erasureID): \(error)")
         }
+        erased.withLock { $0 &+= UInt64(clamping: status.journalRecords) }
     }
 }

@@ -698,7 +698,7 @@ package final class Daemon: Sendable {
     private func publishMetrics(_ configuration: Configuration) {
         reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats,
                          inFlight: state.withLock { $0.inFlight },
-                         more: followers.publish(to:))
+                         more: followers.publish(to:), statusFields: followers.statusFields)
     }
 }
 

@@ -151,11 +151,22 @@ final class Followers: Sendable {
             metrics.set(MetricFamily.outbox, labels: ["state": "pending"], to: Double(status.pending))
             metrics.set(MetricFamily.outbox, labels: ["state": "parked"], to: Double(status.parked))
         }
+        if let stats = eraser?.stats {
+            metrics.set(MetricFamily.erasuresPending, to: Double(stats.pending))
+            metrics.set(MetricFamily.erasureRecords, to: Double(stats.recordsErased))
+        }
         if let status = exporter?.status {
             metrics.set(MetricFamily.exportLag, to: Double(status.lag))
             metrics.set(MetricFamily.exportAcknowledged, to: Double(status.acknowledgedSeq))
             metrics.set(MetricFamily.exportConnected, to: status.connected ? 1 : 0)
         }
+    }
+
+    /// Members of status.json the followers add: `erasures` (`pending`, `recordsErased`), as
+    /// the metrics count them.
+    var statusFields: [String: JSONValue] {
+        guard let stats = eraser?.stats else { return [:] }
+        return ["erasures": .object(["pending": .integer(stats.pending), "recordsErased": .integer(stats.recordsErased)])]
     }
 
     private static func log(_ notice: ExportNotice, events: EventLog) {

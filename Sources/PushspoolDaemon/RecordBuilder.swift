@@ -51,8 +51,10 @@ enum RecordBuilder {
 /// `<state>/status.json`: the daemon's live counts for `pushspoolctl stats`.
 enum StatusFile {
     /// `media`: the fetcher's counters (per-code failures, reuse, bytes), under `"media"`.
-    static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?) -> [UInt8] {
-        var object: [String: JSONValue] = [:]
+    /// `more`: members of parts the reporter does not know (the followers' `erasures`).
+    static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?,
+                       more: [String: JSONValue] = [:]) -> [UInt8] {
+        var object = more
         for (key, value) in counters { object[key] = .number(String(value)) }
         if let media { object["media"] = media.jsonValue }
         object["journalLastSeq"] = .number(String(journal.lastSeq))

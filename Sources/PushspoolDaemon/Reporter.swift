@@ -107,9 +107,10 @@ final class Reporter: Sendable {
     }
 
     /// Sets the gauges and writes status.json and the metrics textfile on the background queue.
-    /// `more` sets the gauges of parts the reporter does not know (the followers).
+    /// `more` sets the gauges of parts the reporter does not know (the followers), and
+    /// `statusFields` adds their members to status.json.
     func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, inFlight: Int,
-                 more: (Metrics) -> Void = { _ in }) {
+                 more: (Metrics) -> Void = { _ in }, statusFields: [String: JSONValue] = [:]) {
         more(metrics)
         metrics.set(MetricFamily.backlog, to: Double(counters.backlog.load(ordering: .relaxed)))
         metrics.set(MetricFamily.mediaInFlight, to: Double(counters.mediaInFlight.load(ordering: .relaxed)))
@@ -124,7 +125,7 @@ final class Reporter: Sendable {
         // written before it.
         let textfile = textfilePath.map { (path: $0, text: metrics.renderPrometheus()) }
         let statusJSON = StatusFile.render(counters: counters.snapshot(inFlight: inFlight), journal: journal, media: media,
-                                           lastError: counters.lastError)
+                                           lastError: counters.lastError, more: statusFields)
         background.submit {
             try? Posix.writeFileAtomically(directory: statusDirectory, name: StateLayout.statusFileName, bytes: statusJSON)
             if let textfile {

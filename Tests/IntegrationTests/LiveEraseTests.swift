@@ -87,6 +87,9 @@ import TestSupport
         let keyFile = try Self.keyFile()
         defer { unlink(keyFile) }
         let harness = try DaemonHarness(name: "live-erase", config: Self.config(server: server, keyFile: keyFile))
+        let textfile = harness.root + "/pushspool.prom"
+        try UserExportTests.config(server: server, keyFile: keyFile, feeds: true, textfile: textfile)
+            .write(toFile: harness.config, atomically: true, encoding: .utf8)
         try harness.start()
         let populated = try Self.populate(harness, server: server, fill: 300)
 
@@ -133,6 +136,14 @@ import TestSupport
         #expect(try UserEraseTests.listed(harness, "bob") == 4)
         #expect(harness.stop() == 0)
         try Self.expectAliceGoneBobKept(harness, live: ["carol-during-0"])
+
+        // The erasure in the metrics and status.json, as written at the stop.
+        let metrics = try String(contentsOfFile: textfile, encoding: .utf8)
+        #expect(metrics.contains("\npushspool_erasures_pending 0\n"), "\(metrics)")
+        #expect(metrics.contains("\npushspool_erasure_records_total 6\n"), "\(metrics)")
+        let statusFile = try JSONParser().parse(Array(try Data(contentsOf: URL(fileURLWithPath: harness.state + "/status.json"))))
+        #expect(statusFile["erasures"]?["pending"]?.intValue == 0, "\(statusFile)")
+        #expect(statusFile["erasures"]?["recordsErased"]?.intValue == 6, "\(statusFile)")
 
         // A redelivery of an erased push is still a duplicate after a restart.
         try harness.start()
