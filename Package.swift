@@ -189,7 +189,7 @@ let package = Package(
         .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
         .testTarget(name: "PushUserDataTests", dependencies: [
             "PushUserData", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
-            "PushModuleOptions", "TestSupport",
+            "PushModuleOptions", "PushFollow", "TestSupport",
         ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,

@@ -92,6 +92,27 @@ int cposix_may_lower_niceness_to(int niceness) {
     return (data[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32))) != 0;
 }
 
+// From linux/ioprio.h, spelt here: the values are kernel ABI, and the header's macros changed
+// shape between kernel versions.
+enum { CPOSIX_IOPRIO_CLASS_SHIFT = 13, CPOSIX_IOPRIO_WHO_PROCESS = 1 };
+
+int cposix_set_thread_io_priority(int klass, int level) {
+    if (klass < 0 || klass > 3 || level < 0 || level > 7) {
+        errno = EINVAL;
+        return -1;
+    }
+    int value = (klass << CPOSIX_IOPRIO_CLASS_SHIFT) | level;
+    return (int)syscall(SYS_ioprio_set, CPOSIX_IOPRIO_WHO_PROCESS, (int)syscall(SYS_gettid), value);
+}
+
+int cposix_get_thread_io_priority(int *klass, int *level) {
+    long value = syscall(SYS_ioprio_get, CPOSIX_IOPRIO_WHO_PROCESS, (int)syscall(SYS_gettid));
+    if (value < 0) return -1;
+    *klass = (int)(value >> CPOSIX_IOPRIO_CLASS_SHIFT);
+    *level = (int)(value & ((1 << CPOSIX_IOPRIO_CLASS_SHIFT) - 1));
+    return 0;
+}
+
 int cposix_usable_cpus(void) {
     cpu_set_t set;
     CPU_ZERO(&set);

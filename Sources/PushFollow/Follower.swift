@@ -58,10 +58,15 @@ package struct FollowerContext: Sendable {
     /// True once the runner was asked to stop: a long step (an HTTP request, a big batch)
     /// checks it and returns early.
     package let stopRequested: @Sendable () -> Bool
+    /// The lowest ``Follower/durableSeq()`` of the other followers of the runner's group
+    /// (`nil` = none holds records), as ``FollowerNext/othersReach(_:)`` compares it.
+    package let othersDurable: @Sendable () -> UInt64?
 
-    package init(journalLastSeq: UInt64, stopRequested: @escaping @Sendable () -> Bool) {
+    package init(journalLastSeq: UInt64, stopRequested: @escaping @Sendable () -> Bool,
+                 othersDurable: @escaping @Sendable () -> UInt64? = { nil }) {
         self.journalLastSeq = journalLastSeq
         self.stopRequested = stopRequested
+        self.othersDurable = othersDurable
     }
 }
 
@@ -76,6 +81,12 @@ package enum FollowerNext: Sendable, Equatable {
     /// Sleep until woken or `atMost` has passed, whatever the journal does (retention's
     /// interval, a connection retry).
     case wake(atMost: Duration?)
+    /// Sleep until every other follower of the group that holds records has a durable seq of
+    /// at least `seq` (``FollowerContext/othersDurable``), the runner is woken, or it stops.
+    /// No timer: a runner whose durable seq advances after a step tells the group's runners
+    /// that wait so (the eraser waiting for the index, the outbox and the exporter to pass an
+    /// erasure record).
+    case othersReach(UInt64)
 }
 
 /// A failed step: what happened, and the short stable text for STATUS=, metrics and logs.

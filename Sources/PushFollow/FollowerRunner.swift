@@ -36,6 +36,44 @@ package struct FollowerStatus: Sendable, Equatable {
     }
 }
 
+/// The followers of one group as each runner sees the others: their durable seqs, and a way
+/// to wake those that wait for them to advance (``FollowerNext/othersReach(_:)``). A runner
+/// announces after a step that advanced its own durable seq; nothing here polls.
+///
+/// `Sendable`: the members are behind a lock; their closures are `@Sendable`.
+package final class ProgressBoard: Sendable {
+    private struct Member {
+        var id: Int
+        var durable: @Sendable () -> UInt64?
+        var progressed: @Sendable () -> Void
+    }
+    private let members = Locked<[Member]>([])
+
+    package init() {}
+
+    /// Adds a runner; returns its id. The closures must not hold the runner (the group holds
+    /// the board through every runner: a runner held here would never be freed).
+    func join(durable: @escaping @Sendable () -> UInt64?, progressed: @escaping @Sendable () -> Void) -> Int {
+        members.withLock { members in
+            let id = members.count
+            members.append(Member(id: id, durable: durable, progressed: progressed))
+            return id
+        }
+    }
+
+    /// The lowest durable seq of the members other than `id`; `nil` when none holds records.
+    func othersDurable(except id: Int) -> UInt64? {
+        let others = members.withLock { $0.filter { $0.id != id }.map(\.durable) }
+        return others.compactMap { $0() }.min()
+    }
+
+    /// Wakes the members other than `id` that wait for the others' progress.
+    func announce(from id: Int) {
+        let others = members.withLock { $0.filter { $0.id != id }.map(\.progressed) }
+        for progressed in others { progressed() }
+    }
+}
+
 /// Runs one ``Follower`` on a thread of its own: steps it, sleeps on the journal's
 /// ``CommitFeed`` (or a ``Wakeup``) when it is caught up, backs off with jitter when a step
 /// fails, and keeps its status. Every follower gets the same runner, so none can forget the
@@ -56,6 +94,9 @@ package final class FollowerRunner: Sendable {
         /// True only while the runner waits for a commit: commits wake nothing else, so a
         /// follower's timed sleep or failure backoff is not cut short by ingest.
         let wantsCommits = Atomic<Bool>(false)
+        /// True only while the runner waits for the others' progress
+        /// (``FollowerNext/othersReach(_:)``): their progress wakes nothing else.
+        let wantsProgress = Atomic<Bool>(false)
     }
     private let flags = Flags()
     private let stopping = Atomic<Bool>(false)
@@ -67,13 +108,18 @@ package final class FollowerRunner: Sendable {
         var steps: UInt64 = 0
     }
     private let control: Locked<Control>
+    private let board: ProgressBoard
+    private let boardID: Int
 
     /// - Parameters:
     ///   - commits: the feed that announces durable records (the writer's, in pushspoold).
     ///   - niceness: > 0 lowers the thread's priority, so that under a burst a follower lags a
     ///     little instead of taking a core from ingest. A follower's own
     ///     ``Follower/threadNiceness`` takes precedence.
-    package init(_ follower: any Follower, commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
+    ///   - board: shared by the runners of one group (``FollowerGroup`` makes it); a runner
+    ///     alone has no others to wait for.
+    package init(_ follower: any Follower, commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10,
+                 board: ProgressBoard = ProgressBoard()) {
         self.follower = follower
         self.commits = commits
         self.backoff = backoff
@@ -82,6 +128,10 @@ package final class FollowerRunner: Sendable {
                                                         journalLastSeq: commits.lastSeq, running: false, lastError: nil,
                                                         failures: 0, failuresTotal: 0, detail: follower.statusDetail)))
         let wakeup = wakeup, flags = flags
+        self.board = board
+        boardID = board.join(durable: { [follower] in follower.durableSeq() }, progressed: {
+            if flags.wantsProgress.load(ordering: .sequentiallyConsistent) { wakeup.signal() }
+        })
         follower.attached(wake: {
             flags.poked.store(true, ordering: .releasing)
             wakeup.signal()
@@ -165,13 +215,16 @@ package final class FollowerRunner: Sendable {
             finished.store(true, ordering: .releasing)
         }
         let stopRequested: @Sendable () -> Bool = { [self] in self.stopRequested }
+        let board = board, boardID = boardID
+        let othersDurable: @Sendable () -> UInt64? = { board.othersDurable(except: boardID) }
+        var announced = follower.durableSeq()
         // A follower that asks for a commit past a seq the journal has already passed, step
         // after step, is not making progress (a failing disk it does not report): it backs
         // off like a failed step instead of spinning.
         var stalledAt: UInt64?
         var stalls = 0
         while !stopRequested() {
-            let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested)
+            let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested, othersDurable: othersDurable)
             flags.poked.store(false, ordering: .releasing)
             let next: FollowerNext
             do {
@@ -191,6 +244,13 @@ package final class FollowerRunner: Sendable {
                 }
                 sleep(for: backoff.delay(failures: failures))
                 continue
+            }
+            // After every successful step, not only those that applied records: an exporter's
+            // durable seq moves with the PubAcks whose arrival woke the step.
+            let durable = follower.durableSeq()
+            if let durable, announced.map({ durable > $0 }) ?? true {
+                announced = durable
+                board.announce(from: boardID)
             }
             switch next {
             case .again:
@@ -218,6 +278,26 @@ package final class FollowerRunner: Sendable {
                 stalledAt = nil
                 stalls = 0
                 sleep(for: atMost)
+            case .othersReach(let seq):
+                stalledAt = nil
+                stalls = 0
+                waitForOthers(toReach: seq, othersDurable: othersDurable)
+            }
+        }
+    }
+
+    /// Blocks until the other followers' lowest durable seq is `seq` or more (or none holds
+    /// records), a ``wake()``, or a stop. Their progress is announced, so the condition is
+    /// checked once per announcement and never on a timer.
+    private func waitForOthers(toReach seq: UInt64, othersDurable: @Sendable () -> UInt64?) {
+        // Armed before the check, so an announcement after it signals the wakeup.
+        flags.wantsProgress.store(true, ordering: .sequentiallyConsistent)
+        defer { flags.wantsProgress.store(false, ordering: .sequentiallyConsistent) }
+        while !stopRequested, !flags.poked.load(ordering: .acquiring) {
+            if let others = othersDurable(), others < seq {
+                wakeup.wait(timeout: nil)
+            } else {
+                return
             }
         }
     }
@@ -247,7 +327,8 @@ package final class FollowerGroup: Service, Sendable {
     package let runners: [FollowerRunner]
 
     package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
-        runners = followers.map { FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness) }
+        let board = ProgressBoard()
+        runners = followers.map { FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness, board: board) }
     }
 
     package func runner(named name: String) -> FollowerRunner? { runners.first { $0.name == name } }

@@ -2,20 +2,24 @@
 import PushSystem
 
 extension InboxIndex {
-    /// Deletes everything the index holds about `subject` — its items and its `owners` row —
-    /// so that no byte of it stays in the file: `secure_delete` zeroes the freed cells,
-    /// `VACUUM` rebuilds the file without free pages, and `wal_checkpoint(TRUNCATE)` empties
-    /// the WAL that held the rows and the vacuum's copies (docs/design/erasure.md, "Inbox
-    /// index"). Returns the items deleted. Idempotent: a second call deletes nothing and
-    /// compacts again. A user's items are those owned by `u:<user>`; a device's are those
-    /// naming it (`device`), whoever owned them, and its own `d:<device>` row.
+    /// Deletes everything the index holds about `subject`, so that no byte of it stays in the
+    /// file: its items and what hangs off them (`item_feeds`, `due`, `timed_changes`), and
+    /// what its owner key names (`owners`, `feed_counts`, `preferences`, its `timed_changes`).
+    /// `secure_delete` zeroes the freed cells, `VACUUM` rebuilds the file without free pages,
+    /// and `wal_checkpoint(TRUNCATE)` empties the WAL that held the rows and the vacuum's
+    /// copies (docs/design/erasure.md, "Inbox index"). Returns the items deleted. Idempotent:
+    /// a second call deletes nothing and compacts again. A user's items are those owned by
+    /// `u:<user>`; a device's are those naming it (`device`), whoever owned them, and its own
+    /// `d:<device>` rows. Schema 6's other tables (`meta`, `feeds`) name nobody.
     ///
     /// Opens the file directly, not through ``init(path:readOnly:announce:listModals:)``: an
     /// erasure does not depend on how the index lists MODAL pushes.
     ///
     /// `before` bounds a live erasure (pushspoold running): only items below that seq — the
-    /// erasure record's — go; later ones are new data. The `owners` row then goes only once no
-    /// item of the owner is left (its counters serve the items that stay).
+    /// erasure record's — go; later ones are new data. The `owners` and `feed_counts` rows then
+    /// go only once no item of the owner is left (else they are recounted from the items that
+    /// stay); the muted categories go in any case — the events that set them are erased from
+    /// the journal too — and items that stay are unmuted with them.
     @discardableResult
     package static func erase(path: String, subject: DataSubject, before: UInt64 = .max) throws(InboxError) -> Int {
         var st = stat()
@@ -24,34 +28,78 @@ extension InboxIndex {
             let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
             try db.execute("PRAGMA secure_delete=ON")
             let deleted = try db.transaction { () throws(SQLiteError) -> Int in
-                // SQLite integers are signed: `.max` (everything) is bound as Int64.max.
-                let bound = Int64(clamping: before)
-                let items = switch subject {
-                case .user: try db.statement("DELETE FROM items WHERE owner = ?1 AND seq < ?3")
-                case .device: try db.statement("DELETE FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3")
-                }
-                try items.bind(3, bound)
-                switch subject {
-                case .user(let id): try items.bind(1, InboxOwner.user(id).key)
-                case .device(let id):
-                    try items.bind(1, id)
-                    try items.bind(2, InboxOwner.device(id).key)
-                }
-                try items.run()
-                let count = Int(clamping: db.changes)
-                let owner = try db.statement("DELETE FROM owners WHERE owner = ?1 AND NOT EXISTS (SELECT 1 FROM items WHERE items.owner = ?1)")
-                switch subject {
-                case .user(let id): try owner.bind(1, InboxOwner.user(id).key)
-                case .device(let id): try owner.bind(1, InboxOwner.device(id).key)
-                }
-                try owner.run()
-                return count
+                try eraseRows(db, subject: subject, before: before)
             }
             try compactForErasure(db)
             return deleted
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }
+    }
+
+    /// The deletes of ``erase(path:subject:before:)``, inside its transaction.
+    private static func eraseRows(_ db: SQLiteDatabase, subject: DataSubject, before: UInt64) throws(SQLiteError) -> Int {
+        let ownerKey = switch subject {
+        case .user(let id): InboxOwner.user(id).key
+        case .device(let id): InboxOwner.device(id).key
+        }
+        // Every statement selects the subject's items as `(device = ?1 OR owner = ?2) AND seq
+        // < ?3`: ?1 is NULL for a user (never equal), so only its owner key matches. SQLite
+        // integers are signed: `.max` (everything) is bound as Int64.max.
+        func bound(_ statement: SQLiteStatement) throws(SQLiteError) -> SQLiteStatement {
+            if case .device(let id) = subject { try statement.bind(1, id) } else { try statement.bind(1, nil as String?) }
+            try statement.bind(2, ownerKey)
+            try statement.bind(3, Int64(clamping: before))
+            return statement
+        }
+        // A device's items may belong to users: their counters are recounted after.
+        var owners: [String] = []
+        let select = try bound(db.statement("""
+            SELECT DISTINCT owner FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3 AND owner IS NOT NULL AND owner != ?2
+            """))
+        while try select.step() { if let owner = select.text(0) { owners.append(owner) } }
+        select.reset()
+        // What hangs off the items first, while the subquery still finds them; the log of
+        // timed changes also names the owner.
+        try bound(db.statement("""
+            DELETE FROM item_feeds WHERE seq IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)
+            """)).run()
+        try bound(db.statement("DELETE FROM due WHERE seq IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)")).run()
+        try bound(db.statement("""
+            DELETE FROM timed_changes WHERE (owner = ?2 AND item < ?3)
+                OR item IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)
+            """)).run()
+        try bound(db.statement("DELETE FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3")).run()
+        let count = Int(clamping: db.changes)
+
+        let preferences = try db.statement("DELETE FROM preferences WHERE owner = ?1")
+        try preferences.bind(1, ownerKey)
+        try preferences.run()
+        // ItemState.hidden without `muted`, as unmuting a category sets it.
+        let unmute = try db.statement("""
+            UPDATE items SET muted = 0,
+                hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
+                    OR snoozed_until IS NOT NULL OR expired = 1)
+            WHERE owner = ?1 AND muted = 1
+            """)
+        try unmute.bind(1, ownerKey)
+        try unmute.run()
+        let left = try db.statement("SELECT 1 FROM items WHERE owner = ?1 LIMIT 1")
+        try left.bind(1, ownerKey)
+        let itemsLeft = try left.step()
+        left.reset()
+        if itemsLeft {
+            owners.append(ownerKey)
+        } else {
+            let owner = try db.statement("DELETE FROM owners WHERE owner = ?1")
+            try owner.bind(1, ownerKey)
+            try owner.run()
+            let counts = try db.statement("DELETE FROM feed_counts WHERE owner = ?1")
+            try counts.bind(1, ownerKey)
+            try counts.run()
+        }
+        for owner in owners { try recount(db, owner: owner) }
+        return count
     }
 
     /// `VACUUM` and an emptied WAL: what the index holds afterwards is only live rows.

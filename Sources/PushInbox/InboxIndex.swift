@@ -602,6 +602,11 @@ package final class InboxIndex {
 
     /// Recomputes an owner's counters from its items (after a bulk change).
     private func recount(owner: String) throws(SQLiteError) {
+        try Self.recount(db, owner: owner)
+    }
+
+    /// ``recount(owner:)`` on `db` (an erasure opens the file itself).
+    static func recount(_ db: SQLiteDatabase, owner: String) throws(SQLiteError) {
         let statement = try db.statement("""
             INSERT INTO owners(owner, unseen, unread)
             SELECT ?1, coalesce(sum(seen = 0), 0), coalesce(sum(read = 0), 0) FROM items WHERE owner = ?1 AND hidden = 0
@@ -637,7 +642,7 @@ package final class InboxIndex {
         var snoozedUntil: Int64? = nil
         /// Its expiry fell due: hidden for good.
         var expired = false
-        /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)``).
+        /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)`` and an erasure's unmute).
         var hidden: Bool {
             !listed || archived || deleted || (presentation == "banner" && acted) || muted || snoozedUntil != nil || expired
         }

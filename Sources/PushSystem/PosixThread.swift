@@ -53,8 +53,65 @@ package enum PosixThread {
         cposix_may_lower_niceness_to(niceness) == 1
     }
 
+    /// The calling thread's I/O priority; wraps ioprio_get(2) on the thread id (see man 2
+    /// ioprio_get).
+    package static func currentIOPriority() throws(SystemError) -> IOPriority {
+        var klass: Int32 = 0, level: Int32 = 0
+        guard cposix_get_thread_io_priority(&klass, &level) == 0 else { throw SystemError(call: "ioprio_get", errno: errno) }
+        return IOPriority(klass: klass, level: level)
+    }
+
+    /// Sets the calling thread's I/O priority; wraps ioprio_set(2) on the thread id (see man 2
+    /// ioprio_set). Best-effort and idle need no privilege; realtime needs CAP_SYS_ADMIN.
+    package static func setCurrentIOPriority(_ priority: IOPriority) throws(SystemError) {
+        let (klass, level) = priority.raw
+        guard cposix_set_thread_io_priority(klass, level) == 0 else { throw SystemError(call: "ioprio_set", errno: errno) }
+    }
+
+    /// Runs `body` with the calling thread at `priority` for I/O, then puts back the priority
+    /// it had, also when `body` throws. A thread whose priority cannot be read or set runs
+    /// `body` as it is: the priority is a courtesy to other work, never a reason to fail.
+    package static func withIOPriority<T, E: Error>(_ priority: IOPriority, _ body: () throws(E) -> T) throws(E) -> T {
+        guard let previous = try? currentIOPriority(), (try? setCurrentIOPriority(priority)) != nil else { return try body() }
+        defer { try? setCurrentIOPriority(previous) }
+        return try body()
+    }
+
     /// Starts `body` on a detached thread that nobody joins.
     package static func detach(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
         pthread_detach(try spawn(body))
+    }
+}
+
+/// A thread's I/O scheduling class and level (man 2 ioprio_set). Only schedulers that
+/// implement priorities (BFQ; not `none` or `mq-deadline`) act on it.
+///
+/// `Sendable`: a value.
+package enum IOPriority: Sendable, Equatable {
+    /// No class set: the kernel derives a best-effort level from the nice value.
+    case none
+    /// Served first; needs CAP_SYS_ADMIN.
+    case realtime(level: Int32)
+    /// The default class; level 0 (highest) to 7 (lowest).
+    case bestEffort(level: Int32)
+    /// Served only when no other thread wants the disk.
+    case idle
+
+    init(klass: Int32, level: Int32) {
+        switch klass {
+        case 1: self = .realtime(level: level)
+        case 2: self = .bestEffort(level: level)
+        case 3: self = .idle
+        default: self = .none
+        }
+    }
+
+    var raw: (klass: Int32, level: Int32) {
+        switch self {
+        case .none: (0, 0)
+        case .realtime(let level): (1, level)
+        case .bestEffort(let level): (2, level)
+        case .idle: (3, 0)
+        }
     }
 }

@@ -196,6 +196,8 @@ package struct MetricFamily: Sendable, Equatable {
     package static let followerLag = "pushspool_follower_lag_records"
     package static let followerFailures = "pushspool_follower_failures_total"
     package static let followerFailing = "pushspool_follower_failing"
+    package static let erasuresPending = "pushspool_erasures_pending"
+    package static let erasureRecords = "pushspool_erasure_records_total"
 
     /// The families the daemon exports.
     package static let standard: [MetricFamily] = [
@@ -226,6 +228,8 @@ package struct MetricFamily: Sendable, Equatable {
         MetricFamily(name: followerFailures, help: "Failed steps of a follower since start (each retried after a backoff), by follower.",
                      type: .counter, labelNames: ["follower"]),
         MetricFamily(name: followerFailing, help: "1 while a follower's last step failed, by follower.", type: .gauge, labelNames: ["follower"]),
+        MetricFamily(name: erasuresPending, help: "Erasure requests accepted and not yet complete.", type: .gauge),
+        MetricFamily(name: erasureRecords, help: "Journal records turned into tombstones by the erasures completed since start.", type: .counter),
     ]
 }
 

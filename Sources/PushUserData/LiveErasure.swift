@@ -90,8 +90,12 @@ package struct ErasureRequests: Sendable {
     }
 
     /// Whether subject files are waiting (an erasure may be journaled but not yet done).
-    package var hasPendingSubjects: Bool {
-        ((try? RealFileSystem().listDirectory(directory)) ?? []).contains { $0.hasSuffix(".subject") }
+    package var hasPendingSubjects: Bool { pendingCount > 0 }
+
+    /// Erasures requested and not complete: their subject files (written before the record
+    /// is journaled, removed when the erasure is done).
+    package var pendingCount: Int {
+        ((try? RealFileSystem().listDirectory(directory)) ?? []).count { $0.hasSuffix(".subject") }
     }
 
     /// Removes the temp files a kill left behind in the middle of an atomic write
@@ -167,8 +171,6 @@ package final class EraserFollower: Follower, Sendable {
     private let requests: ErasureRequests
     private let stream: ExportOptions?
     private let journal: LiveErasureJournalFactory
-    /// The lowest durable seq of the other followers (`nil` = none).
-    private let othersDurable: @Sendable () -> UInt64?
     private let position: Locked<UInt64>
     /// The reader kept from step to step (a fresh one would scan its segment from the start
     /// at every commit), and an erasure record read but not yet performed (waiting for the
@@ -181,6 +183,8 @@ package final class EraserFollower: Follower, Sendable {
         var persisted: UInt64 = 0
     }
     private let cursor = Cursor()
+    /// Records turned into tombstones by the erasures completed since start.
+    private let erased = Locked<UInt64>(0)
     /// Test seam: called after each step of a live erasure (a crash test kills the daemon there).
     private let hook: @Sendable (String) -> Void
     /// Records read per step, so a stop is noticed between batches.
@@ -203,12 +207,11 @@ package final class EraserFollower: Follower, Sendable {
     /// `journalLastSeq`: where a fresh eraser starts when no erasure was ever requested (it
     /// has nothing to do below it); with a subject file waiting it reads from the start.
     package init(sources: UserDataSources, stream: ExportOptions?, journal: LiveErasureJournalFactory, journalLastSeq: UInt64,
-                 othersDurable: @escaping @Sendable () -> UInt64?, hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
+                 hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
         self.sources = sources
         requests = ErasureRequests(stateDirectory: sources.stateDirectory)
         self.stream = stream
         self.journal = journal
-        self.othersDurable = othersDurable
         self.hook = hook
         do { try Posix.mkdirIfMissing(requests.directory, mode: 0o700) } catch {
             throw UserDataError(.journal, "creating \(requests.directory): \(error)")
@@ -242,8 +245,20 @@ package final class EraserFollower: Follower, Sendable {
     }
 
     package var statusDetail: String? {
-        let pending = requests.all().filter { !$0.complete }.count
+        let pending = requests.pendingCount
         return pending > 0 ? "erasing \(pending)" : nil
+    }
+
+    /// What the metrics and status.json show of the erasures. `Sendable`: a value.
+    package struct Stats: Sendable, Equatable {
+        /// Erasures requested and not complete (`pushspool_erasures_pending`).
+        package var pending: Int
+        /// Records tombstoned by the erasures completed since start (`pushspool_erasure_records_total`).
+        package var recordsErased: UInt64
+    }
+
+    package var stats: Stats {
+        Stats(pending: requests.pendingCount, recordsErased: erased.withLock { $0 })
     }
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
@@ -274,12 +289,12 @@ package final class EraserFollower: Follower, Sendable {
             guard let record else { break }
             read += 1
             if let erasure = ErasureRecord.parse(record) {
-                // Every other follower must have applied what the erasure covers first.
-                if let others = othersDurable(), others &+ 1 < record.seq {
+                // Every other follower of the group must have applied what the erasure covers
+                // first. Not a commit: the others' progress is what this waits for, and the
+                // runner wakes this step when one of them advances.
+                if let others = context.othersDurable(), others &+ 1 < record.seq {
                     cursor.held = record
-                    // Not a commit: the others' progress is what this waits for, and they
-                    // announce nothing; while an erasure waits, it looks again twice a second.
-                    return .wake(atMost: .milliseconds(500))
+                    return .othersReach(record.seq - 1)
                 }
                 do {
                     try perform(record: record, erasureID: erasure.erasureID, scope: erasure.scope, subjectHash: erasure.subject)
@@ -318,6 +333,21 @@ package final class EraserFollower: Follower, Sendable {
             return
         }
         try? requests.write(status)
+        // The rewrite reads and writes whole segments, archives and the index: at the lowest
+        // best-effort level its I/O yields to ingest's fsyncs (on a scheduler that honours
+        // priorities), and only while it rewrites; the thread's nice 10 stays as it is. Not
+        // idle: under steady ingest an idle-class erasure could wait indefinitely.
+        try PosixThread.withIOPriority(Self.rewriteIOPriority) { () throws(FollowerError) in
+            try rewrite(record: record, erasureID: erasureID, subject: subject, status: status)
+        }
+    }
+
+    /// The eraser thread's I/O priority while it performs an erasure.
+    package static let rewriteIOPriority = IOPriority.bestEffort(level: 7)
+
+    /// The steps of ``perform(record:erasureID:scope:subjectHash:)`` once the subject is known.
+    private func rewrite(record: JournalRecord, erasureID: String, subject: DataSubject, status: ErasureRequests.Status) throws(FollowerError) {
+        var status = status
         hook("started")
         let factory = journal
         let live = LiveErasureJournal(before: record.seq, erasureID: erasureID, seal: factory.seal,
@@ -359,5 +389,6 @@ package final class EraserFollower: Follower, Sendable {
         } catch {
             throw FollowerError("erase_status", "erasure \(erasureID): \(error)")
         }
+        erased.withLock { $0 &+= UInt64(clamping: status.journalRecords) }
     }
 }

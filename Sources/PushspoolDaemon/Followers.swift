@@ -62,13 +62,10 @@ final class Followers: Sendable {
             // The stream holds this host's data when the exporter publishes records to it, or
             // when this node's inbox publishes its events there.
             let stream = configuration.export.enabled || configuration.inbox.source == .nats ? Self.exportOptions(configuration) : nil
-            let candidates: [(any Follower)?] = [inbox, outbox, exporter]
-            let others = candidates.compactMap { $0 }
             do {
                 eraser = try EraserFollower(
                     sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory, spool: spool), stream: stream,
-                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq,
-                    othersDurable: { others.compactMap { $0.durableSeq() }.min() }, hook: eraserHook)
+                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq, hook: eraserHook)
             } catch {
                 throw DaemonError(stage: "eraser", message: "\(error)", errno: EIO)
             }
@@ -172,9 +169,14 @@ final class Followers: Sendable {
 
     /// What the followers add to status.json: the fleet erasure listener's counts and
     /// connection under `fleetErasure`.
+    /// The followers' members of status.json: `fleetErasure`, `erasures`.
     var statusMembers: [String: JSONValue] {
-        guard let status = fleetErasure?.status else { return [:] }
-        return ["fleetErasure": status.jsonValue]
+        var members: [String: JSONValue] = [:]
+        if let status = fleetErasure?.status { members["fleetErasure"] = status.jsonValue }
+        if let stats = eraser?.stats {
+            members["erasures"] = .object(["pending": .integer(stats.pending), "recordsErased": .integer(stats.recordsErased)])
+        }
+        return members
     }
 
     func publish(to metrics: Metrics) {
@@ -201,12 +203,19 @@ final class Followers: Sendable {
             metrics.set(MetricFamily.fleetErasures, labels: ["result": "unusable_id"], to: Double(status.unusable))
             metrics.set(MetricFamily.fleetErasureConnected, to: status.connected ? 1 : 0)
         }
+        if let stats = eraser?.stats {
+            metrics.set(MetricFamily.erasuresPending, to: Double(stats.pending))
+            metrics.set(MetricFamily.erasureRecords, to: Double(stats.recordsErased))
+        }
         if let status = exporter?.status {
             metrics.set(MetricFamily.exportLag, to: Double(status.lag))
             metrics.set(MetricFamily.exportAcknowledged, to: Double(status.acknowledgedSeq))
             metrics.set(MetricFamily.exportConnected, to: status.connected ? 1 : 0)
         }
     }
+
+    /// Members of status.json the followers add: `erasures` (`pending`, `recordsErased`), as
+    /// the metrics count them.
 
     private static func log(_ notice: ExportNotice, events: EventLog) {
         switch notice {

@@ -51,7 +51,7 @@ enum RecordBuilder {
 /// `<state>/status.json`: the daemon's live counts for `pushspoolctl stats`.
 enum StatusFile {
     /// `media`: the fetcher's counters (per-code failures, reuse, bytes), under `"media"`.
-    /// `more`: members the followers add (`fleetErasure`).
+    /// `more`: members the followers add (`fleetErasure`, `erasures`).
     static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?,
                        more: [String: JSONValue] = [:]) -> [UInt8] {
         var object: [String: JSONValue] = more

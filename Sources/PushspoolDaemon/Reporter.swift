@@ -108,7 +108,7 @@ final class Reporter: Sendable {
 
     /// Sets the gauges and writes status.json and the metrics textfile on the background queue.
     /// `more` sets the gauges of parts the reporter does not know (the followers).
-    /// `statusMembers`: members of status.json the followers add (`fleetErasure`).
+    /// `statusMembers`: members of status.json the followers add (`fleetErasure`, `erasures`).
     func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, inFlight: Int,
                  statusMembers: [String: JSONValue] = [:], more: (Metrics) -> Void = { _ in }) {
         more(metrics)

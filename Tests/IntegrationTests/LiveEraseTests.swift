@@ -15,8 +15,8 @@ import TestSupport
     static let bobPNG: [UInt8] = Array(Data(base64Encoded:
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")!)
 
-    /// alice and bob: pushes (one with an image each), an opened event pending in the outbox,
-    /// a quarantined payload; plus `fill` generated records.
+    /// alice and bob: pushes (one with an image each, all in a feed), an opened event pending
+    /// in the outbox, a muted category, a quarantined payload; plus `fill` generated records.
     static func populate(_ harness: DaemonHarness, server: LoopbackHTTPServer, fill: Int) throws -> Int {
         for (user, device) in [("alice", "dev-a"), ("bob", "dev-b")] {
             for index in 0..<3 {
@@ -28,15 +28,24 @@ import TestSupport
                              name: "\(user)-bad.json")
             let (status, _, err) = try harness.ctl(["nc", "opened", "--user", user, "--device", device])
             #expect(status == 0, "\(err)")
+            let (muted, _, muteErr) = try harness.ctl(["nc", "mute", "--user", user, "promo"])
+            #expect(muted == 0, "\(muteErr)")
         }
         for index in 0..<fill { try harness.drop(generatedPayload(index: index, tag: "fill"), name: "fill-\(index).json") }
-        let total = 10 + fill
+        let total = 12 + fill
         try waitUntil(timeout: 60, "\(total) records journaled") { (try? harness.records().count) == total }
         try waitUntil(timeout: 30, "both quarantined payloads") { harness.files(in: "failed").filter { !$0.hasSuffix(".reason.json") }.count == 2 }
         try waitUntil(timeout: 30, "alice's items in the index") {
             let (status, out, _) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
             return status == 0 && out.contains(#""unread":4"#)
         }
+        // The index keeps rows by owner beside the items: the feed's and the muted category.
+        try waitUntil(timeout: 30, "alice's muted category in the index") {
+            let (status, out, _) = try harness.ctl(["nc", "preferences", "--user", "alice", "--json"])
+            return status == 0 && out.contains("promo")
+        }
+        let (feedStatus, feedList, _) = try harness.ctl(["nc", "list", "--user", "alice", "--feed", "all", "--json"])
+        #expect(feedStatus == 0 && feedList.split(separator: "\n").filter { $0.contains(#""item":"#) }.count == 4, "\(feedList)")
         return total
     }
 
@@ -57,7 +66,7 @@ import TestSupport
 
     static func config(server: LoopbackHTTPServer, keyFile: String) -> String {
         // 64K segments (the least): a few hundred records span several.
-        UserExportTests.config(server: server, keyFile: keyFile)
+        UserExportTests.config(server: server, keyFile: keyFile, feeds: true)
     }
 
     /// No byte of alice under the state directory and the spool; every one of bob's; verify clean.
@@ -78,6 +87,9 @@ import TestSupport
         let keyFile = try Self.keyFile()
         defer { unlink(keyFile) }
         let harness = try DaemonHarness(name: "live-erase", config: Self.config(server: server, keyFile: keyFile))
+        let textfile = harness.root + "/pushspool.prom"
+        try UserExportTests.config(server: server, keyFile: keyFile, feeds: true, textfile: textfile)
+            .write(toFile: harness.config, atomically: true, encoding: .utf8)
         try harness.start()
         let populated = try Self.populate(harness, server: server, fill: 300)
 
@@ -102,8 +114,8 @@ import TestSupport
         #expect(status == 0, "\(err)")
         let summary = try JSONParser().parse(String(out.split(separator: "\n").last ?? ""))
         #expect(summary["complete"]?.boolValue == true, "\(out)")
-        // Four pushes and the opened event.
-        #expect(summary["journalRecords"]?.intValue == 5, "\(out)")
+        // Four pushes, the opened event and the mute.
+        #expect(summary["journalRecords"]?.intValue == 6, "\(out)")
 
         let total = populated + 1 + dropped.withLock { $0 }
         try waitUntil(timeout: 60, "every drop journaled") { (try? harness.records().count) == total }
@@ -115,7 +127,7 @@ import TestSupport
             && $0.ingestMillis >= startedMillis && $0.ingestMillis <= endedMillis }
         #expect(!during.isEmpty, "no push was journaled while the erasure ran")
         // What arrived after the request is new data, not erased.
-        #expect(records.filter { $0.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) }.count == 5)
+        #expect(records.filter { $0.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) }.count == 6)
         #expect(records.filter { $0.key.contains("carol-during") }.count == dropped.withLock { $0 })
 
         let (listed, list, _) = try harness.ctl(["user", "erase", "--status", "--json"])
@@ -124,6 +136,14 @@ import TestSupport
         #expect(try UserEraseTests.listed(harness, "bob") == 4)
         #expect(harness.stop() == 0)
         try Self.expectAliceGoneBobKept(harness, live: ["carol-during-0"])
+
+        // The erasure in the metrics and status.json, as written at the stop.
+        let metrics = try String(contentsOfFile: textfile, encoding: .utf8)
+        #expect(metrics.contains("\npushspool_erasures_pending 0\n"), "\(metrics)")
+        #expect(metrics.contains("\npushspool_erasure_records_total 6\n"), "\(metrics)")
+        let statusFile = try JSONParser().parse(Array(try Data(contentsOf: URL(fileURLWithPath: harness.state + "/status.json"))))
+        #expect(statusFile["erasures"]?["pending"]?.intValue == 0, "\(statusFile)")
+        #expect(statusFile["erasures"]?["recordsErased"]?.intValue == 6, "\(statusFile)")
 
         // A redelivery of an erased push is still a duplicate after a restart.
         try harness.start()
@@ -161,7 +181,7 @@ import TestSupport
         // Nothing else lost: every record is there once, the erasure record included.
         let records = try harness.records()
         #expect(records.count == populated + 1)
-        #expect(records.filter { $0.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) }.count == 5)
+        #expect(records.filter { $0.key.hasPrefix(ErasureSecret.tombstoneKeyPrefix) }.count == 6)
         #expect(try UserEraseTests.listed(harness, "bob") == 4)
         #expect(harness.stop() == 0)
         try Self.expectAliceGoneBobKept(harness)

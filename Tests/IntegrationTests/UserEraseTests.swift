@@ -37,7 +37,7 @@ import TestSupport
         try "erase-key\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
         chmod(keyFile, 0o600)
         defer { unlink(keyFile) }
-        let harness = try DaemonHarness(name: "user-erase", config: UserExportTests.config(server: server, keyFile: keyFile))
+        let harness = try DaemonHarness(name: "user-erase", config: UserExportTests.config(server: server, keyFile: keyFile, feeds: true))
         try harness.start()
 
         for (user, device) in [("alice", "dev-a"), ("bob", "dev-b")] {
@@ -50,14 +50,21 @@ import TestSupport
                              name: "\(user)-bad.json")
             let (status, _, err) = try harness.ctl(["nc", "opened", "--user", user, "--device", device])
             #expect(status == 0, "\(err)")
+            // A muted category and a feed (the config's): index rows keyed by the owner.
+            let (muted, _, muteErr) = try harness.ctl(["nc", "mute", "--user", user, "promo"])
+            #expect(muted == 0, "\(muteErr)")
         }
         for index in 0..<500 { try harness.drop(generatedPayload(index: index, tag: "fill"), name: "fill-\(index).json") }
-        try waitUntil(timeout: 60, "510 records journaled") { (try? harness.records().count) == 510 }
+        try waitUntil(timeout: 60, "512 records journaled") { (try? harness.records().count) == 512 }
         try waitUntil(timeout: 30, "both quarantined payloads") { harness.files(in: "failed").filter { !$0.hasSuffix(".reason.json") }.count == 2 }
         try waitUntil(timeout: 30, "both events tried at the vendor") { server.hits("/v3/operations/async") >= 2 }
         try waitUntil(timeout: 30, "alice's items in the index") {
             let (status, out, _) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
             return status == 0 && out.contains(#""unread":4"#)
+        }
+        try waitUntil(timeout: 30, "alice's muted category in the index") {
+            let (status, out, _) = try harness.ctl(["nc", "preferences", "--user", "alice", "--json"])
+            return status == 0 && out.contains("promo")
         }
         // Text typed into an action of each user's first item.
         for user in ["alice", "bob"] {
@@ -67,10 +74,11 @@ import TestSupport
             let (status, _, err) = try harness.ctl(["nc", "action", item, "reply", "--text", "\(user)-typed-words", "--user", user])
             #expect(status == 0, "\(err)")
         }
-        try waitUntil(timeout: 30, "512 records journaled") { (try? harness.records().count) == 512 }
+        try waitUntil(timeout: 30, "514 records journaled") { (try? harness.records().count) == 514 }
         #expect(harness.stop() == 0)
 
-        try UserExportTests.config(server: server, keyFile: keyFile, retention: "RetainBytes=1\nArchive=zstd\nDedupWindowSec=1d\n")
+        try UserExportTests.config(server: server, keyFile: keyFile, retention: "RetainBytes=1\nArchive=zstd\nDedupWindowSec=1d\n",
+                                   feeds: true)
             .write(toFile: harness.config, atomically: true, encoding: .utf8)
         try harness.start()
         let journal = harness.state + "/journal"
@@ -78,7 +86,7 @@ import TestSupport
         for user in ["alice", "bob"] {
             try harness.drop(UserExportTests.push(user: user, device: "dev-\(user.prefix(1))", tag: "\(user)-live"), name: "\(user)-live.json")
         }
-        try waitUntil(timeout: 60, "514 records journaled") { (try? JournalReader.lastSeq(directory: journal)) == 514 }
+        try waitUntil(timeout: 60, "516 records journaled") { (try? JournalReader.lastSeq(directory: journal)) == 516 }
         try waitUntil(timeout: 30, "the live pushes indexed") { try Self.listed(harness, "bob") == 5 }
 
         // The offline path: with pushspoold stopped, the command erases directly (an erasure
@@ -93,8 +101,8 @@ import TestSupport
         #expect(status == 0, "\(err)")
         let summary = try JSONParser().parse(out)
         #expect(summary["complete"]?.boolValue == true)
-        // Five pushes, the opened event and the action with her text.
-        #expect(summary["counts"]?["journalRecords"]?.intValue == 7, "\(out)")
+        // Five pushes, the opened event, the mute and the action with her text.
+        #expect(summary["counts"]?["journalRecords"]?.intValue == 8, "\(out)")
         #expect(summary["counts"]?["inboxItems"]?.intValue == 5, "\(out)")
         #expect(summary["counts"]?["quarantined"]?.intValue == 1, "\(out)")
         #expect((summary["counts"]?["mediaFiles"]?.intValue ?? 0) >= 1, "\(out)")
@@ -110,7 +118,7 @@ import TestSupport
         let (verify, verifyOut, _) = try harness.ctl(["journal", "verify"])
         #expect(verify == 0, "\(verifyOut)")
         let (_, cat, _) = try harness.ctl(["journal", "cat", "--archive"])
-        #expect(cat.components(separatedBy: "\terased (").count - 1 == 7, "\(cat.prefix(2000))")
+        #expect(cat.components(separatedBy: "\terased (").count - 1 == 8, "\(cat.prefix(2000))")
 
         // Back up: a redelivery of an erased push is still a duplicate; bob's inbox is whole.
         try harness.start()
@@ -118,7 +126,7 @@ import TestSupport
         try harness.drop(UserExportTests.push(user: "bob", device: "dev-b", tag: "bob-after"), name: "bob-after.json")
         try waitUntil(timeout: 60, "the spool drained") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
         let lastKeys = try harness.records().suffix(3).map(\.key)
-        #expect((try? JournalReader.lastSeq(directory: journal)) == 515, "the erased push was journaled again? \(lastKeys)")
+        #expect((try? JournalReader.lastSeq(directory: journal)) == 517, "the erased push was journaled again? \(lastKeys)")
         try waitUntil(timeout: 30, "bob's new push indexed") { try Self.listed(harness, "bob") == 6 }
         #expect(try Self.listed(harness, "alice") == 0)
         #expect(harness.stop() == 0)

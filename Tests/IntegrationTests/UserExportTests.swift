@@ -10,12 +10,16 @@ import TestSupport
 /// payloads, part of the journal archived by retention. One user's export holds all of
 /// theirs and nothing of the other's.
 @Suite struct UserExportTests {
-    static func config(server: LoopbackHTTPServer, keyFile: String, retention: String = "") -> String {
+    /// `feeds`: a feed every push is in (the index then keeps per-owner feed rows);
+    /// `textfile`: where pushspoold writes its metrics.
+    static func config(server: LoopbackHTTPServer, keyFile: String, retention: String = "", feeds: Bool = false,
+                       textfile: String? = nil) -> String {
         """
         [Spool]
         StableAgeSec=0
         [Metrics]
         IntervalSec=3600
+        \(textfile.map { "TextfilePath=" + $0 } ?? "")
         [Media]
         Enabled=yes
         AllowHTTP=yes
@@ -36,6 +40,7 @@ import TestSupport
         MaxBatchDelaySec=0
         SegmentSize=64K
         \(retention)
+        \(feeds ? "[Feed all]\nVendors=mindbox" : "")
         """
     }
 

@@ -21,6 +21,13 @@ int cposix_get_thread_niceness(int *niceness);
 /// 1 when the calling thread may lower its nice value to `niceness` again after raising it:
 /// RLIMIT_NICE allows it (systemd's LimitNICE=) or CAP_SYS_NICE is effective; else 0.
 int cposix_may_lower_niceness_to(int niceness);
+/// ioprio_set(IOPRIO_WHO_PROCESS, gettid(), IOPRIO_PRIO_VALUE(klass, level)) through syscall(2)
+/// (glibc has no wrapper): the calling thread's I/O scheduling class (0 none, 1 realtime,
+/// 2 best-effort, 3 idle) and level (0 highest to 7). Returns 0, or -1 with errno set.
+int cposix_set_thread_io_priority(int klass, int level);
+/// ioprio_get(IOPRIO_WHO_PROCESS, gettid()) split into `*klass` and `*level`. Returns 0, or -1
+/// with errno set.
+int cposix_get_thread_io_priority(int *klass, int *level);
 /// CPUs in the calling thread's affinity mask (sched_getaffinity, CPU_COUNT), or -1 with errno set.
 int cposix_usable_cpus(void);
 #endif
