@@ -5,6 +5,7 @@ import PushFollow
 import PushInbox
 import PushJournal
 import PushSystem
+import PushUserData
 
 /// Why the index cannot be built from the stream. `Sendable` value; `description` says
 /// what happened and what to do.
@@ -15,6 +16,8 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case gap(appliedSeq: UInt64, firstSeq: UInt64)
         case nats(ExportError)
         case index(InboxError)
+        /// An erasure record from the stream could not be applied here (retried).
+        case erasure(UserDataError)
     }
 
     package var kind: Kind
@@ -37,6 +40,7 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case .gap: "stream-gap"
         case .nats(let e): e.shortDescription
         case .index(let e): "index-\(e.shortDescription)"
+        case .erasure(let e): "erasure-\(e.shortDescription)"
         }
     }
 
@@ -49,6 +53,7 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
                 + "or keep the stream longer (its MaxAge/MaxMsgs must cover the inbox's)"
         case .nats(let e): "inbox index from stream \(stream): \(e)"
         case .index(let e): "\(e)"
+        case .erasure(let e): "applying an erasure from stream \(stream): \(e) (retried)"
         }
     }
 }
@@ -72,6 +77,14 @@ package struct StreamInboxOptions: Sendable {
     /// How long one fetch waits on the server when nothing is new (the follower's idle wait;
     /// a stop interrupts it).
     package var fetchWait: Duration = .seconds(10)
+    /// Applies the erasure records the stream carries to this node (``NodeErasure``); `nil`
+    /// = they pass as any record (`nc reindex --from-stream` builds without them: a rebuild
+    /// reads only what the stream still holds, and erased messages are gone from it).
+    package var erasure: NodeErasure?
+    /// Test seam: called with `erasure-received` (an erasure record is next, everything before
+    /// it committed) and `erasure-applied` (the node erased, the index not yet past the record);
+    /// the crash tests kill the process there.
+    package var erasureHook: @Sendable (String) -> Void = { _ in }
 
     package init(export: ExportOptions, indexPath: String, listModals: Bool, consumerName: String) {
         self.export = export
@@ -100,6 +113,8 @@ package struct StreamInboxOptions: Sendable {
                   consumerName: Self.consumerName(hostId: try export.resolvedHostId()))
         feeds = configuration.inboxFeeds
         retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
+        let state = configuration.journal.stateDirectory
+        erasure = NodeErasure(stateDirectory: state, indexPath: indexPath, fleetOutboxDirectory: StateLayout(root: state).fleetOutbox)
     }
 }
 
@@ -112,6 +127,10 @@ package enum StreamApplyEvent: Sendable {
     case resumed(appliedSeq: UInt64)
     /// `records` (stream seqs, no journal key) were committed; the index is at `appliedSeq`.
     case applied([JournalRecord], appliedSeq: UInt64)
+    /// The erasure record at `streamSeq` was applied to this node (before the index moves
+    /// past it): what the owner holds in memory of an ``NodeErasure/Outcome/erased(subject:status:)``
+    /// subject must go too; an unmatched one is logged.
+    case erasure(erasureID: String, streamSeq: UInt64, outcome: NodeErasure.Outcome)
 }
 
 /// Builds the inbox index from the export stream instead of the local journal, on a
@@ -286,17 +305,44 @@ package final class StreamInboxFollower: Follower, Sendable {
             JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
         }
         let before = session.consumerNext - min(session.consumerNext, 1)
-        let applied: UInt64
-        do throws(InboxError) {
-            try index.apply(journalRecords)
-            applied = try index.appliedSeq()
-        } catch {
-            session.consumer = nil  // what was fetched comes again from the stored seq
-            if error.isCorrupt || error.isStale { session.handle.close() }
-            throw InboxStreamError(.index(error), stream: stream)
+        var applied = before
+        func commit(_ chunk: ArraySlice<JournalRecord>) throws(InboxStreamError) {
+            guard !chunk.isEmpty else { return }
+            do throws(InboxError) {
+                try index.apply(Array(chunk))
+                applied = try index.appliedSeq()
+            } catch {
+                session.consumer = nil  // what was fetched comes again from the stored seq
+                if error.isCorrupt || error.isStale { session.handle.close() }
+                throw InboxStreamError(.index(error), stream: stream)
+            }
+            // Redelivered records (at or below what was applied) changed nothing: not reported.
+            observer(.applied(chunk.filter { $0.seq > before }, appliedSeq: applied))
         }
-        // Redelivered records (at or below what was applied) changed nothing: not reported.
-        observer(.applied(journalRecords.filter { $0.seq > before }, appliedSeq: applied))
+        // An erasure record covers what came before it in stream order: that is committed
+        // first, the erasure done next, and only then is the record itself applied, so the
+        // index's seq passes it only once this node erased (a crash in between redoes it).
+        var start = 0
+        if let erasure = options.erasure {
+            for (position, record) in records.enumerated() where record.streamSeq > before {
+                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
+                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                try commit(journalRecords[start..<position])
+                start = position
+                options.erasureHook("erasure-received")
+                let outcome: NodeErasure.Outcome
+                do throws(UserDataError) {
+                    outcome = try erasure.apply(erasureID: announced.erasureID, scope: announced.scope,
+                                                subjectHash: announced.subject, streamSeq: record.streamSeq)
+                } catch {
+                    session.consumer = nil  // the record comes again from the stored seq
+                    throw InboxStreamError(.erasure(error), stream: stream)
+                }
+                observer(.erasure(erasureID: announced.erasureID, streamSeq: record.streamSeq, outcome: outcome))
+                options.erasureHook("erasure-applied")
+            }
+        }
+        try commit(journalRecords[start...])
         // After the commit: a lost ack only costs a redelivery that apply skips.
         do throws(ExportError) { try consumer.acknowledgeFetched() } catch {
             session.consumer = nil

@@ -43,6 +43,11 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// The inbox index was built by another schema version or with another `[Inbox]
     /// ListModals=` (field `REASON_CODE`): replaced with a fresh one, rebuilt from the journal.
     case inboxIndexOutdated
+    /// An inbox node (`[Inbox] Source=nats`) read an erasure record from the stream that it
+    /// could not resolve (field `REASON_CODE`: `no_key`, no `erase.key`; `no_match`, no user
+    /// or device of its index hashes to the subject). Fields `ERASURE_ID`, `STREAM_SEQ`; never
+    /// the plain id.
+    case erasureUnmatched
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -72,6 +77,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .inboxAuthFailed: "cd9b1fab57144f9fbc58ed63513e2d81"
         case .inboxIndexCorrupt: "65bf91cc6dcc4d4ba021ecf5abfcf7f7"
         case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
+        case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
         }
     }
 
@@ -81,7 +87,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated: 5
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .erasureUnmatched: 5
         case .ingested, .duplicate: 6
         }
     }
