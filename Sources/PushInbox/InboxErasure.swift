@@ -80,7 +80,7 @@ extension InboxIndex {
             let db = try SQLiteDatabase(path: path, mode: .readOnly)
             var ids: Set<String> = []
             let prefix = device ? "d:" : "u:"
-            let queries = device
+            let queries: [StaticString] = device
                 ? ["SELECT owner FROM owners WHERE substr(owner, 1, 2) = 'd:'", "SELECT DISTINCT device FROM items WHERE device IS NOT NULL"]
                 : ["SELECT owner FROM owners WHERE substr(owner, 1, 2) = 'u:'",
                    "SELECT DISTINCT owner FROM items WHERE substr(owner, 1, 2) = 'u:'"]
