@@ -124,7 +124,8 @@ package enum InboxServerMain {
             // (their hashes are under it). Only here: a journal-fed pushspool-inbox shares
             // pushspoold's state directory, where pushspoold alone installs it.
             if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials) {
-                do throws(ErasureError) {
+                do {
+                    try Posix.mkdirs(configuration.journal.stateDirectory)
                     try ErasureSecret.provision(stateDirectory: configuration.journal.stateDirectory, keyFile: keyFile, owner: nil)
                 } catch {
                     err("pushspool-inbox: \(error)\n")

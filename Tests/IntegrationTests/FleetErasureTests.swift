@@ -222,3 +222,28 @@ extension InboxFromStreamTests {
         try Self.expectAliceGoneBobKept(node: node)
     }
 }
+
+extension InboxFromStreamTests {
+    /// A node whose `erase.key` differs from the fleet key refuses to start (78) and says
+    /// why, keeping its key; one without a key installs it. No NATS needed: both happen
+    /// before the node connects.
+    @Test func aNodeWithAnotherErasureKeyRefusesToStart() throws {
+        let temp = TempDir()
+        let key = try Self.fleetKey(in: temp.path)
+        let node = try Self.erasingNode("fe-refuse-node", url: "nats://127.0.0.1:\(try NatsServer.freePort())", keyFile: key.path)
+        let own = try ErasureSecret.loadOrCreate(stateDirectory: node.state)
+        let refused = try Self.launchInbox(node)
+        refused.waitUntilExit()
+        #expect(refused.terminationStatus == 78)
+        #expect(Self.stderr(node).contains("differs from the fleet erasure key"), "\(Self.stderr(node))")
+        #expect(try ErasureSecret.load(stateDirectory: node.state) == own)
+        // A loose key file is refused by the configuration check, before anything is installed.
+        unlink(node.state + "/erase.key")
+        chmod(key.path, 0o644)
+        let loose = try Self.launchInbox(node)
+        loose.waitUntilExit()
+        #expect(loose.terminationStatus == 78)
+        #expect(Self.stderr(node).contains("chmod 600"), "\(Self.stderr(node))")
+        #expect(try ErasureSecret.load(stateDirectory: node.state) == nil)
+    }
+}
