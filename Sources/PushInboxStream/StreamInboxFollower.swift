@@ -479,6 +479,30 @@ package final class StreamInboxFollower: Follower, Sendable {
         }
     }
 
+    /// Applies fetched records to an index being rebuilt, erasure records included: the
+    /// stream may still hold messages of a subject erased since (until every ingest host has
+    /// erased its copies), and a rebuild must not bring them back. As the follower does: what
+    /// came before an erasure record is committed, then erased, then the record applied.
+    private static func applyRebuilding(_ index: InboxIndex, _ records: [StreamRecord], options: StreamInboxOptions) throws {
+        let journalRecords = records.map {
+            JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
+        }
+        var start = 0
+        if var erasure = options.erasure {
+            // The file being built, not the one in place.
+            erasure.indexPath = index.path
+            for (position, record) in records.enumerated() {
+                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
+                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                if position > start { try index.apply(Array(journalRecords[start..<position])) }
+                start = position
+                _ = try erasure.apply(erasureID: announced.erasureID, scope: announced.scope, subjectHash: announced.subject,
+                                      streamSeq: record.streamSeq, rebuilding: true)
+            }
+        }
+        if start < journalRecords.count { try index.apply(Array(journalRecords[start...])) }
+    }
+
     private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
                              progress: (UInt64) -> Void) throws(ExportError) {
         let stream = options.export.stream
@@ -507,10 +531,10 @@ package final class StreamInboxFollower: Follower, Sendable {
             }
             quietSince = Posix.monotonicNanos()
             do {
-                try index.apply(records.map {
-                    JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
-                })
+                try applyRebuilding(index, records, options: options)
                 applied = try index.appliedSeq()
+            } catch let error as ExportError {
+                throw error
             } catch {
                 throw ExportError(.io, "\(error)")
             }

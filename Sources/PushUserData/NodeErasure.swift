@@ -43,21 +43,25 @@ package struct NodeErasure: Sendable {
     }
 
     /// Applies the erasure `erasureID` (scope, subject hash) read at stream seq `streamSeq`.
+    /// `rebuilding`: the index at ``indexPath`` is being built anew from the stream (`nc
+    /// reindex --from-stream`), so the erasure is done again whatever the status says (the
+    /// stream may still hold the subject's messages), and a status already there is kept.
     /// - Throws: the index or a store could not be changed (the caller retries; nothing
     ///   counts as done until the status is written).
     package func apply(erasureID: String, scope: ErasureScope, subjectHash: String,
-                       streamSeq: UInt64) throws(UserDataError) -> Outcome {
+                       streamSeq: UInt64, rebuilding: Bool = false) throws(UserDataError) -> Outcome {
         let requests = ErasureRequests(stateDirectory: stateDirectory)
-        if let done = requests.status(erasureID), done.complete { return .alreadyDone }
+        if !rebuilding, let done = requests.status(erasureID), done.complete { return .alreadyDone }
+        let keep = rebuilding && requests.status(erasureID)?.complete == true
         var status = ErasureRequests.Status(erasureID: erasureID, scope: scope.rawValue, subject: subjectHash, seq: streamSeq)
         status.statusScope = "node"
         let secret: ErasureSecret?
         do { secret = try ErasureSecret.load(stateDirectory: stateDirectory) } catch {
             throw UserDataError(.journal, "\(error)")
         }
-        guard let secret else { return try finishUnmatched("no_key", status, requests) }
+        guard let secret else { return try finishUnmatched("no_key", status, requests, write: !keep) }
         guard let subject = try resolve(scope: scope, subjectHash: subjectHash, secret: secret) else {
-            return try finishUnmatched("no_match", status, requests)
+            return try finishUnmatched("no_match", status, requests, write: !keep)
         }
         let items: Int
         do { items = try InboxIndex.erase(path: indexPath, subject: subject, before: streamSeq) } catch {
@@ -69,7 +73,7 @@ package struct NodeErasure: Sendable {
         status.inboxItems = items
         status.outboxDeliveries = deliveries
         status.complete = true
-        try write(status, requests)
+        if !keep { try write(status, requests) }
         return .erased(subject: subject, status: status)
     }
 
@@ -113,12 +117,12 @@ package struct NodeErasure: Sendable {
     }
 
     private func finishUnmatched(_ reason: String, _ status: ErasureRequests.Status,
-                                 _ requests: ErasureRequests) throws(UserDataError) -> Outcome {
+                                 _ requests: ErasureRequests, write writing: Bool) throws(UserDataError) -> Outcome {
         var status = status
         status.unmatched = reason
         status.inboxItems = 0
         status.complete = true
-        try write(status, requests)
+        if writing { try write(status, requests) }
         return .unmatched(reason: reason, status: status)
     }
 

@@ -220,6 +220,13 @@ extension InboxFromStreamTests {
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         try Self.expectAliceGoneBobKept(node: node)
+        // The stream still holds alice's pushes (no ingest host here follows erasures): an
+        // index rebuilt from it applies the erasure record again and stays without her.
+        let (rebuilt, _, rebuildError) = try node.ctl(["nc", "reindex", "--from-stream"])
+        #expect(rebuilt == 0, "\(rebuildError)")
+        #expect(try UserEraseTests.listed(node, "alice") == 0)
+        #expect(try UserEraseTests.listed(node, "bob") == 3)
+        try Self.expectAliceGoneBobKept(node: node)
     }
 }
 
