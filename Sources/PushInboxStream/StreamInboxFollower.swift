@@ -77,9 +77,8 @@ package struct StreamInboxOptions: Sendable {
     /// How long one fetch waits on the server when nothing is new (the follower's idle wait;
     /// a stop interrupts it).
     package var fetchWait: Duration = .seconds(10)
-    /// Applies the erasure records the stream carries to this node (``NodeErasure``); `nil`
-    /// = they pass as any record (`nc reindex --from-stream` builds without them: a rebuild
-    /// reads only what the stream still holds, and erased messages are gone from it).
+    /// Applies the erasure records the stream carries to this node (``NodeErasure``), in the
+    /// follower and in `nc reindex --from-stream`; `nil` = they pass as any record.
     package var erasure: NodeErasure?
     /// Test seam: called with `erasure-received` (an erasure record is next, everything before
     /// it committed) and `erasure-applied` (the node erased, the index not yet past the record);
