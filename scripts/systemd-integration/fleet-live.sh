@@ -30,9 +30,9 @@
 # 4. Node 2 stopped, its state directory deleted, rebuilt with `pushspoolctl nc reindex
 #    --from-stream` and started again: every user's `nc list`/`nc count` byte-identical to
 #    node 1's again.
-# 5. Every instance (pushspoold@a/b/c and both nodes) given the same erasure key (a drop-in's
-#    LoadCredential=erase-key:…, and ErasureKeyFile= since this user manager leaves credential
-#    files out), restarted: each installed it as its erase.key. A
+# 5. Every instance (pushspoold@a/b/c and both nodes) given the same erasure key
+#    ([Export] ErasureKeyFile=: this user manager cannot deliver LoadCredential= files),
+#    restarted: each installed it as its erase.key. A
 #    user erased through node 1's admin route (202, statusScope node): both nodes apply the
 #    record from the stream and no longer list the user; every other user's `nc list`/`nc
 #    count` is unchanged on both.
@@ -574,18 +574,15 @@ state_i() { ctl_i "$1" config show | sed -n 's/^StateDirectory=//p' | head -1; }
 # hash under its own).
 for i in "${instances[@]}"; do check "systemctl --user stop pushspoold@$i" systemctl --user stop "pushspoold@$i.service"; done
 for i in "${instances[@]}"; do rm -f "$(state_i "$i")/erase.key"; done
-# The drop-ins carry the fleet drop-in's advice, uncommented (LoadCredential=erase-key:…, and
-# the admin token likewise). This user manager (systemd 252, not PID 1) sets
-# $CREDENTIALS_DIRECTORY but leaves the files out (as inbox-live.sh notes), so the same files
-# are also named in the configurations ([Export] ErasureKeyFile=, [Inbox] AdminTokenFile=);
-# reading the credential is covered by ErasureKeyFileCheckTests.
-mkdir -p "$si_runtime_dir/systemd/user/pushspoold@.service.d"
-printf '[Service]\nLoadCredential=erase-key:%s\n' "$work/erase-key" >"$si_runtime_dir/systemd/user/pushspoold@.service.d/erase-key.conf"
+# By file ([Export] ErasureKeyFile=, [Inbox] AdminTokenFile=), not by the fleet drop-in's
+# LoadCredential=erase-key:… line: this user manager (systemd 252, not PID 1) sets
+# $CREDENTIALS_DIRECTORY but leaves the files out (as inbox-live.sh notes), and a
+# LoadCredential= it handles creates /run/credentials, after which every unit with
+# LoadCredential= (pushspool-inbox's token secret) fails to start under it. Reading the key
+# from $CREDENTIALS_DIRECTORY is covered by ErasureKeyFileCheckTests.
 for i in "${instances[@]}"; do sed -i "/^\[Export\]\$/a ErasureKeyFile=$work/erase-key" "$root/etc/pushspool/$i.conf"; done
 for n in "${nodes[@]}"; do
   check "systemctl --user stop pushspool-inbox-n$n (socket and service)" systemctl --user stop "pushspool-inbox-n$n.socket" "pushspool-inbox-n$n.service"
-  printf '[Service]\nLoadCredential=erase-key:%s\nLoadCredential=inbox-admin-token:%s\n' "$work/erase-key" "$work/admin-token" \
-    >"$si_runtime_dir/systemd/user/pushspool-inbox-n$n.service.d/erase-key.conf"
   sed -i -e "/^\[Export\]\$/a ErasureKeyFile=$work/erase-key" -e "/^\[Inbox\]\$/a AdminTokenFile=$work/admin-token" "$(node_conf "$n")"
 done
 systemctl --user daemon-reload
