@@ -104,7 +104,9 @@ let package = Package(
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
-        .target(name: "PushInboxStream", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig"]),
+        .target(name: "PushInboxStream", dependencies: [
+            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig", "PushUserData",
+        ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
         .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),

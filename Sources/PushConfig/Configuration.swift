@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import PushSystem
 import PushPayload
 
@@ -373,6 +374,24 @@ package struct ExportSettings: Sendable, Equatable {
     package var tlsCAFile = ""
     package var tlsCertFile = ""
     package var tlsKeyFile = ""
+    /// `ErasureKeyFile=`: the fleet erasure key (32 raw bytes), installed as `<state>/erase.key`
+    /// by pushspoold and by a `Source=nats` pushspool-inbox; empty =
+    /// `$CREDENTIALS_DIRECTORY/erase-key` when present, else none (each instance its own key).
+    package var erasureKeyFile = ""
+
+    /// The fleet erasure key file in effect: `ErasureKeyFile=`, else `erase-key` in
+    /// `credentialsDirectory` when that file exists, else `nil` (no fleet key).
+    package func erasureKeyPath(credentialsDirectory: String?) -> String? {
+        if !erasureKeyFile.isEmpty { return erasureKeyFile }
+        guard let credentialsDirectory, !credentialsDirectory.isEmpty else { return nil }
+        let path = credentialsDirectory + "/" + Self.erasureKeyCredential
+        return access(path, F_OK) == 0 ? path : nil
+    }
+
+    /// The credential name `LoadCredential=` gives the fleet erasure key.
+    package static let erasureKeyCredential = "erase-key"
+    /// Its size: an HMAC-SHA256 key of 32 bytes, the size of the per-instance one.
+    package static let erasureKeySize = 32
 
     package init() {}
 }

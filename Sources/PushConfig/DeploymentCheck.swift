@@ -17,8 +17,24 @@ extension Configuration {
     /// Every problem found, each a sentence naming the setting; empty = the program can start.
     /// - Parameter keyFileOwner: the uid key files must belong to (the daemon's own); `nil`
     ///   skips that one check (`config check` run by an operator rather than the service).
-    package func deploymentProblems(keyFileOwner: uid_t?, for program: DeploymentProgram = .pushspoold) -> [String] {
+    /// - Parameter credentialsDirectory: `$CREDENTIALS_DIRECTORY`, where an unset
+    ///   `[Export] ErasureKeyFile=` finds `erase-key`.
+    package func deploymentProblems(keyFileOwner: uid_t?, for program: DeploymentProgram = .pushspoold,
+                                    credentialsDirectory: String? = nil) -> [String] {
         var problems: [String] = []
+        // The fleet erasure key is installed by pushspoold and by a stream-fed
+        // pushspool-inbox; a journal-fed one shares pushspoold's state directory and leaves
+        // it to pushspoold.
+        if program == .pushspoold || inbox.source == .nats, let path = export.erasureKeyPath(credentialsDirectory: credentialsDirectory) {
+            do throws(KeyFile.Problem) {
+                // A credential's owner is systemd's choice (the service's user, or root with an
+                // ACL); only a file the configuration names must be the service's own.
+                _ = try KeyFile.readSecret(path: path, size: ExportSettings.erasureKeySize,
+                                           owner: export.erasureKeyFile.isEmpty ? nil : keyFileOwner)
+            } catch {
+                problems.append("[Export] ErasureKeyFile=: \(error.message)")
+            }
+        }
         if outbox.enabled {
             for (key, url) in [("MindboxURL", outbox.mindboxURL), ("InfobipURL", outbox.infobipURL)] {
                 let lower = url.lowercased()

@@ -470,6 +470,11 @@ enum Schema {
             .described("client certificate; empty = `$CREDENTIALS_DIRECTORY/nats-cert.pem` when present"),
         .optionalAbsolutePath("Export", "TLSKeyFile", \.export.tlsKeyFile)
             .described("client key; empty = `$CREDENTIALS_DIRECTORY/nats-key.pem` when present"),
+        .optionalAbsolutePath("Export", "ErasureKeyFile", \.export.erasureKeyFile)
+            .described("the fleet erasure key (32 raw bytes, mode 0600), the same file on every ingest host and inbox node: "
+                       + "installed at start as `<state>/erase.key`, so erasure hashes agree fleet-wide; a different `erase.key` "
+                       + "already there refuses the start; empty = `$CREDENTIALS_DIRECTORY/erase-key` when present, else none "
+                       + "(each instance keeps its own key)"),
     ]
 
     /// `nats://host:port` or `tls://host:port` (port optional), without user or path.

@@ -138,6 +138,52 @@ package final class EventPublisher: Sendable {
         }
     }
 
+    /// Publishes a record as the exporter of host `hostId` would export it had its journal
+    /// held it under `key` (the exporter's subject for that key, `Nats-Msg-Id`
+    /// `<host id>:<key>`, `Pushspool-Ingest-Millis`, no `Pushspool-Seq`), and waits for the
+    /// PubAck. An inbox node publishes its erasure records so (docs/design/fleet-inbox.md,
+    /// "Erasure"). Fails as ``publish(_:fingerprint:ingestMillis:)`` does: `.connect` at once
+    /// while no connection is up, `.publish` when the stream did not confirm.
+    @discardableResult
+    package func publishRecord(key: String, body: [UInt8], hostId: String,
+                               ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> NatsClient.PubAck {
+        let record = JournalRecord(seq: 0, ingestMillis: ingestMillis, key: key, body: body, segment: "", offset: 0)
+        let message = ExportMessage(record: record, hostId: hostId, template: template)
+        let headers = [(ExportMessage.ingestHeader, String(ingestMillis))]
+        return try client.withLock { client throws(ExportError) -> NatsClient.PubAck in
+            let connected = try usableConnection(&client)
+            do throws(ExportError) {
+                return try connected.publish(subject: message.subject, msgId: message.msgId, body: body, headers: headers)
+            } catch {
+                connected.close()
+                client = nil
+                if background.withLock({ $0.started }) { connectorWake.signal() }
+                var error = error
+                error.message = "publishing \(key) to stream \(options.stream) on \(message.subject): " + error.message
+                throw error
+            }
+        }
+    }
+
+    /// The connection to publish on, under the client lock: a dead one is dropped (and the
+    /// connecting thread woken); without the thread, one is made here.
+    private func usableConnection(_ client: inout NatsClient?) throws(ExportError) -> NatsClient {
+        let inBackground = background.withLock { $0.started }
+        if let current = client, current.isClosed || !current.isConnected {
+            current.close()
+            client = nil
+            if inBackground { connectorWake.signal() }
+        }
+        if client == nil {
+            if inBackground {
+                throw ExportError(.connect, "no connection to NATS at \(options.urls.joined(separator: ",")) (connecting in the background)")
+            }
+            client = try connect()
+        }
+        guard let connected = client else { throw ExportError(.connect, "not connected") }
+        return connected
+    }
+
     private func connect() throws(ExportError) -> NatsClient {
         let e = options
         return try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,

@@ -11,12 +11,24 @@ package struct StreamRecord: Sendable, Equatable {
     /// `Pushspool-Ingest-Millis`, else the time the stream stored the message.
     package var ingestMillis: Int64
     package var body: [UInt8]
+    /// `Nats-Msg-Id` (empty when absent): `<host id>:<journal key>` from an exporter or a
+    /// node publishing a record as an exporter would, `event:<id>` for an inbox node's event.
+    package var msgId: String
 
-    package init(streamSeq: UInt64, journalSeq: UInt64?, ingestMillis: Int64, body: [UInt8]) {
+    package init(streamSeq: UInt64, journalSeq: UInt64?, ingestMillis: Int64, body: [UInt8], msgId: String = "") {
         self.streamSeq = streamSeq
         self.journalSeq = journalSeq
         self.ingestMillis = ingestMillis
         self.body = body
+        self.msgId = msgId
+    }
+
+    /// The journal key of an exported record (`Nats-Msg-Id` after its host id and `:`), as
+    /// the exporter wrote it (header-safe; an `erasure:` key needs no escape); `nil` for an
+    /// event an inbox node published (`event:<id>`) or a message without an id.
+    package var exportedKey: String? {
+        guard !msgId.hasPrefix("event:"), let colon = msgId.firstIndex(of: ":") else { return nil }
+        return String(msgId[msgId.index(after: colon)...])
     }
 }
 
@@ -140,7 +152,7 @@ package final class NatsPullConsumer {
         for i in 0..<count {
             guard let msg = list.Msgs[i], let fetched = FetchedMessage(msg) else { continue }
             records.append(StreamRecord(streamSeq: fetched.streamSeq, journalSeq: fetched.journalSeq,
-                                        ingestMillis: fetched.ingestMillis, body: fetched.body))
+                                        ingestMillis: fetched.ingestMillis, body: fetched.body, msgId: fetched.msgId))
         }
         if count > 0, let last = list.Msgs[count - 1] {
             held = last
@@ -180,6 +192,8 @@ struct FetchedMessage {
     /// `Pushspool-Ingest-Millis`, else the time the stream stored it.
     var ingestMillis: Int64
     var body: [UInt8]
+    /// `Nats-Msg-Id`, empty when absent.
+    var msgId: String
 
     /// `nil` when the message has no JetStream metadata (not from a consumer).
     init?(_ msg: OpaquePointer) {
@@ -195,6 +209,7 @@ struct FetchedMessage {
             return String(cString: value)
         }
         journalSeq = header(ExportMessage.seqHeader).flatMap { UInt64($0) }
+        msgId = header("Nats-Msg-Id") ?? ""
         ingestMillis = header(ExportMessage.ingestHeader).flatMap { Int64($0) } ?? storedMillis
         let length = Int(max(0, natsMsg_GetDataLength(msg)))
         body = natsMsg_GetData(msg).map { data in

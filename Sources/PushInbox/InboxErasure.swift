@@ -114,3 +114,41 @@ extension InboxIndex {
         }
     }
 }
+
+extension InboxIndex {
+    /// The ids of `scope` this index knows, for an erasure that names its subject only by a
+    /// keyed hash (an erasure record read from the stream on an inbox node): users are the
+    /// owners `u:<user>` (of a row or of an item); devices the items' `device` column and the
+    /// owners `d:<device>`. The caller hashes each and keeps the one that matches. Costs one
+    /// scan of the owners and of the items' owner (or device) column.
+    package static func erasureCandidates(path: String, device: Bool) throws(InboxError) -> Set<String> {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
+        do {
+            let db = try SQLiteDatabase(path: path, mode: .readOnly)
+            var ids: Set<String> = []
+            let prefix = device ? "d:" : "u:"
+            let queries: [StaticString] = device
+                ? ["SELECT owner FROM owners WHERE substr(owner, 1, 2) = 'd:'", "SELECT DISTINCT device FROM items WHERE device IS NOT NULL"]
+                : ["SELECT owner FROM owners WHERE substr(owner, 1, 2) = 'u:'",
+                   "SELECT DISTINCT owner FROM items WHERE substr(owner, 1, 2) = 'u:'"]
+            for (index, sql) in queries.enumerated() {
+                let statement = try db.statement(sql)
+                defer { statement.reset() }
+                while try statement.step() {
+                    guard let text = statement.text(0) else { continue }
+                    // The owner queries give `u:`/`d:` keys; the device column the id itself.
+                    if index == 0 || !device {
+                        guard text.hasPrefix(prefix) else { continue }
+                        ids.insert(String(text.dropFirst(2)))
+                    } else if !text.isEmpty {
+                        ids.insert(text)
+                    }
+                }
+            }
+            return ids
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+}

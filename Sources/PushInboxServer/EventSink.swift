@@ -31,6 +31,17 @@ package protocol EventSink: Sendable {
     /// `fingerprint`: the request's, when it came with an Idempotency-Key; a sink that sees
     /// the key's first use elsewhere refuses another request with ``EventSinkFailure/keyReused``.
     func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure?
+
+    /// Publishes an erasure record (key `erasure:<erasureID>`, `body` as pushspoold journals
+    /// one) for every ingest host and inbox node to apply; `nil` once the stream confirmed it.
+    func acceptErasure(erasureID: String, body: [UInt8]) -> EventSinkFailure?
+}
+
+extension EventSink {
+    /// A sink that cannot carry erasure records: the request is refused, nothing published.
+    package func acceptErasure(erasureID: String, body: [UInt8]) -> EventSinkFailure? {
+        EventSinkFailure(code: "erasure_unavailable", message: "this node cannot publish erasure requests", retryAfterSeconds: nil)
+    }
 }
 
 /// `[Inbox] Source=nats`: events go to the export stream (``EventPublisher``), not to this
@@ -58,6 +69,23 @@ package final class StreamEventSink: EventSink {
     package static let stderrLine: @Sendable (String) -> Void = { text in
         let bytes = Array((text + "\n").utf8)
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    /// The erasure record as the exporter of this node's host id would export it
+    /// (``EventPublisher/publishRecord(key:body:hostId:ingestMillis:)``): `Nats-Msg-Id`
+    /// `<host id>:erasure:<id>`, so a retry of the same id counts once.
+    package func acceptErasure(erasureID: String, body: [UInt8]) -> EventSinkFailure? {
+        do throws(ExportError) {
+            let hostId = try publisher.options.resolvedHostId()
+            try publisher.publishRecord(key: "erasure:" + erasureID, body: body, hostId: hostId)
+            return nil
+        } catch {
+            log("pushspool-inbox: erasure \(erasureID) not published: \(error)")
+            let message = error.code == .connect
+                ? "the event stream (NATS) is out of reach: the erasure was not requested; retry later"
+                : "the event stream (NATS) did not confirm the erasure request; retry later"
+            return EventSinkFailure(code: "stream_unavailable", message: message, retryAfterSeconds: Self.retryAfterSeconds)
+        }
     }
 
     package func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? {

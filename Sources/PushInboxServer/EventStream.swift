@@ -234,6 +234,13 @@ package final class EventHub: Sendable {
         wakeStreams()
     }
 
+    /// Drops `user`'s changes from the ring (an erasure applied on an inbox node): the ring
+    /// must not keep naming someone the index no longer holds. The window stays as it is; a
+    /// stream resuming there simply gets no changes of that user.
+    package func forget(user: String) {
+        state.withLock { state in state.changes.removeAll { $0.user == user } }
+    }
+
     /// What the ring covers; `nil` until it was seeded from the journal (streams wait).
     package var window: Window? { state.withLock { $0.window } }
 

@@ -477,14 +477,14 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                                     : "erasure needs the admin token ([Inbox] SelfErase=no)")
             }
         }
-        guard settings.events == nil else {
-            // A stream-fed node has no local pushspoold journaling for it.
-            return Self.problem(503, "erasure_unavailable", "this node takes its index from the stream ([Inbox] Source=nats); "
-                                + "request the erasure on a host whose pushspoold journals the user's pushes")
-        }
         let request = ErasureRequest(scope: scope, id: id, erasureId: ErasureRequest.newErasureId())
         guard case .erasure(let checked) = Normalizer.classify(request.envelopeBytes()), checked == request else {
             return Self.problem(400, "invalid_subject", "the \(scope.rawValue) id must be 1-\(PushEvent.maxNameBytes) bytes without control characters")
+        }
+        if let events = settings.events {
+            // A stream-fed node: no pushspoold journals for it, so the node publishes the
+            // erasure record itself, naming the subject by its hash under the fleet key.
+            return publishErasure(request, events: events)
         }
         do {
             try SpoolDropper.drop(bytes: request.envelopeBytes(), layout: settings.spool)
@@ -493,6 +493,34 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         let status = "/v1/admin/erasures/" + request.erasureId
         return Self.json(202, .object(["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]),
+                         headers: [("Location", status)])
+    }
+
+    /// `[Inbox] Source=nats`: publishes the erasure record for `request` (the subject as its
+    /// keyed hash under this node's `erase.key`, the fleet key) and answers 202 once the
+    /// stream confirmed it; every node applies it from the stream, this one included, and the
+    /// ingest hosts that follow erasures erase their journals. No key: 503, since no other
+    /// host could resolve a hash under a key of this node's own.
+    private func publishErasure(_ request: ErasureRequest, events: any EventSink) -> HTTPResponse {
+        let secret: ErasureSecret?
+        do { secret = try ErasureSecret.load(stateDirectory: settings.stateDirectory) } catch {
+            return Self.problem(503, "erasure_unavailable", "this node's erasure key cannot be read: \(error.shortDescription)")
+        }
+        guard let secret else {
+            return Self.problem(503, "erasure_unavailable", "this node has no fleet erasure key: configure [Export] ErasureKeyFile= "
+                                + "(or LoadCredential=erase-key:…) with the key every ingest host and node shares, then restart")
+        }
+        let subject: ErasureSubject = request.scope == .user ? .user(request.id) : .device(request.id)
+        let body = ErasureRecord.body(erasureID: request.erasureId, scope: subject.scope, subjectHash: secret.subjectHash(subject),
+                                      requestedAt: Timestamp.iso8601(millis: Posix.wallClockMillis()))
+        if let failure = events.acceptErasure(erasureID: request.erasureId, body: body) {
+            var response = Self.problem(failure.status, failure.code, failure.message)
+            if let seconds = failure.retryAfterSeconds { response.headers.append(("Retry-After", String(seconds))) }
+            return response
+        }
+        let status = "/v1/admin/erasures/" + request.erasureId
+        return Self.json(202, .object(["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false),
+                                       "statusScope": .string("node")]),
                          headers: [("Location", status)])
     }
 
@@ -527,7 +555,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         let id = call.parameters["erasureId"] ?? ""
         guard ErasureRequest.isValidErasureId(id), let status = ErasureRequests(stateDirectory: settings.stateDirectory).status(id) else {
-            return Self.problem(404, "not_found", "no such erasure (yet): pushspoold records it once it has journaled the request")
+            return Self.problem(404, "not_found", settings.events == nil
+                                ? "no such erasure (yet): pushspoold records it once it has journaled the request"
+                                : "no such erasure (yet): this node records it once it has applied the erasure from the stream")
         }
         return Self.json(200, status.jsonValue)
     }

@@ -12,6 +12,8 @@ import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
+import PushSystemd
+import PushUserData
 import Foundation
 
 /// `pushspool-inbox`: command line, configuration, then the server until SIGTERM/SIGINT.
@@ -111,10 +113,24 @@ package enum InboxServerMain {
         // pushspoold's start and `config check --for pushspool-inbox`. On a journal node
         // [Outbox] is pushspoold's, and pushspoold checks it.
         if inbox.source == .nats {
-            let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), for: .pushspoolInbox)
+            let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
+            let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), for: .pushspoolInbox,
+                                                            credentialsDirectory: credentials)
             guard problems.isEmpty else {
                 for problem in problems { err("pushspool-inbox: \(problem)\n") }
                 return 78
+            }
+            // The fleet erasure key, so this node resolves the erasure records in the stream
+            // (their hashes are under it). Only here: a journal-fed pushspool-inbox shares
+            // pushspoold's state directory, where pushspoold alone installs it.
+            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials) {
+                do {
+                    try Posix.mkdirs(configuration.journal.stateDirectory)
+                    try ErasureSecret.provision(stateDirectory: configuration.journal.stateDirectory, keyFile: keyFile, owner: nil)
+                } catch {
+                    err("pushspool-inbox: \(error)\n")
+                    return 78
+                }
             }
         }
         var secretPath = inbox.tokenSecretFile
@@ -274,7 +290,7 @@ package enum InboxServerMain {
     static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: DispatchSemaphore,
                                     exitStatus: Locked<Int32>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        let options: StreamInboxOptions
+        var options: StreamInboxOptions
         do throws(ExportError) {
             options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: instance,
                                              credentialsDirectory: credentials)
@@ -282,6 +298,8 @@ package enum InboxServerMain {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
             return .exit(78)
         }
+        options.erasureHook = EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } })
+        let events = EventLog(identifier: "pushspool-inbox")
         let follower: StreamInboxFollower
         // The fleet outbox works an event once the index applied it: each commit wakes it.
         let outbox = Locked<FleetOutbox?>(nil)
@@ -294,6 +312,7 @@ package enum InboxServerMain {
                 switch event {
                 case .resumed(let seq): hub.followerResumed(at: seq)
                 case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
+                case .erasure(let id, let seq, let outcome): erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events)
                 }
                 outbox.withLock { $0 }?.indexAdvanced()
             })
@@ -335,6 +354,24 @@ package enum InboxServerMain {
             }
         }
         return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher), fleetOutbox)
+    }
+
+    /// An erasure record from the stream, applied by the follower: the erased user's changes
+    /// leave the SSE ring; one that named no one here is a journald event (never the plain
+    /// id: the record holds only the hash, and so does the event).
+    static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, hub: EventHub, events: EventLog) {
+        switch outcome {
+        case .erased(let subject, _):
+            if case .user(let user) = subject { hub.forget(user: user) }
+        case .unmatched(let reason, _):
+            let why = reason == "no_key"
+                ? "this node has no erasure key (give the fleet one: [Export] ErasureKeyFile=)"
+                : "no user or device of this node's index matches it"
+            events.log(.erasureUnmatched, "erasure \(id) from the stream names no one here: \(why)",
+                       fields: [("ERASURE_ID", id), ("STREAM_SEQ", String(streamSeq)), (EventField.reasonCode, reason)])
+        case .alreadyDone:
+            break
+        }
     }
 
     /// `[Outbox] Enabled=yes` on a `Source=nats` node: the fleet outbox, pulling the events

@@ -5,6 +5,7 @@ import PushFollow
 import PushInbox
 import PushJournal
 import PushSystem
+import PushUserData
 
 /// Why the index cannot be built from the stream. `Sendable` value; `description` says
 /// what happened and what to do.
@@ -15,6 +16,8 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case gap(appliedSeq: UInt64, firstSeq: UInt64)
         case nats(ExportError)
         case index(InboxError)
+        /// An erasure record from the stream could not be applied here (retried).
+        case erasure(UserDataError)
     }
 
     package var kind: Kind
@@ -37,6 +40,7 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case .gap: "stream-gap"
         case .nats(let e): e.shortDescription
         case .index(let e): "index-\(e.shortDescription)"
+        case .erasure(let e): "erasure-\(e.shortDescription)"
         }
     }
 
@@ -49,6 +53,7 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
                 + "or keep the stream longer (its MaxAge/MaxMsgs must cover the inbox's)"
         case .nats(let e): "inbox index from stream \(stream): \(e)"
         case .index(let e): "\(e)"
+        case .erasure(let e): "applying an erasure from stream \(stream): \(e) (retried)"
         }
     }
 }
@@ -72,6 +77,13 @@ package struct StreamInboxOptions: Sendable {
     /// How long one fetch waits on the server when nothing is new (the follower's idle wait;
     /// a stop interrupts it).
     package var fetchWait: Duration = .seconds(10)
+    /// Applies the erasure records the stream carries to this node (``NodeErasure``), in the
+    /// follower and in `nc reindex --from-stream`; `nil` = they pass as any record.
+    package var erasure: NodeErasure?
+    /// Test seam: called with `erasure-received` (an erasure record is next, everything before
+    /// it committed) and `erasure-applied` (the node erased, the index not yet past the record);
+    /// the crash tests kill the process there.
+    package var erasureHook: @Sendable (String) -> Void = { _ in }
 
     package init(export: ExportOptions, indexPath: String, listModals: Bool, consumerName: String) {
         self.export = export
@@ -100,6 +112,8 @@ package struct StreamInboxOptions: Sendable {
                   consumerName: Self.consumerName(hostId: try export.resolvedHostId()))
         feeds = configuration.inboxFeeds
         retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
+        let state = configuration.journal.stateDirectory
+        erasure = NodeErasure(stateDirectory: state, indexPath: indexPath, fleetOutboxDirectory: StateLayout(root: state).fleetOutbox)
     }
 }
 
@@ -112,6 +126,10 @@ package enum StreamApplyEvent: Sendable {
     case resumed(appliedSeq: UInt64)
     /// `records` (stream seqs, no journal key) were committed; the index is at `appliedSeq`.
     case applied([JournalRecord], appliedSeq: UInt64)
+    /// The erasure record at `streamSeq` was applied to this node (before the index moves
+    /// past it): what the owner holds in memory of an ``NodeErasure/Outcome/erased(subject:status:)``
+    /// subject must go too; an unmatched one is logged.
+    case erasure(erasureID: String, streamSeq: UInt64, outcome: NodeErasure.Outcome)
 }
 
 /// Builds the inbox index from the export stream instead of the local journal, on a
@@ -286,17 +304,44 @@ package final class StreamInboxFollower: Follower, Sendable {
             JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
         }
         let before = session.consumerNext - min(session.consumerNext, 1)
-        let applied: UInt64
-        do throws(InboxError) {
-            try index.apply(journalRecords)
-            applied = try index.appliedSeq()
-        } catch {
-            session.consumer = nil  // what was fetched comes again from the stored seq
-            if error.isCorrupt || error.isStale { session.handle.close() }
-            throw InboxStreamError(.index(error), stream: stream)
+        var applied = before
+        func commit(_ chunk: ArraySlice<JournalRecord>) throws(InboxStreamError) {
+            guard !chunk.isEmpty else { return }
+            do throws(InboxError) {
+                try index.apply(Array(chunk))
+                applied = try index.appliedSeq()
+            } catch {
+                session.consumer = nil  // what was fetched comes again from the stored seq
+                if error.isCorrupt || error.isStale { session.handle.close() }
+                throw InboxStreamError(.index(error), stream: stream)
+            }
+            // Redelivered records (at or below what was applied) changed nothing: not reported.
+            observer(.applied(chunk.filter { $0.seq > before }, appliedSeq: applied))
         }
-        // Redelivered records (at or below what was applied) changed nothing: not reported.
-        observer(.applied(journalRecords.filter { $0.seq > before }, appliedSeq: applied))
+        // An erasure record covers what came before it in stream order: that is committed
+        // first, the erasure done next, and only then is the record itself applied, so the
+        // index's seq passes it only once this node erased (a crash in between redoes it).
+        var start = 0
+        if let erasure = options.erasure {
+            for (position, record) in records.enumerated() where record.streamSeq > before {
+                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
+                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                try commit(journalRecords[start..<position])
+                start = position
+                options.erasureHook("erasure-received")
+                let outcome: NodeErasure.Outcome
+                do throws(UserDataError) {
+                    outcome = try erasure.apply(erasureID: announced.erasureID, scope: announced.scope,
+                                                subjectHash: announced.subject, streamSeq: record.streamSeq)
+                } catch {
+                    session.consumer = nil  // the record comes again from the stored seq
+                    throw InboxStreamError(.erasure(error), stream: stream)
+                }
+                observer(.erasure(erasureID: announced.erasureID, streamSeq: record.streamSeq, outcome: outcome))
+                options.erasureHook("erasure-applied")
+            }
+        }
+        try commit(journalRecords[start...])
         // After the commit: a lost ack only costs a redelivery that apply skips.
         do throws(ExportError) { try consumer.acknowledgeFetched() } catch {
             session.consumer = nil
@@ -433,6 +478,30 @@ package final class StreamInboxFollower: Follower, Sendable {
         }
     }
 
+    /// Applies fetched records to an index being rebuilt, erasure records included: the
+    /// stream may still hold messages of a subject erased since (until every ingest host has
+    /// erased its copies), and a rebuild must not bring them back. As the follower does: what
+    /// came before an erasure record is committed, then erased, then the record applied.
+    private static func applyRebuilding(_ index: InboxIndex, _ records: [StreamRecord], options: StreamInboxOptions) throws {
+        let journalRecords = records.map {
+            JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
+        }
+        var start = 0
+        if var erasure = options.erasure {
+            // The file being built, not the one in place.
+            erasure.indexPath = index.path
+            for (position, record) in records.enumerated() {
+                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
+                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                if position > start { try index.apply(Array(journalRecords[start..<position])) }
+                start = position
+                _ = try erasure.apply(erasureID: announced.erasureID, scope: announced.scope, subjectHash: announced.subject,
+                                      streamSeq: record.streamSeq, rebuilding: true)
+            }
+        }
+        if start < journalRecords.count { try index.apply(Array(journalRecords[start...])) }
+    }
+
     private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
                              progress: (UInt64) -> Void) throws(ExportError) {
         let stream = options.export.stream
@@ -461,10 +530,10 @@ package final class StreamInboxFollower: Follower, Sendable {
             }
             quietSince = Posix.monotonicNanos()
             do {
-                try index.apply(records.map {
-                    JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
-                })
+                try applyRebuilding(index, records, options: options)
                 applied = try index.appliedSeq()
+            } catch let error as ExportError {
+                throw error
             } catch {
                 throw ExportError(.io, "\(error)")
             }

@@ -21,6 +21,8 @@ package struct ErasureError: Error, Sendable, CustomStringConvertible {
         case frameTooShort = "frame_too_short"
         /// A test hook stopped the erasure at a named step.
         case stopped
+        /// The state directory's `erase.key` is not the configured fleet key.
+        case keyMismatch = "key_mismatch"
     }
 
     package var code: Code
@@ -92,6 +94,66 @@ package struct ErasureSecret: Sendable, Equatable {
         if let existing = try load(stateDirectory: stateDirectory) { return existing }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        try install(bytes, stateDirectory: stateDirectory)
+        guard let made = try load(stateDirectory: stateDirectory) else {
+            throw ErasureError(.secret, "the erasure secret \(stateDirectory)/\(fileName) vanished while it was created")
+        }
+        return made
+    }
+
+    /// What ``provision(stateDirectory:key:)`` did. `Sendable` value.
+    package enum Provisioned: Sendable, Equatable {
+        /// The state directory had no secret: the fleet key is now its `erase.key`.
+        case installed
+        /// Its `erase.key` already is the fleet key.
+        case unchanged
+    }
+
+    /// Makes the fleet erasure key (`[Export] ErasureKeyFile=`, the same on every host and
+    /// node) this instance's secret: installed as `<state>/erase.key` (0600, synced, renamed
+    /// without replacing) when there is none, accepted when the one there is equal. One that
+    /// differs is refused (``ErasureError/Code/keyMismatch``, the daemon exits 78): the
+    /// tombstones, the dedup memory of erased pushes and the erasure records already written
+    /// hold hashes under it, and replacing it would silently unmatch them all. Two processes
+    /// installing at once both end with the key (the loser reads the winner's, equal).
+    @discardableResult
+    package static func provision(stateDirectory: String, key: ErasureSecret) throws(ErasureError) -> Provisioned {
+        let path = stateDirectory + "/" + fileName
+        guard key.bytes.count == size else {
+            throw ErasureError(.secret, "the fleet erasure key holds \(key.bytes.count) bytes, not \(size)")
+        }
+        var outcome = Provisioned.unchanged
+        if try load(stateDirectory: stateDirectory) == nil {
+            try install(key.bytes, stateDirectory: stateDirectory)
+            outcome = .installed
+        }
+        guard let present = try load(stateDirectory: stateDirectory) else {
+            throw ErasureError(.secret, "the erasure secret \(path) vanished while it was installed")
+        }
+        guard present == key else {
+            throw ErasureError(.keyMismatch, "\(path) differs from the fleet erasure key ([Export] ErasureKeyFile=, or the "
+                               + "credential erase-key): this instance's tombstones, dedup memory and erasure records already "
+                               + "hash under the key in \(path), so it is not replaced. Either configure that key as the fleet's "
+                               + "(copy \(path) to every host and node), or, on an instance that never erased anyone "
+                               + "(no erase/ directory and no tombstones), remove \(path) and start again")
+        }
+        return outcome
+    }
+
+    /// ``provision(stateDirectory:key:)`` with the key read from `keyFile` (32 raw bytes, a
+    /// regular file without group or other bits, `owner`'s when given: ``KeyFile/readSecret(path:size:owner:)``).
+    @discardableResult
+    package static func provision(stateDirectory: String, keyFile: String, owner: uid_t?) throws(ErasureError) -> Provisioned {
+        let bytes: [UInt8]
+        do { bytes = try KeyFile.readSecret(path: keyFile, size: size, owner: owner) } catch {
+            throw ErasureError(.secret, "the fleet erasure key: \(error.message)")
+        }
+        return try provision(stateDirectory: stateDirectory, key: ErasureSecret(bytes: bytes))
+    }
+
+    /// Writes `bytes` as `<state>/erase.key` when none is there: temp file (0600), fsync,
+    /// rename without replacing, directory fsync. An existing file is left as it is.
+    private static func install(_ bytes: [UInt8], stateDirectory: String) throws(ErasureError) {
         let temp = fileName + ".\(getpid()).tmp"
         let fs = RealFileSystem()
         do {
@@ -115,10 +177,6 @@ package struct ErasureSecret: Sendable, Equatable {
         } catch {
             throw ErasureError(.secret, "cannot create the erasure secret in \(stateDirectory): \(error)")
         }
-        guard let made = try load(stateDirectory: stateDirectory) else {
-            throw ErasureError(.secret, "the erasure secret \(stateDirectory)/\(fileName) vanished while it was created")
-        }
-        return made
     }
 
     /// HMAC-SHA256 of `text` under the secret, as hex.

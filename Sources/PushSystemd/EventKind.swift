@@ -48,6 +48,11 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// names a user or device here and its request went into the spool, `nothing_here`,
     /// `unusable_id` = it names an id here no erasure request can carry).
     case fleetErasure
+    /// An inbox node (`[Inbox] Source=nats`) read an erasure record from the stream that it
+    /// could not resolve (field `REASON_CODE`: `no_key`, no `erase.key`; `no_match`, no user
+    /// or device of its index hashes to the subject). Fields `ERASURE_ID`, `STREAM_SEQ`; never
+    /// the plain id.
+    case erasureUnmatched
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -78,6 +83,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .inboxIndexCorrupt: "65bf91cc6dcc4d4ba021ecf5abfcf7f7"
         case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
         case .fleetErasure: "8858e5c495f147ac90a5cabaa27450a4"
+        case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
         }
     }
 
@@ -87,7 +93,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .noSpace, .fatal: 2
         case .corruption, .reloadFailed: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure: 5
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched: 5
         case .ingested, .duplicate: 6
         }
     }

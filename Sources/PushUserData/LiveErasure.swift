@@ -40,6 +40,14 @@ package struct ErasureRequests: Sendable {
         package var journalRecords: Int
         /// The last failure (the eraser retries); never quotes the subject.
         package var lastError: String?
+        /// Set on an inbox node (`[Inbox] Source=nats`): `"node"`, this node's own part of an
+        /// erasure read from the stream, not the ingest hosts' status.
+        package var statusScope: String?
+        /// On an inbox node: the index items erased and the fleet outbox files removed.
+        package var inboxItems: Int?
+        package var outboxDeliveries: Int?
+        /// On an inbox node that could not resolve the subject: `no_key` or `no_match`.
+        package var unmatched: String?
 
         package init(erasureID: String, scope: String, subject: String, seq: UInt64) {
             self.erasureID = erasureID
@@ -52,11 +60,17 @@ package struct ErasureRequests: Sendable {
         }
 
         package var jsonValue: JSONValue {
-            .object([
+            var object: [String: JSONValue] = [
                 "erasureId": .string(erasureID), "scope": .string(scope), "subject": .string(subject),
                 "seq": .string(String(seq)), "steps": .array(steps.map { .string($0) }), "complete": .bool(complete),
                 "journalRecords": .integer(journalRecords), "lastError": lastError.map { .string($0) } ?? .null,
-            ])
+            ]
+            // Only a node's status has these: a journal host's document stays as it was.
+            if let statusScope { object["statusScope"] = .string(statusScope) }
+            if let inboxItems { object["inboxItems"] = .integer(inboxItems) }
+            if let outboxDeliveries { object["outboxDeliveries"] = .integer(outboxDeliveries) }
+            if let unmatched { object["unmatched"] = .string(unmatched) }
+            return .object(object)
         }
 
         init?(_ value: JSONValue) {
@@ -67,6 +81,10 @@ package struct ErasureRequests: Sendable {
             complete = o["complete"] == .bool(true)
             journalRecords = o["journalRecords"]?.intValue ?? 0
             lastError = o["lastError"]?.stringValue
+            statusScope = o["statusScope"]?.stringValue
+            inboxItems = o["inboxItems"]?.intValue
+            outboxDeliveries = o["outboxDeliveries"]?.intValue
+            unmatched = o["unmatched"]?.stringValue
         }
     }
 
@@ -145,10 +163,19 @@ package enum ErasureRecord {
 
     /// The erasure a record announces, or nil for any other record.
     package static func parse(_ record: JournalRecord) -> (erasureID: String, scope: ErasureScope, subject: String)? {
-        guard record.key.hasPrefix("erasure:"), case .object(let body)? = try? JSONParser(maxDepth: 4).parse(record.body),
+        parse(key: record.key, body: record.body)
+    }
+
+    /// The erasure a record keyed `key` with `body` announces (a journal record, or a stream
+    /// message whose `Nats-Msg-Id` carries the key), or nil for any other. The key must be
+    /// `erasure:<the body's erasureId>`: a body alone could be anyone's.
+    package static func parse(key: String, body bytes: [UInt8]) -> (erasureID: String, scope: ErasureScope, subject: String)? {
+        guard key.hasPrefix("erasure:"), case .object(let body)? = try? JSONParser(maxDepth: 4).parse(bytes),
               body["kind"]?.stringValue == "erasure", let id = body["erasureId"]?.stringValue, ErasureRequest.isValidErasureId(id),
               let scope = body["scope"]?.stringValue.flatMap(ErasureScope.init(rawValue:)),
-              let subject = body["subject"]?.stringValue else { return nil }
+              let subject = body["subject"]?.stringValue, key == "erasure:" + id,
+              subject.utf8.count == 64,
+              subject.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
         return (id, scope, subject)
     }
 }

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import PushCLI
 import PushConfig
 
@@ -58,7 +59,8 @@ package struct ConfigCommand: CtlSubcommand {
             if check {
                 // The daemon's own start-up check. Key-file ownership is left to the daemon
                 // when this runs as another user than the file's (an operator, not the service).
-                let problems = configuration.deploymentProblems(keyFileOwner: nil, for: program)
+                let problems = configuration.deploymentProblems(keyFileOwner: nil, for: program,
+                                                                credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
                 guard problems.isEmpty else {
                     for problem in problems { context.err("pushspoolctl: \(problem)\n") }
                     context.err("pushspoolctl: configuration is not valid: \(program.rawValue) would refuse to start (exit 78)\n")

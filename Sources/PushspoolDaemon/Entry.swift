@@ -49,12 +49,26 @@ package enum PushspoolDaemonMain {
         // What the file cannot say by itself (key files, vendor URLs): refused before the
         // journal is opened, with the status systemd reads as "configuration error" and the
         // same words `pushspoolctl config check` prints.
-        let problems = configuration.deploymentProblems(keyFileOwner: geteuid())
+        let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
+        let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), credentialsDirectory: credentials)
         if !problems.isEmpty {
             let text = problems.joined(separator: "; ")
             events.log(.fatal, "configuration error: \(text)", fields: [("CONFIG_FILE", arguments.configFile)])
             SystemdNotifier().failing(errno: EINVAL, status: "configuration error: \(text)")
             return 78  // EX_CONFIG
+        }
+        // The fleet erasure key becomes this instance's erase.key before anything reads it.
+        if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials) {
+            let state = configuration.journal.stateDirectory
+            do {
+                try Posix.mkdirs(state)
+                // Owner checked by deploymentProblems above for a named file; a credential's is systemd's.
+                try ErasureSecret.provision(stateDirectory: state, keyFile: keyFile, owner: nil)
+            } catch {
+                events.log(.fatal, "configuration error: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])
+                SystemdNotifier().failing(errno: EINVAL, status: "configuration error: \(error)")
+                return 78  // EX_CONFIG
+            }
         }
         let notifier = SystemdNotifier(statusInterval: configuration.status.interval)
         switch FaultHook.decide(environment: { getenv($0).map { String(cString: $0) } }) {

@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import Testing
 @testable import PushConfig
 
@@ -82,5 +83,58 @@ import Testing
         #expect(configuration.deploymentProblems(keyFileOwner: nil, for: .pushspoolInbox).isEmpty)
         configuration.outbox.enabled = false
         #expect(configuration.deploymentProblems(keyFileOwner: nil).isEmpty)
+    }
+}
+
+/// `[Export] ErasureKeyFile=` (or the credential `erase-key`): `config check` and both
+/// daemons' start refuse a key file they cannot read, of the wrong size, or open to group or
+/// others; a journal-fed pushspool-inbox does not install the key (pushspoold does), so its
+/// check skips it.
+@Suite struct ErasureKeyFileCheckTests {
+    static func directory() -> String {
+        var template = Array("/tmp/pushspool-erasekey-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    static func write(_ count: Int, to path: String, mode: mode_t) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let bytes = [UInt8](repeating: 7, count: count)
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        chmod(path, mode)
+    }
+
+    static func problems(_ configuration: Configuration, credentials: String? = nil,
+                         for program: Configuration.DeploymentProgram = .pushspoold) -> [String] {
+        configuration.deploymentProblems(keyFileOwner: nil, for: program, credentialsDirectory: credentials)
+            .filter { $0.contains("ErasureKeyFile") }
+    }
+
+    @Test func aKeyFileIsCheckedForReadabilitySizeAndMode() throws {
+        let dir = Self.directory()
+        var configuration = try ConfigurationLoader.load(text: "[Export]\nErasureKeyFile=\(dir)/key\n", path: "x.conf").0
+        #expect(configuration.export.erasureKeyFile == dir + "/key")
+        #expect(Self.problems(configuration).first?.contains("cannot open") == true)
+        Self.write(32, to: dir + "/key", mode: 0o600)
+        #expect(Self.problems(configuration).isEmpty)
+        Self.write(32, to: dir + "/key", mode: 0o644)
+        #expect(Self.problems(configuration).first?.contains("chmod 600") == true)
+        Self.write(16, to: dir + "/key", mode: 0o600)
+        #expect(Self.problems(configuration).first?.contains("holds 16 bytes, not 32") == true)
+        // A journal-fed pushspool-inbox leaves the key to pushspoold; a stream-fed one installs it.
+        #expect(Self.problems(configuration, for: .pushspoolInbox).isEmpty)
+        configuration.inbox.source = .nats
+        #expect(!Self.problems(configuration, for: .pushspoolInbox).isEmpty)
+    }
+
+    @Test func withoutASettingTheCredentialIsUsedWhenPresent() throws {
+        let dir = Self.directory()
+        let configuration = Configuration()
+        #expect(configuration.export.erasureKeyPath(credentialsDirectory: dir) == nil)
+        #expect(Self.problems(configuration, credentials: dir).isEmpty)
+        Self.write(32, to: dir + "/erase-key", mode: 0o640)
+        #expect(configuration.export.erasureKeyPath(credentialsDirectory: dir) == dir + "/erase-key")
+        #expect(Self.problems(configuration, credentials: dir).first?.contains("chmod 600") == true)
+        #expect(configuration.export.erasureKeyPath(credentialsDirectory: nil) == nil)
     }
 }

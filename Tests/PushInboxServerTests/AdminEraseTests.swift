@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Foundation
+import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
@@ -104,5 +105,56 @@ import TestSupport
         #expect(Self.post(api, "/v1/admin/users/al%ZZice/erase", token: Self.adminToken).0 == 400)
         #expect(Self.post(api, "/v1/admin/users/%00/erase", token: Self.adminToken).0 == 400)
         #expect(try setup.requests().isEmpty)
+    }
+}
+
+/// On a stream-fed node (an ``EventSink`` set) the admin route publishes the erasure record
+/// itself: the body names only the subject's hash under the node's `erase.key`, the answer
+/// says the status is the node's; without a key nothing is published and the answer is 503.
+@Suite struct NodeAdminEraseTests {
+    final class Recording: EventSink, Sendable {
+        let published = Locked<[(String, [UInt8])]>([])
+        func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? { nil }
+        func acceptErasure(erasureID: String, body: [UInt8]) -> EventSinkFailure? {
+            published.withLock { $0.append((erasureID, body)) }
+            return nil
+        }
+    }
+
+    static func api(_ setup: AdminEraseTests.Setup, sink: Recording) throws -> InboxAPI {
+        try setup.spool.create()
+        try Posix.mkdirs(setup.state)
+        return InboxAPI(settings: .init(indexPath: setup.state + "/inbox/index.sqlite", mediaDirectory: setup.state + "/media",
+                                        spool: setup.spool, retention: nil, events: sink,
+                                        adminToken: Array(AdminEraseTests.adminToken.utf8), stateDirectory: setup.state),
+                        auth: AdminEraseTests.secret, hub: EventHub(indexPath: setup.state + "/inbox/index.sqlite", changes: .follower),
+                        stats: ServerStats())
+    }
+
+    @Test func aNodePublishesTheErasureRecordNamingOnlyTheHash() throws {
+        let setup = AdminEraseTests.Setup()
+        let sink = Recording()
+        let api = try Self.api(setup, sink: sink)
+        // No key: refused, nothing published.
+        let (refused, problem) = AdminEraseTests.post(api, "/v1/admin/users/alice/erase", token: AdminEraseTests.adminToken)
+        #expect(refused == 503 && problem?["error"]?.stringValue == "erasure_unavailable", "\(String(describing: problem))")
+        #expect(sink.published.withLock { $0.isEmpty })
+
+        let key = ErasureSecret(bytes: Array(0..<32))
+        try ErasureSecret.provision(stateDirectory: setup.state, key: key)
+        let (status, body) = AdminEraseTests.post(api, "/v1/admin/users/alice/erase", token: AdminEraseTests.adminToken)
+        #expect(status == 202 && body?["statusScope"]?.stringValue == "node", "\(String(describing: body))")
+        let id = try #require(body?["erasureId"]?.stringValue)
+        let (publishedID, record) = try #require(sink.published.withLock { $0.first })
+        #expect(publishedID == id)
+        let parsed = try #require(ErasureRecord.parse(key: "erasure:" + id, body: record))
+        #expect(parsed.erasureID == id && parsed.scope == .user && parsed.subject == key.subjectHash(.user("alice")))
+        #expect(!String(decoding: record, as: UTF8.self).contains("alice"))
+        // Nothing went into the spool: no pushspoold journals for a node.
+        #expect(try setup.requests().isEmpty)
+        // Its status is 404 until the node applied the record from the stream.
+        let response = api.handle(HTTPRequest(method: "GET", path: "/v1/admin/erasures/" + id,
+                                              headers: ["authorization": "Bearer " + AdminEraseTests.adminToken]))
+        #expect(response.status == 404)
     }
 }

@@ -210,6 +210,24 @@ import PushModuleOptions
         #expect(hub.changes(user: "alice", after: 0, upTo: .max).isEmpty)
     }
 
+    /// An erasure applied on an inbox node: the ring forgets the user's changes (it names the
+    /// user), keeps everyone else's and its window.
+    @Test func anErasedUserLeavesTheRing() throws {
+        let hub = EventHub(indexPath: "/nonexistent/index.sqlite", changes: .follower)
+        hub.followerResumed(at: 0)
+        func event(_ seq: UInt64, user: String) -> JournalRecord {
+            let body = JSONValue.object(["kind": .string("event"), "type": .string("nc.read"), "eventId": .string("e\(seq)"),
+                                         "user": .string(user), "item": .integer(1)])
+            return JournalRecord(seq: seq, ingestMillis: 0, key: "", body: body.serialized(), segment: "", offset: 0)
+        }
+        hub.followerApplied([event(1, user: "alice"), event(2, user: "bob"), event(3, user: "alice")], appliedSeq: 3)
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == [1, 3])
+        hub.forget(user: "alice")
+        #expect(hub.changes(user: "alice", after: 0, upTo: .max).isEmpty)
+        #expect(hub.changes(user: "bob", after: 0, upTo: .max).map(\.seq) == [2])
+        #expect(hub.window == EventHub.Window(coveredAfter: 0, readSeq: 3))
+    }
+
     /// Where a state change goes on a `Source=nats` node: to the stream through the sink,
     /// not into the spool. When NATS is out of reach: 503 `stream_unavailable` with
     /// Retry-After, one line in the log for the outage, and the Idempotency-Key free again,
