@@ -190,6 +190,10 @@ extension InboxFromStreamTests {
         defer { if process.isRunning { kill(process.processIdentifier, SIGTERM); process.waitUntilExit() } }
         let port = try Self.port(node, process)
         try waitUntil(timeout: 60, "the node applied the stream") { (Self.appliedSeq(node) ?? 0) >= 8 }
+        // The ingest host would follow the node's erasure from the stream (FleetEraseIngestTests)
+        // and erase alice's pushes there too; stopped, it leaves them, so that the rebuild
+        // below can only drop her by applying the erasure record.
+        #expect(ingest.stop() == 0)
 
         func admin(_ method: String, _ path: String) throws -> InboxServerHarness.Reply {
             let result = try ProcessRunner.run("/usr/bin/curl", ["-s", "-S", "-i", "--max-time", "20", "-X", method,
@@ -220,8 +224,9 @@ extension InboxFromStreamTests {
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         try Self.expectAliceGoneBobKept(node: node)
-        // The stream still holds alice's pushes (no ingest host here follows erasures): an
-        // index rebuilt from it applies the erasure record again and stays without her.
+        // The stream still holds alice's pushes (the ingest host was stopped before it could
+        // follow the erasure): an index rebuilt from it applies the erasure record again and
+        // stays without her.
         let (rebuilt, _, rebuildError) = try node.ctl(["nc", "reindex", "--from-stream"])
         #expect(rebuilt == 0, "\(rebuildError)")
         #expect(try UserEraseTests.listed(node, "alice") == 0)

@@ -35,7 +35,9 @@
 #    restarted: each installed it as its erase.key. A
 #    user erased through node 1's admin route (202, statusScope node): both nodes apply the
 #    record from the stream and no longer list the user; every other user's `nc list`/`nc
-#    count` is unchanged on both.
+#    count` is unchanged on both; every ingest host follows the erasure from the stream
+#    (same erasure id, complete), its `journal cat` no longer names the user and its
+#    `journal verify` is clean.
 # Vendor deliveries (the stand-in receives exactly one NCPushOpen for the open of step 2, and
 # one NCPushOpen transaction, i.e. one transactionId, for each open of step 3: a node killed
 # mid-POST leaves a repeat of it to another node) need the outbox to run fleet-wide (issue 23).
@@ -626,8 +628,19 @@ status=$(curl -s --max-time 15 -o "$work/erasure.body" -w '%{http_code}' -H "Aut
 check "GET /v1/admin/erasures/$erasure_id on node 1: node 1's status, complete ($(cat "$work/erasure.body" 2>/dev/null))" \
   bash -c '[[ $1 == 200 && $(jq -r "[.statusScope, .complete] | @tsv" "$2") == $(printf "node\ttrue") ]]' _ "$status" "$work/erasure.body"
 check "no node's status names $erased_user" bash -c '! grep -rq -- "\"$1\"" "$2"/erase "$3"/erase' _ "$erased_user" "$(node_state 1)" "$(node_state 2)"
-# The ingest hosts erase their journals once they follow erasures from the stream (not
-# checked here): the nodes are.
+# Every ingest host follows the erasure from the stream: it finds the user among its own
+# records by the same keyed hash, and its eraser tombstones them under the same erasure id.
+ingest_done() {
+  ctl_i "$1" user erase --status --json | jq -e --arg id "$erasure_id" 'select(.erasureId == $id and .complete)' >/dev/null
+}
+not() { ! "$@"; }
+quietly() { "$@" >/dev/null; }
+names_erased_user() { ctl_i "$1" journal cat | grep -qE -- "\"user\":\"$erased_user\"|@${#erased_user}:$erased_user:"; }
+for i in "${instances[@]}"; do
+  check "pushspoold@$i followed erasure $erasure_id from the stream and completed it" poll "$WAIT" ingest_done "$i"
+  check "pushspoold@$i: journal cat names $erased_user no more" not names_erased_user "$i"
+  check "pushspoold@$i: journal verify is clean" quietly ctl_i "$i" journal verify
+done
 
 # ---------------------------------------------------------------- stop
 note "stop"
