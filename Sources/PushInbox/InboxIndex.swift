@@ -197,18 +197,25 @@ package final class InboxIndex {
                 }
                 let indexed = try Self.meta(db, "retention_ms") ?? 0
                 if indexed != retentionMillis ?? 0 { throw InboxError(.retentionMismatch(indexedMillis: indexed), path: path) }
+                // The WAL's checkpoints leave the committing thread (WALCheckpointer.swift).
+                try db.checkpointInBackground()
             }
         } catch let error as SQLiteError {
             if error.isCantOpen { throw InboxError(.missing, path: path) }
             throw InboxError(.sqlite(error), path: path)
         } catch let error as InboxError {
             throw error
+        } catch let error as SystemError {
+            throw InboxError(.io(error), path: path)
         } catch {
             throw InboxError(.io(SystemError(call: "sqlite", errno: EIO, subject: path)), path: path)
         }
         var st = stat()
         fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
     }
+
+    /// Whether this connection's WAL checkpoints run on a ``WALCheckpointer`` (every writer's do).
+    package var checkpointsInBackground: Bool { db.backgroundCheckpointer != nil }
 
     /// Rewrites `APPLIED` after a commit, when this index announces.
     private func announce(_ seq: UInt64) {
@@ -970,7 +977,9 @@ package final class InboxIndex {
         try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds, retention: retention) { fresh in
             try fill(fresh)
             let result = (appliedSeq: try fresh.appliedSeq(), items: try fresh.itemCount())
-            // One self-contained file: no WAL of its own to carry along.
+            // One self-contained file: no WAL of its own to carry along (and no other
+            // connection, which journal_mode=DELETE needs).
+            fresh.db.stopCheckpointingInBackground()
             try fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
             return result
@@ -1022,6 +1031,7 @@ package final class InboxIndex {
     package static func replaceWithEmpty(path: String, listModals: Bool, feeds: [InboxFeed] = [],
                                          retention: Duration? = nil) throws(InboxError) {
         _ = try buildAside(path: path, tag: "fresh", listModals: listModals, feeds: feeds, retention: retention) { fresh in
+            fresh.db.stopCheckpointingInBackground()
             _ = try fresh.db.pragmaText("PRAGMA journal_mode=DELETE")
             return (0, 0)
         }

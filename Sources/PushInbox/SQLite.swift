@@ -1,4 +1,5 @@
 internal import CSQLite
+import PushSystem
 
 /// A failed SQLite call. `Sendable` value carrying the (extended) result code and SQLite's
 /// message, so a caller can tell `SQLITE_BUSY` from `SQLITE_CORRUPT` without parsing text.
@@ -42,19 +43,26 @@ package final class SQLiteDatabase {
         case readOnly
         /// Read-write, creating the file when missing.
         case readWriteCreate
+        /// Read-write, never creating: a file that is gone stays gone.
+        case readWrite
     }
 
     package let path: String
     private let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
+    /// Set by ``checkpointInBackground()``; stopped after the connection is closed.
+    package private(set) var backgroundCheckpointer: WALCheckpointer?
 
     /// Opens `path` (wraps `sqlite3_open_v2`) with a `busy_timeout`, so a writer waiting for
     /// another's lock retries inside SQLite rather than failing with `SQLITE_BUSY` at once.
     package init(path: String, mode: Mode, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?
-        let flags = (mode == .readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-            | SQLITE_OPEN_NOMUTEX
+        let flags = switch mode {
+        case .readOnly: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
+        case .readWriteCreate: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        case .readWrite: SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        }
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard let db else {
             throw SQLiteError(code: rc, operation: "open", message: String(cString: sqlite3_errstr(rc)), path: path)
@@ -80,6 +88,32 @@ package final class SQLiteDatabase {
     deinit {
         statements.removeAll()
         sqlite3_close_v2(handle)
+        backgroundCheckpointer?.stop()
+    }
+
+    /// Stops the ``WALCheckpointer`` and closes its connection, before a step that needs this
+    /// connection alone on the file (`PRAGMA journal_mode=DELETE`); the caller checkpoints
+    /// from then on.
+    package func stopCheckpointingInBackground() {
+        guard let checkpointer = backgroundCheckpointer else { return }
+        sqlite3_wal_hook(handle, nil, nil)
+        checkpointer.stop()
+        backgroundCheckpointer = nil
+    }
+
+    /// Hands this writer's WAL checkpoints to a ``WALCheckpointer``: a WAL hook (which
+    /// replaces SQLite's automatic checkpoint, wraps sqlite3_wal_hook(3)) wakes it after a
+    /// commit that leaves the WAL at its threshold or above, and the commit returns at once.
+    package func checkpointInBackground() throws(SystemError) {
+        guard backgroundCheckpointer == nil else { return }
+        let checkpointer = try WALCheckpointer(path: path)
+        backgroundCheckpointer = checkpointer
+        // Unretained: this connection holds the checkpointer until after it is closed, and
+        // SQLite calls the hook only inside a commit on it.
+        sqlite3_wal_hook(handle, { context, _, _, pages in
+            if let context { Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages) }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
 
     func error(_ operation: String) -> SQLiteError {
