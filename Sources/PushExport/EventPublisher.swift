@@ -107,19 +107,7 @@ package final class EventPublisher: Sendable {
                          ingestMillis: Int64 = Posix.wallClockMillis()) throws(ExportError) -> PublishOutcome {
         let (subject, msgId, body, headers) = message(for: event, ingestMillis: ingestMillis, fingerprint: fingerprint)
         return try client.withLock { client throws(ExportError) -> PublishOutcome in
-            let inBackground = background.withLock { $0.started }
-            if let current = client, current.isClosed || !current.isConnected {
-                current.close()
-                client = nil
-                if inBackground { connectorWake.signal() }
-            }
-            if client == nil {
-                if inBackground {
-                    throw ExportError(.connect, "no connection to NATS at \(options.urls.joined(separator: ",")) (connecting in the background)")
-                }
-                client = try connect()
-            }
-            guard let connected = client else { throw ExportError(.connect, "not connected") }
+            let connected = try usableConnection(&client)
             do throws(ExportError) {
                 let ack = try connected.publish(subject: subject, msgId: msgId, body: body, headers: headers)
                 guard ack.duplicate, let fingerprint,
@@ -130,7 +118,7 @@ package final class EventPublisher: Sendable {
                 // Whatever libnats still holds for this connection goes with it.
                 connected.close()
                 client = nil
-                if inBackground { connectorWake.signal() }
+                if background.withLock({ $0.started }) { connectorWake.signal() }
                 var error = error
                 error.message = "publishing event \(event.eventId) to stream \(options.stream) on \(subject): " + error.message
                 throw error

@@ -37,22 +37,3 @@ enum StopHook {
         return .arm(point, pass: pass)
     }
 }
-
-/// TEST HOOK, not an operator feature: `PUSHSPOOL_TEST_ERASE_KILL_AT=<step>` makes `pushspoold`
-/// SIGKILL itself when its eraser reaches a named step of a live erasure (`started`,
-/// `planned`, `journal segment-temp NAME`, `journal segment-renamed NAME`, `journal
-/// before-checkpoint`, `journal-done`, `inbox-done`, `outbox-done`, `quarantine-done`,
-/// `status-done`, `media-done`, `stream-done`, `subject-removed`; a step matches when it starts
-/// with the text given), so the crash tests can stop an erasure exactly there. Needs
-/// `PUSHSPOOL_ALLOW_FAULT_INJECTION=1` and a debug build, like `StopHook`.
-enum EraseKillHook {
-    static let variable = "PUSHSPOOL_TEST_ERASE_KILL_AT"
-
-    static func hook(environment: (String) -> String?) -> @Sendable (String) -> Void {
-        guard FaultHook.compiledIn, environment(FaultHook.allowVariable) == "1",
-              let spec = environment(variable), !spec.isEmpty else { return { _ in } }
-        return { step in
-            if step.hasPrefix(spec) { kill(getpid(), SIGKILL) }
-        }
-    }
-}
