@@ -188,7 +188,7 @@ package final class Exporter: Follower, Sendable {
 
     /// PubAcks, failures and connection changes come on libnats' threads: they wake the step.
     package func attached(wake: @escaping @Sendable () -> Void) {
-        sink.onChange.withLock { $0 = wake }
+        sink.onChange.set(wake)
         control.withLock { $0.running = true }
     }
 

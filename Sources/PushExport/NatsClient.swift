@@ -10,9 +10,9 @@ package final class AckSink: Sendable {
     /// The last publish error text, for status.
     let lastFailure = Locked<String?>(nil)
     /// Called after every PubAck, failure and connection change (the exporter's runner wakes).
-    package let onChange = Locked<(@Sendable () -> Void)?>(nil)
+    package let onChange = CallbackSlot<Void>()
 
-    func changed() { onChange.withLock { $0 }?() }
+    func changed() { onChange() }
 
     /// Stage timestamps for the benchmark; `nil` in the daemon.
     let trace: ExportTrace?

@@ -124,10 +124,10 @@ package final class FleetOutbox: Follower, Sendable {
     private let onNotice: @Sendable (OutboxNotice) -> Void
     private let interrupt = NatsInterrupt()
     private let stopping = StopSignal()
-    private let wake = Locked<(@Sendable () -> Void)?>(nil)
+    private let wake = CallbackSlot<Void>()
     private let snapshot = Locked(FleetOutboxStatus())
     private let work: Locked<FleetWorker>
-    private let onChange = Locked<(@Sendable () -> Void)?>(nil)
+    private let onChange = CallbackSlot<Void>()
 
     /// `appliedSeq`: the stream seq this node's index has applied; an event past it waits
     /// (``indexAdvanced()`` wakes the outbox). `onNotice`: parked and failed deliveries,
@@ -151,11 +151,11 @@ package final class FleetOutbox: Follower, Sendable {
         snapshot.withLock { $0 = worker.status }
         work = Locked(worker)
         retrySender = FleetRetrySender(options: options.outbox, store: store, onNotice: onNotice)
-        retrySender.observe { onChange.withLock { $0 }?() }
+        retrySender.observe { onChange() }
     }
 
     /// `change` is called (on the outbox's threads; keep it short) whenever the counts change.
-    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.withLock { $0 = change } }
+    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.set(change) }
 
     /// Sends dead letters `pushspoolctl outbox retry` hands back; a follower of its own (run it
     /// next to this one), so that a retry goes out while this one waits in a fetch.
@@ -181,16 +181,16 @@ package final class FleetOutbox: Follower, Sendable {
     /// Keeps `status` and tells `onChange` when it differs from what was kept: an idle outbox's
     /// fetches, every 10 s, do not wake the status reporter.
     private static func store(_ status: FleetOutboxStatus, in snapshot: Locked<FleetOutboxStatus>,
-                              onChange: Locked<(@Sendable () -> Void)?>) {
+                              onChange: CallbackSlot<Void>) {
         let changed = snapshot.withLock { kept in
             defer { kept = status }
             return kept != status
         }
-        if changed { onChange.withLock { $0 }?() }
+        if changed { onChange() }
     }
 
     /// The index applied more of the stream: an event waiting for it can go.
-    package func indexAdvanced() { wake.withLock { $0 }?() }
+    package func indexAdvanced() { wake() }
 
     // MARK: Follower
 
@@ -201,7 +201,7 @@ package final class FleetOutbox: Follower, Sendable {
 
     package var statusDetail: String? { status.summary }
 
-    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.withLock { $0 = wake } }
+    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.set(wake) }
 
     /// Aborts a POST in flight (within about a second) and a fetch waiting on the server.
     package func stopRequested() {

@@ -38,8 +38,8 @@ package final class FleetRetrySender: Follower, Sendable {
     private let snapshot = Locked(FleetRetryCounts())
     private let stopping = StopSignal()
     private let onNotice: @Sendable (OutboxNotice) -> Void
-    private let onChange = Locked<(@Sendable () -> Void)?>(nil)
-    private let wake = Locked<(@Sendable () -> Void)?>(nil)
+    private let onChange = CallbackSlot<Void>()
+    private let wake = CallbackSlot<Void>()
     private let retryWatch = Locked<DirectoryWatch?>(nil)
 
     init(options: OutboxOptions, store: OutboxStore, onNotice: @escaping @Sendable (OutboxNotice) -> Void) {
@@ -53,7 +53,7 @@ package final class FleetRetrySender: Follower, Sendable {
     package var counts: FleetRetryCounts { snapshot.withLock { $0 } }
 
     /// `change` is called (on this follower's thread) when the counts change.
-    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.withLock { $0 = change } }
+    package func observe(_ change: @escaping @Sendable () -> Void) { onChange.set(change) }
 
     // MARK: Follower
 
@@ -61,7 +61,7 @@ package final class FleetRetrySender: Follower, Sendable {
 
     package func durableSeq() -> UInt64? { nil }
 
-    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.withLock { $0 = wake } }
+    package func attached(wake: @escaping @Sendable () -> Void) { self.wake.set(wake) }
 
     /// Aborts a POST in flight (within about a second); it stays pending for the next start.
     package func stopRequested() { stopping.set() }
@@ -85,7 +85,7 @@ package final class FleetRetrySender: Follower, Sendable {
             defer { kept = counts }
             return kept != counts
         }
-        if changed { onChange.withLock { $0 }?() }
+        if changed { onChange() }
         for notice in notices { onNotice(notice) }
         guard let next else { return .wake(atMost: nil) }
         return .wake(atMost: .milliseconds(max(1, next - Posix.wallClockMillis())))
@@ -93,7 +93,7 @@ package final class FleetRetrySender: Follower, Sendable {
 
     /// Starts the inotify watch on `retry/` once a runner steps the sender.
     private func watchRetries() {
-        guard let wake = wake.withLock({ $0 }) else { return }
+        guard let wake = wake.current else { return }
         let directory = self.directory
         let failure: String? = retryWatch.withLock { watch in
             guard watch == nil else { return nil }

@@ -359,11 +359,11 @@ package final class EventHub: Sendable {
     package var openStreams: Int { state.withLock { $0.open } }
 
     /// Called when a stream opens or closes (the status reporter's count of streams).
-    package let onStreamsChanged = Locked<(@Sendable () -> Void)?>(nil)
+    package let onStreamsChanged = CallbackSlot<Void>()
 
     func opened() {
         state.withLock { $0.open += 1 }
-        onStreamsChanged.withLock { $0 }?()
+        onStreamsChanged()
     }
 
     func closedStream(_ stream: EventStream) {
@@ -371,7 +371,7 @@ package final class EventHub: Sendable {
             $0.open -= 1
             $0.suspended[ObjectIdentifier(stream)] = nil
         }
-        onStreamsChanged.withLock { $0 }?()
+        onStreamsChanged()
     }
 
     /// Suspends `connection` and remembers it, under the lock so a wake-up cannot slip

@@ -245,9 +245,9 @@ package enum InboxServerMain {
                 + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused" + outbox)
             return summaryPending
         }
-        stats.onChange.withLock { $0 = { status.changed() } }
+        stats.onChange.set { status.changed() }
         fleetOutbox?.observe { status.changed() }
-        hub.onStreamsChanged.withLock { $0 = { status.changed() } }
+        hub.onStreamsChanged.set { status.changed() }
         let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
         let services = ServiceGroup(members.compactMap { $0 })
         // SIGHUP is taken and ignored (the configuration is read at start).

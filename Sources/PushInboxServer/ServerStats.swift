@@ -38,9 +38,9 @@ package final class ServerStats: Sendable {
 
     /// Called after every counted request and auth failure: the status reporter wakes on it
     /// instead of a timer.
-    package let onChange = Locked<(@Sendable () -> Void)?>(nil)
+    package let onChange = CallbackSlot<Void>()
 
-    private func changed() { onChange.withLock { $0 }?() }
+    private func changed() { onChange() }
 
     func record(route: String, status: Int, nanos: UInt64) {
         defer { changed() }

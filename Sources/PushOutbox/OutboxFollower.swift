@@ -39,7 +39,7 @@ package final class OutboxFollower: Follower, Sendable {
     private let onNotice: @Sendable (OutboxNotice) -> Void
     /// Wakes the runner when `pushspoolctl outbox retry` moves dead letters into `retry/`.
     private let retryWatch = Locked<DirectoryWatch?>(nil)
-    private let wake = Locked<(@Sendable () -> Void)?>(nil)
+    private let wake = CallbackSlot<Void>()
 
     /// Creates `<state>/outbox/` and loads pending deliveries; runs nothing until a runner
     /// steps it (or `catchUp()`). `onNotice` is called on the stepping thread (keep it short:
@@ -74,7 +74,7 @@ package final class OutboxFollower: Follower, Sendable {
     package func stopRequested() { stopping.set() }
 
     package func attached(wake: @escaping @Sendable () -> Void) {
-        self.wake.withLock { $0 = wake }
+        self.wake.set(wake)
     }
 
     package func finish() {
@@ -114,7 +114,7 @@ package final class OutboxFollower: Follower, Sendable {
     /// Starts the watch on `retry/` once a runner steps the follower: dead letters an operator
     /// sends again are taken at once, not at the next commit.
     private func watchRetries() {
-        guard let wake = wake.withLock({ $0 }) else { return }
+        guard let wake = wake.current else { return }
         retryWatch.withLock { watch in
             guard watch == nil else { return }
             let directory = OutboxStore(stateDirectory: options.stateDirectory).retryDirectory

@@ -12,6 +12,9 @@ import Glibc
 /// `scripts/tsan.supp` needs no lock-shaped holes. Uncontended cost is one atomic
 /// exchange each way, like `Mutex`.
 ///
+/// A callback is kept in a ``CallbackSlot``, not as the state itself: read through
+/// `withLock`, a bare closure comes back wrapped in two more thunks each time.
+///
 /// `@unchecked Sendable`: the state is reached only inside `withLock`, under the mutex.
 package final class Locked<State: ~Copyable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

@@ -11,14 +11,14 @@ import PushSystemd
 ///
 /// `Sendable`: the source is behind a lock.
 package final class RetentionFloor: Sendable {
-    private let source = Locked<(@Sendable () -> UInt64?)?>(nil)
+    private let source = CallbackSlot<UInt64?>()
 
     package init() {}
 
     /// Called once by the daemon, before the followers start.
-    package func set(_ floor: @escaping @Sendable () -> UInt64?) { source.withLock { $0 = floor } }
+    package func set(_ floor: @escaping @Sendable () -> UInt64?) { source.set(floor) }
 
-    package func callAsFunction() -> UInt64? { source.withLock { $0 }?() }
+    package func callAsFunction() -> UInt64? { source() ?? nil }
 }
 
 /// Everything retention retires, in one pass on the retention thread (never the ingest path):
