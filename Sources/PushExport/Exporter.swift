@@ -292,6 +292,7 @@ package final class Exporter: Follower, Sendable {
         }
         var published = 0
         let stepStarted = trace == nil ? 0 : now
+        session.reader!.announcedLastSeq = context.announcedLastSeq
         while sink.window.withLock({ $0.pending }) < maxPending, published < maxPending, !context.stopRequested() {
             let record: JournalRecord?
             do { record = try session.reader!.next() } catch {

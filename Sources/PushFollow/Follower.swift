@@ -55,6 +55,9 @@ package struct FollowerContext: Sendable {
     /// The journal's last committed seq, as announced by the writer (in process) or the
     /// committed-seq mark (across processes).
     package let journalLastSeq: UInt64
+    /// ``journalLastSeq`` when it comes from the journal writer's own feed, else `nil`: the
+    /// bound a follower may give its ``JournalReader`` (``JournalReader/announcedLastSeq``).
+    package let announcedLastSeq: UInt64?
     /// True once the runner was asked to stop: a long step (an HTTP request, a big batch)
     /// checks it and returns early.
     package let stopRequested: @Sendable () -> Bool
@@ -63,8 +66,9 @@ package struct FollowerContext: Sendable {
     package let othersDurable: @Sendable () -> UInt64?
 
     package init(journalLastSeq: UInt64, stopRequested: @escaping @Sendable () -> Bool,
-                 othersDurable: @escaping @Sendable () -> UInt64? = { nil }) {
+                 othersDurable: @escaping @Sendable () -> UInt64? = { nil }, announcedByTheWriter: Bool = false) {
         self.journalLastSeq = journalLastSeq
+        announcedLastSeq = announcedByTheWriter ? journalLastSeq : nil
         self.stopRequested = stopRequested
         self.othersDurable = othersDurable
     }

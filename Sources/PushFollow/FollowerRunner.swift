@@ -224,7 +224,8 @@ package final class FollowerRunner: Sendable {
         var stalledAt: UInt64?
         var stalls = 0
         while !stopRequested() {
-            let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested, othersDurable: othersDurable)
+            let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested, othersDurable: othersDurable,
+                                          announcedByTheWriter: commits.speaksForTheJournal)
             flags.poked.store(false, ordering: .releasing)
             let next: FollowerNext
             do {

@@ -152,7 +152,8 @@ package final class InboxFollower: Follower, Sendable {
     /// Applies the journal past the index, then what fell due by now (expiries, snoozes'
     /// ends: InboxTimed.swift); returns how many records applied and how long the follower
     /// may sleep before something else falls due (`nil`: nothing pending).
-    private func runBatches(shouldStop: @escaping @Sendable () -> Bool) throws(InboxError) -> (applied: Int, dueIn: Duration?) {
+    private func runBatches(shouldStop: @escaping @Sendable () -> Bool,
+                            announcedLastSeq: UInt64? = nil) throws(InboxError) -> (applied: Int, dueIn: Duration?) {
         var notice: InboxNotice?
         let outcome: Result<(Int, UInt64, Duration?), InboxError> = worker.withLock { worker in
             do throws(InboxError) {
@@ -170,6 +171,7 @@ package final class InboxFollower: Follower, Sendable {
                     worker.reader!.seek(toSeq: next)
                     worker.readerNextSeq = next
                 }
+                worker.reader!.announcedLastSeq = announcedLastSeq
                 let applied: Int
                 do throws(InboxError) {
                     applied = try index.catchUp(reader: worker.reader!, batchSize: batchSize, shouldStop: shouldStop)
@@ -246,7 +248,7 @@ package final class InboxFollower: Follower, Sendable {
         let applied: Int
         let dueIn: Duration?
         do throws(InboxError) {
-            (applied, dueIn) = try runBatches(shouldStop: context.stopRequested)
+            (applied, dueIn) = try runBatches(shouldStop: context.stopRequested, announcedLastSeq: context.announcedLastSeq)
         } catch {
             // Kept in the runner's status and retried after a backoff (the journal or the disk
             // may come back); never fatal to the daemon.

@@ -19,8 +19,15 @@ package final class CommitFeed: Sendable {
 
     private let state: Locked<State>
 
-    package init(lastSeq: UInt64 = 0) {
+    /// True for the feed of a journal writer: every durable record is at or below
+    /// ``lastSeq``, so a reader may stop there without looking at the files
+    /// (``JournalReader/announcedLastSeq``). False for a feed made only to wake a follower
+    /// (tests, pushspool-inbox's stream followers), whose ``lastSeq`` says nothing of a journal.
+    package let speaksForTheJournal: Bool
+
+    package init(lastSeq: UInt64 = 0, speaksForTheJournal: Bool = false) {
         state = Locked(State(lastSeq: lastSeq))
+        self.speaksForTheJournal = speaksForTheJournal
     }
 
     /// The last committed seq announced.

@@ -130,7 +130,7 @@ package final class JournalWriter: Sendable {
         self.directory = directory
         self.options = options
         self.core = core
-        commits = CommitFeed(lastSeq: lastSeq)
+        commits = CommitFeed(lastSeq: lastSeq, speaksForTheJournal: true)
         var stats = JournalWriterStats()
         stats.segments = segments
         stats.lastSeq = lastSeq

@@ -86,7 +86,7 @@ package final class OutboxFollower: Follower, Sendable {
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         watchRetries()
-        let result = work.withLock { $0.step(now: Posix.wallClockMillis()) }
+        let result = work.withLock { $0.step(now: Posix.wallClockMillis(), announcedLastSeq: context.announcedLastSeq) }
         publish(result.notices)
         // Deliveries already queued went out in this step; what failed is taking new records.
         if let failure = result.journalFailure { throw FollowerError("outbox_journal", failure) }
@@ -222,10 +222,12 @@ final class Worker {
         return status
     }
 
-    func step(now: Int64) -> StepResult {
+    /// `announcedLastSeq`: the writer's last seq when the runner has it (see
+    /// ``JournalReader/announcedLastSeq``).
+    func step(now: Int64, announcedLastSeq: UInt64? = nil) -> StepResult {
         var result = StepResult()
         absorbRetries()
-        result.moreJournal = enqueueFromJournal(limit: 1024)
+        result.moreJournal = enqueueFromJournal(limit: 1024, announcedLastSeq: announcedLastSeq)
         result.journalFailure = journalFailure
         result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
         mappingNotices = []
@@ -262,7 +264,7 @@ final class Worker {
     }
 
     /// Maps journal records after the cursor; returns whether more may be waiting.
-    func enqueueFromJournal(limit: Int) -> Bool {
+    func enqueueFromJournal(limit: Int, announcedLastSeq: UInt64? = nil) -> Bool {
         do throws(OutboxError) {
             if reader == nil {
                 do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: cursor + 1) } catch {
@@ -270,6 +272,7 @@ final class Worker {
                 }
             }
             guard let reader else { return false }
+            reader.announcedLastSeq = announcedLastSeq
             var last = cursor
             var count = 0
             // A stop ends the batch early; the cursor still covers exactly what was queued.

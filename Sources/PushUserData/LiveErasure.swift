@@ -300,6 +300,7 @@ package final class EraserFollower: Follower, Sendable {
             }
             cursor.reader = reader
         }
+        reader.announcedLastSeq = context.announcedLastSeq
         var read = 0
         var last = from
         while read < Self.batch, !context.stopRequested() {

@@ -15,7 +15,7 @@ import TestSupport
 /// 2. Export alone: a fresh exporter over the same journal (another stream), records/s.
 /// 3. Steady: R files/s for S seconds with export on; export lag from journal commit to
 ///    PubAck (p50/p99) and drop to PubAck (p50/p99/p999; issue 21's target at 1,000/s: p99
-///    ≤ 5 ms), polling the exporter's acknowledged seq every 0.5 ms; beside it, in the same
+///    ≤ 5 ms), each PubAck stamped in its callback (``ExportTrace``); beside it, in the same
 ///    run, the C loop's drop-to-durable latency at the same rate. `--steady-only` runs only this.
 func runExportBench(arguments: [String]) {
     if !exportBench(arguments: arguments) { exit(1) }
@@ -184,22 +184,7 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         var usageBefore = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usageBefore)
         exporter.start(commits: steadyDaemon.commits)
-        let acks = Locked<[UInt64: UInt64]>([:])
         let total = rate * seconds
-        let polling = Atomic<Bool>(true)
-        let poller = Thread {
-            var seen: UInt64 = 0
-            while polling.load(ordering: .relaxed) {
-                let acked = exporter.acknowledgedInMemory
-                if acked > seen {
-                    let now = Posix.monotonicNanos()
-                    acks.withLock { for seq in (seen + 1)...acked { $0[seq] = now } }
-                    seen = acked
-                }
-                usleep(500)
-            }
-        }
-        poller.start()
         let interval = 1_000_000_000 / UInt64(rate)
         let begin = Posix.monotonicNanos()
         var dropTimes = [UInt64](repeating: 0, count: total)
@@ -209,8 +194,9 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
             steady.drop(name: "s\(i).json", bytes: payload(1_000_000 + i))
             dropTimes[i] = Posix.monotonicNanos()
         }
-        while acks.withLock({ $0.count }) < total { usleep(2_000) }
-        polling.store(false, ordering: .relaxed)
+        // Completion only: each record's PubAck time is stamped in the PubAck callback
+        // (``ExportTrace``), so this wait's period does not enter any figure.
+        while exporter.acknowledgedInMemory < UInt64(total) { usleep(5_000) }
         var usageAfter = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usageAfter)
         var load = [Double](repeating: 0, count: 3)
@@ -219,7 +205,9 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         steadyDaemon.requestStop()
         while !steadyDaemon.hasReturned { usleep(5_000) }
         let committed = commits.withLock { $0 }
-        let acked = acks.withLock { $0 }
+        // When the exporter's acknowledged seq reached each record (all before it acked too),
+        // stamped in libnats' PubAck callback.
+        let acked = trace.stamps.compactMapValues { $0.cursor > 0 ? $0.cursor : nil }
         let lags = LatencyPercentiles(committed.compactMap { seq, at in acked[seq].map { $0 > at ? $0 - at : 0 } })
         let indexes = dropped.withLock { $0 }
         let dropToAck = LatencyPercentiles(indexes.compactMap { seq, index in
@@ -227,12 +215,11 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         })
         print(String(format: "export lag (commit to PubAck) p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d records (woken by the commit)",
                      lags.p50, lags.p99, lags.max, lags.count))
-        // Where the time goes. The polled figures above and below carry up to ~0.6 ms of the
-        // poller's sleep; the trace's stamps are taken where each stage happens.
+        // Where the time goes: the trace's stamps are taken where each stage happens.
         func cpu(_ u: rusage) -> Double {
             Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
         }
-        print(String(format: "  load average %.2f; this process (daemon, exporter, libnats, producer, poller) used %.1f µs CPU per record",
+        print(String(format: "  load average %.2f; this process (daemon, exporter, libnats, producer) used %.1f µs CPU per record",
                      load[0], (cpu(usageAfter) - cpu(usageBefore)) / Double(total) * 1e6))
         func pad(_ text: String) -> String { text + String(repeating: " ", count: max(1, 45 - text.count)) }
         let dropToCommit = LatencyPercentiles(indexes.compactMap { seq, index in
@@ -244,14 +231,8 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
             let p = LatencyPercentiles(stage.nanos)
             print("  " + pad(stage.name) + String(format: "p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms", p.p50, p.p99, p.max))
         }
-        let stamps = trace.stamps
-        let dropToCursor = LatencyPercentiles(indexes.compactMap { seq, index in
-            stamps[seq].flatMap { $0.cursor > 0 ? ($0.cursor > dropTimes[index] ? $0.cursor - dropTimes[index] : 0) : nil }
-        })
-        print("  " + pad("drop -> cursor moved (traced, not polled)") + String(format: "p50 %6.2f ms  p99 %6.2f ms  p999 %6.2f ms  max %6.2f ms",
-                     dropToCursor.p50, dropToCursor.p99, dropToCursor.p999, dropToCursor.max))
-        print(String(format: "drop to PubAck p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms", dropToAck.p50, dropToAck.p99,
-                     dropToAck.p999, dropToAck.max)
+        print(String(format: "drop to PubAck (stamped in the PubAck callback) p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d records", dropToAck.p50, dropToAck.p99,
+                     dropToAck.p999, dropToAck.max, dropToAck.count)
               + (loop.map { String(format: "; p99 %.2f× the C loop's drop to durable (%.2f ms)", dropToAck.p99 / max(0.001, $0.p99), $0.p99) } ?? "")
               + (rate == 1_000 ? " (target at 1,000/s: p99 ≤ 5 ms)" : ""))
         BenchResults.shared.add("export lag at \(rate)/s, \(mode)",

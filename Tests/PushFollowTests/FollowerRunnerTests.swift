@@ -14,6 +14,8 @@ private final class CountingFollower: Follower, Sendable {
     let failuresLeft: Locked<Int>
     let batch: UInt64
     let finished = Locked(false)
+    /// What the last step was told of the writer's announcement.
+    let lastAnnounced = Locked<UInt64??>(nil)
 
     init(name: String = "count", batch: UInt64 = 10, failFirst: Int = 0) {
         self.name = name
@@ -25,6 +27,7 @@ private final class CountingFollower: Follower, Sendable {
 
     func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         stepsTaken.withLock { $0 += 1 }
+        lastAnnounced.withLock { $0 = .some(context.announcedLastSeq) }
         if failuresLeft.withLock({ left -> Bool in
             guard left > 0 else { return false }
             left -= 1
@@ -68,6 +71,19 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(runner.stop(deadline: Posix.monotonicNanos() + 5_000_000_000))
         #expect(follower.finished.withLock { $0 })
         #expect(runner.status.running == false)
+    }
+
+    /// A step may bound its journal reader by the last seq only when the feed is a writer's:
+    /// a feed made to wake a follower says nothing of what the journal holds.
+    @Test func onlyAWritersFeedAnnouncesTheJournalsLastSeq() throws {
+        for (feed, expected) in [(CommitFeed(lastSeq: 12, speaksForTheJournal: true), UInt64?.some(12)), (CommitFeed(lastSeq: 12), nil)] {
+            let follower = CountingFollower()
+            let runner = FollowerRunner(follower, commits: feed)
+            try runner.start()
+            #expect(waitFor { follower.durableSeq() == 12 })
+            #expect(follower.lastAnnounced.withLock { $0 } == .some(expected))
+            #expect(runner.stop(deadline: Posix.monotonicNanos() + 5_000_000_000))
+        }
     }
 
     @Test func aCommitBetweenStepAndWaitIsNotMissed() throws {
