@@ -44,7 +44,8 @@ package final class JournalReader {
     /// returns `nil` without touching a file. A caught-up follower woken by every commit
     /// otherwise probed the segment twice, re-read its size and listed the journal
     /// directory at each step, for nothing: at 1,000 records a second that listing was a
-    /// fifth of the exporter's CPU. `nil` = read the files to know (other processes, the CLI).
+    /// fifth of the exporter's CPU. Records up to it are durable, so the `COMMITTED` mark is
+    /// not read for them either. `nil` = read the files to know (other processes, the CLI).
     package var announcedLastSeq: UInt64?
 
     /// Opens a reader positioned at `fromSeq` (0 or 1 = from the beginning).
@@ -110,6 +111,11 @@ package final class JournalReader {
             }
             switch probe {
             case .record(let header, let key, let json):
+                if committedOnly, header.seq > committedBound, let announcedLastSeq, header.seq <= announcedLastSeq {
+                    // Announced by the writer after its sync (and after it wrote the mark):
+                    // no need to read the mark file to know.
+                    committedBound = announcedLastSeq
+                }
                 if committedOnly, header.seq > committedBound {
                     // Re-read the watermark only when a record passes the cached one.
                     guard let mark = readCommittedMark(directory, fs: fileSystem) else {

@@ -20,6 +20,13 @@ import SimulatedFS
         while let record = try reader.next() { seqs.append(record.seq) }
         #expect(seqs == Array(1...40))
 
+        // Reading announced records does not open the COMMITTED mark file.
+        let fresh = try JournalReader(directory: simJournal, fromSeq: 1, fileSystem: fs)
+        fresh.announcedLastSeq = writer.commits.lastSeq
+        let opensBefore = fs.opened(JournalFiles.committed)
+        while try fresh.next() != nil {}
+        #expect(fs.opened(JournalFiles.committed) == opensBefore)
+
         // Caught up: another look costs no call at all.
         let before = fs.calls
         for _ in 0..<10 { #expect(try reader.next() == nil) }

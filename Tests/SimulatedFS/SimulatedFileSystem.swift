@@ -104,6 +104,8 @@ package final class SimulatedFileSystem: FileSystem {
         var locks: [Int: Int32] = [:]
         var calls = 0
         var callsByName: [String: Int] = [:]
+        /// Opens by the last component of the path (tests count reads of one file).
+        var opensByName: [String: Int] = [:]
         var mutations = 0
         var crashAfter: Int?
         var dead = false
@@ -199,6 +201,11 @@ package final class SimulatedFileSystem: FileSystem {
     /// Calls so far (all kinds).
     package var calls: Int {
         state.withLock { $0.calls }
+    }
+
+    /// How many times a file named `name` (the last path component) was opened.
+    package func opened(_ name: String) -> Int {
+        state.withLock { $0.opensByName[name] ?? 0 }
     }
 
     package var openFileCount: Int {
@@ -300,6 +307,7 @@ package final class SimulatedFileSystem: FileSystem {
     private func openCommon(_ call: String, base: Int32?, _ path: String, _ flags: Int32) throws(SystemError) -> Int32 {
         let creates = flags & O_CREAT != 0 || flags & O_TRUNC != 0
         return try state.withLock { (state) throws(SystemError) -> Int32 in
+            state.opensByName[String(path.split(separator: "/").last ?? ""), default: 0] += 1
             var baseInode = 0
             if let base {
                 guard let file = state.files[base] else { throw Self.error(call, EBADF, path) }
