@@ -65,7 +65,7 @@ package final class NatsWorkConsumer {
     package let stream: String
     package let config: WorkConsumerConfig
     private let client: NatsClient
-    private var subscription: OpaquePointer?
+    private let subscription: OpaquePointer
     /// Fetched messages not yet acknowledged, refused or released, by stream seq.
     private var held: [UInt64: OpaquePointer] = [:]
 
@@ -73,25 +73,13 @@ package final class NatsWorkConsumer {
         self.client = client
         self.stream = stream
         self.config = config
-        let nameC = strdup(config.name), streamC = strdup(stream), filterC = strdup(config.filterSubject)
+        let nameC = strdup(config.name), filterC = strdup(config.filterSubject)
         defer {
             free(nameC)
-            free(streamC)
             free(filterC)
         }
         try Self.ensure(client: client, stream: stream, config: config, nameC: nameC, filterC: filterC)
-        var options = jsSubOptions()
-        jsSubOptions_Init(&options)
-        options.Stream = UnsafePointer(streamC)
-        options.Consumer = UnsafePointer(nameC)
-        var sub: OpaquePointer?
-        var code = jsErrCode(0)
-        let subscribed = js_PullSubscribe(&sub, client.js, nil, config.name, nil, &options, &code)
-        guard subscribed == NATS_OK, let sub else {
-            throw ExportError(.consume, "binding to consumer \(config.name) of \(stream): \(natsText(subscribed)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: subscribed.rawValue))
-        }
-        subscription = sub
+        subscription = try JetStreamPull.bind(js: client.js, stream: stream, consumer: config.name)
     }
 
     /// Creates the consumer, or brings an existing one's limits to `config` (two workers that
@@ -160,28 +148,22 @@ package final class NatsWorkConsumer {
     deinit {
         for message in held.values { natsMsg_Destroy(message) }
         // Destroy, not unsubscribe: the durable consumer stays on the server for every worker.
-        if let subscription { natsSubscription_Destroy(subscription) }
+        natsSubscription_Destroy(subscription)
     }
 
     /// Up to `batch` messages, waiting up to `timeout` for the first (empty when none came).
     /// Each is held until ``acknowledge(_:)``, ``refuse(_:delay:)`` or ``release(_:)``.
     package func fetch(batch: Int, timeout: Duration) throws(ExportError) -> [WorkMessage] {
-        var list = natsMsgList()
-        var code = jsErrCode(0)
-        let status = natsSubscription_Fetch(&list, subscription, Int32(clamping: max(1, batch)), max(1, timeout.clampedMilliseconds), &code)
-        if status == NATS_TIMEOUT { return [] }
-        guard status == NATS_OK else {
-            throw ExportError(.consume, "fetching from consumer \(config.name): \(natsText(status))", natsStatus: Int32(bitPattern: status.rawValue))
-        }
         var out: [WorkMessage] = []
-        for i in 0..<Int(list.Count) {
-            guard let msg = list.Msgs[i], let fetched = FetchedMessage(msg) else { continue }
+        for msg in try JetStreamPull.fetch(subscription, batch: batch, timeout: timeout, consumer: config.name) {
+            guard let fetched = FetchedMessage(msg) else {
+                natsMsg_Destroy(msg)
+                continue
+            }
             out.append(WorkMessage(streamSeq: fetched.streamSeq, deliveries: fetched.deliveries, journalSeq: fetched.journalSeq,
                                    ingestMillis: fetched.ingestMillis, body: fetched.body))
             if let earlier = held.updateValue(msg, forKey: fetched.streamSeq) { natsMsg_Destroy(earlier) }
-            list.Msgs[i] = nil  // held; natsMsgList_Destroy skips it
         }
-        natsMsgList_Destroy(&list)
         return out
     }
 

@@ -34,13 +34,19 @@ extension NatsClient {
         let (first, last, messages) = try streamBounds(stream)
         var report = StreamErasureReport()
         guard messages > 0, last >= first, last > 0 else { return report }
-        let scan = try StreamScan(js: js, stream: stream)
+        // Uniquely named, so that two erasures at once each read the whole stream; deleted when
+        // the scan ends, or by the server a minute after a crash.
+        let scan = try NatsPullConsumer(client: self, stream: stream,
+                                        config: PullConsumerConfig(name: .unique(prefix: "pushspool-erase-scan-"), ack: .none,
+                                                                   inactiveThreshold: .seconds(60), batch: batch))
         var code = jsErrCode(0)
         var reached = false
         while !reached {
             // The server answers a fetch at once while it has messages; a timeout therefore
             // means none is left below `last` (the rest were deleted meanwhile).
-            let batchMessages = try scan.fetch(batch: batch, timeout: .seconds(5))
+            let batchMessages = try scan.fetch(timeout: .seconds(5)) { msg in
+                DeliveryPosition(msg).map { (seq: $0.streamSeq, pending: $0.pending, stored: NatsClient.stored(msg)) }
+            }
             if batchMessages.isEmpty { break }
             for (seq, pending, stored) in batchMessages {
                 if seq > last {
@@ -60,89 +66,6 @@ extension NatsClient {
             }
         }
         return report
-    }
-}
-
-/// A one-off pull consumer over a whole stream, from its first message, without acks (the
-/// erasure's scan). It is named uniquely and deleted when the scan ends; if the process dies
-/// first, the server drops it after its inactive threshold. Wraps js_AddConsumer(3),
-/// js_PullSubscribe(3), natsSubscription_Fetch(3), js_DeleteConsumer(3).
-///
-/// Not `Sendable`: owns the subscription; one thread uses it.
-private final class StreamScan {
-    private let js: OpaquePointer
-    private let subscription: OpaquePointer
-    private let stream: String
-    private let name: String
-
-    init(js: OpaquePointer, stream: String) throws(ExportError) {
-        self.js = js
-        self.stream = stream
-        var random = SystemRandomNumberGenerator()
-        name = "pushspool-erase-scan-" + String(random.next() as UInt64, radix: 16)
-        let nameC = strdup(name), streamC = strdup(stream)
-        defer {
-            free(nameC)
-            free(streamC)
-        }
-        var config = jsConsumerConfig()
-        jsConsumerConfig_Init(&config)
-        config.Durable = UnsafePointer(nameC)
-        config.DeliverPolicy = js_DeliverAll
-        config.AckPolicy = js_AckNone
-        config.InactiveThreshold = Duration.seconds(60).clampedNanoseconds
-        var code = jsErrCode(0)
-        var info: UnsafeMutablePointer<jsConsumerInfo>?
-        let added = js_AddConsumer(&info, js, stream, &config, nil, &code)
-        guard added == NATS_OK else {
-            throw ExportError(added == NATS_NOT_FOUND ? .noStream : .stream,
-                              "reading \(stream) for the erasure: \(natsText(added)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: added.rawValue))
-        }
-        jsConsumerInfo_Destroy(info)
-        var options = jsSubOptions()
-        jsSubOptions_Init(&options)
-        options.Stream = UnsafePointer(streamC)
-        options.Consumer = UnsafePointer(nameC)
-        var sub: OpaquePointer?
-        let status = js_PullSubscribe(&sub, js, nil, nameC, nil, &options, &code)
-        guard status == NATS_OK, let sub else {
-            _ = js_DeleteConsumer(js, stream, name, nil, &code)
-            throw ExportError(.stream, "reading \(stream) for the erasure: \(natsText(status)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: status.rawValue))
-        }
-        subscription = sub
-    }
-
-    deinit {
-        natsSubscription_Destroy(subscription)
-        var code = jsErrCode(0)
-        _ = js_DeleteConsumer(js, stream, name, nil, &code)
-    }
-
-    /// Up to `batch` messages in stream order, with each one's stream seq and the number the
-    /// consumer still holds after it; empty when none came within `timeout`.
-    func fetch(batch: Int, timeout: Duration) throws(ExportError) -> [(seq: UInt64, pending: UInt64, message: NatsClient.StoredMessage)] {
-        var list = natsMsgList()
-        var code = jsErrCode(0)
-        let status = natsSubscription_Fetch(&list, subscription, Int32(clamping: max(1, batch)), max(1, timeout.clampedMilliseconds), &code)
-        if status == NATS_TIMEOUT { return [] }
-        guard status == NATS_OK else {
-            throw ExportError(.stream, "reading \(stream) for the erasure: \(natsText(status)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: status.rawValue))
-        }
-        defer { natsMsgList_Destroy(&list) }
-        var out: [(seq: UInt64, pending: UInt64, message: NatsClient.StoredMessage)] = []
-        out.reserveCapacity(Int(list.Count))
-        for i in 0..<Int(list.Count) {
-            guard let msg = list.Msgs[i] else { continue }
-            var meta: UnsafeMutablePointer<jsMsgMetaData>?
-            guard natsMsg_GetMetaData(&meta, msg) == NATS_OK, let meta else { continue }
-            let seq = meta.pointee.Sequence.Stream, pending = meta.pointee.NumPending
-            jsMsgMetaData_Destroy(meta)
-            out.append((seq, pending, NatsClient.stored(msg)))
-        }
-        return out
     }
 }
 

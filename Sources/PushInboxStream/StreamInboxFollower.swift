@@ -284,7 +284,7 @@ package final class StreamInboxFollower: Follower, Sendable {
         }
         let records: [StreamRecord]
         do throws(ExportError) {
-            records = try consumer.fetch(batch: options.batchSize, timeout: wait)
+            records = try consumer.fetch(timeout: wait)
         } catch {
             // Start over with a fresh consumer (and connection, when it is gone).
             session.consumer = nil
@@ -412,8 +412,8 @@ package final class StreamInboxFollower: Follower, Sendable {
             throw InboxStreamError(.gap(appliedSeq: applied, firstSeq: firstSeq), stream: stream)
         }
         do throws(ExportError) {
-            let consumer = try NatsPullConsumer(client: client, stream: stream, name: options.consumerName, startSeq: applied + 1,
-                                                maxAckPending: max(options.batchSize * 2, 1000))
+            let consumer = try NatsPullConsumer(client: client, stream: stream,
+                                                config: Self.consumerConfig(options.consumerName, startSeq: applied + 1, options: options))
             session.consumer = consumer
             session.consumerNext = applied + 1
             session.generation = session.handle.generation
@@ -502,6 +502,13 @@ package final class StreamInboxFollower: Follower, Sendable {
         if start < journalRecords.count { try index.apply(Array(journalRecords[start...])) }
     }
 
+    /// The follower's and the rebuild's consumer: its own, acknowledged a batch at a time once
+    /// the batch is in the index, with room for two batches out.
+    private static func consumerConfig(_ name: String, startSeq: UInt64, options: StreamInboxOptions) -> PullConsumerConfig {
+        PullConsumerConfig(name: .durable(name), ack: .all(maxPending: max(options.batchSize * 2, 1000)), startSeq: startSeq,
+                           batch: options.batchSize)
+    }
+
     private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
                              progress: (UInt64) -> Void) throws(ExportError) {
         let stream = options.export.stream
@@ -513,15 +520,15 @@ package final class StreamInboxFollower: Follower, Sendable {
         }
         let first = max(1, bounds.firstSeq)
         do { try index.startAfter(first - 1) } catch { throw ExportError(.io, "\(error)") }
-        let consumer = try NatsPullConsumer(client: client, stream: stream, name: options.consumerName + "-rebuild", startSeq: first,
-                                            maxAckPending: max(options.batchSize * 2, 1000))
+        let consumer = try NatsPullConsumer(client: client, stream: stream,
+                                            config: consumerConfig(options.consumerName + "-rebuild", startSeq: first, options: options))
         defer { consumer.delete() }
         var applied = first - 1
         var quietSince = Posix.monotonicNanos()
         // Up to the last seq the stream had when the rebuild began; what comes later the
         // follower applies. A deleted message leaves a hole below it: the quiet limit ends that.
         while applied < bounds.lastSeq {
-            let records = try consumer.fetch(batch: options.batchSize, timeout: .seconds(2))
+            let records = try consumer.fetch(timeout: .seconds(2))
             if records.isEmpty {
                 let now = Posix.monotonicNanos()
                 if now &- quietSince >= patience.clampedUInt64Nanoseconds { break }
