@@ -37,39 +37,73 @@ extension InboxIndex {
         }
     }
 
+    /// The statements that find and delete one erasure scope's items, each reading `items`
+    /// through the scope's index (`items_owner`, `items_device`): one statement for both scopes
+    /// (`device = ?1 OR owner = ?2`) read the whole table. Tests pin each to its index.
+    /// Parameters: ?1 the subject in its column (the owner key `u:<user>`, or the device id),
+    /// ?2 the `before` bound, ?3 the owner key (only where the statement names it).
+    package struct ErasureSQL: Sendable {
+        /// The owners other than the subject's whose items go: their counters are recounted.
+        /// `nil` for a user, whose items have no other owner.
+        package let otherOwners: StaticString?
+        package let itemFeeds: StaticString
+        package let due: StaticString
+        /// The log of timed changes also names the owner.
+        package let timedChanges: StaticString
+        package let items: StaticString
+
+        package var all: [StaticString] { [otherOwners, itemFeeds, due, timedChanges, items].compactMap { $0 } }
+
+        /// By owner. `u:<user>` owns exactly the user's items.
+        package static let user = ErasureSQL(
+            otherOwners: nil,
+            itemFeeds: "DELETE FROM item_feeds WHERE seq IN (SELECT seq FROM items WHERE owner = ?1 AND seq < ?2)",
+            due: "DELETE FROM due WHERE seq IN (SELECT seq FROM items WHERE owner = ?1 AND seq < ?2)",
+            timedChanges: """
+                DELETE FROM timed_changes WHERE (owner = ?3 AND item < ?2)
+                    OR item IN (SELECT seq FROM items WHERE owner = ?1 AND seq < ?2)
+                """,
+            items: "DELETE FROM items WHERE owner = ?1 AND seq < ?2")
+
+        /// By device: the items naming it, whoever owns them. Its own `d:<device>` items name
+        /// it too (an item is owned by its device only when it has no user, ``owner(user:device:)``).
+        package static let device = ErasureSQL(
+            otherOwners: "SELECT DISTINCT owner FROM items WHERE device = ?1 AND seq < ?2 AND owner IS NOT NULL AND owner != ?3",
+            itemFeeds: "DELETE FROM item_feeds WHERE seq IN (SELECT seq FROM items WHERE device = ?1 AND seq < ?2)",
+            due: "DELETE FROM due WHERE seq IN (SELECT seq FROM items WHERE device = ?1 AND seq < ?2)",
+            timedChanges: """
+                DELETE FROM timed_changes WHERE (owner = ?3 AND item < ?2)
+                    OR item IN (SELECT seq FROM items WHERE device = ?1 AND seq < ?2)
+                """,
+            items: "DELETE FROM items WHERE device = ?1 AND seq < ?2")
+    }
+
     /// The deletes of ``erase(path:subject:before:)``, inside its transaction.
     private static func eraseRows(_ db: SQLiteDatabase, subject: DataSubject, before: UInt64) throws(SQLiteError) -> Int {
-        let ownerKey = switch subject {
-        case .user(let id): InboxOwner.user(id).key
-        case .device(let id): InboxOwner.device(id).key
+        let (sql, key, ownerKey) = switch subject {
+        case .user(let id): (ErasureSQL.user, InboxOwner.user(id).key, InboxOwner.user(id).key)
+        case .device(let id): (ErasureSQL.device, id, InboxOwner.device(id).key)
         }
-        // Every statement selects the subject's items as `(device = ?1 OR owner = ?2) AND seq
-        // < ?3`: ?1 is NULL for a user (never equal), so only its owner key matches. SQLite
-        // integers are signed: `.max` (everything) is bound as Int64.max.
-        func bound(_ statement: SQLiteStatement) throws(SQLiteError) -> SQLiteStatement {
-            if case .device(let id) = subject { try statement.bind(1, id) } else { try statement.bind(1, nil as String?) }
-            try statement.bind(2, ownerKey)
-            try statement.bind(3, Int64(clamping: before))
+        // SQLite integers are signed: `.max` (everything) is bound as Int64.max.
+        func bound(_ text: StaticString) throws(SQLiteError) -> SQLiteStatement {
+            let statement = try db.statement(text)
+            try statement.bind(1, key)
+            try statement.bind(2, Int64(clamping: before))
+            if statement.parameterCount >= 3 { try statement.bind(3, ownerKey) }
             return statement
         }
         // A device's items may belong to users: their counters are recounted after.
         var owners: [String] = []
-        let select = try bound(db.statement("""
-            SELECT DISTINCT owner FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3 AND owner IS NOT NULL AND owner != ?2
-            """))
-        while try select.step() { if let owner = select.text(0) { owners.append(owner) } }
-        select.reset()
-        // What hangs off the items first, while the subquery still finds them; the log of
-        // timed changes also names the owner.
-        try bound(db.statement("""
-            DELETE FROM item_feeds WHERE seq IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)
-            """)).run()
-        try bound(db.statement("DELETE FROM due WHERE seq IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)")).run()
-        try bound(db.statement("""
-            DELETE FROM timed_changes WHERE (owner = ?2 AND item < ?3)
-                OR item IN (SELECT seq FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3)
-            """)).run()
-        try bound(db.statement("DELETE FROM items WHERE (device = ?1 OR owner = ?2) AND seq < ?3")).run()
+        if let otherOwners = sql.otherOwners {
+            let select = try bound(otherOwners)
+            while try select.step() { if let owner = select.text(0) { owners.append(owner) } }
+            select.reset()
+        }
+        // What hangs off the items first, while the subquery still finds them.
+        try bound(sql.itemFeeds).run()
+        try bound(sql.due).run()
+        try bound(sql.timedChanges).run()
+        try bound(sql.items).run()
         let count = Int(clamping: db.changes)
 
         let preferences = try db.statement("DELETE FROM preferences WHERE owner = ?1")

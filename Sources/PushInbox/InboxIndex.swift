@@ -271,6 +271,9 @@ package final class InboxIndex {
                     snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
+            // A device's items, for its erasure (InboxErasure.swift); added to schema 6 files by
+            // `IF NOT EXISTS` when the writer opens them, as no row changes.
+            try db.execute("CREATE INDEX IF NOT EXISTS items_device ON items(device, seq) WHERE device IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items(owner, expires_at, hidden, seen, read) WHERE expires_at IS NOT NULL")
             try db.execute("CREATE INDEX IF NOT EXISTS items_age ON items(owner, ingested_at, hidden, seen, read)")
             try db.execute("CREATE INDEX IF NOT EXISTS items_modal ON items(owner, seq) WHERE presentation = 'modal'")

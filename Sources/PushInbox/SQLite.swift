@@ -143,6 +143,20 @@ package final class SQLiteDatabase {
         return statement
     }
 
+    /// What `EXPLAIN QUERY PLAN` says of `sql`: the `detail` of each step, such as
+    /// `SEARCH items USING INDEX items_owner (owner=? AND seq<?)`. For tests that pin a
+    /// statement to an index; the statement is prepared apart from the cache and not run.
+    package func queryPlan(_ sql: StaticString) throws(SQLiteError) -> [String] {
+        var raw: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, "EXPLAIN QUERY PLAN " + sql.description, -1, &raw, nil) == SQLITE_OK, let raw else {
+            throw error("prepare")
+        }
+        let statement = SQLiteStatement(raw, database: self)
+        var details: [String] = []
+        while try statement.step() { details.append(statement.text(3) ?? "") }
+        return details
+    }
+
     /// Rows changed by the last INSERT/UPDATE/DELETE (`sqlite3_changes64`).
     package var changes: Int64 { sqlite3_changes64(handle) }
 
@@ -187,6 +201,9 @@ package final class SQLiteStatement {
         sqlite3_reset(raw)
         sqlite3_clear_bindings(raw)
     }
+
+    /// The largest parameter index the statement names (`sqlite3_bind_parameter_count`).
+    package var parameterCount: Int32 { sqlite3_bind_parameter_count(raw) }
 
     package func bind(_ index: Int32, _ value: Int64?) throws(SQLiteError) {
         let rc = value.map { sqlite3_bind_int64(raw, index, $0) } ?? sqlite3_bind_null(raw, index)

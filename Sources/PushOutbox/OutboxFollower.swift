@@ -48,12 +48,18 @@ package final class OutboxFollower: Follower, Sendable {
     private let onNotice: @Sendable (OutboxNotice) -> Void
     /// Wakes the runner when `pushspoolctl outbox retry` moves dead letters into `retry/`.
     private let retryWatch = Locked<DirectoryWatch?>(nil)
+    /// Whether `retry/` may hold something the worker has not taken: set by the watch before
+    /// it wakes the runner, and on every step while nothing watches; a step lists `retry/`
+    /// only then, not at each journal commit.
+    private let retryChanged: ChangeFlag
     private let wake = CallbackSlot<Void>()
 
     /// Creates `<state>/outbox/` and loads pending deliveries; runs nothing until a runner
     /// steps it (or `catchUp()`). `onNotice` is called on the stepping thread (keep it short:
-    /// log and return).
-    package init(options: OutboxOptions, onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
+    /// log and return). `listDirectory` lists `retry/` (a test counts it); `nil` when it cannot
+    /// be listed.
+    package init(options: OutboxOptions, onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in },
+                 listDirectory: (@Sendable (String) -> [String]?)? = nil) throws(OutboxError) {
         try options.validate()
         self.options = options
         self.onNotice = onNotice
@@ -61,7 +67,10 @@ package final class OutboxFollower: Follower, Sendable {
         self.stopping = stopping
         let store = OutboxStore(stateDirectory: options.stateDirectory)
         try store.create()
-        let worker = try Worker(options: options, store: store, shouldStop: { stopping.isSet })
+        let retryChanged = ChangeFlag()
+        self.retryChanged = retryChanged
+        let worker = try Worker(options: options, store: store, shouldStop: { stopping.isSet }, retryChanged: retryChanged,
+                                listDirectory: listDirectory ?? { try? store.names($0) })
         work = Locked(worker)
         let status = work.withLock { $0.status() }
         snapshot.withLock { $0 = status }
@@ -108,6 +117,8 @@ package final class OutboxFollower: Follower, Sendable {
     /// over what is due; for tests and `pushspoolctl`. Returns the status afterwards.
     @discardableResult
     package func catchUp() -> OutboxStatus {
+        // Without a runner nothing watches `retry/`.
+        retryChanged.set()
         let notices = work.withLock { worker -> [OutboxNotice] in
             var all: [OutboxNotice] = []
             while true {
@@ -123,18 +134,27 @@ package final class OutboxFollower: Follower, Sendable {
     }
 
     /// Starts the watch on `retry/` once a runner steps the follower: dead letters an operator
-    /// sends again are taken at once, not at the next commit.
+    /// sends again are taken at once, not at the next commit. The flag is set before the wake,
+    /// so the step it causes lists `retry/`; the first step lists it anyway (the flag starts
+    /// set), for what came before the watch.
     private func watchRetries() {
-        guard let wake = wake.current else { return }
-        retryWatch.withLock { watch in
-            guard watch == nil else { return }
+        let watching = retryWatch.withLock { watch -> Bool in
+            if watch != nil { return true }
+            guard let wake = wake.current else { return false }
             let directory = OutboxStore(stateDirectory: options.stateDirectory).retryDirectory
             do {
-                watch = try DirectoryWatch(path: directory, onChange: wake)
+                watch = try DirectoryWatch(path: directory, onChange: { [retryChanged] in
+                    retryChanged.set()
+                    wake()
+                })
+                return true
             } catch {
                 snapshot.withLock { $0.lastError = "cannot watch \(directory): \(error); retried dead letters wait for the next event" }
+                return false
             }
         }
+        // Unwatched, a dead letter sent again is noticed only by looking at each step.
+        if !watching { retryChanged.set() }
     }
 
     private func publish(_ notices: [OutboxNotice]) {
@@ -153,6 +173,16 @@ final class StopFlag: Sendable {
     var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
+/// Set when something may have changed, taken by the one who looks.
+///
+/// `Sendable`: one atomic.
+final class ChangeFlag: Sendable {
+    private let flag = Atomic<Bool>(true)
+    func set() { flag.store(true, ordering: .releasing) }
+    /// Whether it was set since the last take; clears it.
+    func take() -> Bool { flag.exchange(false, ordering: .acquiringAndReleasing) }
+}
+
 /// The follower's state and logic; used only under `OutboxFollower.work`.
 final class Worker {
     let options: OutboxOptions
@@ -161,6 +191,9 @@ final class Worker {
     let poster: HTTPPoster
     let redactor: Redactor
     let shouldStop: @Sendable () -> Bool
+    /// Whether to look in `retry/` at the next step (``OutboxFollower``'s watch sets it).
+    let retryChanged: ChangeFlag
+    let listDirectory: @Sendable (String) -> [String]?
     var reader: JournalReader?
     var lookupReader: JournalReader?
     /// Every record up to it is mapped (its deliveries pending or delivered).
@@ -197,10 +230,13 @@ final class Worker {
     /// next step's result.
     var mappingNotices: [(seq: UInt64, notice: OutboxNotice)] = []
 
-    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false }) throws(OutboxError) {
+    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false },
+         retryChanged: ChangeFlag, listDirectory: @escaping @Sendable (String) -> [String]?) throws(OutboxError) {
         self.options = options
         self.store = store
         self.shouldStop = shouldStop
+        self.retryChanged = retryChanged
+        self.listDirectory = listDirectory
         mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled,
                              mindboxFields: MindboxFields(transliterator: try options.transliterator()))
         poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
@@ -241,7 +277,7 @@ final class Worker {
     /// ``JournalReader/announcedLastSeq``).
     func step(now: Int64, announcedLastSeq: UInt64? = nil) -> StepResult {
         var result = StepResult()
-        absorbRetries()
+        if retryChanged.take() { absorbRetries() }
         result.moreJournal = enqueueFromJournal(limit: 1024, announcedLastSeq: announcedLastSeq)
         result.journalFailure = journalFailure
         result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
@@ -254,11 +290,18 @@ final class Worker {
     }
 
     /// `pushspoolctl outbox retry` renamed dead letters into `retry/`: back to pending with
-    /// fresh attempts.
+    /// fresh attempts. What could not be taken is looked at again at the next step.
     func absorbRetries() {
-        guard let names = try? store.names(store.retryDirectory), !names.isEmpty else { return }
+        guard let names = listDirectory(store.retryDirectory) else {
+            retryChanged.set()
+            return
+        }
+        guard !names.isEmpty else { return }
         for name in names {
-            guard var delivery = store.read(store.retryDirectory + "/" + name) else { continue }
+            guard var delivery = store.read(store.retryDirectory + "/" + name) else {
+                retryChanged.set()
+                continue
+            }
             delivery.attempts = 0
             delivery.notBeforeMillis = 0
             delivery.parkedReason = nil
@@ -270,6 +313,7 @@ final class Worker {
                 try store.remove(name, in: store.retryDirectory)
             } catch {
                 lastError = error.description
+                retryChanged.set()
                 continue
             }
             pending.removeAll { $0.fileName == delivery.fileName }

@@ -17,12 +17,26 @@ import PushSystem
 ///   admin route.
 /// - `cursor`: the eraser follower's position in the journal.
 ///
-/// `Sendable`: a value naming a directory.
+/// The subject files waiting are counted in memory, not by listing the directory: the eraser's
+/// `durableSeq()` asks after every journal commit. Only this process writes and removes them
+/// (the intake in ``storeSubject(_:)``, the eraser in ``removeSubject(_:)``); `pushspoolctl
+/// user erase` with pushspoold running drops a request into the spool, which the intake turns
+/// into a subject file, and without pushspoold it writes none. So the directory is listed
+/// once, on first use (the eraser's start), or when ``refreshPending()`` asks; copies share
+/// the count, and the intake and the eraser of one pushspoold must share one value.
+///
+/// `Sendable`: a directory name and the count behind a lock.
 package struct ErasureRequests: Sendable {
     package let directory: String
+    /// The erasure ids with a subject file, `nil` until the directory is listed.
+    private let pending = Locked<Set<String>?>(nil)
+    private let listDirectory: @Sendable (String) -> [String]
 
-    package init(stateDirectory: String) {
+    /// `listDirectory` is every listing of the directory (a test counts them).
+    package init(stateDirectory: String,
+                 listDirectory: @escaping @Sendable (String) -> [String] = { (try? RealFileSystem().listDirectory($0)) ?? [] }) {
         directory = stateDirectory + "/erase"
+        self.listDirectory = listDirectory
     }
 
     /// The status of one erasure, as its status file holds it. `Sendable`: a value.
@@ -92,7 +106,22 @@ package struct ErasureRequests: Sendable {
     package func storeSubject(_ request: ErasureRequest) throws(SystemError) {
         try Posix.mkdirIfMissing(directory, mode: 0o700)
         let document = JSONValue.object(["scope": .string(request.scope.rawValue), "id": .string(request.id)]).serialized()
-        try Posix.writeFileAtomically(directory: directory, name: request.erasureId + ".subject", bytes: document, mode: 0o600)
+        do {
+            try Posix.writeFileAtomically(directory: directory, name: request.erasureId + ".subject", bytes: document, mode: 0o600)
+        } catch {
+            // A failure after the rename (syncing the directory) leaves the file: it is pending.
+            if access(directory + "/" + request.erasureId + ".subject", F_OK) == 0 { notePending(request.erasureId, true) }
+            throw error
+        }
+        notePending(request.erasureId, true)
+    }
+
+    /// Records a subject file written or removed, once the directory says so. Before the
+    /// first listing there is nothing to update: that listing will see the change.
+    private func notePending(_ id: String, _ isPending: Bool) {
+        pending.withLock { ids in
+            if isPending { ids?.insert(id) } else { ids?.remove(id) }
+        }
     }
 
     /// The subject of erasure `id`, `nil` once it is complete (the file is gone).
@@ -113,15 +142,30 @@ package struct ErasureRequests: Sendable {
     /// Erasures requested and not complete: their subject files (written before the record
     /// is journaled, removed when the erasure is done).
     package var pendingCount: Int {
-        ((try? RealFileSystem().listDirectory(directory)) ?? []).count { $0.hasSuffix(".subject") }
+        pending.withLock { ids in
+            if let ids { return ids.count }
+            let listed = listedSubjects()
+            ids = listed
+            return listed.count
+        }
+    }
+
+    /// Lists the directory again for ``pendingCount``: at start, and should anything outside
+    /// this process have written or removed subject files.
+    package func refreshPending() {
+        pending.withLock { $0 = listedSubjects() }
+    }
+
+    /// Listed under the lock, so a subject file written or removed meanwhile is noted after.
+    private func listedSubjects() -> Set<String> {
+        Set(listDirectory(directory).compactMap { $0.hasSuffix(".subject") ? String($0.dropLast(".subject".count)) : nil })
     }
 
     /// Removes the temp files a kill left behind in the middle of an atomic write
     /// (`.<name>.<pid>.tmp`): one of a subject file holds the plain id, and nothing else would
     /// ever remove it. Only at start, before anything writes here.
     package func removeLeftoverTemps() {
-        let names = (try? RealFileSystem().listDirectory(directory)) ?? []
-        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+        for name in listDirectory(directory) where name.hasPrefix(".") && name.hasSuffix(".tmp") {
             _ = unlink(directory + "/" + name)
         }
         try? Posix.syncDirectory(directory)
@@ -130,6 +174,7 @@ package struct ErasureRequests: Sendable {
     package func removeSubject(_ id: String) throws(SystemError) {
         let path = directory + "/" + id + ".subject"
         if unlink(path) != 0, errno != ENOENT { throw SystemError(call: "unlink", errno: errno, subject: path) }
+        notePending(id, false)
         try Posix.syncDirectory(directory)
     }
 
@@ -147,8 +192,7 @@ package struct ErasureRequests: Sendable {
 
     /// Every erasure with a status file, by seq.
     package func all() -> [Status] {
-        let names = (try? RealFileSystem().listDirectory(directory)) ?? []
-        return names.filter { $0.hasSuffix(".status") }.compactMap { status(String($0.dropLast(".status".count))) }
+        listDirectory(directory).filter { $0.hasSuffix(".status") }.compactMap { status(String($0.dropLast(".status".count))) }
             .sorted { ($0.seq, $0.erasureID) < ($1.seq, $1.erasureID) }
     }
 }
@@ -233,10 +277,13 @@ package final class EraserFollower: Follower, Sendable {
 
     /// `journalLastSeq`: where a fresh eraser starts when no erasure was ever requested (it
     /// has nothing to do below it); with a subject file waiting it reads from the start.
+    /// `requests`: the value the intake writes subject files through (its count of them is
+    /// the one ``durableSeq()`` reads); by default one of its own.
     package init(sources: UserDataSources, stream: ExportOptions?, journal: LiveErasureJournalFactory, journalLastSeq: UInt64,
-                 hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
+                 requests: ErasureRequests? = nil, hook: @escaping @Sendable (String) -> Void = { _ in }) throws(UserDataError) {
         self.sources = sources
-        requests = ErasureRequests(stateDirectory: sources.stateDirectory)
+        let requests = requests ?? ErasureRequests(stateDirectory: sources.stateDirectory)
+        self.requests = requests
         self.stream = stream
         self.journal = journal
         self.hook = hook
@@ -244,6 +291,8 @@ package final class EraserFollower: Follower, Sendable {
             throw UserDataError(.journal, "creating \(requests.directory): \(error)")
         }
         requests.removeLeftoverTemps()
+        // Start: the subject files a previous run left are counted from the directory.
+        requests.refreshPending()
         let stored: UInt64
         do { stored = try CursorFile.read(directory: requests.directory) } catch {
             throw UserDataError(.journal, "\(error)")

@@ -146,8 +146,11 @@ package final class Daemon: Sendable {
                 }
             },
             retentionGate: retentionGate)
+        // One value for the intake that writes subject files and the eraser that removes them:
+        // it counts them in memory (the eraser's durableSeq() asks after every commit).
+        let erasureRequests = ErasureRequests(stateDirectory: stateDirectory)
         followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention,
-                                  eraser: eraserJournal, spool: layout, erasureSecret: secret, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
+                                  eraser: eraserJournal, erasureRequests: erasureRequests, spool: layout, erasureSecret: secret, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
         if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
             // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
             reporter.error(problem)
@@ -191,7 +194,7 @@ package final class Daemon: Sendable {
             mediaMaxWaiting: min(configuration.media.maxWaiting, capacityLimit / 2),
             onCommitted: onCommitted,
             crashMarker: FaultHook.crashMarker(environment: { getenv($0).map { String(cString: $0) } }),
-            erasureSecret: erasureSecret, erasureRequests: ErasureRequests(stateDirectory: stateDirectory),
+            erasureSecret: erasureSecret, erasureRequests: erasureRequests,
             sink: intake)
     }
 

@@ -35,7 +35,8 @@ final class Followers: Sendable {
     /// reason: it is derived data, moved aside and rebuilt in the background (an
     /// `inboxIndexCorrupt` event).
     init(configuration: Configuration, journal: JournalWriter, events: EventLog, retention: PeriodicFollower?,
-         eraser eraserJournal: EraserFollower.LiveErasureJournalFactory? = nil, spool: SpoolLayout? = nil,
+         eraser eraserJournal: EraserFollower.LiveErasureJournalFactory? = nil, erasureRequests: ErasureRequests? = nil,
+         spool: SpoolLayout? = nil,
          erasureSecret: ErasureSecret? = nil,
          eraserHook: @escaping @Sendable (String) -> Void = { _ in }) throws(DaemonError) {
         do {
@@ -65,7 +66,8 @@ final class Followers: Sendable {
             do {
                 eraser = try EraserFollower(
                     sources: UserDataSources(stateDirectory: configuration.journal.stateDirectory, spool: spool), stream: stream,
-                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq, hook: eraserHook)
+                    journal: eraserJournal, journalLastSeq: journal.stats.lastSeq, requests: erasureRequests,
+                    hook: eraserHook)
             } catch {
                 throw DaemonError(stage: "eraser", message: "\(error)", errno: EIO)
             }

@@ -94,4 +94,43 @@ import TestSupport
         #expect(try erased.count(.user("alice"), feed: "promo", now: now) == InboxCounts(unseen: 1, unread: 1))
         #expect(try erased.mutedCategories(.user("alice")).isEmpty)
     }
+
+    /// A device's erasure takes the items naming it, its own (`d:<device>`) and users' alike,
+    /// and recounts those users: the index is one built without the device's records.
+    @Test func anErasedDevicesIndexIsOneThatNeverSawIt() async throws {
+        let f = try InboxFixture()
+        try await f.notification(user: nil, device: "tv1", title: "tv1-own", category: "promo")
+        try await f.notification(user: "bob", device: "tv1", title: "bob-on-tv1", category: "promo")
+        try await f.notification(user: "bob", device: "phone", title: "bob-on-phone", category: "promo")
+        try await f.notification(user: nil, device: "tv2", title: "tv2-own")
+        let all = try records(f)
+        _ = try built(f.indexPath, from: all)
+        try #require(fileHolds(f.indexPath, "d:tv1"))
+
+        #expect(try InboxIndex.erase(path: f.indexPath, subject: .device("tv1")) == 2)
+        let expected = try built(f.temp.appending("without-tv1.sqlite"), from: all.filter {
+            !String(decoding: $0.body, as: UTF8.self).contains(#""device":"tv1""#)
+        })
+        let erased = try InboxIndex(path: f.indexPath, readOnly: true, feeds: Self.feeds)
+        #expect(try erased.canonicalDump() == expected)
+        #expect(!fileHolds(f.indexPath, "tv1"))
+        #expect(fileHolds(f.indexPath, "bob-on-phone") && fileHolds(f.indexPath, "d:tv2"))
+    }
+
+    /// Each scope's statements read `items` through its index (`items_owner`, `items_device`):
+    /// one statement for both scopes, `device = ?1 OR owner = ?2`, scanned the whole table.
+    @Test(arguments: [false, true]) func eachErasureScopeReadsItemsThroughAnIndex(device: Bool) throws {
+        let temp = TempDir()
+        let path = temp.appending("index.sqlite")
+        _ = try InboxIndex(path: path, feeds: Self.feeds)
+        let db = try SQLiteDatabase(path: path, mode: .readOnly)
+        let sql = device ? InboxIndex.ErasureSQL.device : InboxIndex.ErasureSQL.user
+        for statement in sql.all {
+            let plan = try db.queryPlan(statement)
+            let items = plan.filter { $0.hasPrefix("SEARCH items ") || $0.hasPrefix("SCAN items") }
+            #expect(!items.isEmpty, "\(statement): \(plan)")
+            #expect(items.allSatisfy { $0.contains("USING INDEX") || $0.contains("USING COVERING INDEX") }, "\(statement): \(plan)")
+            #expect(!plan.contains { $0.hasPrefix("SCAN items") }, "\(statement): \(plan)")
+        }
+    }
 }

@@ -193,6 +193,39 @@ import Testing
         #expect(fixture.server.hits(Self.mindboxPath) == 2)
     }
 
+    /// The runner steps at every journal commit: `retry/` is listed only when its watch saw a
+    /// change (and at the first step), and a dead letter `pushspoolctl outbox retry` sends
+    /// again is still taken at the next step.
+    @Test func stepsListRetryOnlyAfterTheWatchSawAChange() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.mindboxPath, .status(500))
+        try await fixture.journal([("e1", event("nc.opened", "e1"), now)])
+        let store = OutboxStore(stateDirectory: fixture.state)
+        let listings = Locked(0)
+        let follower = try OutboxFollower(options: fixture.options(maxAttempts: 1), listDirectory: { path in
+            if path == store.retryDirectory { listings.withLock { $0 += 1 } }
+            return try? store.names(path)
+        })
+        let runner = try follower.running()
+        defer { runner.stop() }
+        #expect(waitFor(10) { follower.status.parked == 1 })
+        let listed = listings.withLock { $0 }
+        #expect(listed >= 1)
+
+        for _ in 0..<5 {
+            let steps = runner.steps
+            runner.wake()
+            #expect(waitFor(10) { runner.steps > steps })
+        }
+        #expect(listings.withLock { $0 } == listed)
+
+        fixture.server.route(Self.mindboxPath, .ok([]))
+        try store.requeue(try #require(try store.names(store.parkedDirectory).first))
+        #expect(waitFor(10) { follower.status.delivered == 1 })
+        #expect(listings.withLock { $0 } > listed)
+        #expect(try store.names(store.retryDirectory).isEmpty)
+    }
+
     /// When the outbox cannot take new records (here `pending/` cannot be written: ENOTDIR),
     /// every step failed at once and the runner stepped again at once: a core spun. The failure
     /// now reaches the runner, which backs off and shows it.
