@@ -178,6 +178,9 @@ package final class EventHub: Sendable {
     private let journalDirectory: String?
     /// Test hook: runs before each read of the journal (to make the hub lag on purpose).
     private let beforeRead: (@Sendable () -> Void)?
+    private let inotifyWakeups = Atomic<Int>(0)
+    /// How often the hub's thread woke for inotify events, relevant or not (tests).
+    package var wakeups: Int { inotifyWakeups.load(ordering: .relaxed) }
 
     /// Where the hub learns of state changes. `Sendable` value.
     package enum ChangeSource: Sendable {
@@ -412,19 +415,24 @@ package final class EventHub: Sendable {
         wakeStreams()
     }
 
-    /// What the hub's thread watches in the index's directory: `IN_MODIFY`/`IN_CLOSE_WRITE`
-    /// for `APPLIED`, and entries created, renamed or removed for a replaced index.
-    static let watchMask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
-        | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
+    /// What the hub's thread watches in the index's directory: entries created, renamed or
+    /// removed (a replaced index, a new `APPLIED`). Not writes: a directory watch with
+    /// `IN_MODIFY` woke the thread for every write to `index.sqlite-wal`, three or more per
+    /// commit, only to throw the events away.
+    static let directoryMask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
+        | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
+    /// `APPLIED` itself, rewritten in place after each commit: one event when the writer closes it.
+    static let appliedMask = UInt32(IN_CLOSE_WRITE)
 
-    /// Whether an event in the index's directory can mean new data for streams: `APPLIED`
-    /// rewritten, the index file itself replaced, or the watch itself in trouble. The
-    /// `-wal`/`-shm` churn of every write is not (`APPLIED` follows each commit).
-    static func matters(_ event: Inotify.Event, indexName: String) -> Bool {
+    /// Whether an event can mean new data for streams: `APPLIED` rewritten (its own watch,
+    /// `appliedWatch`), created or replaced, the index file itself replaced, or a watch in
+    /// trouble.
+    static func matters(_ event: Inotify.Event, indexName: String, appliedWatch: Int32?) -> Bool {
         if event.overflow || event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 { return true }
+        if let appliedWatch, event.watch == appliedWatch { return true }
         guard let name = event.nameText else { return false }
-        if name == "APPLIED" { return true }
-        return name == indexName && event.mask & (UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
+        let entryChanged = event.mask & (UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
+        return entryChanged && (name == "APPLIED" || name == indexName)
     }
 
     /// Starts the hub's thread (a dedicated thread, off the cooperative pool) until
@@ -435,11 +443,16 @@ package final class EventHub: Sendable {
     }
 
     private func run() {
-        let directory = String(InboxIndex.appliedMarkPath(indexPath: indexPath).dropLast("/APPLIED".count))
+        let appliedPath = InboxIndex.appliedMarkPath(indexPath: indexPath)
+        let directory = String(appliedPath.dropLast("/APPLIED".count))
         let indexName = String(indexPath.split(separator: "/").last ?? "")
         let handle = InboxIndexHandle(path: indexPath, readOnly: true)
         var inotify: Int32 = -1
         var watching = false
+        var directoryWatch: Int32?
+        /// The watch on `APPLIED` itself; `nil` until the file exists (the directory's watch
+        /// sees it created) or after the kernel dropped it (the file was replaced).
+        var appliedWatch: Int32?
         defer { if inotify >= 0 { Posix.close(inotify) } }
         var lastApplied: UInt64?
         var lastTimed: Int64?
@@ -450,7 +463,11 @@ package final class EventHub: Sendable {
             if inotify < 0 { inotify = (try? Inotify.initialize()) ?? -1 }
             if inotify >= 0, !watching {
                 // Before reading: a commit between the read and the watch would be missed.
-                watching = (try? Inotify.addWatch(inotify, path: directory, mask: Self.watchMask)) != nil
+                directoryWatch = try? Inotify.addWatch(inotify, path: directory, mask: Self.directoryMask)
+                watching = directoryWatch != nil
+            }
+            if watching, appliedWatch == nil {
+                appliedWatch = try? Inotify.addWatch(inotify, path: appliedPath, mask: Self.appliedMask)
             }
             let window = readJournal()
             let applied = try? handle.current().appliedSeq()
@@ -478,15 +495,22 @@ package final class EventHub: Sendable {
                 let left = deadline > Posix.monotonicNanos() ? deadline - Posix.monotonicNanos() : 0
                 var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)]
                 guard let ready = try? Posix.poll(&fds, timeoutMillis: Int32(clamping: left / 1_000_000 + 1)), ready > 0 else { break }
+                inotifyWakeups.add(1, ordering: .relaxed)
                 let events = (try? Inotify.readEvents(inotify)) ?? []
                 var relevant = false
-                for event in events where Self.matters(event, indexName: indexName) {
+                for event in events where Self.matters(event, indexName: indexName, appliedWatch: appliedWatch) {
                     relevant = true
-                    if event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+                    let gone = event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0
+                    if event.watch == appliedWatch, gone { appliedWatch = nil }
+                    // APPLIED made anew (another inode): watch the new file, at the loop's top.
+                    if event.watch == directoryWatch, event.nameText == "APPLIED" { appliedWatch = nil }
+                    if event.watch == directoryWatch, gone {
                         // The directory went away or moved: start over with a new instance.
                         Posix.close(inotify)
                         inotify = -1
                         watching = false
+                        directoryWatch = nil
+                        appliedWatch = nil
                     }
                 }
                 if relevant { break waiting }

@@ -6,6 +6,7 @@ import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
+import Synchronization
 import Testing
 import TestSupport
 @testable import PushInboxServer
@@ -145,6 +146,46 @@ import PushModuleOptions
         api.fill(stream)
         #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [more])
         #expect(Self.events(stream).filter { $0.event == "refresh" }.count == 1)
+    }
+
+    /// The hub's thread wakes for `APPLIED` and a replaced index, not for the writes to the
+    /// index's WAL that every commit makes (a directory watch with `IN_MODIFY` woke it three
+    /// or more times a commit to discard the events).
+    @Test func theHubSleepsThroughWritesToTheWAL() async throws {
+        let setup = try Setup()
+        _ = try await setup.notification("x")
+        let index = try InboxIndex(path: setup.indexPath)
+        try index.catchUp(journalDirectory: setup.journal)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        hub.start()
+        defer { hub.shutdown() }
+        let settle = { (what: String) throws in
+            let deadline = Posix.monotonicNanos() + 5_000_000_000
+            var seen = hub.wakeups
+            while Posix.monotonicNanos() < deadline {
+                usleep(100_000)
+                let now = hub.wakeups
+                if now == seen { return }
+                seen = now
+            }
+            throw SetupError(description: "the hub kept waking: \(what)")
+        }
+        try settle("after start")
+        let before = hub.wakeups
+        let wal = setup.indexPath + "-wal"
+        let fd = try Posix.open(wal, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644)
+        for _ in 0..<50 {
+            try Posix.writeAll(fd, [UInt8](repeating: 7, count: 64), subject: "wal")
+        }
+        Posix.close(fd)
+        try settle("after WAL writes")
+        #expect(hub.wakeups == before, "writes to \(wal) woke the hub \(hub.wakeups - before) times")
+
+        // A commit rewrites APPLIED: that wakes it.
+        _ = try await setup.notification("y")
+        try index.catchUp(journalDirectory: setup.journal)
+        try settle("after a commit")
+        #expect(hub.wakeups > before)
     }
 
     /// A hub started on an existing journal reads its state changes back from the newest
