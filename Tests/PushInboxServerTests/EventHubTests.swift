@@ -6,7 +6,6 @@ import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
-import Synchronization
 import Testing
 import TestSupport
 @testable import PushInboxServer
