@@ -36,6 +36,17 @@ package struct FollowerStatus: Sendable, Equatable {
     }
 }
 
+/// A follower's health changed: its first failed step after healthy ones, or its first
+/// successful step after failures. A failing follower is never fatal: its runner retries with
+/// backoff (parked at the longest delay) while ingest and the other followers go on; these
+/// transitions are what the process logs, once each, instead of one line per retry.
+///
+/// `Sendable`: a value.
+package enum FollowerHealthChange: Sendable, Equatable {
+    case failing(follower: String, error: String)
+    case recovered(follower: String, failedSteps: Int)
+}
+
 /// The followers of one group as each runner sees the others: their durable seqs, and a way
 /// to wake those that wait for them to advance (``FollowerNext/othersReach(_:)``). A runner
 /// announces after a step that advanced its own durable seq; nothing here polls.
@@ -110,6 +121,7 @@ package final class FollowerRunner: Sendable {
     private let control: Locked<Control>
     private let board: ProgressBoard
     private let boardID: Int
+    private let healthChanged: @Sendable (FollowerHealthChange) -> Void
 
     /// - Parameters:
     ///   - commits: the feed that announces durable records (the writer's, in pushspoold).
@@ -118,9 +130,13 @@ package final class FollowerRunner: Sendable {
     ///     ``Follower/threadNiceness`` takes precedence.
     ///   - board: shared by the runners of one group (``FollowerGroup`` makes it); a runner
     ///     alone has no others to wait for.
+    ///   - healthChanged: called on the runner's thread, outside its lock, when the follower
+    ///     starts failing or recovers.
     package init(_ follower: any Follower, commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10,
-                 board: ProgressBoard = ProgressBoard()) {
+                 board: ProgressBoard = ProgressBoard(),
+                 healthChanged: @escaping @Sendable (FollowerHealthChange) -> Void = { _ in }) {
         self.follower = follower
+        self.healthChanged = healthChanged
         self.commits = commits
         self.backoff = backoff
         self.niceness = follower.threadNiceness ?? niceness
@@ -230,19 +246,25 @@ package final class FollowerRunner: Sendable {
             let next: FollowerNext
             do {
                 next = try follower.step(context)
-                control.withLock { control in
+                let failedBefore = control.withLock { control -> Int in
                     control.steps += 1
-                    control.status.failures = 0
-                    control.status.lastError = nil
+                    defer {
+                        control.status.failures = 0
+                        control.status.lastError = nil
+                    }
+                    return control.status.failures
                 }
+                if failedBefore > 0 { healthChanged(.recovered(follower: follower.name, failedSteps: failedBefore)) }
             } catch {
+                let text = "\(error.shortDescription): \(error.message)"
                 let failures = control.withLock { control -> Int in
                     control.steps += 1
                     control.status.failures += 1
                     control.status.failuresTotal += 1
-                    control.status.lastError = "\(error.shortDescription): \(error.message)"
+                    control.status.lastError = text
                     return control.status.failures
                 }
+                if failures == 1 { healthChanged(.failing(follower: follower.name, error: text)) }
                 sleep(for: backoff.delay(failures: failures))
                 continue
             }
@@ -327,9 +349,12 @@ package final class FollowerRunner: Sendable {
 package final class FollowerGroup: Service, Sendable {
     package let runners: [FollowerRunner]
 
-    package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10) {
+    package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10,
+                 healthChanged: @escaping @Sendable (FollowerHealthChange) -> Void = { _ in }) {
         let board = ProgressBoard()
-        runners = followers.map { FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness, board: board) }
+        runners = followers.map {
+            FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness, board: board, healthChanged: healthChanged)
+        }
     }
 
     package func runner(named name: String) -> FollowerRunner? { runners.first { $0.name == name } }

@@ -13,9 +13,28 @@ package enum CRC32C {
 
     package static func update(_ state: State, _ bytes: UnsafeRawBufferPointer) -> State {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return state }
-        return crc32_iscsi(
-            UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), Int32(bytes.count), state)
+        var state = state
+        var start = base.assumingMemoryBound(to: UInt8.self)
+        var left = bytes.count
+        // ISA-L takes an `int`, so more than 2 GiB go in pieces (records are far smaller).
+        while left > 0 {
+            let piece = min(left, Int(Int32.max))
+            state = crc32iscsiWideLength(UnsafeMutablePointer(mutating: start), UInt64(piece), state)
+            start += piece
+            left -= piece
+        }
+        return state
     }
+
+    /// `crc32_iscsi(unsigned char *, int len, unsigned int)`, called with `len` in a full 64-bit
+    /// register. The C ABI leaves the upper half of an `int` argument's register undefined,
+    /// and the optimiser does pass garbage there; ISA-L's AVX-512 path (`crc32_iscsi_by16_10`
+    /// in libisal 2.30) reads the whole register as the length, so a release build ran the CRC
+    /// past the buffer: the segfault in reading archived segments. A zero-extended 64-bit value
+    /// occupies the same register (rsi) with a clean upper half.
+    private static let crc32iscsiWideLength = unsafeBitCast(
+        crc32_iscsi as @convention(c) (UnsafeMutablePointer<UInt8>?, Int32, UInt32) -> UInt32,
+        to: (@convention(c) (UnsafeMutablePointer<UInt8>?, UInt64, UInt32) -> UInt32).self)
 
     package static func update(_ state: State, _ bytes: [UInt8]) -> State {
         bytes.withUnsafeBytes { update(state, $0) }

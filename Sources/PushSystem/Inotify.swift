@@ -112,6 +112,14 @@ package final class DirectoryChangeWaiter {
         attached = (try? Inotify.addWatch(fd, path: directory, mask: UInt32(IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE))) != nil
     }
 
+    /// Also wakes when a writer closes the file at `path` (`IN_CLOSE_WRITE`): a process that
+    /// holds it open for writing closes it when it exits, however it ends (kill -9 included).
+    /// Returns false when the watch cannot be added (the file is missing).
+    @discardableResult
+    package func watchClose(of path: String) -> Bool {
+        (try? Inotify.addWatch(fd, path: path, mask: UInt32(IN_CLOSE_WRITE | IN_DELETE_SELF))) != nil
+    }
+
     /// Returns once something changed (or may have: an overflow), or after `timeout` (`nil`:
     /// no limit). Spurious returns are allowed; callers look again.
     package func wait(timeout: Duration?) {

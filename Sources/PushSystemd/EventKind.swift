@@ -53,6 +53,11 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// or device of its index hashes to the subject). Fields `ERASURE_ID`, `STREAM_SEQ`; never
     /// the plain id.
     case erasureUnmatched
+    /// A follower's step failed after healthy ones (fields `FOLLOWER`, `ERROR`): it retries with
+    /// backoff while ingest and the other followers go on; logged once, not per retry.
+    case followerFailing
+    /// A failing follower's step succeeded again (fields `FOLLOWER`, `FAILED_STEPS`).
+    case followerRecovered
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -84,6 +89,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
         case .fleetErasure: "8858e5c495f147ac90a5cabaa27450a4"
         case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
+        case .followerFailing: "187cc351d5a043f5b2ddfbb6250cac49"
+        case .followerRecovered: "a02dc379003d4295bf9204e4e01f2575"
         }
     }
 
@@ -91,9 +98,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     package var defaultPriority: Int32 {
         switch self {
         case .noSpace, .fatal: 2
-        case .corruption, .reloadFailed: 3
+        case .corruption, .reloadFailed, .followerFailing: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
-        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched: 5
+        case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched, .followerRecovered: 5
         case .ingested, .duplicate: 6
         }
     }
@@ -110,6 +117,12 @@ package enum EventField {
     package static let spoolFile = "SPOOL_FILE"
     package static let journalSequence = "JOURNAL_SEQ"
     package static let reasonCode = "REASON_CODE"
+    /// The follower a `followerFailing`/`followerRecovered` event is about (`inbox`, `eraser`).
+    package static let follower = "FOLLOWER"
+    /// The failed step's error, `shortDescription: message`.
+    package static let error = "ERROR"
+    /// Consecutive failed steps before a follower recovered.
+    package static let failedSteps = "FAILED_STEPS"
     package static let mediaHost = "MEDIA_HOST"
     package static let durationMicroseconds = "DURATION_USEC"
     package static let errno = "ERRNO"

@@ -2,6 +2,7 @@
 import PushCLI
 import PushExport
 import PushInbox
+import PushJournal
 import PushConfig
 import PushPayload
 import PushSpool
@@ -179,26 +180,43 @@ package struct UserCommand: CtlSubcommand {
         var shown: [String] = []
         var hinted = false
         let started = Posix.monotonicNanos()
+        let journal = StateLayout(root: configuration.journal.stateDirectory).journal
         // The eraser announces each step by renaming the status file into place: wake on that.
+        // pushspoold holds the journal's LOCK open for writing while it runs, so its exit (a
+        // crash included) closes it and wakes this wait too.
         let changes = try? DirectoryChangeWaiter(directory: requests.directory)
+        changes?.watchClose(of: journal + "/" + JournalFiles.lock)
+        /// Shows the steps not shown yet; the exit status once the erasure is complete.
+        func show(_ status: ErasureRequests.Status?) -> Int32? {
+            guard let status else { return nil }
+            for step in status.steps where !shown.contains(step) {
+                shown.append(step)
+                if !json { context.out("  \(step)\n") }
+            }
+            guard status.complete else { return nil }
+            if json {
+                context.out(status.jsonValue.serializedString() + "\n")
+            } else {
+                context.out("erasure \(request.erasureId) complete: \(status.journalRecords) journal records erased\n")
+            }
+            return ExitStatus.ok
+        }
         while true {
-            if let status = requests.status(request.erasureId) {
-                for step in status.steps where !shown.contains(step) {
-                    shown.append(step)
-                    if !json { context.out("  \(step)\n") }
-                }
-                if status.complete {
-                    if json {
-                        context.out(status.jsonValue.serializedString() + "\n")
-                    } else {
-                        context.out("erasure \(request.erasureId) complete: \(status.journalRecords) journal records erased\n")
-                    }
-                    return ExitStatus.ok
-                }
-            } else if !hinted, Posix.monotonicNanos() &- started > 10_000_000_000 {
+            let status = requests.status(request.erasureId)
+            if let done = show(status) { return done }
+            if JournalLockProbe.isHeld(directory: journal) == false {
+                // It may have completed the erasure just before it stopped.
+                if let done = show(requests.status(request.erasureId)) { return done }
+                context.err("pushspoolctl: user erase: pushspoold stopped before erasure \(request.erasureId) was complete "
+                            + "(nothing holds the journal's lock any more); the request is kept in the spool and runs when "
+                            + "pushspoold starts again: see why it stopped (`journalctl -u pushspoold`), start it "
+                            + "(`systemctl start pushspoold`), then follow it with `pushspoolctl user erase --status`\n")
+                return ExitStatus.failure
+            }
+            if status == nil, !hinted, Posix.monotonicNanos() &- started > 10_000_000_000 {
                 hinted = true
                 context.err("pushspoolctl: user erase: pushspoold's eraser has not started erasure \(request.erasureId) yet "
-                            + "(pushspoold stopped, the eraser behind the journal, or a follower it waits for lagging); "
+                            + "(the eraser behind the journal, or a follower it waits for lagging); "
                             + "the request is kept and runs when it can (Ctrl-C stops only this wait; --status shows it later)\n")
             }
             if let changes {

@@ -77,7 +77,7 @@ final class Followers: Sendable {
         fleetErasure = try Self.makeFleetErasure(configuration, journal: journal, spool: spool, secret: erasureSecret, events: events,
                                                  hook: eraserHook)
         let members: [(any Follower)?] = [inbox, outbox, exporter, retention, eraser, fleetErasure]
-        group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits)
+        group = FollowerGroup(members.compactMap { $0 }, commits: journal.commits, healthChanged: { Self.log($0, events: events) })
     }
 
     /// `[Outbox]` as the follower takes it, key files loaded; `nil` when disabled.
@@ -218,6 +218,18 @@ final class Followers: Sendable {
 
     /// Members of status.json the followers add: `erasures` (`pending`, `recordsErased`), as
     /// the metrics count them.
+
+    /// Once per transition, not per retry: a follower failing for hours logs two lines.
+    static func log(_ change: FollowerHealthChange, events: EventLog) {
+        switch change {
+        case .failing(let follower, let error):
+            events.log(.followerFailing, "follower \(follower) is failing, retrying with backoff; ingest goes on: \(error)",
+                       fields: [(EventField.follower, follower), (EventField.error, error)])
+        case .recovered(let follower, let failedSteps):
+            events.log(.followerRecovered, "follower \(follower) recovered after \(failedSteps) failed steps",
+                       fields: [(EventField.follower, follower), (EventField.failedSteps, String(failedSteps))])
+        }
+    }
 
     private static func log(_ notice: ExportNotice, events: EventLog) {
         switch notice {

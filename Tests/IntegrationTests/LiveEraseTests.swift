@@ -154,6 +154,40 @@ import TestSupport
         #expect(harness.stop() == 0)
     }
 
+    /// `pushspoolctl user erase` waits for pushspoold by default. When pushspoold dies before
+    /// the erasure is complete (here killed at a step of it), the wait ends at once with exit
+    /// 1 and what to do, instead of waiting forever on a daemon that is gone.
+    @Test func aWaitingEraseNoticesThatPushspooldIsGone() throws {
+        let server = try Self.server()
+        let keyFile = try Self.keyFile()
+        defer { unlink(keyFile) }
+        let harness = try DaemonHarness(name: "live-erase-gone", config: Self.config(server: server, keyFile: keyFile))
+        try harness.start(extraEnvironment: ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_ERASE_KILL_AT": "planned"])
+        _ = try Self.populate(harness, server: server, fill: 10)
+        let daemon = try #require(harness.process)
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: DaemonHarness.binDirectory + "/pushspoolctl")
+        ctl.arguments = ["--spool", harness.spool, "--state-dir", harness.state, "--config", harness.config, "user", "erase", "alice"]
+        let out = Pipe(), err = Pipe()
+        ctl.standardOutput = out
+        ctl.standardError = err
+        try ctl.run()
+        defer { if ctl.isRunning { kill(ctl.processIdentifier, SIGKILL) } }
+        try waitUntil(timeout: 60, "pushspoold killed at the erasure's plan") { !daemon.isRunning }
+        try waitUntil(timeout: 30, "pushspoolctl user erase to notice pushspoold is gone") { !ctl.isRunning }
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(ctl.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("pushspoold stopped before erasure"), "\(stderr)")
+        #expect(stderr.contains("systemctl start pushspoold"), "\(stderr)")
+        // The request was kept: a restarted pushspoold completes it, and a wait then succeeds.
+        try harness.start()
+        try waitUntil(timeout: 60, "the erasure complete after the restart") {
+            let (_, list, _) = try harness.ctl(["user", "erase", "--status", "--json"])
+            return list.contains(#""complete":true"#)
+        }
+        #expect(harness.stop() == 0)
+    }
+
     /// Steps of the live erasure where pushspoold is killed (the design's crash points 2–8).
     static let crashSteps = ["started", "planned", "journal segment-temp", "journal segment-renamed", "journal before-checkpoint",
                              "journal-done", "inbox-done", "outbox-done", "quarantine-done", "media-done", "subject-removed"]

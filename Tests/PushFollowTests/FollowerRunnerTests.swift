@@ -114,6 +114,21 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         runner.stop()
     }
 
+    /// A failing follower is logged once when it starts failing and once when it recovers,
+    /// not once per retry (a follower failing for hours would flood journald).
+    @Test func healthChangesAreReportedOncePerTransition() throws {
+        let feed = CommitFeed(lastSeq: 5)
+        let follower = CountingFollower(failFirst: 3)
+        let changes = Locked<[FollowerHealthChange]>([])
+        let runner = FollowerRunner(follower, commits: feed, backoff: Backoff(base: .milliseconds(1), ceiling: .milliseconds(2)),
+                                    healthChanged: { change in changes.withLock { $0.append(change) } })
+        try runner.start()
+        #expect(waitFor { follower.durableSeq() == 5 })
+        runner.stop()
+        #expect(changes.withLock { $0 } == [.failing(follower: "count", error: "test_failure: injected"),
+                                            .recovered(follower: "count", failedSteps: 3)])
+    }
+
     @Test func aFailingFollowerShowsItsErrorAndStopsPromptly() throws {
         let feed = CommitFeed(lastSeq: 5)
         let follower = CountingFollower(failFirst: .max)
