@@ -70,6 +70,13 @@ write("journal-recovery", "zero-tail", b"\x01" + b"".join(records) + bytes(40))
 write("journal-recovery", "bad-middle", b"\x01" + records[0] + b"\xff" * 48 + records[2])
 write("journal-recovery", "raw-segment", segment_header(1) + records[0])
 write("journal-recovery", "seq-gap", b"\x01" + records[0] + frame(5, "k5", b'{}'))
+# journal-archive: the same shape (an odd first byte puts a valid segment header in front);
+# the target compresses the segment as retention does and reads it back as an archive.
+write("journal-archive", "three-records", b"\x01" + b"".join(records))
+write("journal-archive", "torn-tail", b"\x01" + b"".join(records)[:-5])
+write("journal-archive", "seq-gap", b"\x01" + records[0] + frame(5, "k5", b'{}'))
+write("journal-archive", "raw-segment", segment_header(1) + records[0] + records[1])
+write("journal-archive", "long-key", b"\x01" + frame(1, "x" * 255, b'"v"'))
 
 conf = open(os.path.join(REPO, "packaging", "pushspool.conf"), "rb").read()
 write("config", "packaged.conf", conf)

@@ -16,7 +16,7 @@ WORK="${WORK:-$PWD/.work}"
 JOBS="${JOBS:-1}"
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(json envelope journal-frame journal-recovery config media-sniff inbox-request)
+    TARGETS=(json envelope journal-frame journal-recovery journal-archive config media-sniff inbox-request)
 fi
 
 # One build serves every target (FUZZ_TARGET picks one at run time). SwiftPM hands swiftc

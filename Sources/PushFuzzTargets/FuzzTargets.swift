@@ -26,7 +26,8 @@ public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
 /// that must hold for every input does not; a crash inside the code under test is a crash.
 public enum FuzzTargets {
     /// Every target's name, the key for ``run(_:_:)`` and the directory name of its corpus.
-    public static let names = ["json", "envelope", "journal-frame", "journal-recovery", "config", "media-sniff", "inbox-request"]
+    public static let names = ["json", "envelope", "journal-frame", "journal-recovery", "journal-archive", "config", "media-sniff",
+                               "inbox-request"]
 
     /// Runs `bytes` through the target `name`; throws for an unknown name or a broken invariant.
     public static func run(_ name: String, _ bytes: [UInt8]) throws(FuzzFailure) {
@@ -35,6 +36,7 @@ public enum FuzzTargets {
         case "envelope": try envelope(bytes)
         case "journal-frame": try journalFrame(bytes)
         case "journal-recovery": try journalRecovery(bytes)
+        case "journal-archive": try journalArchive(bytes)
         case "config": try config(bytes)
         case "media-sniff": try mediaSniff(bytes)
         case "inbox-request": try inboxRequest(bytes)
@@ -160,6 +162,46 @@ public enum FuzzTargets {
             throw failure
         } catch {
             throw fail("a recovered journal does not reopen: \(error)")
+        }
+    }
+
+    /// Archived segments (`archive/*.seg.zst`) are files, so input like any other: retention,
+    /// `journal cat --archive`, `user export` and the eraser read them. The input becomes a
+    /// segment (after a valid segment header when its first byte is odd), compressed as
+    /// retention does; it must decompress to itself, and the archive reader either refuses it
+    /// or returns consecutive records, each of which re-encodes to the bytes it was read from.
+    /// The raw input is also read as an archive file's bytes (a damaged zstd frame).
+    static func journalArchive(_ bytes: [UInt8]) throws(FuzzFailure) {
+        let fail = { (message: String) in FuzzFailure(target: "journal-archive", message: message) }
+        var segment: [UInt8] = []
+        if let first = bytes.first, first & 1 == 1 {
+            segment = SegmentHeader(firstSeq: 1, createdMillis: 0, journalID: Array(repeating: 7, count: 16)).encoded()
+            segment += bytes.dropFirst()
+        } else {
+            segment = bytes
+        }
+        let name = JournalFiles.archiveName(segment: JournalFiles.segmentName(firstSeq: 1))
+        if let inner = try? JournalArchive.decompressed(bytes) {
+            _ = try? JournalArchive.records(segmentBytes: inner, archiveName: name, directory: "/fuzz")
+        }
+        let archive: [UInt8]
+        do { archive = try JournalArchive.compressed(segment) } catch { throw fail("zstd refused to compress \(segment.count) bytes: \(error)") }
+        let restored: [UInt8]
+        do { restored = try JournalArchive.decompressed(archive) } catch { throw fail("an archive retention wrote does not decompress: \(error)") }
+        guard restored == segment else { throw fail("an archive does not decompress to the segment it was made from") }
+        guard let records = try? JournalArchive.records(segmentBytes: restored, archiveName: name, directory: "/fuzz") else { return }
+        var expected = records.first?.seq ?? 0
+        for record in records {
+            guard record.seq == expected, record.offset >= Int64(SegmentHeader.size), record.offset < Int64(segment.count) else {
+                throw fail("record \(record.seq) at offset \(record.offset) is out of order or outside the segment")
+            }
+            var frame: [UInt8] = []
+            RecordFrame.encode(seq: record.seq, ingestMillis: record.ingestMillis, key: Array(record.key.utf8), body: record.body, into: &frame)
+            let start = Int(record.offset)
+            guard start + frame.count <= segment.count, Array(segment[start..<start + frame.count]) == frame else {
+                throw fail("record \(record.seq) does not re-encode to the bytes it was read from")
+            }
+            expected += 1
         }
     }
 

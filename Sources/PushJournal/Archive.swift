@@ -72,12 +72,51 @@ package enum JournalArchive {
     /// Every record of one archived segment, each checked (header and body CRCs, seq order).
     package static func records(directory: String, archiveName: String) throws(JournalError) -> [JournalRecord] {
         let bytes = try segmentBytes(directory: directory, archiveName: archiveName)
+        return try records(segmentBytes: bytes, archiveName: archiveName, directory: directory)
+    }
+
+    /// The records of an archived segment's decompressed bytes (the fuzz target's entry: an
+    /// archive is a file on disk, so outside input like any other).
+    package static func records(segmentBytes bytes: [UInt8], archiveName: String, directory: String) throws(JournalError) -> [JournalRecord] {
         let segment = String(archiveName.dropLast(JournalFiles.archiveSuffix.count))
         let label = JournalFiles.archive + "/" + archiveName
         let parsed: Result<[JournalRecord], JournalError> = bytes.withUnsafeBytes { raw in
             Result { () throws(JournalError) in try parse(raw, label: label, segment: segment, directory: directory) }
         }
         return try parsed.get()
+    }
+
+    /// The same bytes as an archive file holds them (one zstd frame), and back.
+    package static func compressed(_ segmentBytes: [UInt8]) throws(JournalError) -> [UInt8] {
+        do { return try Zstd.compress(segmentBytes) } catch {
+            throw JournalError(.corrupt(segment: JournalFiles.archive, offset: 0, detail: error.detail), directory: "")
+        }
+    }
+
+    package static func decompressed(_ archiveBytes: [UInt8]) throws(JournalError) -> [UInt8] {
+        do { return try Zstd.decompress(archiveBytes) } catch {
+            throw JournalError(.corrupt(segment: JournalFiles.archive, offset: 0, detail: error.detail), directory: "")
+        }
+    }
+
+    /// The whole history of the journal in seq order: the archived segments, then the live
+    /// ones from where the archives end, each seq once (a segment archived and not yet
+    /// unlinked, which a crash between the two steps leaves, is read once). `body` gets each
+    /// record with the archive it came from (`nil` for a live segment) and returns false to
+    /// stop early. Records at or past `below` are not read.
+    package static func forEachRecord(directory: String, below: UInt64 = .max,
+                                      _ body: (JournalRecord, _ archive: String?) -> Bool) throws(JournalError) {
+        var next: UInt64 = 1
+        for archived in list(directory: directory) {
+            for record in try records(directory: directory, archiveName: archived.name) where record.seq >= next {
+                guard record.seq < below, body(record, archived.name) else { return }
+                next = record.seq + 1
+            }
+        }
+        let reader = try JournalReader(directory: directory, fromSeq: next)
+        while let record = try reader.next(), record.seq < below {
+            guard body(record, nil) else { return }
+        }
     }
 
     private static func parse(_ raw: UnsafeRawBufferPointer, label: String, segment: String,

@@ -97,21 +97,23 @@ package struct FleetSubjectResolver: Sendable {
             return matches(named(in: record.body))
         }
         do throws(JournalError) {
-            var next: UInt64 = 1
-            for archived in JournalArchive.list(directory: journalDirectory) {
-                if shouldStop() { return nil }
-                for record in try JournalArchive.records(directory: journalDirectory, archiveName: archived.name) where record.seq >= next {
-                    if consider(record) { return found }
-                    next = record.seq + 1
-                }
-            }
-            let reader = try JournalReader(directory: journalDirectory, fromSeq: next)
             var read = 0
-            while let record = try reader.next() {
-                if consider(record) { return found }
+            var stopped = false
+            var matched = false
+            try JournalArchive.forEachRecord(directory: journalDirectory) { record, _ in
+                if consider(record) {
+                    matched = true
+                    return false
+                }
                 read += 1
-                if read & 0xFFF == 0, shouldStop() { return nil }
+                if read & 0xFFF == 0, shouldStop() {
+                    stopped = true
+                    return false
+                }
+                return true
             }
+            if matched { return found }
+            if stopped { return nil }
         } catch {
             throw UserDataError(.journal, "reading the journal to resolve erasure \(notice.erasureID): \(error)")
         }

@@ -340,18 +340,13 @@ package struct UserDataErasure: Sendable {
             }
         }
         do throws(JournalError) {
-            var next: UInt64 = 1
-            for archived in JournalArchive.list(directory: sources.journalDirectory) {
-                for record in try JournalArchive.records(directory: sources.journalDirectory, archiveName: archived.name) where record.seq >= next {
-                    consider(record)
-                    next = record.seq + 1
-                }
-            }
-            let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: next)
-            // Live, up to the erasure record: later records are new data, and chasing the end of
-            // a journal that ingest keeps extending might never finish. The media step checks
+            // Up to the erasure record: later records are new data, and chasing the end of a
+            // journal that ingest keeps extending might never finish. The media step checks
             // what they point at.
-            while let record = try reader.next(), record.seq < before { consider(record) }
+            try JournalArchive.forEachRecord(directory: sources.journalDirectory, below: before) { record, _ in
+                consider(record)
+                return true
+            }
         } catch {
             throw UserDataError(.journal, "reading the journal: \(error)")
         }

@@ -160,16 +160,15 @@ package struct UserDataExport: Sendable {
         guard Self.isDirectory(sources.journalDirectory) else {
             throw UserDataError(.noJournal, "no journal at \(sources.journalDirectory); check --state-dir or the configuration's [Journal] StateDirectory=")
         }
-        var next: UInt64 = 1
         do throws(JournalError) {
-            for archived in JournalArchive.list(directory: sources.journalDirectory) {
-                for record in try JournalArchive.records(directory: sources.journalDirectory, archiveName: archived.name) where record.seq >= next {
-                    if consider(record, source: "archive/" + archived.name) { counts.archivedRecords += 1 }
-                    next = record.seq + 1
+            try JournalArchive.forEachRecord(directory: sources.journalDirectory) { record, archive in
+                if let archive {
+                    if consider(record, source: "archive/" + archive) { counts.archivedRecords += 1 }
+                } else {
+                    _ = consider(record, source: "live")
                 }
+                return true
             }
-            let reader = try JournalReader(directory: sources.journalDirectory, fromSeq: next)
-            while let record = try reader.next() { _ = consider(record, source: "live") }
         } catch {
             throw UserDataError(.journal, "reading the journal: \(error)")
         }

@@ -154,6 +154,60 @@ import PushSystem
         #expect(segmentNames(temp.journal).first == names[1])
     }
 
+    /// Every point an archiving pass can stop at: each mutating call of the pass is made to fail
+    /// in turn (nothing after it runs, as in a crash). After each, the journal verifies, every
+    /// archive present reads back, and the whole history (archives, then live segments) holds
+    /// every record exactly once and in order; the next pass completes and changes none of that.
+    @Test func everyStopOfAnArchivingPassKeepsEachRecordOnce() throws {
+        var stops = 0
+        for call in ["openat", "write", "fsync", "renameat", "unlinkat", "pwrite", "ftruncate", "mkdir"] {
+            for skip in 0..<64 {
+                let temp = TempDir()
+                _ = try journal(temp)
+                let before = try readAll(temp.journal)
+                var policy = RetentionPolicy(maxBytes: 1)
+                policy.archive = true
+                policy.faultScope = "retention-\(UUID().uuidString)"
+                let arming = FaultInjector.shared.arm(call: policy.faultScope + "." + call, errno: EIO, skip: skip, times: 1)
+                let stopped: Bool
+                do {
+                    _ = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
+                    stopped = false
+                } catch {
+                    stopped = true
+                }
+                FaultInjector.shared.disarm(arming)
+                let context = "\(call) #\(skip + 1)"
+                #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 0, "\(context)")
+                for archived in JournalArchive.list(directory: temp.journal) {
+                    #expect(throws: Never.self, "\(context): \(archived.name)") {
+                        _ = try JournalArchive.records(directory: temp.journal, archiveName: archived.name)
+                    }
+                }
+                var history: [JournalRecord] = []
+                try JournalArchive.forEachRecord(directory: temp.journal) { record, _ in
+                    history.append(record)
+                    return true
+                }
+                #expect(history.map(\.seq) == before.map(\.seq), "\(context)")
+                #expect(history.map(\.body) == before.map(\.body), "\(context)")
+                _ = try JournalRetention.runPass(directory: temp.journal, policy: policy, retentionFloor: { nil })
+                var again: [JournalRecord] = []
+                try JournalArchive.forEachRecord(directory: temp.journal) { record, _ in
+                    again.append(record)
+                    return true
+                }
+                #expect(again.map(\.seq) == before.map(\.seq), "\(context), after the next pass")
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: temp.journal + "/archive").filter { $0.hasSuffix(".tmp") }
+                #expect(leftovers.isEmpty, "\(context)")
+                guard stopped else { break }
+                stops += 1
+            }
+        }
+        // Several segments, each written, synced, renamed and unlinked: dozens of stops.
+        #expect(stops >= 30)
+    }
+
     /// A kill mid-archive (the compressed copy written, not yet renamed): the segment is still
     /// there and the journal whole; the next pass removes the leftover and archives again.
     @Test func crashMidArchiveRecoversAndTheNextPassRedoesIt() throws {
