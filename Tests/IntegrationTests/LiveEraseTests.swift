@@ -188,6 +188,55 @@ import TestSupport
         #expect(harness.stop() == 0)
     }
 
+    /// A damaged archive makes the eraser's step throw at every try. That must not stop
+    /// pushspoold: the eraser backs off (parked), one followerFailing event says why, STATUS=
+    /// names it, and ingest goes on. Once the archive is whole again the erasure completes.
+    @Test func anEraserThatFailsParksAndIngestGoesOn() throws {
+        let server = try Self.server()
+        let keyFile = try Self.keyFile()
+        defer { unlink(keyFile) }
+        let harness = try DaemonHarness(name: "live-erase-park", config: Self.config(server: server, keyFile: keyFile))
+        try harness.start()
+        let populated = try Self.populate(harness, server: server, fill: 300)
+        #expect(harness.stop() == 0)
+        try UserExportTests.config(server: server, keyFile: keyFile, retention: "RetainBytes=1\nArchive=zstd\n", feeds: true)
+            .write(toFile: harness.config, atomically: true, encoding: .utf8)
+        try harness.start()
+        let journal = harness.state + "/journal"
+        try waitUntil(timeout: 60, "retention to archive the sealed segments") { !JournalArchive.list(directory: journal).isEmpty }
+        let archive = journal + "/archive/" + (try #require(JournalArchive.list(directory: journal).first)).name
+        let whole = try Posix.readFile(archive, limit: 1 << 30)
+        var damaged = whole
+        damaged[damaged.count / 2] ^= 0xFF
+        try Posix.writeFileAtomically(directory: journal + "/archive", name: (archive as NSString).lastPathComponent, bytes: damaged)
+
+        let (status, _, err) = try harness.ctl(["user", "erase", "alice", "--no-wait"])
+        #expect(status == 0, "\(err)")
+        do {
+            try waitUntil(timeout: 60, "the eraser to report it is failing") { harness.daemonStderr.contains("follower erase is failing") }
+        } catch {
+            Issue.record("\(harness.daemonStderr.suffix(3000))")
+            throw error
+        }
+        let daemon = try #require(harness.process)
+        #expect(daemon.isRunning)
+        // Ingest goes on while the eraser is parked.
+        try harness.drop(generatedPayload(index: 9_999, tag: "while-parked"), name: "while-parked.json")
+        try waitUntil(timeout: 60, "a push ingested while the eraser fails") {
+            (try? harness.records().contains { $0.body.count > 0 && String(decoding: $0.body, as: UTF8.self).contains("while-parked") }) == true
+        }
+        #expect(harness.daemonStderr.components(separatedBy: "follower erase is failing").count == 2, "logged once, not per retry")
+        // Repaired, the erasure completes (the runner is woken by the retry backoff's end).
+        try Posix.writeFileAtomically(directory: journal + "/archive", name: (archive as NSString).lastPathComponent, bytes: whole)
+        try waitUntil(timeout: 120, "the erasure complete once the archive is whole") {
+            let (_, list, _) = try harness.ctl(["user", "erase", "--status", "--json"])
+            return list.contains(#""complete":true"#)
+        }
+        #expect(harness.daemonStderr.contains("follower erase recovered"))
+        #expect((try JournalReader.lastSeq(directory: journal) ?? 0) >= UInt64(populated + 2))
+        #expect(harness.stop() == 0)
+    }
+
     /// Steps of the live erasure where pushspoold is killed (the design's crash points 2–8).
     static let crashSteps = ["started", "planned", "journal segment-temp", "journal segment-renamed", "journal before-checkpoint",
                              "journal-done", "inbox-done", "outbox-done", "quarantine-done", "media-done", "subject-removed"]
