@@ -109,21 +109,21 @@ package enum InboxServerMain {
             return 78
         }
         let inbox = configuration.inbox
-        // An inbox node runs the fleet outbox itself: the same key-file and URL checks as
-        // pushspoold's start and `config check --for pushspool-inbox`. On a journal node
-        // [Outbox] is pushspoold's, and pushspoold checks it.
+        // The start-up check `pushspoolctl config check --for pushspool-inbox` runs too: the
+        // token secret and admin token (read here, once), and on an inbox node ([Inbox]
+        // Source=nats), which runs the fleet outbox, the key files and vendor URLs. On a
+        // journal node [Outbox] and the erasure key are pushspoold's, and pushspoold checks them.
+        let credentials = Configuration.Credentials.fromEnvironment(unset: .none)
+        let check = configuration.deploymentCheck(keyFileOwner: geteuid(), for: .pushspoolInbox, credentials: credentials)
+        guard check.problems.isEmpty, let secrets = check.inboxSecrets else {
+            for problem in check.problems { err("pushspool-inbox: configuration error: \(problem)\n") }
+            return 78
+        }
         if inbox.source == .nats {
-            let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-            let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), for: .pushspoolInbox,
-                                                            credentialsDirectory: credentials)
-            guard problems.isEmpty else {
-                for problem in problems { err("pushspool-inbox: \(problem)\n") }
-                return 78
-            }
             // The fleet erasure key, so this node resolves the erasure records in the stream
             // (their hashes are under it). Only here: a journal-fed pushspool-inbox shares
             // pushspoold's state directory, where pushspoold alone installs it.
-            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials) {
+            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }) {
                 do {
                     try Posix.mkdirs(configuration.journal.stateDirectory)
                     try ErasureSecret.provision(stateDirectory: configuration.journal.stateDirectory, keyFile: keyFile, owner: nil)
@@ -133,40 +133,9 @@ package enum InboxServerMain {
                 }
             }
         }
-        var secretPath = inbox.tokenSecretFile
-        if secretPath.isEmpty {
-            guard let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty else {
-                err("pushspool-inbox: no token secret: set [Inbox] TokenSecretFile= or run with LoadCredential=inbox-token-secret:…\n")
-                return 78
-            }
-            secretPath = credentials + "/inbox-token-secret"
-        }
-        let auth: TokenAuth
-        do {
-            auth = try TokenAuth.load(path: secretPath)
-        } catch {
-            err("pushspool-inbox: cannot read the token secret \(secretPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
-            return 78
-        }
-
+        let auth = TokenAuth(secret: secrets.tokenSecret)
         // The admin token of /v1/admin/: optional; without one only SelfErase= users get in.
-        var adminToken: [UInt8]?
-        var adminPath = inbox.adminTokenFile
-        if adminPath.isEmpty, let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty,
-           access(credentials + "/inbox-admin-token", F_OK) == 0 {
-            adminPath = credentials + "/inbox-admin-token"
-        }
-        if !adminPath.isEmpty {
-            do {
-                var bytes = try Posix.readFile(adminPath, limit: TokenAuth.maxSecretBytes)
-                while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
-                guard bytes.count >= TokenAuth.minSecretBytes else { throw SystemError(call: "read", errno: EINVAL, subject: adminPath) }
-                adminToken = bytes
-            } catch {
-                err("pushspool-inbox: cannot read the admin token \(adminPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
-                return 78
-            }
-        }
+        let adminToken = secrets.adminToken
 
         // Block the stop signals before any thread starts, so every thread inherits the mask
         // and the signal watcher below takes them.
