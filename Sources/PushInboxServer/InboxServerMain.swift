@@ -99,15 +99,17 @@ package enum InboxServerMain {
         case .exit(let status): return status
         case .run(let parsed, _): options = parsed
         }
-        let configuration: Configuration
+        // Kept for SIGHUP: a reload reads the same files with the same overrides.
+        let store: ConfigurationStore
         do {
-            configuration = try ConfigurationLoader.load(
-                mainFile: options.config ?? ConfigurationLoader.defaultMainFile, mainFileRequired: options.config != nil,
-                overrides: ConfigOverride.paths(spool: options.spool, stateDirectory: options.stateDir)).0
+            store = try ConfigurationStore(mainFile: options.config ?? ConfigurationLoader.defaultMainFile,
+                                           mainFileRequired: options.config != nil,
+                                           overrides: ConfigOverride.paths(spool: options.spool, stateDirectory: options.stateDir))
         } catch {
             err("pushspool-inbox: configuration error: \(error)\n")
             return 78
         }
+        let configuration = store.current
         let inbox = configuration.inbox
         // The start-up check `pushspoolctl config check --for pushspool-inbox` runs too: the
         // token secret and admin token (read here, once), and on an inbox node ([Inbox]
@@ -219,11 +221,17 @@ package enum InboxServerMain {
         hub.onStreamsChanged.set { status.changed() }
         let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
         let services = ServiceGroup(members.compactMap { $0 })
-        // SIGHUP is taken and ignored (the configuration is read at start).
+        // SIGHUP reloads (what pushspool-inbox can apply running: [Inbox] RetentionSec=).
+        let reloadEvents = EventLog(identifier: "pushspool-inbox")
+        let reloadStatus = where_
         let signals: SignalWatcher
         do {
             signals = try SignalWatcher { signalNumber in
-                if signalNumber != SIGHUP { stop.signal() }
+                if signalNumber == SIGHUP {
+                    reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus)
+                } else {
+                    stop.signal()
+                }
             }
         } catch {
             err("pushspool-inbox: cannot start the signal thread: \(error)\n")
@@ -244,6 +252,30 @@ package enum InboxServerMain {
         if !stuck.isEmpty { err("pushspool-inbox: still busy at the stop deadline: \(stuck.joined(separator: ", "))\n") }
         stats.flushAuthLog(all: true)
         return exitStatus.withLock { $0 }
+    }
+
+    /// SIGHUP: re-reads the configuration; one that loads whole replaces the old, and its
+    /// `[Inbox] RetentionSec=` applies to requests from now on. Every other key pushspool-inbox
+    /// reads takes effect at its next restart, which the event names (`RESTART_NEEDED_FOR=`),
+    /// as pushspoold's reload does; a file that does not load leaves the running one in force.
+    /// Runs on the signal thread, between `RELOADING=1` and `READY=1`.
+    static func reload(store: ConfigurationStore, api: InboxAPI, events: EventLog, configFile: String, serving: String) {
+        Listener.notify("RELOADING=1\nMONOTONIC_USEC=\(Posix.monotonicNanos() / 1000)\nSTATUS=Reloading configuration")
+        defer { Listener.notify("READY=1\nSTATUS=serving on \(serving)") }
+        switch store.reload(for: .pushspoolInbox) {
+        case .applied(let changed, let needsRestart):
+            let retention = store.current.inbox.retention
+            api.setRetention(retention)
+            var fields: [(String, String)] = [("CONFIG_FILE", configFile), ("CHANGED", changed.joined(separator: " "))]
+            if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: " "))) }
+            events.log(.reload, needsRestart.isEmpty
+                ? "configuration reloaded (\(changed.count) changed)"
+                : "configuration reloaded; \(needsRestart.joined(separator: ", ")) take effect at the next restart",
+                fields: fields)
+        case .rejected(let error):
+            events.log(.reloadFailed, "configuration reload failed, keeping the previous one: \(error)",
+                       fields: [("CONFIG_FILE", configFile)])
+        }
     }
 
     enum StreamStart {
