@@ -221,6 +221,38 @@ import PushConfig
         #expect(check.stderr.contains("[Inbox] RetentionSec"), "\(check.stderr)")
     }
 
+    /// The start-up code's exits with 78 (EX_CONFIG), counted in the source: each is the
+    /// load (walked above), the check (walked above), or one of these, which depend on state
+    /// no configuration check reads. A new one fails this test: put the refusal into
+    /// `deploymentCheck` (a new `Kind`, and its fixture here), or list it with the reason.
+    @Test func everyRefusalAtStartIsTheLoadTheCheckOrAKnownStateRefusal() throws {
+        let outsideTheCheck: [String: [String]] = [
+            "Sources/PushspoolDaemon/Entry.swift": [
+                "load", "check",
+                // <state>/erase.key exists and differs from the fleet key, or cannot be written.
+                "ErasureSecret.provision",
+            ],
+            "Sources/PushInboxServer/InboxServerMain.swift": [
+                "load", "check",
+                "ErasureSecret.provision",
+                // The host id: /etc/machine-id unreadable ([Export] HostId= itself is checked at load).
+                "StreamInboxOptions",
+                // The stream no longer holds what the index needs: at start, and later.
+                "follower refused (gap, later)", "follower.prepare (gap)",
+                // [Export] Subject= (checked at load) and the fleet outbox's key files and URLs
+                // (the check's outbox kinds): kept as a second line of defence.
+                "EventPublisher", "startFleetOutbox",
+            ],
+        ]
+        for (path, expected) in outsideTheCheck {
+            let text = try String(contentsOfFile: DaemonHarness.packageRoot + "/" + path, encoding: .utf8)
+            let exits = text.split(separator: "\n").filter {
+                $0.contains("return 78") || $0.contains(".exit(78)") || $0.contains("$0 = 78")
+            }
+            #expect(exits.count == expected.count, "\(path): \(exits.count) exits with 78, \(expected.count) accounted for")
+        }
+    }
+
     /// An operator's check outside the unit cannot see what its LoadCredential= gives: with no
     /// `TokenSecretFile=` and no `$CREDENTIALS_DIRECTORY` the secret is not checked, rather
     /// than refusing the shipped configuration, whose secret is a credential.
