@@ -35,7 +35,8 @@ extension Configuration {
             return value.isEmpty ? .none : .directory(value)
         }
 
-        var directory: String? {
+        /// The directory, when there is one to look in.
+        package var directory: String? {
             if case .directory(let path) = self { return path }
             return nil
         }

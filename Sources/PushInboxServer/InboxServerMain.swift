@@ -125,7 +125,7 @@ package enum InboxServerMain {
             // The fleet erasure key, so this node resolves the erasure records in the stream
             // (their hashes are under it). Only here: a journal-fed pushspool-inbox shares
             // pushspoold's state directory, where pushspoold alone installs it.
-            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }) {
+            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials.directory) {
                 do {
                     try Posix.mkdirs(configuration.journal.stateDirectory)
                     try ErasureSecret.provision(stateDirectory: configuration.journal.stateDirectory, keyFile: keyFile, owner: nil)
