@@ -42,8 +42,9 @@ package final class ConfigurationStore: Sendable {
     package var current: Configuration { state.withLock { $0.0 } }
     package var provenance: [String: ConfigurationSource] { state.withLock { $0.1 } }
 
-    /// Re-reads the files (the command-line overrides still apply last).
-    package func reload() -> ReloadOutcome {
+    /// Re-reads the files (the command-line overrides still apply last). `program` says
+    /// which keys a change of waits for a restart: each program reloads its own.
+    package func reload(for program: Configuration.DeploymentProgram = .pushspoold) -> ReloadOutcome {
         let loaded: (Configuration, provenance: [String: ConfigurationSource])
         do {
             loaded = try ConfigurationLoader.load(mainFile: mainFile, mainFileRequired: mainFileRequired,
@@ -57,10 +58,7 @@ package final class ConfigurationStore: Sendable {
             return old
         }
         let changed = changedKeys(from: old, to: loaded.0)
-        return .applied(changed: changed, restartRequired: changed.filter {
-            // Feeds are held by the inbox follower made at start, like ListModals=.
-            Schema.restartRequired.contains($0) || $0.hasPrefix(Schema.feedPrefix)
-        })
+        return .applied(changed: changed, restartRequired: changed.filter { Schema.restartRequired($0, for: program) })
     }
 }
 
@@ -80,6 +78,33 @@ package func changedKeys(from old: Configuration, to new: Configuration) -> [Str
 }
 
 extension Schema {
+    /// Whether a change of `path` (a `Section.Key`, `Feed NAME`, `Category ID.Action`) waits
+    /// for `program`'s next restart rather than taking effect at its reload.
+    static func restartRequired(_ path: String, for program: Configuration.DeploymentProgram) -> Bool {
+        switch program {
+        case .pushspoold:
+            // Feeds are held by the inbox follower made at start, like ListModals=.
+            return restartRequired.contains(path) || path.hasPrefix(feedPrefix)
+        case .pushspoolInbox:
+            return inboxServerRestartRequired(path)
+        }
+    }
+
+    /// pushspool-inbox reads its keys once at its start, but `[Inbox] RetentionSec=`, which a
+    /// reload applies to the queries at once (as pushspoolctl nc does, which reads the file
+    /// on each run): the directories, the rest of [Inbox] (secrets, limits, its Source=), and
+    /// on an inbox node the [Export] stream, the [Outbox] fleet outbox and the feeds its
+    /// follower was made with. Keys it does not read at all (pushspoold's) are no restart's
+    /// business here.
+    static func inboxServerRestartRequired(_ path: String) -> Bool {
+        if inboxServerReloadable.contains(path) || path == "Inbox.Enabled" { return false }
+        return ["Spool.Directory", "Journal.StateDirectory"].contains(path)
+            || ["Inbox.", "Export.", "Outbox.", feedPrefix].contains { path.hasPrefix($0) }
+    }
+
+    /// What `systemctl reload pushspool-inbox` applies.
+    static let inboxServerReloadable: Set<String> = ["Inbox.RetentionSec"]
+
     /// Keys the running daemon cannot switch on SIGHUP, so a reload reports them as waiting
     /// for a restart instead of as applied: the directories it holds open, the spool, journal
     /// and media fetcher it built with their settings at start, and the event log and

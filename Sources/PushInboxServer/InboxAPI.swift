@@ -21,6 +21,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var indexPath: String
         package var mediaDirectory: String
         package var spool: SpoolLayout
+        /// `[Inbox] RetentionSec=` at start (`nil` = no limit); ``setRetention(_:)`` replaces it.
         package var retention: Duration?
         /// Where Idempotency-Key bindings are kept across restarts (``IdempotencyStore``);
         /// `nil` = in memory only.
@@ -54,6 +55,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private let settings: Settings
+    /// The retention queries apply: ``Settings/retention`` until a reload sets another.
+    private let currentRetention: Locked<Duration?>
+    private var retention: Duration? { currentRetention.withLock { $0 } }
     private let auth: TokenAuth
     package let hub: EventHub
     package let stats: ServerStats
@@ -82,9 +86,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         idempotency = IdempotencyBindings(store: store)
         idempotencyStoreError = storeError
         self.settings = settings
+        currentRetention = Locked(settings.retention)
         self.auth = auth
         self.hub = hub
         self.stats = stats
+    }
+
+    /// `[Inbox] RetentionSec=` from a reload (`nil` or zero = no limit): requests that start
+    /// after this returns list and count with it.
+    package func setRetention(_ value: Duration?) {
+        currentRetention.withLock { $0 = value == .zero ? nil : value }
     }
 
     // MARK: responses
@@ -300,7 +311,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let index = openIndex() else { return Self.unavailable }
         do {
             let page = try index.list(owner, unread: unread, category: category, feed: feed, limit: limit, cursor: request.query["cursor"],
-                                      retention: settings.retention)
+                                      retention: retention)
             let language = Self.language(request)
             var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0, language) })]
             body["nextCursor"] = page.nextCursor.map { .string($0) } ?? .null
@@ -324,7 +335,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard let index = openIndex() else { return Self.unavailable }
         do {
             if let feed = request.query["feed"], !feed.isEmpty {
-                return Self.json(200, Self.countsJSON(try index.count(owner, feed: feed, retention: settings.retention)))
+                return Self.json(200, Self.countsJSON(try index.count(owner, feed: feed, retention: retention)))
             }
             return Self.json(200, try allCountsJSON(owner, index: index))
         } catch {
@@ -334,8 +345,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     /// What `GET /v1/inbox/counts` and a stream's `counts` event carry.
     func allCountsJSON(_ owner: InboxOwner, index: InboxIndex) throws(InboxError) -> JSONValue {
-        Self.countsJSON(try index.count(owner, retention: settings.retention),
-                        feeds: try index.feedCounts(owner, retention: settings.retention))
+        Self.countsJSON(try index.count(owner, retention: retention),
+                        feeds: try index.feedCounts(owner, retention: retention))
     }
 
     /// `{"unseen":…,"unread":…}`, with `"feeds":{NAME:{"unseen":…,"unread":…}}` when `feeds`
@@ -403,7 +414,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func inapp(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         guard let index = openIndex() else { return Self.unavailable }
         do {
-            guard let item = try index.inapp(owner, retention: settings.retention) else {
+            guard let item = try index.inapp(owner, retention: retention) else {
                 return Self.json(200, .object(["item": .null]), headers: [Self.varyLanguage])
             }
             return Self.json(200, .object(["item": Self.itemJSON(item, Self.language(request), inApp: true)]), headers: [Self.varyLanguage])

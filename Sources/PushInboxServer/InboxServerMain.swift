@@ -99,31 +99,33 @@ package enum InboxServerMain {
         case .exit(let status): return status
         case .run(let parsed, _): options = parsed
         }
-        let configuration: Configuration
+        // Kept for SIGHUP: a reload reads the same files with the same overrides.
+        let store: ConfigurationStore
         do {
-            configuration = try ConfigurationLoader.load(
-                mainFile: options.config ?? ConfigurationLoader.defaultMainFile, mainFileRequired: options.config != nil,
-                overrides: ConfigOverride.paths(spool: options.spool, stateDirectory: options.stateDir)).0
+            store = try ConfigurationStore(mainFile: options.config ?? ConfigurationLoader.defaultMainFile,
+                                           mainFileRequired: options.config != nil,
+                                           overrides: ConfigOverride.paths(spool: options.spool, stateDirectory: options.stateDir))
         } catch {
             err("pushspool-inbox: configuration error: \(error)\n")
             return 78
         }
+        let configuration = store.current
         let inbox = configuration.inbox
-        // An inbox node runs the fleet outbox itself: the same key-file and URL checks as
-        // pushspoold's start and `config check --for pushspool-inbox`. On a journal node
-        // [Outbox] is pushspoold's, and pushspoold checks it.
+        // The start-up check `pushspoolctl config check --for pushspool-inbox` runs too: the
+        // token secret and admin token (read here, once), and on an inbox node ([Inbox]
+        // Source=nats), which runs the fleet outbox, the key files and vendor URLs. On a
+        // journal node [Outbox] and the erasure key are pushspoold's, and pushspoold checks them.
+        let credentials = Configuration.Credentials.fromEnvironment(unset: .none)
+        let check = configuration.deploymentCheck(keyFileOwner: geteuid(), for: .pushspoolInbox, credentials: credentials)
+        guard check.problems.isEmpty, let secrets = check.inboxSecrets else {
+            for problem in check.problems { err("pushspool-inbox: configuration error: \(problem)\n") }
+            return 78
+        }
         if inbox.source == .nats {
-            let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-            let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), for: .pushspoolInbox,
-                                                            credentialsDirectory: credentials)
-            guard problems.isEmpty else {
-                for problem in problems { err("pushspool-inbox: \(problem)\n") }
-                return 78
-            }
             // The fleet erasure key, so this node resolves the erasure records in the stream
             // (their hashes are under it). Only here: a journal-fed pushspool-inbox shares
             // pushspoold's state directory, where pushspoold alone installs it.
-            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials) {
+            if let keyFile = configuration.export.erasureKeyPath(credentialsDirectory: credentials.directory) {
                 do {
                     try Posix.mkdirs(configuration.journal.stateDirectory)
                     try ErasureSecret.provision(stateDirectory: configuration.journal.stateDirectory, keyFile: keyFile, owner: nil)
@@ -133,40 +135,9 @@ package enum InboxServerMain {
                 }
             }
         }
-        var secretPath = inbox.tokenSecretFile
-        if secretPath.isEmpty {
-            guard let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty else {
-                err("pushspool-inbox: no token secret: set [Inbox] TokenSecretFile= or run with LoadCredential=inbox-token-secret:…\n")
-                return 78
-            }
-            secretPath = credentials + "/inbox-token-secret"
-        }
-        let auth: TokenAuth
-        do {
-            auth = try TokenAuth.load(path: secretPath)
-        } catch {
-            err("pushspool-inbox: cannot read the token secret \(secretPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
-            return 78
-        }
-
+        let auth = TokenAuth(secret: secrets.tokenSecret)
         // The admin token of /v1/admin/: optional; without one only SelfErase= users get in.
-        var adminToken: [UInt8]?
-        var adminPath = inbox.adminTokenFile
-        if adminPath.isEmpty, let credentials = getenv("CREDENTIALS_DIRECTORY").map({ String(cString: $0) }), !credentials.isEmpty,
-           access(credentials + "/inbox-admin-token", F_OK) == 0 {
-            adminPath = credentials + "/inbox-admin-token"
-        }
-        if !adminPath.isEmpty {
-            do {
-                var bytes = try Posix.readFile(adminPath, limit: TokenAuth.maxSecretBytes)
-                while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
-                guard bytes.count >= TokenAuth.minSecretBytes else { throw SystemError(call: "read", errno: EINVAL, subject: adminPath) }
-                adminToken = bytes
-            } catch {
-                err("pushspool-inbox: cannot read the admin token \(adminPath) (at least \(TokenAuth.minSecretBytes) bytes): \(error)\n")
-                return 78
-            }
-        }
+        let adminToken = secrets.adminToken
 
         // Block the stop signals before any thread starts, so every thread inherits the mask
         // and the signal watcher below takes them.
@@ -250,11 +221,17 @@ package enum InboxServerMain {
         hub.onStreamsChanged.set { status.changed() }
         let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
         let services = ServiceGroup(members.compactMap { $0 })
-        // SIGHUP is taken and ignored (the configuration is read at start).
+        // SIGHUP reloads (what pushspool-inbox can apply running: [Inbox] RetentionSec=).
+        let reloadEvents = EventLog(identifier: "pushspool-inbox")
+        let reloadStatus = where_
         let signals: SignalWatcher
         do {
             signals = try SignalWatcher { signalNumber in
-                if signalNumber != SIGHUP { stop.signal() }
+                if signalNumber == SIGHUP {
+                    reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus)
+                } else {
+                    stop.signal()
+                }
             }
         } catch {
             err("pushspool-inbox: cannot start the signal thread: \(error)\n")
@@ -275,6 +252,30 @@ package enum InboxServerMain {
         if !stuck.isEmpty { err("pushspool-inbox: still busy at the stop deadline: \(stuck.joined(separator: ", "))\n") }
         stats.flushAuthLog(all: true)
         return exitStatus.withLock { $0 }
+    }
+
+    /// SIGHUP: re-reads the configuration; one that loads whole replaces the old, and its
+    /// `[Inbox] RetentionSec=` applies to requests from now on. Every other key pushspool-inbox
+    /// reads takes effect at its next restart, which the event names (`RESTART_NEEDED_FOR=`),
+    /// as pushspoold's reload does; a file that does not load leaves the running one in force.
+    /// Runs on the signal thread, between `RELOADING=1` and `READY=1`.
+    static func reload(store: ConfigurationStore, api: InboxAPI, events: EventLog, configFile: String, serving: String) {
+        Listener.notify("RELOADING=1\nMONOTONIC_USEC=\(Posix.monotonicNanos() / 1000)\nSTATUS=Reloading configuration")
+        defer { Listener.notify("READY=1\nSTATUS=serving on \(serving)") }
+        switch store.reload(for: .pushspoolInbox) {
+        case .applied(let changed, let needsRestart):
+            let retention = store.current.inbox.retention
+            api.setRetention(retention)
+            var fields: [(String, String)] = [("CONFIG_FILE", configFile), ("CHANGED", changed.joined(separator: " "))]
+            if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: " "))) }
+            events.log(.reload, needsRestart.isEmpty
+                ? "configuration reloaded (\(changed.count) changed)"
+                : "configuration reloaded; \(needsRestart.joined(separator: ", ")) take effect at the next restart",
+                fields: fields)
+        case .rejected(let error):
+            events.log(.reloadFailed, "configuration reload failed, keeping the previous one: \(error)",
+                       fields: [("CONFIG_FILE", configFile)])
+        }
     }
 
     enum StreamStart {

@@ -8,25 +8,12 @@ import PushSystem
 ///
 /// `Sendable`: immutable after init.
 package struct TokenAuth: Sendable {
-    /// The most bytes read from the secret file; a secret is 32-64 random bytes.
-    package static let maxSecretBytes = 4096
-    /// The least secret length accepted: an HMAC key shorter than the hash is weak.
-    package static let minSecretBytes = 16
-
     private let secret: [UInt8]
 
-    /// `secret`: the key bytes (a trailing newline of a file is the caller's to strip).
+    /// `secret`: the key bytes, as `Configuration.InboxSecrets` read them from
+    /// `[Inbox] TokenSecretFile=` or the credential (the start-up check's one reader).
     package init(secret: [UInt8]) {
         self.secret = secret
-    }
-
-    /// Reads the secret from `path` (trailing whitespace dropped). Throws when the file is
-    /// missing, over ``maxSecretBytes`` or shorter than ``minSecretBytes``.
-    package static func load(path: String) throws(SystemError) -> TokenAuth {
-        var bytes = try Posix.readFile(path, limit: maxSecretBytes)
-        while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 || last == 0x09 { bytes.removeLast() }
-        guard bytes.count >= minSecretBytes else { throw SystemError(call: "read", errno: EINVAL, subject: path) }
-        return TokenAuth(secret: bytes)
     }
 
     /// The token of `user`: lowercase hex of HMAC-SHA256(secret, UTF-8 of the user id).

@@ -14,6 +14,12 @@ package enum KeyFile {
         /// The failing call's errno, when a call failed.
         package var errno: Int32?
         package var description: String { message }
+
+        package init(path: String, message: String, errno: Int32? = nil) {
+            self.path = path
+            self.message = message
+            self.errno = errno
+        }
     }
 
     /// Reads and checks `path`. With `owner` set, the file must also belong to that uid (the

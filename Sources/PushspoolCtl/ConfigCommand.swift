@@ -18,9 +18,12 @@ package struct ConfigCommand: CtlSubcommand {
                         Default: the main file and its drop-ins. Reports the first error with file and line;
                         exit 0 when it is valid. A FILE (or --config) that does not exist is an error; only
                         the default main file may be absent. Then runs the start-up check of the program
-                        named by --for (key files, vendor URLs): the two differ on an inbox node ([Inbox]
-                        Source=nats), where pushspool-inbox runs the fleet outbox and pushspoold refuses
-                        [Outbox] Enabled=yes.
+                        named by --for, the function that program runs at its start (key files, vendor URLs,
+                        pushspool-inbox's token secret and admin token): the two differ on an inbox node
+                        ([Inbox] Source=nats), where pushspool-inbox runs the fleet outbox and pushspoold
+                        refuses [Outbox] Enabled=yes. Files left to the unit's LoadCredential= are checked
+                        only with $CREDENTIALS_DIRECTORY set (systemd-run -p LoadCredential=…); set empty,
+                        the check is that of a program run without credentials.
                         """, exitStatus: status) { invocation throws(CLIError) in
                 let name = invocation.value("--for") ?? Configuration.DeploymentProgram.pushspoold.rawValue
                 guard let program = Configuration.DeploymentProgram(rawValue: name) else {
@@ -57,10 +60,12 @@ package struct ConfigCommand: CtlSubcommand {
         do {
             let (configuration, provenance) = try context.loadConfiguration()
             if check {
-                // The daemon's own start-up check. Key-file ownership is left to the daemon
-                // when this runs as another user than the file's (an operator, not the service).
-                let problems = configuration.deploymentProblems(keyFileOwner: nil, for: program,
-                                                                credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
+                // The program's own start-up check. Key-file ownership is left to the daemon
+                // when this runs as another user than the file's (an operator, not the service);
+                // without $CREDENTIALS_DIRECTORY (not run as `systemd-run -p LoadCredential=…`),
+                // what the unit's LoadCredential= provides cannot be seen, and is not checked.
+                let problems = configuration.deploymentCheck(keyFileOwner: nil, for: program,
+                                                             credentials: .fromEnvironment(unset: .unseen)).problems
                 guard problems.isEmpty else {
                     for problem in problems { context.err("pushspoolctl: \(problem)\n") }
                     context.err("pushspoolctl: configuration is not valid: \(program.rawValue) would refuse to start (exit 78)\n")

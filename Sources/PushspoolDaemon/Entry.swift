@@ -50,9 +50,10 @@ package enum PushspoolDaemonMain {
         // journal is opened, with the status systemd reads as "configuration error" and the
         // same words `pushspoolctl config check` prints.
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        let problems = configuration.deploymentProblems(keyFileOwner: geteuid(), credentialsDirectory: credentials)
+        let problems = configuration.deploymentCheck(keyFileOwner: geteuid(), for: .pushspoold,
+                                                     credentials: credentials.map { .directory($0) } ?? .none).problems
         if !problems.isEmpty {
-            let text = problems.joined(separator: "; ")
+            let text = problems.map(\.message).joined(separator: "; ")
             events.log(.fatal, "configuration error: \(text)", fields: [("CONFIG_FILE", arguments.configFile)])
             SystemdNotifier().failing(errno: EINVAL, status: "configuration error: \(text)")
             return 78  // EX_CONFIG
@@ -62,7 +63,7 @@ package enum PushspoolDaemonMain {
             let state = configuration.journal.stateDirectory
             do {
                 try Posix.mkdirs(state)
-                // Owner checked by deploymentProblems above for a named file; a credential's is systemd's.
+                // Owner checked by deploymentCheck above for a named file; a credential's is systemd's.
                 try ErasureSecret.provision(stateDirectory: state, keyFile: keyFile, owner: nil)
             } catch {
                 events.log(.fatal, "configuration error: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])

@@ -173,6 +173,38 @@ final class InboxServerHarness: @unchecked Sendable {
         #expect(try String(contentsOfFile: errorPath, encoding: .utf8).contains("LoadCredential=inbox-token-secret"))
     }
 
+    /// Issue 33, defect 8: pushspool-inbox ignored SIGHUP, so after `systemctl reload` with a
+    /// new `[Inbox] RetentionSec=` pushspoolctl nc (which reads the file each run) and the
+    /// HTTP API disagreed until a restart. A reload now applies it to the API's queries, and
+    /// names the keys it read at start that wait for a restart.
+    @Test func aReloadAppliesANewRetention() throws {
+        let server = try InboxServerHarness(name: "inbox-reload")
+        try server.push(user: "alice", title: "kept until the reload")
+        try waitUntil(timeout: 30, "alice's push") { try server.counts().unread == 1 }
+        let config = try String(contentsOfFile: server.daemon.config, encoding: .utf8)
+        // The harness's file ends in [Inbox]: one key pushspool-inbox reloads, one it reads at start.
+        try (config + "RetentionSec=1s\nMaxConnections=100\n").write(toFile: server.daemon.config, atomically: true, encoding: .utf8)
+        kill(server.process.processIdentifier, SIGHUP)
+        try waitUntil(timeout: 30, "the reload") { server.stderr.contains("EVENT=reload") }
+        let line = try #require(server.stderr.split(separator: "\n").first { $0.contains("EVENT=reload") })
+        #expect(line.contains("Inbox.MaxConnections take effect at the next restart"), "\(line)")
+        #expect(line.contains("CHANGED=\"Inbox.RetentionSec Inbox.MaxConnections\""), "\(line)")
+        // The item is over a second old once this holds; the CLI, reading the file, agrees.
+        try waitUntil(timeout: 30, "the new retention in the API") { try server.counts().unread == 0 }
+        #expect(try server.items().isEmpty)
+        let (status, out, err) = try server.daemon.ctl(["nc", "count", "--user", "alice", "--json"])
+        #expect(status == 0, "\(err)")
+        #expect(out.contains("\"unread\":0"), "\(out)")
+        #expect(server.process.isRunning)
+
+        // A file that does not load leaves the running configuration in force.
+        try (config + "RetentionSec=nonsense\n").write(toFile: server.daemon.config, atomically: true, encoding: .utf8)
+        kill(server.process.processIdentifier, SIGHUP)
+        try waitUntil(timeout: 30, "the refused reload") { server.stderr.contains("EVENT=reloadFailed") }
+        #expect(try server.counts().unread == 0)
+        #expect(server.process.isRunning)
+    }
+
     @Test func refusalsAreIdenticalAndRevealNothing() throws {
         let server = try InboxServerHarness(name: "inbox-auth")
         try server.push(user: "bob", title: "for bob")

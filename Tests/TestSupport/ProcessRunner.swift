@@ -30,11 +30,13 @@ package enum ProcessRunner {
     /// stdin is written and stderr read on threads of their own while this thread reads
     /// stdout: a pipe holds 64 KiB, so a child that fills one pipe while the runner waits on
     /// another (or reads its input only after writing output) would otherwise block for ever.
+    /// `environment`: the child's whole environment; `nil` = this process's.
     package static func run(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil,
-                            currentDirectory: String? = nil) throws -> ProcessResult {
+                            currentDirectory: String? = nil, environment: [String: String]? = nil) throws -> ProcessResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let environment { process.environment = environment }
         if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
