@@ -53,6 +53,14 @@ package enum EventKind: String, CaseIterable, Sendable {
     /// or device of its index hashes to the subject). Fields `ERASURE_ID`, `STREAM_SEQ`; never
     /// the plain id.
     case erasureUnmatched
+    /// An inbox node (`[Inbox] Source=nats`) found the export stream is not the one its index
+    /// was built from (deleted and created again: fields `STREAM_CREATED`, `INDEX_STREAM_CREATED`,
+    /// `INBOX_APPLIED_SEQ`) and rebuilds its index from the new stream; `REASON_CODE` is
+    /// `rebuilding`, then `rebuilt` (with `INBOX_APPLIED_SEQ` of the new index) or `rebuild_failed`.
+    case inboxStreamReplaced
+    /// pushspool-inbox refused to start: another live inbox node answered on its host id
+    /// (fields `HOST_ID`, `OTHER_NODE`); set `[Export] HostId=` per node.
+    case inboxHostIdInUse
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -84,6 +92,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .inboxIndexOutdated: "61369d1f291c4befa1fcbd46d67a089e"
         case .fleetErasure: "8858e5c495f147ac90a5cabaa27450a4"
         case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
+        case .inboxStreamReplaced: "be4763b1efc84c46a728f22bfbee78b1"
+        case .inboxHostIdInUse: "bf25a978b3404c98bec9ae8f426c545e"
         }
     }
 
@@ -91,8 +101,8 @@ package enum EventKind: String, CaseIterable, Sendable {
     package var defaultPriority: Int32 {
         switch self {
         case .noSpace, .fatal: 2
-        case .corruption, .reloadFailed: 3
-        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .corruption, .reloadFailed, .inboxHostIdInUse: 3
+        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused, .inboxStreamReplaced: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched: 5
         case .ingested, .duplicate: 6
         }
