@@ -46,9 +46,13 @@ import PushInbox
         defer { client.close() }
 
         let node = try Node.node("identity-node", url: server.url)
-        let process = try Node.launchInbox(node)
+        let notify = try NotifySocket()
+        let process = try Node.launchInbox(node, environment: ["NOTIFY_SOCKET": notify.path])
         defer { _ = Self.stop(process) }
+        let port = try Node.port(node, process)
         try Self.waitFollows(node, client, "the node at stream seq 30")
+        let healthy = try Node.http(port, "GET", "/healthz", user: "user-1")
+        #expect(healthy.status == 200 && healthy.body.contains("\"status\":\"ready\""), "\(healthy.body)")
         let first = try #require(Self.streamCreated(node))
 
         // Deleted while the node follows: the exporter creates it again on its next publish,
@@ -62,6 +66,15 @@ import PushInbox
         #expect(process.isRunning)
         #expect(Node.stderr(node).contains("is not the one the inbox index was built from"), "\(Node.stderr(node))")
         #expect(Node.stderr(node).contains("inbox index rebuilt from the new stream"))
+        // Said on STATUS=, in /metrics, and ready again once rebuilt.
+        try waitUntil(timeout: 10, "STATUS= naming the replaced stream") {
+            notify.messages.contains { $0.contains("STATUS=stream replaced 1x; serving on") }
+        }
+        let metrics = try Node.http(port, "GET", "/metrics", user: "user-1").body
+        #expect(metrics.contains("pushspool_inbox_stream_replaced_total 1\n"), "\(metrics)")
+        #expect(metrics.contains("pushspool_inbox_stream_ready 1\n"))
+        #expect(metrics.contains("pushspool_inbox_stream_rebuilding 0\n"))
+        #expect(try Node.http(port, "GET", "/healthz", user: "user-1").status == 200)
 
         // The README's answer to a lost stream: the journal replayed into the new stream,
         // which the node follows on (the same stream: no second rebuild).
