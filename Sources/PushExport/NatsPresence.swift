@@ -37,8 +37,8 @@ extension NatsClient {
         var random = SystemRandomNumberGenerator()
         let nonceText = String(random.next() as UInt64, radix: 16) + String(random.next() as UInt64, radix: 16)
         let nonce = Array(nonceText.utf8)
-        // Retained for the life of the process: libnats may deliver on its own thread after
-        // the subscription is destroyed, and it is one small object per connection.
+        // Retained until libnats says the subscription delivers no more (its on-complete
+        // callback, after the connection closed), then released there.
         let box = Unmanaged.passRetained(PresenceAnswer(nonce: nonce, answer: Array(answer.utf8))).toOpaque()
         let handler: natsMsgHandler = { nc, _, msg, closure in
             defer { natsMsg_Destroy(msg) }
@@ -56,9 +56,15 @@ extension NatsClient {
         var subscription: OpaquePointer?
         var status = natsConnection_Subscribe(&subscription, connection, subject, handler, box)
         guard status == NATS_OK, let subscription else {
+            Unmanaged<PresenceAnswer>.fromOpaque(box).release()
             throw ExportError(.consume, "subscribing to \(subject): \(natsText(status))", natsStatus: Int32(bitPattern: status.rawValue))
         }
         ownedSubscriptions.append(subscription)
+        let complete: natsOnCompleteCB = { closure in
+            if let closure { Unmanaged<PresenceAnswer>.fromOpaque(closure).release() }
+        }
+        // Should this fail, the answer stays allocated: one small object per connection.
+        _ = natsSubscription_SetOnCompleteCB(subscription, complete, box)
         status = natsConnection_FlushTimeout(connection, max(wait.clampedMilliseconds, 1))
         guard status == NATS_OK else {
             throw ExportError(.connect, "subscribing to \(subject): \(natsText(status))", natsStatus: Int32(bitPattern: status.rawValue))

@@ -75,6 +75,10 @@ import PushInbox
         #expect(metrics.contains("pushspool_inbox_stream_ready 1\n"))
         #expect(metrics.contains("pushspool_inbox_stream_rebuilding 0\n"))
         #expect(try Node.http(port, "GET", "/healthz", user: "user-1").status == 200)
+        // A state change accepted now goes through the new stream and is applied.
+        let item = try #require(try Node.http(port, "GET", "/v1/inbox", user: "user-30").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
+        #expect(try Node.http(port, "POST", "/v1/inbox/\(item)/read", user: "user-30").status == 202)
+        try waitUntil(timeout: 30, "the read applied") { try Node.state(port, user: "user-30", item: item)?["read"] == .bool(true) }
 
         // The README's answer to a lost stream: the journal replayed into the new stream,
         // which the node follows on (the same stream: no second rebuild).
