@@ -461,7 +461,7 @@ enum Schema {
             config.export.hostId = text
             return nil
         }, render: { [$0.export.hostId] })
-            .described("host part of `Nats-Msg-Id` (`<host id>:<key>`, the key percent-encoded; `event` is reserved for the events inbox nodes publish); empty = `/etc/machine-id`, `<machine-id>.NAME` for `pushspoold@NAME`", values: "`[A-Za-z0-9._-]`, up to 64"),
+            .described("host part of `Nats-Msg-Id` (`<host id>:<key>`, the key percent-encoded; `event` is reserved for the events inbox nodes publish); empty = `/etc/machine-id`, `<machine-id>.NAME` for `pushspoold@NAME`; one per inbox node (`Source=nats`): a node finding another live node with its host id refuses to start (exit 78)", values: "`[A-Za-z0-9._-]`, up to 64"),
         .optionalAbsolutePath("Export", "CredentialsFile", \.export.credentialsFile)
             .described("NATS `.creds` file; empty = `$CREDENTIALS_DIRECTORY/nats.creds` when present (`LoadCredential=`)"),
         .optionalAbsolutePath("Export", "TLSCAFile", \.export.tlsCAFile)

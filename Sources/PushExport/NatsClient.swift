@@ -70,6 +70,8 @@ package final class NatsClient {
     package let ackTimeout: Duration
     /// Whether `publishAsync` ran once (libnats then has its pending map).
     private var publishedAsync = false
+    /// Core NATS subscriptions that live as long as the connection (``claimName(subject:answer:wait:)``).
+    var ownedSubscriptions: [OpaquePointer] = []
 
     /// Connects to the first reachable of `urls` (and later fails over among them and the
     /// servers the cluster announces; libnats reconnects forever, buffering nothing we rely on).
@@ -77,12 +79,13 @@ package final class NatsClient {
     /// `reconnects: false`: a lost connection closes the client instead (``isClosed``), so a
     /// publish made while it is down fails at once rather than waiting in libnats' reconnect
     /// buffer to be sent later — after its caller was told it failed.
+    /// `noEcho`: this connection's own publishes never reach its subscriptions (natsOptions_SetNoEcho(3)).
     /// `sendAsap`: each publish is written to the socket by the calling thread at once
     /// (natsOptions_SetSendAsap(3)) instead of by libnats' flusher thread up to 1 ms later.
     package init(urls: [String], credentialsFile: String = "", tlsCAFile: String = "", tlsCertFile: String = "",
                  tlsKeyFile: String = "", maxPending: Int = 1024, ackTimeout: Duration = .seconds(5),
                  connectTimeout: Duration = .seconds(2), sink: AckSink? = nil, name: String = "pushspoold",
-                 reconnects: Bool = true, sendAsap: Bool = true) throws(ExportError) {
+                 reconnects: Bool = true, sendAsap: Bool = true, noEcho: Bool = false) throws(ExportError) {
         self.sink = sink
         self.ackTimeout = ackTimeout
         var opts: OpaquePointer?
@@ -108,6 +111,9 @@ package final class NatsClient {
             // Without it libnats hands each publish to its flusher thread, which waits 1 ms
             // for company before writing: a millisecond on every record's way to the PubAck.
             if sendAsap { try check(natsOptions_SetSendAsap(opts, true), "send asap") }
+            // A request this connection publishes is not delivered to its own subscriptions:
+            // with nobody else listening the server answers "no responders" at once.
+            if noEcho { try check(natsOptions_SetNoEcho(opts, true), "no echo") }
             if let sink {
                 // A lost or regained connection wakes the exporter, which otherwise sleeps.
                 // Retained and never released: libnats may call the closed callback after
@@ -171,6 +177,8 @@ package final class NatsClient {
     /// published again from the cursor).
     package func close() {
         if let connection { natsConnection_Close(connection) }
+        for subscription in ownedSubscriptions { natsSubscription_Destroy(subscription) }
+        ownedSubscriptions = []
         if let js { jsCtx_Destroy(js) }
         if let connection { natsConnection_Destroy(connection) }
         if let options { natsOptions_Destroy(options) }
@@ -342,9 +350,19 @@ package final class NatsClient {
 
     // MARK: Reading back (tests, benchmark, `pushspoolctl export status`)
 
-    /// The first and last sequence and the message count of `stream` (an empty stream that
-    /// never held a message: 0, 0; one purged empty: last + 1, last). Wraps js_GetStreamInfo(3).
-    package func streamBounds(_ stream: String) throws(ExportError) -> (firstSeq: UInt64, lastSeq: UInt64, messages: UInt64) {
+    /// What a reader needs to know of a stream: its bounds and which stream it is. `Sendable` value.
+    package struct StreamInfo: Sendable, Equatable {
+        package var firstSeq: UInt64
+        package var lastSeq: UInt64
+        package var messages: UInt64
+        /// When the server created the stream (nanoseconds since the epoch, `created` in the
+        /// stream's info): a stream deleted and created again under the same name has another,
+        /// and numbers its messages from 1 again.
+        package var createdNanos: Int64
+    }
+
+    /// The bounds and creation time of `stream`. Wraps js_GetStreamInfo(3).
+    package func streamInfo(_ stream: String) throws(ExportError) -> StreamInfo {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(0)
         let status = js_GetStreamInfo(&info, js, stream, nil, &code)
@@ -353,7 +371,15 @@ package final class NatsClient {
                               natsStatus: Int32(bitPattern: status.rawValue))
         }
         defer { jsStreamInfo_Destroy(info) }
-        return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq, info.pointee.State.Msgs)
+        return StreamInfo(firstSeq: info.pointee.State.FirstSeq, lastSeq: info.pointee.State.LastSeq, messages: info.pointee.State.Msgs,
+                          createdNanos: info.pointee.Created)
+    }
+
+    /// The first and last sequence and the message count of `stream` (an empty stream that
+    /// never held a message: 0, 0; one purged empty: last + 1, last). Wraps js_GetStreamInfo(3).
+    package func streamBounds(_ stream: String) throws(ExportError) -> (firstSeq: UInt64, lastSeq: UInt64, messages: UInt64) {
+        let info = try streamInfo(stream)
+        return (info.firstSeq, info.lastSeq, info.messages)
     }
 
     /// Removes every message of `stream` below `keepFrom` (tests: a stream whose retention

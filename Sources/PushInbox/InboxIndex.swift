@@ -358,6 +358,25 @@ package final class InboxIndex {
         do { return UInt64(clamping: try Self.meta(db, "last_seq") ?? 0) } catch { throw InboxError(.sqlite(error), path: path) }
     }
 
+    /// Which export stream a `Source=nats` index was built from: the stream's creation time
+    /// (nanoseconds, `created` in its info) stored beside the applied seq, so a stream deleted
+    /// and created again under the same name is told apart (`nil`: not recorded, a journal
+    /// index or one from before this was kept).
+    package func streamCreated() throws(InboxError) -> Int64? {
+        do { return try Self.meta(db, "stream_created") } catch { throw InboxError(.sqlite(error), path: path) }
+    }
+
+    /// Records the stream this index follows (``streamCreated()``).
+    package func setStreamCreated(_ nanos: Int64) throws(InboxError) {
+        do {
+            let statement = try db.statement("INSERT OR REPLACE INTO meta(key, value) VALUES ('stream_created', ?1)")
+            try statement.bind(1, nanos)
+            try statement.run()
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
     // MARK: applying journal records
 
     /// Applies `records` in one transaction and advances the last seq in it. Records at or

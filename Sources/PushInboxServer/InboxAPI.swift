@@ -98,6 +98,23 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         currentRetention.withLock { $0 = value == .zero ? nil : value }
     }
 
+    /// `GET /healthz`, for a load balancer: 200 `ready` while the index follows its source;
+    /// on a `Source=nats` node 200 `degraded` while NATS is out of reach (the index is served
+    /// as it is), 503 `not_ready` while the index is rebuilt from a replaced stream or the
+    /// node refused its stream (`index` says which).
+    func health() -> HTTPResponse {
+        guard let health = stats.streamFollower?.health else {
+            return Self.json(200, .object(["status": .string("ready"), "index": .string("following")]))
+        }
+        let (code, status): (Int, String) = switch health.state {
+        case .following: (200, "ready")
+        case .connecting: (200, "degraded")
+        case .rebuilding, .refused: (503, "not_ready")
+        }
+        return Self.json(code, .object(["status": .string(status), "index": .string(health.state.rawValue),
+                                        "streamReplacements": .number(String(health.streamReplacements))]))
+    }
+
     // MARK: responses
 
     static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPResponse {
@@ -137,6 +154,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
                          body: .bytes(Array(api.stats.prometheus(openStreams: api.hub.openStreams).utf8)))
         },
+        Route(.get, "/healthz", "health") { api, _ in api.health() },
         Route(.get, "/v1/inbox", "inbox") { api, call in api.list(.user(call.user), call.request) },
         Route(.get, "/v1/inbox/counts", "counts") { api, call in api.counts(.user(call.user), call.request) },
         Route(.get, "/v1/inbox/stream", "stream") { api, call in api.stream(.user(call.user), call.request) },

@@ -180,18 +180,23 @@ package enum InboxServerMain {
         var streamFollower: FollowerGroup?
         var eventSink: (any EventSink)?
         var fleetOutbox: FleetOutbox?
+        var stream: StreamInboxFollower?
+        // A replaced stream, a rebuild's end: STATUS= follows (the reporter exists later).
+        let streamChanged = CallbackSlot<Void>()
         if inbox.source == .nats {
             switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, hub: hub,
-                                       stop: stop, exitStatus: exitStatus) {
+                                       stop: stop, exitStatus: exitStatus, changed: streamChanged) {
             case .exit(let status): return status
-            case .run(let group, let sink, let outbox):
+            case .run(let group, let sink, let outbox, let follower):
                 streamFollower = group
                 eventSink = sink
                 fleetOutbox = outbox
+                stream = follower
             }
         }
         let stats = ServerStats()
         stats.fleetOutbox = fleetOutbox
+        stats.streamFollower = stream
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
@@ -208,14 +213,22 @@ package enum InboxServerMain {
         limits.threads = options.threads ?? defaultThreads()
         let server = HTTPServer(listenFD: listenFD, limits: limits, handler: api)
         let serving = where_
-        let status = StatusReporter { [fleetOutbox] in
+        let status = StatusReporter { [fleetOutbox, stream] in
             let summaryPending = stats.flushAuthLog()
             // The fleet outbox's counts as pushspoold's STATUS= shows its outbox's.
             let outbox = fleetOutbox.map { "; " + $0.status.summary } ?? ""
-            Listener.notify("STATUS=serving on \(serving): \(server.currentConnections) connections, "
+            // A replaced stream being rebuilt, or replacements seen, lead the line.
+            var index = ""
+            if let stream {
+                let health = stream.health
+                if health.state == .rebuilding { index = "index rebuilding: stream replaced; " }
+                if health.streamReplacements > 0 { index += "stream replaced \(health.streamReplacements)x; " }
+            }
+            Listener.notify("STATUS=\(index)serving on \(serving): \(server.currentConnections) connections, "
                 + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused" + outbox)
             return summaryPending
         }
+        streamChanged.set { status.changed() }
         stats.onChange.set { status.changed() }
         fleetOutbox?.observe { status.changed() }
         hub.onStreamsChanged.set { status.changed() }
@@ -279,7 +292,7 @@ package enum InboxServerMain {
     }
 
     enum StreamStart {
-        case run(FollowerGroup, StreamEventSink, FleetOutbox?)
+        case run(FollowerGroup, StreamEventSink, FleetOutbox?, StreamInboxFollower)
         case exit(Int32)
     }
 
@@ -289,7 +302,7 @@ package enum InboxServerMain {
     /// or later (then `stop` is signalled with 78 as the status); NATS out of reach only
     /// delays the index (the follower keeps trying) and answers events with 503.
     static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: DispatchSemaphore,
-                                    exitStatus: Locked<Int32>) -> StreamStart {
+                                    exitStatus: Locked<Int32>, changed: CallbackSlot<Void>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
         var options: StreamInboxOptions
         do throws(ExportError) {
@@ -302,11 +315,12 @@ package enum InboxServerMain {
         options.erasureHook = EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } })
         let events = EventLog(identifier: "pushspool-inbox")
         let follower: StreamInboxFollower
+        let streamName = options.export.stream
         // The fleet outbox works an event once the index applied it: each commit wakes it.
         let outbox = Locked<FleetOutbox?>(nil)
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options, refused: { error in
-                err("pushspool-inbox: \(error)\n")
+                refusedStart(error, events: events)
                 exitStatus.withLock { $0 = 78 }
                 stop.signal()
             }, observer: { event in
@@ -314,6 +328,12 @@ package enum InboxServerMain {
                 case .resumed(let seq): hub.followerResumed(at: seq)
                 case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
                 case .erasure(let id, let seq, let outcome): erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events)
+                case .streamReplaced(let reason, let seq):
+                    streamReplaced(reason, appliedSeq: seq, events: events)
+                    changed()
+                case .rebuilt(let seq, let items, let failure):
+                    indexRebuilt(appliedSeq: seq, items: items, failure: failure, stream: streamName, events: events)
+                    changed()
                 }
                 outbox.withLock { $0 }?.indexAdvanced()
             })
@@ -335,8 +355,8 @@ package enum InboxServerMain {
         }
         do throws(InboxStreamError) {
             try follower.prepare()
-        } catch where error.isGap {
-            err("pushspool-inbox: \(error)\n")
+        } catch where error.refusesStart {
+            refusedStart(error, events: events)
             return .exit(78)
         } catch {
             err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
@@ -354,7 +374,41 @@ package enum InboxServerMain {
                 return .exit(78)
             }
         }
-        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher), fleetOutbox)
+        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher), fleetOutbox, follower)
+    }
+
+    /// A refusal of the stream follower (gap, host id in use): on stderr, and a host id in use
+    /// as a journald event too.
+    static func refusedStart(_ error: InboxStreamError, events: EventLog) {
+        err("pushspool-inbox: \(error)\n")
+        if case .hostIdInUse(let hostId, let other) = error.kind {
+            events.log(.inboxHostIdInUse, "another inbox node uses this host id: set [Export] HostId= per node",
+                       fields: [("HOST_ID", hostId), ("OTHER_NODE", other), (EventField.reasonCode, error.shortDescription)])
+        }
+    }
+
+    /// The stream is not the one the index was built from: said on stderr and as a journald
+    /// event before the follower rebuilds.
+    static func streamReplaced(_ reason: InboxStreamError, appliedSeq: UInt64, events: EventLog) {
+        err("pushspool-inbox: \(reason)\n")
+        var fields: [(String, String)] = [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuilding")]
+        if case .replaced(let indexCreated, let streamCreated) = reason.kind {
+            fields += [("STREAM_CREATED", String(streamCreated)), ("INDEX_STREAM_CREATED", indexCreated.map(String.init) ?? "none")]
+        }
+        events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index from the new stream", fields: fields)
+    }
+
+    /// The end of the rebuild after a replaced stream.
+    static func indexRebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?, stream: String, events: EventLog) {
+        if let failure {
+            err("pushspool-inbox: rebuilding the inbox index from stream \(stream) failed (retried): \(failure)\n")
+            events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index failed, retried",
+                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuild_failed")])
+        } else {
+            err("pushspool-inbox: inbox index rebuilt from the new stream \(stream): \(items) items, stream seq \(appliedSeq)\n")
+            events.log(.inboxStreamReplaced, "export stream replaced: inbox index rebuilt from the new stream",
+                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), ("INBOX_ITEMS", String(items)), (EventField.reasonCode, "rebuilt")])
+        }
     }
 
     /// An erasure record from the stream, applied by the follower: the erased user's changes

@@ -1,4 +1,5 @@
 import PushFleetOutbox
+import PushInboxStream
 import PushSystem
 import PushSystemd
 
@@ -19,6 +20,13 @@ package final class ServerStats: Sendable {
 
     private let state = Locked(State())
     private let fleet = Locked<FleetOutbox?>(nil)
+    private let follower = Locked<StreamInboxFollower?>(nil)
+
+    /// The stream follower of a `Source=nats` node, whose state `/metrics` shows; set once at start.
+    package var streamFollower: StreamInboxFollower? {
+        get { follower.withLock { $0 } }
+        set { follower.withLock { $0 = newValue } }
+    }
 
     /// The fleet outbox of a `Source=nats` node, whose counts `/metrics` shows; set once at start.
     package var fleetOutbox: FleetOutbox? {
@@ -99,7 +107,17 @@ package final class ServerStats: Sendable {
             out += "# TYPE pushspool_inbox_auth_failures_total counter\npushspool_inbox_auth_failures_total \(s.authFailures)\n"
             out += "# TYPE pushspool_inbox_open_streams gauge\npushspool_inbox_open_streams \(openStreams)\n"
             return out
-        } + fleetPrometheus()
+        } + streamPrometheus() + fleetPrometheus()
+    }
+
+    /// A `Source=nats` node's index: ready (following its stream) or not (connecting,
+    /// rebuilding after the stream was replaced, refused), and the replacements seen.
+    func streamPrometheus() -> String {
+        guard let health = streamFollower?.health else { return "" }
+        var out = "# TYPE pushspool_inbox_stream_ready gauge\npushspool_inbox_stream_ready \(health.ready ? 1 : 0)\n"
+        out += "# TYPE pushspool_inbox_stream_rebuilding gauge\npushspool_inbox_stream_rebuilding \(health.state == .rebuilding ? 1 : 0)\n"
+        out += "# TYPE pushspool_inbox_stream_replaced_total counter\npushspool_inbox_stream_replaced_total \(health.streamReplacements)\n"
+        return out
     }
 
     /// The fleet outbox's counts (none on a node without one): deliveries by result since

@@ -18,6 +18,13 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case index(InboxError)
         /// An erasure record from the stream could not be applied here (retried).
         case erasure(UserDataError)
+        /// Another live inbox node answered on this node's host id: the two would share one
+        /// durable consumer, each seeing part of the stream (`other` is what it answered).
+        case hostIdInUse(hostId: String, other: String)
+        /// The stream is not the one the index was built from (deleted and created again):
+        /// its creation time is `streamCreated`, the index recorded `indexCreated` (`nil`: none
+        /// recorded, but the index is past the stream's last seq). The follower rebuilds.
+        case replaced(indexCreated: Int64?, streamCreated: Int64)
     }
 
     package var kind: Kind
@@ -34,6 +41,14 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         return false
     }
 
+    /// The node must not run as configured (exit 78): a gap, or its host id in use.
+    package var refusesStart: Bool {
+        switch kind {
+        case .gap, .hostIdInUse: true
+        case .nats, .index, .erasure, .replaced: false
+        }
+    }
+
     /// Stable, without data: for STATUS=, metrics and journald fields.
     package var shortDescription: String {
         switch kind {
@@ -41,6 +56,8 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case .nats(let e): e.shortDescription
         case .index(let e): "index-\(e.shortDescription)"
         case .erasure(let e): "erasure-\(e.shortDescription)"
+        case .hostIdInUse: "host-id-in-use"
+        case .replaced: "stream-replaced"
         }
     }
 
@@ -54,6 +71,14 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
         case .nats(let e): "inbox index from stream \(stream): \(e)"
         case .index(let e): "\(e)"
         case .erasure(let e): "applying an erasure from stream \(stream): \(e) (retried)"
+        case .hostIdInUse(let hostId, let other):
+            "another inbox node with host id \(hostId) is following stream \(stream) (it answered: \(other)); two nodes with one host id "
+                + "share one durable consumer and each silently sees only part of the stream. Give each node its own "
+                + "[Export] HostId= (machines or VMs cloned from one image share /etc/machine-id, the default)"
+        case .replaced(let indexCreated, let streamCreated):
+            "stream \(stream) is not the one the inbox index was built from (stream created at \(streamCreated) ns, the index's "
+                + (indexCreated.map { "at \($0) ns" } ?? "not recorded, but past the stream's last seq")
+                + "): it was deleted and created again; the index is rebuilt from the new stream"
         }
     }
 }
@@ -72,6 +97,11 @@ package struct StreamInboxOptions: Sendable {
     package var retention: Duration?
     /// The durable consumer's name: one per inbox node (``consumerName(hostId:)``).
     package var consumerName: String
+    /// The resolved `[Export] HostId=` (messages; empty: taken from ``consumerName``).
+    package var hostId = ""
+    /// How long the node waits for another live node with its host id to answer, at each
+    /// new connection (``presenceSubject``).
+    package var presenceWait: Duration = .seconds(1)
     /// Messages per fetch and per SQLite transaction.
     package var batchSize = 1000
     /// How long one fetch waits on the server when nothing is new (the follower's idle wait;
@@ -99,6 +129,11 @@ package struct StreamInboxOptions: Sendable {
         "pushspool-inbox-" + String(hostId.map { $0 == "." ? "_" : $0 })
     }
 
+    /// The core NATS subject on which a running node answers for its consumer (and so its
+    /// host id): `pushspool-inbox-node.<stream>.<consumer name>`. A node starting asks there
+    /// first and refuses when another answers.
+    package var presenceSubject: String { "pushspool-inbox-node.\(export.stream).\(consumerName)" }
+
     /// `[Inbox] Source=nats` as the follower takes it: `[Export]`'s connection
     /// (``ExportOptions/init(settings:stateDirectory:instance:credentialsDirectory:)``),
     /// `[Inbox] ListModals=`, the `[Feed NAME]` sections and the consumer named after the resolved host id. The one
@@ -108,8 +143,10 @@ package struct StreamInboxOptions: Sendable {
                  credentialsDirectory: String?) throws(ExportError) {
         let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
                                    instance: instance, credentialsDirectory: credentialsDirectory)
+        let hostId = try export.resolvedHostId()
         self.init(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
-                  consumerName: Self.consumerName(hostId: try export.resolvedHostId()))
+                  consumerName: Self.consumerName(hostId: hostId))
+        self.hostId = hostId
         feeds = configuration.inboxFeeds
         retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
         let state = configuration.journal.stateDirectory
@@ -130,6 +167,33 @@ package enum StreamApplyEvent: Sendable {
     /// past it): what the owner holds in memory of an ``NodeErasure/Outcome/erased(subject:status:)``
     /// subject must go too; an unmatched one is logged.
     case erasure(erasureID: String, streamSeq: UInt64, outcome: NodeErasure.Outcome)
+    /// The stream is not the one the index was built from (`reason`, a ``InboxStreamError``
+    /// of kind `.replaced`); the index, at `appliedSeq`, is being rebuilt from the new stream.
+    case streamReplaced(InboxStreamError, appliedSeq: UInt64)
+    /// The index was rebuilt from the new stream (after ``streamReplaced(_:appliedSeq:)``),
+    /// up to `appliedSeq`, `items` items; or the rebuild failed (`failure`, retried).
+    case rebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?)
+}
+
+/// How a stream follower stands, for a readiness answer, `/metrics` and STATUS=. `Sendable` value.
+package struct StreamFollowerHealth: Sendable, Equatable {
+    package enum State: String, Sendable {
+        /// Not connected yet or reconnecting: the index serves as it is.
+        case connecting
+        /// Following the stream.
+        case following
+        /// The stream was replaced; the index is being rebuilt from the new one (answers are
+        /// of the old stream until the new file is in place).
+        case rebuilding
+        /// Refused (gap, host id in use): the node stops.
+        case refused
+    }
+
+    package var state: State
+    /// How many times this process found the stream replaced.
+    package var streamReplacements: UInt64
+    /// Ready: following the stream (not rebuilding, not refused).
+    package var ready: Bool { state == .following }
 }
 
 /// Builds the inbox index from the export stream instead of the local journal, on a
@@ -162,6 +226,8 @@ package final class StreamInboxFollower: Follower, Sendable {
         /// The stream seq the consumer delivers next (the index's applied seq + 1 when made).
         var consumerNext: UInt64 = 0
         var generation: UInt64 = 0
+        /// The connection answers on ``StreamInboxOptions/presenceSubject`` (claimed once per connection).
+        var claimed = false
     }
 
     private struct Control {
@@ -169,6 +235,8 @@ package final class StreamInboxFollower: Follower, Sendable {
         var streamLastSeq: UInt64 = 0
         var connected = false
         var refusal: InboxStreamError?
+        var rebuilding = false
+        var streamReplacements: UInt64 = 0
     }
 
     private let session: Locked<Session>
@@ -216,12 +284,27 @@ package final class StreamInboxFollower: Follower, Sendable {
     /// The stream seq of the last record in the index.
     package var appliedSeq: UInt64 { control.withLock { $0.appliedSeq } }
 
+    /// Connected, following, rebuilding or refused, and the replacements seen.
+    package var health: StreamFollowerHealth {
+        control.withLock { c in
+            let state: StreamFollowerHealth.State = c.refusal != nil ? .refused : c.rebuilding ? .rebuilding : c.connected ? .following : .connecting
+            return StreamFollowerHealth(state: state, streamReplacements: c.streamReplacements)
+        }
+    }
+
     /// Connects and creates the consumer now, on the caller's thread (pushspool-inbox, before
     /// it serves). Throws the gap refusal, or why NATS could not be reached (the runner then
     /// keeps trying).
+    /// A stream found replaced is not rebuilt here but by the runner's first step (the
+    /// rebuild may take long; the node serves meanwhile).
     package func prepare() throws(InboxStreamError) {
-        try session.withLock { session throws(InboxStreamError) in
-            _ = try ensureConsumer(&session)
+        do throws(InboxStreamError) {
+            try session.withLock { session throws(InboxStreamError) in
+                _ = try ensureConsumer(&session, rebuild: false)
+            }
+        } catch {
+            if case .replaced = error.kind { return }
+            throw error
         }
     }
 
@@ -234,7 +317,11 @@ package final class StreamInboxFollower: Follower, Sendable {
 
     package var statusDetail: String? {
         let c = control.withLock { $0 }
-        if c.refusal != nil { return "inbox index: stream no longer holds what it needs (rebuild with nc reindex --from-stream)" }
+        if let refusal = c.refusal {
+            if case .hostIdInUse = refusal.kind { return "inbox index: another node uses this host id (set [Export] HostId=)" }
+            return "inbox index: stream no longer holds what it needs (rebuild with nc reindex --from-stream)"
+        }
+        if c.rebuilding { return "inbox index: stream replaced, rebuilding from the new stream" }
         let lag = c.streamLastSeq > c.appliedSeq ? c.streamLastSeq - c.appliedSeq : 0
         return "inbox from stream seq \(c.appliedSeq), lag \(lag) (\(c.connected ? "connected" : "disconnected"))"
     }
@@ -259,7 +346,7 @@ package final class StreamInboxFollower: Follower, Sendable {
                 try step(&session, context)
             }
         } catch {
-            if error.isGap {
+            if error.refusesStart {
                 control.withLock { $0.refusal = error }
                 refused(error)
                 return .wake(atMost: nil)
@@ -270,7 +357,7 @@ package final class StreamInboxFollower: Follower, Sendable {
 
     private func step(_ session: inout Session, _ context: FollowerContext) throws(InboxStreamError) -> FollowerNext {
         let stream = options.export.stream
-        let (index, consumer) = try ensureConsumer(&session)
+        let (index, consumer) = try ensureConsumer(&session, rebuild: true)
         // What fell due (expiries, snoozes' ends) is applied now, and the fetch waits no
         // longer than until the next due time, so it is applied at its moment here too.
         var wait = options.fetchWait
@@ -293,6 +380,13 @@ package final class StreamInboxFollower: Follower, Sendable {
             throw InboxStreamError(.nats(error), stream: stream)
         }
         guard let first = records.first else { return .again }
+        if first.streamSeq < session.consumerNext {
+            // At or below what the index applied: a redelivery after a lost ack, or a stream
+            // that is not the one the index was built from. A fresh consumer is made from the
+            // index's seq, after ensureConsumer compared the stream's identity.
+            session.consumer = nil
+            return .again
+        }
         if first.streamSeq > session.consumerNext {
             // A consumer skips what the stream no longer holds. Messages deleted one by one
             // inside the stream (an erasure) are a legitimate hole; a stream whose first seq
@@ -363,13 +457,17 @@ package final class StreamInboxFollower: Follower, Sendable {
         control.withLock { $0.connected = false }
     }
 
-    /// The index and a consumer delivering from its applied seq + 1: connects, checks the
-    /// stream's first seq, and (re)creates the consumer when there is none or the index file
-    /// was replaced (`nc reindex --from-stream`) or moved on without it.
-    private func ensureConsumer(_ session: inout Session) throws(InboxStreamError) -> (InboxIndex, NatsPullConsumer) {
+    /// The index and a consumer delivering from its applied seq + 1: connects (claiming the
+    /// host id on a new connection), checks that the stream is the one the index was built
+    /// from (rebuilding it from the new one when not, or with `rebuild: false` throwing
+    /// `.replaced`) and that its first seq is not past the index, and (re)creates the
+    /// consumer when there is none or the index file was replaced (`nc reindex
+    /// --from-stream`) or moved on without it.
+    private func ensureConsumer(_ session: inout Session, rebuild: Bool) throws(InboxStreamError) -> (InboxIndex, NatsPullConsumer) {
         let stream = options.export.stream
-        let index: InboxIndex
-        let applied: UInt64
+        var index: InboxIndex
+        var applied: UInt64
+        var recorded: Int64?
         do throws(InboxError) {
             index = try Self.openIndex(session.handle)
             applied = try index.appliedSeq()
@@ -390,26 +488,95 @@ package final class StreamInboxFollower: Follower, Sendable {
             do throws(ExportError) {
                 let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
                                             tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
-                                            name: "pushspool-inbox")
+                                            name: "pushspool-inbox", noEcho: true)
                 client.arm(interrupt)
                 session.client = client
+                session.claimed = false
             } catch {
                 throw InboxStreamError(.nats(error), stream: stream)
             }
         }
         guard let client = session.client else { throw InboxStreamError(.nats(ExportError(.connect, "not connected")), stream: stream) }
+        if !session.claimed {
+            // Another live node with this host id would share the durable consumer below, each
+            // of the two silently seeing part of the stream: refused before it is touched.
+            let hostId = options.hostId.isEmpty ? options.consumerName : options.hostId
+            let answer = "pushspool-inbox pid \(getpid()) on \(Self.hostName())"
+            let claim: NatsClient.NameClaim
+            do throws(ExportError) {
+                claim = try client.claimName(subject: options.presenceSubject, answer: answer, wait: options.presenceWait)
+            } catch {
+                if client.isClosed { dropClient(&session) }
+                throw InboxStreamError(.nats(error), stream: stream)
+            }
+            switch claim {
+            case .claimed: session.claimed = true
+            case .taken(let other):
+                dropClient(&session)
+                throw InboxStreamError(.hostIdInUse(hostId: hostId, other: other), stream: stream)
+            }
+        }
         control.withLock { $0.connected = true }
-        let firstSeq: UInt64
+        var info: NatsClient.StreamInfo
         do throws(ExportError) {
-            let bounds = try client.streamBounds(stream)
-            control.withLock { $0.streamLastSeq = bounds.lastSeq }
-            firstSeq = bounds.firstSeq
+            info = try client.streamInfo(stream)
+            control.withLock { $0.streamLastSeq = info.lastSeq }
         } catch {
             if client.isClosed { dropClient(&session) }
             throw InboxStreamError(.nats(error), stream: stream)
         }
-        if firstSeq > applied + 1 {
-            throw InboxStreamError(.gap(appliedSeq: applied, firstSeq: firstSeq), stream: stream)
+        do throws(InboxError) { recorded = try index.streamCreated() } catch {
+            session.handle.close()
+            throw InboxStreamError(.index(error), stream: stream)
+        }
+        // Another stream under the same name: its seqs number other messages, and those up to
+        // the index's seq would pass as applied. Without a recorded identity (an index from
+        // before it was kept), an index past the stream's last seq tells the same.
+        if recorded != info.createdNanos, recorded != nil || applied > info.lastSeq {
+            let replaced = InboxStreamError(.replaced(indexCreated: recorded, streamCreated: info.createdNanos), stream: stream)
+            guard rebuild else { throw replaced }
+            control.withLock {
+                $0.rebuilding = true
+                $0.streamReplacements += 1
+            }
+            observer(.streamReplaced(replaced, appliedSeq: applied))
+            let result: (appliedSeq: UInt64, items: Int64)
+            do throws(InboxStreamError) {
+                result = try Self.rebuild(options: options, client: client)
+            } catch {
+                observer(.rebuilt(appliedSeq: applied, items: 0, failure: error))
+                if client.isClosed { dropClient(&session) }
+                throw error
+            }
+            do throws(InboxError) {
+                index = try Self.openIndex(session.handle)
+                applied = try index.appliedSeq()
+                recorded = try index.streamCreated()
+            } catch {
+                session.handle.close()
+                throw InboxStreamError(.index(error), stream: stream)
+            }
+            control.withLock {
+                $0.rebuilding = false
+                $0.appliedSeq = applied
+            }
+            observer(.rebuilt(appliedSeq: result.appliedSeq, items: result.items, failure: nil))
+            observer(.resumed(appliedSeq: applied))
+            // The stream as the rebuild read it (it may have been replaced once more since:
+            // the consumer below fails then, and the next step compares again).
+            do throws(ExportError) { info = try client.streamInfo(stream) } catch {
+                if client.isClosed { dropClient(&session) }
+                throw InboxStreamError(.nats(error), stream: stream)
+            }
+        }
+        if recorded == nil {
+            do throws(InboxError) { try index.setStreamCreated(info.createdNanos) } catch {
+                session.handle.close()
+                throw InboxStreamError(.index(error), stream: stream)
+            }
+        }
+        if info.firstSeq > applied + 1 {
+            throw InboxStreamError(.gap(appliedSeq: applied, firstSeq: info.firstSeq), stream: stream)
         }
         do throws(ExportError) {
             let consumer = try NatsPullConsumer(client: client, stream: stream,
@@ -422,6 +589,13 @@ package final class StreamInboxFollower: Follower, Sendable {
             if client.isClosed { dropClient(&session) }
             throw InboxStreamError(.nats(error), stream: stream)
         }
+    }
+
+    /// This machine's name (gethostname(2)), for the answer another node with this host id gets.
+    private static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "unknown" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func checkStreamStillHolds(appliedSeq: UInt64, session: inout Session) throws(InboxStreamError) {
@@ -452,15 +626,22 @@ package final class StreamInboxFollower: Follower, Sendable {
     package static func rebuild(options: StreamInboxOptions, patience: Duration = .seconds(30),
                                 progress: (UInt64) -> Void = { _ in }) throws(InboxStreamError) -> (appliedSeq: UInt64, items: Int64) {
         let e = options.export
-        let stream = e.stream
         let client: NatsClient
         do throws(ExportError) {
             client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
                                     tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspoolctl")
         } catch {
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw InboxStreamError(.nats(error), stream: e.stream)
         }
         defer { client.close() }
+        return try rebuild(options: options, client: client, patience: patience, progress: progress)
+    }
+
+    /// ``rebuild(options:patience:progress:)`` on a connection the caller owns (a follower
+    /// that found its stream replaced rebuilds on its own).
+    static func rebuild(options: StreamInboxOptions, client: NatsClient, patience: Duration = .seconds(30),
+                        progress: (UInt64) -> Void = { _ in }) throws(InboxStreamError) -> (appliedSeq: UInt64, items: Int64) {
+        let stream = options.export.stream
         var natsFailure: ExportError?
         do throws(InboxError) {
             return try InboxIndex.rebuild(path: options.indexPath, listModals: options.listModals, feeds: options.feeds,
@@ -512,7 +693,10 @@ package final class StreamInboxFollower: Follower, Sendable {
     private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
                              progress: (UInt64) -> Void) throws(ExportError) {
         let stream = options.export.stream
-        let bounds = try client.streamBounds(stream)
+        let bounds = try client.streamInfo(stream)
+        // The stream this index is built from: a follower compares it with the stream's at
+        // each new consumer.
+        do { try index.setStreamCreated(bounds.createdNanos) } catch { throw ExportError(.io, "\(error)") }
         guard bounds.messages > 0, bounds.lastSeq >= max(1, bounds.firstSeq) else {
             // Nothing to read: the index starts after the stream's last seq.
             do { try index.startAfter(bounds.lastSeq) } catch { throw ExportError(.io, "\(error)") }

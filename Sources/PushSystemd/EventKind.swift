@@ -58,6 +58,14 @@ package enum EventKind: String, CaseIterable, Sendable {
     case followerFailing
     /// A failing follower's step succeeded again (fields `FOLLOWER`, `FAILED_STEPS`).
     case followerRecovered
+    /// An inbox node (`[Inbox] Source=nats`) found the export stream is not the one its index
+    /// was built from (deleted and created again: fields `STREAM_CREATED`, `INDEX_STREAM_CREATED`,
+    /// `INBOX_APPLIED_SEQ`) and rebuilds its index from the new stream; `REASON_CODE` is
+    /// `rebuilding`, then `rebuilt` (with `INBOX_APPLIED_SEQ` of the new index) or `rebuild_failed`.
+    case inboxStreamReplaced
+    /// pushspool-inbox refused to start: another live inbox node answered on its host id
+    /// (fields `HOST_ID`, `OTHER_NODE`); set `[Export] HostId=` per node.
+    case inboxHostIdInUse
 
     /// The 128-bit `MESSAGE_ID`, 32 lowercase hex digits.
     package var messageID: String {
@@ -91,6 +99,8 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
         case .followerFailing: "187cc351d5a043f5b2ddfbb6250cac49"
         case .followerRecovered: "a02dc379003d4295bf9204e4e01f2575"
+        case .inboxStreamReplaced: "be4763b1efc84c46a728f22bfbee78b1"
+        case .inboxHostIdInUse: "bf25a978b3404c98bec9ae8f426c545e"
         }
     }
 
@@ -98,8 +108,8 @@ package enum EventKind: String, CaseIterable, Sendable {
     package var defaultPriority: Int32 {
         switch self {
         case .noSpace, .fatal: 2
-        case .corruption, .reloadFailed, .followerFailing: 3
-        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused: 4
+        case .corruption, .reloadFailed, .followerFailing, .inboxHostIdInUse: 3
+        case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused, .inboxStreamReplaced: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched, .followerRecovered: 5
         case .ingested, .duplicate: 6
         }

@@ -78,8 +78,10 @@ import PushInbox
         try? InboxIndex(path: indexPath(harness), readOnly: true).appliedSeq()
     }
 
+    /// The index row by row, without the stream identity a stream-built index records
+    /// (`meta.stream_created`; a journal-built one has none).
     static func dump(_ harness: DaemonHarness) throws -> [String] {
-        try InboxIndex(path: indexPath(harness), readOnly: true).canonicalDump()
+        try InboxIndex(path: indexPath(harness), readOnly: true).canonicalDump().filter { !$0.hasPrefix("meta|stream_created|") }
     }
 
     static func drop(_ harness: DaemonHarness, _ range: Range<Int>, tag: String) throws {
