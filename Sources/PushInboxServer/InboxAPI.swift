@@ -534,7 +534,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         // Decoded once by the router (`%40` is `@`, `%2F` a `/`, `%25` a `%`); never again here.
         let id = call.parameters[scope.rawValue] ?? ""
         if !call.admin {
-            guard settings.selfErase, scope == .user, id == call.user else {
+            // Ids are bytes: NFC and NFD `josé` are two users, though Swift's `==` equates them.
+            guard settings.selfErase, scope == .user, IdBytes.equal(id, call.user) else {
                 return Self.problem(403, "forbidden", settings.selfErase
                                     ? "a user's token may erase only that user; other erasures need the admin token"
                                     : "erasure needs the admin token ([Inbox] SelfErase=no)")
