@@ -621,8 +621,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// the event is applied (for a delete, ``deletedJSON(_:)``).
     private func itemEvent(_ call: Route.Call, type: EventType) -> HTTPResponse {
         let (user, request) = (call.user, call.request)
-        let text = call.parameters["item"] ?? ""
-        guard let seq = UInt64(text), seq > 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return Self.notFound }
+        guard let seq = Self.itemSeq(call.parameters["item"] ?? "") else { return Self.notFound }
         let device: String?
         switch Self.device(request) {
         case .success(let named): device = named
@@ -705,6 +704,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         default: break
         }
         return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
+    }
+
+    /// The seq an `{item}` path parameter names, in its one text form: the decimal digits of
+    /// a number from 1 to `Int64.max` (the index's range) without leading zeros. `nil` (404,
+    /// like a missing item) for anything else: `0020`, `+20`, ` 20`, `20.0`, `0`, a number
+    /// past the range. Never traps.
+    static func itemSeq(_ text: String) -> UInt64? {
+        guard let seq = UInt64(text), (1...UInt64(Int64.max)).contains(seq), String(seq).utf8.elementsEqual(text.utf8) else { return nil }
+        return seq
     }
 
     /// What stands for a deleted item (the answer to DELETE, a stream's `state` event):
