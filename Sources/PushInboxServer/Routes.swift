@@ -101,14 +101,6 @@ enum PathComponent: Equatable, Sendable {
             PercentDecoding.decode(raw).map(PathComponent.text) ?? .undecodable
         }
     }
-
-    /// The text, `nil` for an undecodable component.
-    var text: String? {
-        switch self {
-        case .text(let text): text
-        case .undecodable: nil
-        }
-    }
 }
 
 /// `%XX` decoding (RFC 3986 2.1), the one decoder of the server: path components in the
@@ -140,7 +132,7 @@ enum PercentDecoding {
     }
 }
 
-/// Tests and the route table write decoded components as literals: `["v1", "inbox"]`.
+/// Decoded components written as literals (`["v1", "inbox"]`), as the tests do.
 extension PathComponent: ExpressibleByStringLiteral {
     init(stringLiteral value: String) { self = .text(value) }
 }
