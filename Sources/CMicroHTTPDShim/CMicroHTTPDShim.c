@@ -8,6 +8,18 @@
 #include <string.h>
 #include <unistd.h>
 
+/* MHD_OPTION_UNESCAPE_CALLBACK: leaves `s` as it is. libmicrohttpd would otherwise
+   percent-decode the path before the access handler sees it (so `%2F` became a `/` that split
+   the route, and `%00` cut the path short), and the query arguments too; the router decodes
+   each path component, and HTTPServer each query argument, exactly once. libmicrohttpd still
+   turns `+` into a space in query arguments (MHD_unescape_plus) before calling this, never
+   in the path. */
+static size_t cmhd_keep_escapes(void *cls, struct MHD_Connection *connection, char *s) {
+    (void) cls;
+    (void) connection;
+    return strlen(s);
+}
+
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
                               MHD_RequestCompletedCallback completed, void *completed_cls,
@@ -25,11 +37,12 @@ struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
         { MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t) limits->connection_memory_limit, NULL },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) completed, completed_cls },
         { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) connection, connection_cls },
+        { MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t) cmhd_keep_escapes, NULL },
         { MHD_OPTION_END, 0, NULL },
         { MHD_OPTION_END, 0, NULL },
     };
     if (limits->thread_pool_size > 1) {
-        options[7] = (struct MHD_OptionItem) { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t) limits->thread_pool_size, NULL };
+        options[8] = (struct MHD_OptionItem) { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t) limits->thread_pool_size, NULL };
     }
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_ARRAY, options, MHD_OPTION_END);

@@ -154,13 +154,14 @@ extension InboxIndex {
     /// keyed hash (an erasure record read from the stream on an inbox node): users are the
     /// owners `u:<user>` (of a row or of an item); devices the items' `device` column and the
     /// owners `d:<device>`. The caller hashes each and keeps the one that matches. Costs one
-    /// scan of the owners and of the items' owner (or device) column.
-    package static func erasureCandidates(path: String, device: Bool) throws(InboxError) -> Set<String> {
+    /// scan of the owners and of the items' owner (or device) column. Each id once by its
+    /// bytes (NFC and NFD `josé` are both there: two subjects).
+    package static func erasureCandidates(path: String, device: Bool) throws(InboxError) -> [String] {
         var st = stat()
         guard stat(path, &st) == 0 else { throw InboxError(.missing, path: path) }
         do {
             let db = try SQLiteDatabase(path: path, mode: .readOnly)
-            var ids: Set<String> = []
+            var ids: [String] = []
             let prefix = device ? "d:" : "u:"
             let queries: [StaticString] = device
                 ? ["SELECT owner FROM owners WHERE substr(owner, 1, 2) = 'd:'", "SELECT DISTINCT device FROM items WHERE device IS NOT NULL"]
@@ -174,13 +175,13 @@ extension InboxIndex {
                     // The owner queries give `u:`/`d:` keys; the device column the id itself.
                     if index == 0 || !device {
                         guard text.hasPrefix(prefix) else { continue }
-                        ids.insert(String(text.dropFirst(2)))
+                        ids.append(String(text.dropFirst(2)))
                     } else if !text.isEmpty {
-                        ids.insert(text)
+                        ids.append(text)
                     }
                 }
             }
-            return ids
+            return IdBytes.unique(ids)
         } catch {
             throw InboxError(.sqlite(error), path: path)
         }

@@ -836,7 +836,7 @@ package final class InboxIndex {
         select.reset()
         // Never cross inboxes: the event's user (or device) must own the item. Deleting is
         // final: no later event changes a deleted item (an unarchive does not bring it back).
-        guard before.owner == owner, !before.deleted else { return }
+        guard let holder = before.owner, IdBytes.equal(holder, owner), !before.deleted else { return }
         var after = before
         // The flags are independent: archiving a pinned item keeps the pin (hidden items are
         // not listed anyway), so an unarchive brings it back pinned.

@@ -5,12 +5,38 @@ package enum InboxOwner: Sendable, Equatable {
     case user(String)
     case device(String)
 
+    /// Byte equality: NFC and NFD `josé` are two owners, though Swift's `==` on their ids
+    /// would equate them.
+    package static func == (a: InboxOwner, b: InboxOwner) -> Bool {
+        switch (a, b) {
+        case (.user(let x), .user(let y)), (.device(let x), .device(let y)): IdBytes.equal(x, y)
+        case (.user, .device), (.device, .user): false
+        }
+    }
+
     /// The `owner` column value; an empty id matches nothing (no item is stored under one).
     var key: String {
         switch self {
         case .user(let id): "u:" + id
         case .device(let id): "d:" + id
         }
+    }
+}
+
+/// Ids are bytes (users, devices, owner keys): compared by their UTF-8, never with `String`'s
+/// `==`, which equates canonically equivalent text (NFC and NFD `josé`, two different users).
+/// Stateless.
+package enum IdBytes {
+    /// Whether `a` and `b` are the same bytes.
+    package static func equal(_ a: String, _ b: String) -> Bool {
+        a.utf8.elementsEqual(b.utf8)
+    }
+
+    /// `ids` without repeats of the same bytes, in their first order (a `Set<String>` would
+    /// keep one of two canonically equivalent ids and lose the other).
+    package static func unique(_ ids: some Sequence<String>) -> [String] {
+        var seen = Set<[UInt8]>()
+        return ids.filter { seen.insert(Array($0.utf8)).inserted }
     }
 }
 

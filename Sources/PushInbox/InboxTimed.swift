@@ -101,7 +101,8 @@ extension InboxIndex {
     /// ends a snooze now, as its end would: the item is back, unread. Deleted and expired
     /// items stay as they are.
     func snooze(_ seq: Int64, owner: String, until: Int64?, clock: Int64) throws(SQLiteError) {
-        guard case let (before, feeds)? = try state(seq), before.owner == owner, !before.deleted, !before.expired else { return }
+        guard case let (before, feeds)? = try state(seq), let holder = before.owner, IdBytes.equal(holder, owner),
+                                                      !before.deleted, !before.expired else { return }
         var after = before
         if let until {
             guard until > clock else { return }

@@ -241,7 +241,7 @@ package final class EventHub: Sendable {
     /// must not keep naming someone the index no longer holds. The window stays as it is; a
     /// stream resuming there simply gets no changes of that user.
     package func forget(user: String) {
-        state.withLock { state in state.changes.removeAll { $0.user == user } }
+        state.withLock { state in state.changes.removeAll { IdBytes.equal($0.user, user) } }
     }
 
     /// What the ring covers; `nil` until it was seeded from the journal (streams wait).
@@ -256,7 +256,7 @@ package final class EventHub: Sendable {
             var result: [Change] = []
             for change in state.changes.reversed() {
                 if change.seq <= after { break }
-                if change.seq <= upTo, change.user == user { result.append(change) }
+                if change.seq <= upTo, IdBytes.equal(change.user, user) { result.append(change) }
             }
             return result.reversed()
         }

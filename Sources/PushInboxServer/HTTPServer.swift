@@ -7,9 +7,12 @@ import Synchronization
 /// One HTTP request as the API sees it, after libmicrohttpd parsed it. `Sendable` value.
 package struct HTTPRequest: Sendable {
     package var method: String
-    /// The path without the query string, as sent (libmicrohttpd does not decode it).
+    /// The path without the query string, as sent: libmicrohttpd does not decode it (the
+    /// shim's no-op `MHD_OPTION_UNESCAPE_CALLBACK`). The router splits it at `/` and decodes
+    /// each component once (``PathComponent``); nothing else may decode it again.
     package var path: String
-    /// Query arguments, percent-decoded by libmicrohttpd; the first of repeated names wins.
+    /// Query arguments, names and values decoded once: `+` a space (libmicrohttpd), then
+    /// `%XX` (``HTTPServer``, through ``PercentDecoding``). The first of repeated names wins.
     package var query: [String: String]
     /// Header names lower-cased; the first of repeated names wins.
     package var headers: [String: String]
@@ -232,9 +235,16 @@ package final class HTTPServer: @unchecked Sendable {
         if context.tooLarge {
             return server.queue(connection, InboxAPI.problem(413, "request_too_large", "the request body is over \(server.limits.maxRequestBytes) bytes"))
         }
-        var request = HTTPRequest(method: String(cString: method), path: String(cString: url))
+        // The path as sent; bytes that are not UTF-8 (unescaped) are refused, not repaired.
+        guard let path = String(validatingCString: url) else {
+            return server.queue(connection, InboxAPI.problem(400, "invalid_path", "the path is not UTF-8"))
+        }
+        var request = HTTPRequest(method: String(cString: method), path: path)
         request.headers = values(connection, .HEADER_KIND, lowercase: true)
-        request.query = values(connection, .GET_ARGUMENT_KIND, lowercase: false)
+        switch decodedQuery(rawArguments(connection)) {
+        case .success(let query): request.query = query
+        case .failure(let refusal): return server.queue(connection, refusal.response)
+        }
         request.body = context.body
         request.clientAddress = clientAddress(connection) ?? ""
         let response = server.handler.handle(request)
@@ -250,6 +260,37 @@ package final class HTTPServer: @unchecked Sendable {
 
     private static func lookup(_ connection: OpaquePointer, _ kind: MHD_ValueKind, _ name: String) -> String? {
         MHD_lookup_connection_value(connection, kind, name).map { String(cString: $0) }
+    }
+
+    /// The query arguments decoded once (``HTTPRequest/query``), the first of a repeated name
+    /// kept; a 400 naming the first argument whose name or value is not valid percent-encoded
+    /// UTF-8. `raw`: names and values as libmicrohttpd hands them (`+` a space already).
+    static func decodedQuery(_ raw: [(String, String)]) -> Result<[String: String], InboxAPI.Refusal> {
+        var query: [String: String] = [:]
+        for (rawName, rawValue) in raw {
+            guard let name = PercentDecoding.decode(rawName) else {
+                return .failure(InboxAPI.Refusal(InboxAPI.problem(400, "invalid_query", "a query argument name (\(rawName)) is not valid percent-encoded UTF-8")))
+            }
+            guard let value = PercentDecoding.decode(rawValue) else {
+                return .failure(InboxAPI.Refusal(InboxAPI.problem(400, "invalid_query", "the query argument \(name) is not valid percent-encoded UTF-8")))
+            }
+            if query[name] == nil { query[name] = value }
+        }
+        return .success(query)
+    }
+
+    /// The query arguments in order, undecoded (`MHD_GET_ARGUMENT_KIND`).
+    private static func rawArguments(_ connection: OpaquePointer) -> [(String, String)] {
+        final class Arguments { var list: [(String, String)] = [] }
+        let arguments = Arguments()
+        let box = Unmanaged.passRetained(arguments)
+        defer { box.release() }
+        _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, key, value in
+            guard let cls, let key else { return .YES }
+            Unmanaged<Arguments>.fromOpaque(cls).takeUnretainedValue().list.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+            return .YES
+        }, box.toOpaque())
+        return arguments.list
     }
 
     private final class Collector {

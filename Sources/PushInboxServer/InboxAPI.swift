@@ -192,19 +192,20 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func route(_ request: HTTPRequest) -> (String, HTTPResponse) {
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        // The one place the path is decoded: split at `/`, each component once.
+        let parts = PathComponent.split(rawPath: request.path)
         var user = ""
         var admin = false
-        if parts.count > 1, parts[0] == "v1", parts[1] == "admin" {
+        if parts.count > 1, parts[0] == .text("v1"), parts[1] == .text("admin") {
             // The admin token, or (for what `SelfErase=` allows, decided by the route) a user's.
             switch authenticateAdmin(request) {
             case .success(let identity): (admin, user) = (identity.admin, identity.user)
             case .failure(let refusal):
                 stats.authFailure(client: request.clientAddress, method: request.method,
                                   route: Self.routeTemplate(parts), reason: refusal.rawValue)
-                return ("unauthorized", Self.unauthorized)
+                return ("unauthorized", refusal.response)
             }
-        } else if parts.first == "v1" {
+        } else if parts.first == .text("v1") {
             // Every /v1/ route needs the user's token; authenticate before looking at anything
             // else so a refusal says nothing about routes, items or users.
             switch authenticate(request) {
@@ -212,26 +213,65 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             case .failure(let refusal):
                 stats.authFailure(client: request.clientAddress, method: request.method,
                                   route: Self.routeTemplate(parts), reason: refusal.rawValue)
-                return ("unauthorized", Self.unauthorized)
+                return ("unauthorized", refusal.response)
             }
         }
         for route in Self.routes where route.accepts(request.method) {
-            guard let parameters = route.match(parts) else { continue }
-            return (route.name, route.handler(self, Route.Call(request: request, user: user, parameters: parameters, admin: admin)))
+            guard let matched = route.match(parts) else { continue }
+            switch Self.parameters(matched) {
+            case .success(let parameters):
+                return (route.name, route.handler(self, Route.Call(request: request, user: user, parameters: parameters, admin: admin)))
+            case .failure(let refusal):
+                return (route.name, refusal.response)
+            }
         }
         return ("other", Self.notFound)
     }
 
+    /// The placeholders' values by name, or a 400 naming the first that is not an id: one
+    /// that did not decode (a broken `%` escape, not UTF-8), or holds a control character
+    /// (U+0000-U+001F, U+007F: a NUL, a newline must not reach the journal or a terminal).
+    static func parameters(_ matched: [(name: String, value: PathComponent)]) -> Result<[String: String], Refusal> {
+        var parameters: [String: String] = [:]
+        for (name, value) in matched {
+            guard case .text(let text) = value else {
+                return .failure(Refusal(problem(400, "invalid_path_parameter",
+                                                    "the path parameter {\(name)} is not valid percent-encoded UTF-8")))
+            }
+            if let (scalar, offset) = ControlCharacters.first(in: text) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                return .failure(Refusal(problem(400, "invalid_path_parameter",
+                                                    "the path parameter {\(name)} holds the control character \(code) at byte \(offset); "
+                                                    + "ids may not hold U+0000-U+001F or U+007F")))
+            }
+            parameters[name] = text
+        }
+        return .success(parameters)
+    }
+
+    /// A request refused before its handler ran: a 400 naming the path parameter, header or
+    /// query argument that is not an id (``parameters(_:)``, ``device(_:)``).
+    struct Refusal: Error {
+        var response: HTTPResponse
+        init(_ response: HTTPResponse) { self.response = response }
+    }
+
     /// The user when `Authorization: Bearer <token>` and `X-Pushspool-User: <id>` match (for
-    /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET).
+    /// EventSource and `<img>`, which cannot send headers: `?user=&token=` on GET). A user id
+    /// with a control character is refused as such (400 naming where it came from), whatever
+    /// the token: no inbox is named so.
     private func authenticate(_ request: HTTPRequest) -> Result<String, AuthRefusal> {
         var user = request.headers["x-pushspool-user"]
         var token = request.headers["authorization"].flatMap(Self.bearerToken)
+        var field = "X-Pushspool-User"
         if request.method == "GET", user == nil, token == nil {
             user = request.query["user"]
             token = request.query["token"]
+            field = "the query argument user"
         }
         guard let user, let token, !user.isEmpty else { return .failure(.missingCredentials) }
+        if ControlCharacters.first(in: user) != nil { return .failure(.invalidUser(field)) }
         guard user.utf8.count <= PushEvent.maxNameBytes, auth.verify(user: user, token: token) else { return .failure(.invalidToken) }
         return .success(user)
     }
@@ -243,7 +283,13 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             return .failure(.missingCredentials)
         }
         if let expected = settings.adminToken, Self.constantTimeEqual(expected, Array(token.utf8)) { return .success((true, "")) }
-        if request.headers["x-pushspool-user"] != nil, case .success(let user) = authenticate(request) { return .success((false, user)) }
+        if request.headers["x-pushspool-user"] != nil {
+            switch authenticate(request) {
+            case .success(let user): return .success((false, user))
+            case .failure(.invalidUser(let field)): return .failure(.invalidUser(field))
+            case .failure: break
+            }
+        }
         return .failure(.invalidToken)
     }
 
@@ -264,18 +310,37 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         return String(value[space...]).trimmingCharacters(in: .whitespaces)
     }
 
-    /// Why a request was refused with 401: the `REASON_CODE` of its journald event (the
-    /// client is told neither).
-    enum AuthRefusal: String, Error {
-        case missingCredentials = "missing_credentials"
-        case invalidToken = "invalid_token"
+    /// Why a request was refused before its route ran: 401, or 400 for a user id no inbox
+    /// can have. `rawValue`: the `REASON_CODE` of its journald event (the client is told
+    /// neither).
+    enum AuthRefusal: Error, Equatable {
+        case missingCredentials
+        case invalidToken
+        /// The user id holds a control character; the associated value names where it came from.
+        case invalidUser(String)
+
+        var rawValue: String {
+            switch self {
+            case .missingCredentials: "missing_credentials"
+            case .invalidToken: "invalid_token"
+            case .invalidUser: "invalid_user"
+            }
+        }
+
+        var response: HTTPResponse {
+            switch self {
+            case .missingCredentials, .invalidToken: InboxAPI.unauthorized
+            case .invalidUser(let field):
+                InboxAPI.problem(400, "invalid_user", "the user id in \(field) holds a control character (U+0000-U+001F, U+007F), which no user id may")
+            }
+        }
     }
 
     /// The template of the route a path is for (`/v1/inbox/{item}/read`), whatever the
     /// method, for the auth-failure event: bounded and free of the client's data (an item id
     /// or a hash could be a guess at someone else's). Unknown paths are "other". `parts`: the
     /// path split at `/`, without the leading empty component.
-    static func routeTemplate(_ parts: [String]) -> String {
+    static func routeTemplate(_ parts: [PathComponent]) -> String {
         routes.first { $0.match(parts) != nil }?.template ?? "other"
     }
 
@@ -495,12 +560,11 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// The admin token may erase anyone; a user's token only that user, and only with
     /// `[Inbox] SelfErase=yes` (else 403).
     private func erase(_ call: Route.Call, scope: ErasureRequest.Scope) -> HTTPResponse {
-        // The path is not decoded by libmicrohttpd: an id with `@` or a space arrives as %XX.
-        guard let id = Self.percentDecoded(call.parameters[scope.rawValue] ?? "") else {
-            return Self.problem(400, "invalid_subject", "the \(scope.rawValue) id in the path is not valid percent-encoded UTF-8")
-        }
+        // Decoded once by the router (`%40` is `@`, `%2F` a `/`, `%25` a `%`); never again here.
+        let id = call.parameters[scope.rawValue] ?? ""
         if !call.admin {
-            guard settings.selfErase, scope == .user, id == call.user else {
+            // Ids are bytes: NFC and NFD `josé` are two users, though Swift's `==` equates them.
+            guard settings.selfErase, scope == .user, IdBytes.equal(id, call.user) else {
                 return Self.problem(403, "forbidden", settings.selfErase
                                     ? "a user's token may erase only that user; other erasures need the admin token"
                                     : "erasure needs the admin token ([Inbox] SelfErase=no)")
@@ -508,7 +572,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         let request = ErasureRequest(scope: scope, id: id, erasureId: ErasureRequest.newErasureId())
         guard case .erasure(let checked) = Normalizer.classify(request.envelopeBytes()), checked == request else {
-            return Self.problem(400, "invalid_subject", "the \(scope.rawValue) id must be 1-\(PushEvent.maxNameBytes) bytes without control characters")
+            return Self.problem(400, "invalid_subject", "the path parameter {\(scope.rawValue)} must be 1-\(PushEvent.maxNameBytes) bytes without control characters")
         }
         if let events = settings.events {
             // A stream-fed node: no pushspoold journals for it, so the node publishes the
@@ -553,27 +617,6 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                          headers: [("Location", status)])
     }
 
-    /// A path component with its `%XX` escapes decoded; `nil` for a broken escape or bytes
-    /// that are not UTF-8.
-    static func percentDecoded(_ text: String) -> String? {
-        var out: [UInt8] = []
-        var bytes = text.utf8.makeIterator()
-        func hex(_ b: UInt8) -> UInt8? {
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        while let b = bytes.next() {
-            guard b == UInt8(ascii: "%") else { out.append(b); continue }
-            guard let high = bytes.next().flatMap(hex), let low = bytes.next().flatMap(hex) else { return nil }
-            out.append(high << 4 | low)
-        }
-        return UTF8Text.string(out[...])
-    }
-
     /// `GET /v1/admin/erasures/{erasureId}`: the erasure's steps done and whether it is
     /// complete (its status file names only the keyed hash). 404 until pushspoold has taken
     /// the request, and for an unknown id. The id is 128 random bits: a user (with
@@ -592,10 +635,14 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     /// `X-Pushspool-Device`: the device an event came from, when the app names it (Mindbox's
-    /// `deviceUUID`, Infobip's `pushRegistrationId`); ignored when empty or over 255 bytes.
-    static func device(_ request: HTTPRequest) -> String? {
-        guard let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes else { return nil }
-        return device
+    /// `deviceUUID`, Infobip's `pushRegistrationId`); ignored when empty or over 255 bytes,
+    /// refused (400 naming the header) when it holds a control character.
+    static func device(_ request: HTTPRequest) -> Result<String?, Refusal> {
+        guard let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes else { return .success(nil) }
+        guard ControlCharacters.first(in: device) == nil else {
+            return .failure(Refusal(problem(400, "invalid_device", "X-Pushspool-Device holds a control character (U+0000-U+001F, U+007F), which no device id may")))
+        }
+        return .success(device)
     }
 
     /// A change to the caller's `{item}`: seen, read, open, archive, an action, in-app shown,
@@ -603,8 +650,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// the event is applied (for a delete, ``deletedJSON(_:)``).
     private func itemEvent(_ call: Route.Call, type: EventType) -> HTTPResponse {
         let (user, request) = (call.user, call.request)
-        let text = call.parameters["item"] ?? ""
-        guard let seq = UInt64(text), seq > 0, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return Self.notFound }
+        guard let seq = Self.itemSeq(call.parameters["item"] ?? "") else { return Self.notFound }
+        let device: String?
+        switch Self.device(request) {
+        case .success(let named): device = named
+        case .failure(let refusal): return refusal.response
+        }
         guard let index = openIndex() else { return Self.unavailable }
         let current: InboxItem
         do {
@@ -618,8 +669,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         let now = Timestamp.now()
         var event: PushEvent
         switch type {
-        case .open: event = .ncOpen(item: seq, user: user, device: Self.device(request), at: now)
-        case .inAppShown: event = .ncInAppShown(item: seq, user: user, device: Self.device(request), at: now)
+        case .open: event = .ncOpen(item: seq, user: user, device: device, at: now)
+        case .inAppShown: event = .ncInAppShown(item: seq, user: user, device: device, at: now)
         default: event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
         }
         if type == .action || type == .actionRevert {
@@ -684,6 +735,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
     }
 
+    /// The seq an `{item}` path parameter names, in its one text form: the decimal digits of
+    /// a number from 1 to `Int64.max` (the index's range) without leading zeros. `nil` (404,
+    /// like a missing item) for anything else: `0020`, `+20`, ` 20`, `20.0`, `0`, a number
+    /// past the range. Never traps.
+    static func itemSeq(_ text: String) -> UInt64? {
+        guard let seq = UInt64(text), (1...UInt64(Int64.max)).contains(seq), String(seq).utf8.elementsEqual(text.utf8) else { return nil }
+        return seq
+    }
+
     /// What stands for a deleted item (the answer to DELETE, a stream's `state` event):
     /// `{"item": "<seq>", "deleted": true}`; its content is not served any more.
     static func deletedJSON(_ seq: UInt64, replacedBy: UInt64? = nil) -> JSONValue {
@@ -731,7 +791,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func ncOpen(_ user: String, _ request: HTTPRequest) -> HTTPResponse {
-        var event = PushEvent(type: .opened, eventId: "", user: user, device: Self.device(request), at: Timestamp.now())
+        let device: String?
+        switch Self.device(request) {
+        case .success(let named): device = named
+        case .failure(let refusal): return refusal.response
+        }
+        var event = PushEvent(type: .opened, eventId: "", user: user, device: device, at: Timestamp.now())
         if let refusal = submit(&event, user: user, request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId)]))
     }
@@ -744,7 +809,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
               case .bool(let optedOut)? = members["enabled"] else {
             return Self.problem(400, "invalid_body", "the body must be a JSON object like {\"enabled\": true} (true opts out of in-app messages)")
         }
-        var event = PushEvent.ncInAppOptOut(optedOut: optedOut, user: call.user, device: Self.device(call.request), at: Timestamp.now())
+        let device: String?
+        switch Self.device(call.request) {
+        case .success(let named): device = named
+        case .failure(let refusal): return refusal.response
+        }
+        var event = PushEvent.ncInAppOptOut(optedOut: optedOut, user: call.user, device: device, at: Timestamp.now())
         if let refusal = submit(&event, user: call.user, call.request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId), "enabled": .bool(optedOut)]))
     }

@@ -80,7 +80,7 @@ package struct NodeErasure: Sendable {
     /// The subject whose keyed hash is `subjectHash`, among the ids this node's index holds.
     func resolve(scope: ErasureScope, subjectHash: String, secret: ErasureSecret) throws(UserDataError) -> DataSubject? {
         guard UserDataExport.isRegularFile(indexPath) else { return nil }
-        let candidates: Set<String>
+        let candidates: [String]
         do { candidates = try InboxIndex.erasureCandidates(path: indexPath, device: scope == .device) } catch {
             throw UserDataError(.inbox, "reading the inbox index: \(error)")
         }

@@ -28,7 +28,9 @@ struct cmhd_limits {
 /* MHD_start_daemon on an already listening socket `listen_fd` with internal epoll
    thread(s) (a pool of them when thread_pool_size > 1), suspend/resume allowed, and the limits above. `completed` runs when a request
    ends (MHD_OPTION_NOTIFY_COMPLETED); `connection` when a connection starts and when it closes
-   (MHD_OPTION_NOTIFY_CONNECTION; CLOSED comes before MHD closes the socket). Returns NULL
+   (MHD_OPTION_NOTIFY_CONNECTION; CLOSED comes before MHD closes the socket). URLs and query
+   arguments reach `handler` as sent, %XX escapes undecoded (MHD_OPTION_UNESCAPE_CALLBACK with
+   a callback that keeps them; only `+` in a query argument is a space already). Returns NULL
    when MHD refuses to start. */
 struct MHD_Daemon *cmhd_start(int listen_fd, const struct cmhd_limits *limits,
                               MHD_AccessHandlerCallback handler, void *handler_cls,
