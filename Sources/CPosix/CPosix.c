@@ -35,11 +35,21 @@ static volatile sig_atomic_t crash_fd = -1;
 static long crash_offset;
 static char crash_mark;
 
+/* The crashing thread's tag (a follower's name), written beside the mark: a per-thread buffer
+   set once when the thread starts, read only by the handler of a signal on that thread. The
+   executable links this statically, so the TLS access needs no allocation in the handler. */
+static __thread char crash_thread_tag[CPOSIX_CRASH_TAG_MAX];
+static __thread size_t crash_thread_tag_length;
+
 static void crash_mark_handler(int sig, siginfo_t *info, void *context) {
     (void)context;
     if (crash_fd >= 0) {
         ssize_t ignored = pwrite(crash_fd, &crash_mark, 1, crash_offset);
         (void)ignored;
+        if (crash_thread_tag_length > 0) {
+            ignored = pwrite(crash_fd, crash_thread_tag, crash_thread_tag_length, crash_offset + CPOSIX_CRASH_TAG_OFFSET);
+            (void)ignored;
+        }
     }
     for (unsigned i = 0; i < CRASH_SIGNAL_COUNT; i++) {
         if (crash_signals[i] == sig) {
@@ -65,6 +75,12 @@ int cposix_install_crash_mark(int fd, long offset, char mark) {
         if (sigaction(crash_signals[i], &action, &previous_actions[i]) != 0) return -1;
     }
     return 0;
+}
+
+void cposix_set_crash_tag(const char *tag, size_t length) {
+    if (length > CPOSIX_CRASH_TAG_MAX) length = CPOSIX_CRASH_TAG_MAX;
+    memcpy(crash_thread_tag, tag, length);
+    crash_thread_tag_length = length;
 }
 
 int cposix_set_thread_niceness(int niceness) {

@@ -21,6 +21,8 @@ package struct FollowerStatus: Sendable, Equatable {
     package var failuresTotal: UInt64
     /// ``Follower/statusDetail``.
     package var detail: String?
+    /// Why the follower was not started (it crashed the process at its previous starts).
+    package var parked: String?
 
     /// Records committed and not yet durable in the follower's store.
     package var lag: UInt64 {
@@ -30,6 +32,7 @@ package struct FollowerStatus: Sendable, Equatable {
 
     /// `inbox lag 0` or the follower's own detail, plus the last error while failing.
     package var summary: String {
+        if let parked { return "\(name) parked (\(parked))" }
         var text = detail ?? (durableSeq == nil ? name : "\(name) lag \(lag)")
         if failures > 0, let lastError { text += " (failing: \(lastError))" }
         return text
@@ -175,10 +178,16 @@ package final class FollowerRunner: Sendable {
     /// Starts the thread; a second call does nothing. Throws when the thread cannot be made.
     package func start() throws(SystemError) {
         try control.withLock { control throws(SystemError) in
-            guard control.thread == nil, !stopping.load(ordering: .acquiring) else { return }
+            guard control.thread == nil, control.status.parked == nil, !stopping.load(ordering: .acquiring) else { return }
             control.thread = try PosixThread.spawn(niceness: niceness) { [self] in run() }
             control.status.running = true
         }
+    }
+
+    /// Keeps the follower from starting (before ``start()``): its status says `reason`, its
+    /// durable seq still holds retention's floor.
+    package func park(reason: String) {
+        control.withLock { $0.status.parked = reason }
     }
 
     /// Makes a waiting step happen now (an acknowledgement arrived, a retry was requested),
@@ -221,6 +230,9 @@ package final class FollowerRunner: Sendable {
     }
 
     private func run() {
+        // A crash signal on this thread names the follower, so the next start can tell which
+        // one crashed the process and park it after repeated crashes.
+        Posix.setCrashTag("follower " + follower.name)
         let wakeup = wakeup, flags = flags
         let token = commits.subscribe {
             if flags.wantsCommits.load(ordering: .acquiring) { wakeup.signal() }
@@ -394,6 +406,6 @@ package final class FollowerGroup: Service, Sendable {
 
     /// `; inbox lag 0; outbox 0 pending, 0 parked; export lag 0 (connected)` for STATUS=.
     package var statusSuffix: String {
-        statuses.filter { $0.durableSeq != nil || $0.detail != nil || $0.failures > 0 }.map { "; " + $0.summary }.joined()
+        statuses.filter { $0.durableSeq != nil || $0.detail != nil || $0.failures > 0 || $0.parked != nil }.map { "; " + $0.summary }.joined()
     }
 }

@@ -20,10 +20,20 @@ package enum EraseKillHook {
     static let compiledIn = false
     #endif
 
+    /// `PUSHSPOOL_TEST_ERASE_CRASH_AT=<step>`: the same, with a trap on the eraser's own thread,
+    /// as a crash inside the erasure would be (the crash mark names the follower).
+    package static let crashVariable = "PUSHSPOOL_TEST_ERASE_CRASH_AT"
+
     package static func hook(environment: (String) -> String?) -> @Sendable (String) -> Void {
-        guard compiledIn, environment(allowVariable) == "1", let spec = environment(variable), !spec.isEmpty else { return { _ in } }
+        guard compiledIn, environment(allowVariable) == "1" else { return { _ in } }
+        let kill = environment(variable).flatMap { $0.isEmpty ? nil : $0 }
+        let crash = environment(crashVariable).flatMap { $0.isEmpty ? nil : $0 }
+        guard kill != nil || crash != nil else { return { _ in } }
         return { step in
-            if step.hasPrefix(spec) { kill(getpid(), SIGKILL) }
+            if let kill, step.hasPrefix(kill) { Glibc.kill(getpid(), SIGKILL) }
+            // A trap, as a failed precondition in the erasure would be: a fault (SIGILL), not a
+            // signal sent, so it reaches the crash mark's handler like a real crash.
+            if let crash, step.hasPrefix(crash) { preconditionFailure("\(crashVariable) reached \(step)") }
         }
     }
 }

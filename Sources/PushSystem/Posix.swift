@@ -220,6 +220,20 @@ package enum Posix {
         _ = try call("sigaction", "crash signals") { cposix_install_crash_mark(fd, offset, CChar(bitPattern: mark)) }
     }
 
+    /// Where the crash handler writes the crashing thread's tag, past the mark's offset
+    /// (`CPOSIX_CRASH_TAG_OFFSET`), and the longest tag it keeps.
+    package static let crashTagOffset = 4096
+    package static let crashTagMax = 128
+
+    /// Names the calling thread for the crash mark: a crash signal on this thread also writes
+    /// `tag` at the mark's offset + ``crashTagOffset`` (wraps `cposix_set_crash_tag`).
+    package static func setCrashTag(_ tag: String) {
+        let bytes = Array(tag.utf8.prefix(crashTagMax))
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { cposix_set_crash_tag($0.baseAddress, $0.count) }
+        }
+    }
+
     /// Monotonic clock in nanoseconds.
     package static func monotonicNanos() -> UInt64 {
         var ts = timespec()

@@ -58,6 +58,9 @@ package enum EventKind: String, CaseIterable, Sendable {
     case followerFailing
     /// A failing follower's step succeeded again (fields `FOLLOWER`, `FAILED_STEPS`).
     case followerRecovered
+    /// A follower crashed pushspoold at its last starts (a crash signal on its thread) and is
+    /// not started this time (fields `FOLLOWER`, `FOLLOWER_CRASHES`); the rest runs.
+    case followerParked
     /// An inbox node (`[Inbox] Source=nats`) found the export stream is not the one its index
     /// was built from (deleted and created again: fields `STREAM_CREATED`, `INDEX_STREAM_CREATED`,
     /// `INBOX_APPLIED_SEQ`) and rebuilds its index from the new stream; `REASON_CODE` is
@@ -99,6 +102,7 @@ package enum EventKind: String, CaseIterable, Sendable {
         case .erasureUnmatched: "75ef0cf37621422494b89e353233a5ab"
         case .followerFailing: "187cc351d5a043f5b2ddfbb6250cac49"
         case .followerRecovered: "a02dc379003d4295bf9204e4e01f2575"
+        case .followerParked: "7ffb53ca2a034425afca9bbc0c2fec11"
         case .inboxStreamReplaced: "be4763b1efc84c46a728f22bfbee78b1"
         case .inboxHostIdInUse: "bf25a978b3404c98bec9ae8f426c545e"
         }
@@ -108,7 +112,7 @@ package enum EventKind: String, CaseIterable, Sendable {
     package var defaultPriority: Int32 {
         switch self {
         case .noSpace, .fatal: 2
-        case .corruption, .reloadFailed, .followerFailing, .inboxHostIdInUse: 3
+        case .corruption, .reloadFailed, .followerFailing, .followerParked, .inboxHostIdInUse: 3
         case .mediaFailed, .inboxIndexCorrupt, .outboxParked, .outboxFailed, .outboxFieldProblem, .exportLag, .inboxAuthFailed, .tornTail, .inotifyOverflow, .metricsFailed, .aggregated, .refused, .inboxStreamReplaced: 4
         case .started, .ready, .recovery, .reload, .stopping, .exportCaughtUp, .inboxIndexOutdated, .fleetErasure, .erasureUnmatched, .followerRecovered: 5
         case .ingested, .duplicate: 6
@@ -133,6 +137,8 @@ package enum EventField {
     package static let error = "ERROR"
     /// Consecutive failed steps before a follower recovered.
     package static let failedSteps = "FAILED_STEPS"
+    /// Crashes of pushspoold on a follower's thread, counted over unclean restarts.
+    package static let followerCrashes = "FOLLOWER_CRASHES"
     package static let mediaHost = "MEDIA_HOST"
     package static let durationMicroseconds = "DURATION_USEC"
     package static let errno = "ERRNO"

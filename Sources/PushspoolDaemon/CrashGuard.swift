@@ -76,6 +76,51 @@ struct CrashTriage: Equatable, Sendable {
     }
 }
 
+/// Followers that crashed pushspoold: a crash signal on a follower's thread (its crash tag,
+/// `follower NAME`) is counted across the unclean restarts that follow. A follower whose step
+/// crashes the process (a damaged file it reads, a bug) would crash it again at every start,
+/// taking ingest down with it; after ``parkAfterCrashes`` crashes it is parked instead: not
+/// started, named in STATUS= and a `followerParked` event, its records kept by retention, while
+/// ingest and the other followers run. A deliberate exit forgets the counts, so the restart an
+/// operator makes after fixing the cause tries the follower again.
+///
+/// `Sendable`: a value.
+struct FollowerCrashCounts: Equatable, Sendable {
+    static let parkAfterCrashes = 2
+    static let tagPrefix = "follower "
+
+    var crashes: [String: Int] = [:]
+
+    /// The counts after a start that found `previous` (with the crashing thread's tag).
+    func next(previous: CrashTriage.PreviousEnd, crashedThread: String?) -> FollowerCrashCounts {
+        guard previous != .clean else { return FollowerCrashCounts() }
+        var next = self
+        if case .crashed = previous, let tag = crashedThread, tag.hasPrefix(Self.tagPrefix) {
+            let name = String(tag.dropFirst(Self.tagPrefix.count))
+            next.crashes[name, default: 0] += 1
+        }
+        return next
+    }
+
+    /// The followers not to start, by name.
+    var parked: Set<String> { Set(crashes.filter { $0.value >= Self.parkAfterCrashes }.keys) }
+
+    func encoded() -> [UInt8] {
+        JSONValue.object(["crashes": .object(crashes.mapValues { .number(String($0)) })]).serialized()
+    }
+
+    /// Anything malformed counts as no history (never a trap).
+    static func decode(_ bytes: [UInt8]) -> FollowerCrashCounts {
+        var counts = FollowerCrashCounts()
+        guard let value = try? JSONParser().parse(bytes), let entries = value["crashes"]?.objectValue else { return counts }
+        for (name, count) in entries {
+            guard let lexeme = count.numberLexeme, let crashes = Int(lexeme), crashes > 0, crashes < 1_000_000 else { continue }
+            counts.crashes[name] = crashes
+        }
+        return counts
+    }
+}
+
 /// Keeps the evidence `CrashTriage` decides from, in the state directory:
 /// - `pushspoold.run`: byte 0 is `R` while the daemon runs and `C` once a crash signal hit it
 ///   (written by a signal handler with pwrite(2)); the rest names the file being processed
@@ -87,6 +132,7 @@ struct CrashTriage: Equatable, Sendable {
 final class CrashGuard {
     static let runFileName = "pushspoold.run"
     static let suspectsFileName = "crash-suspects.json"
+    static let followerCrashesFileName = "follower-crashes.json"
     private static let running = UInt8(ascii: "R")
     private static let crashed = UInt8(ascii: "C")
 
@@ -101,9 +147,17 @@ final class CrashGuard {
         if runFD >= 0 { Posix.close(runFD) }
     }
 
+    /// The tag of the thread a crash signal hit in the previous run (`follower erase`), read
+    /// by ``begin()``; `nil` when it ended otherwise or on an untagged thread.
+    private(set) var previousCrashedThread: String?
+    private var previousEnd = CrashTriage.PreviousEnd.clean
+
     /// Reads what the previous run left, then marks this run as running and arms the crash mark.
     func begin() throws(SystemError) -> (previous: CrashTriage.PreviousEnd, triage: CrashTriage) {
-        let previous = Self.previousEnd(runFile: try? Posix.readFile(directory + "/" + Self.runFileName, limit: 8192))
+        let runFile = try? Posix.readFile(directory + "/" + Self.runFileName, limit: 8192)
+        let previous = Self.previousEnd(runFile: runFile)
+        previousEnd = previous
+        previousCrashedThread = Self.crashedThread(runFile: runFile)
         var triage = CrashTriage()
         if previous != .clean, let bytes = try? Posix.readFile(directory + "/" + Self.suspectsFileName, limit: 16 << 20) {
             triage = Self.decodeSuspects(bytes)
@@ -123,6 +177,21 @@ final class CrashGuard {
         try Posix.writeFileAtomically(directory: directory, name: Self.suspectsFileName, bytes: Self.encodeSuspects(triage))
     }
 
+    /// The follower crash counts after this start, persisted durably (removed when empty).
+    /// Call after ``begin()``.
+    func followerCrashes() -> FollowerCrashCounts {
+        let path = directory + "/" + Self.followerCrashesFileName
+        let stored = (try? Posix.readFile(path, limit: 1 << 20)).map(FollowerCrashCounts.decode) ?? FollowerCrashCounts()
+        let next = stored.next(previous: previousEnd, crashedThread: previousCrashedThread)
+        if next.crashes.isEmpty {
+            _ = unlink(path)
+        } else {
+            // Best effort: without the file the next start counts from zero, which only delays parking.
+            try? Posix.writeFileAtomically(directory: directory, name: Self.followerCrashesFileName, bytes: next.encoded())
+        }
+        return next
+    }
+
     /// Names the file now processed alone (nil: none). A plain pwrite: see the type's note.
     func isolating(_ name: String?) {
         guard runFD >= 0 else { return }
@@ -136,13 +205,24 @@ final class CrashGuard {
         guard runFD >= 0 else { return }
         _ = unlink(directory + "/" + Self.runFileName)
         _ = unlink(directory + "/" + Self.suspectsFileName)
+        _ = unlink(directory + "/" + Self.followerCrashesFileName)
     }
 
     static func previousEnd(runFile: [UInt8]?) -> CrashTriage.PreviousEnd {
         guard let runFile, let state = runFile.first else { return runFile == nil ? .clean : .killed }
         guard state == crashed else { return .killed }
-        let name = runFile.dropFirst()
+        // The isolated file's name, before the crash tag's offset (the hole up to it reads as
+        // zeros once a tag was written).
+        var name = runFile.dropFirst().prefix(Posix.crashTagOffset - 1)
+        while name.last == 0 { name.removeLast() }
         return .crashed(isolated: name.isEmpty ? nil : String(decoding: name, as: UTF8.self))
+    }
+
+    /// The crashing thread's tag the crash handler wrote at ``Posix/crashTagOffset``.
+    static func crashedThread(runFile: [UInt8]?) -> String? {
+        guard let runFile, runFile.first == crashed, runFile.count > Posix.crashTagOffset else { return nil }
+        let tag = runFile[Posix.crashTagOffset...].prefix { $0 != 0 }.prefix(Posix.crashTagMax)
+        return tag.isEmpty ? nil : String(decoding: tag, as: UTF8.self)
     }
 
     static func encodeSuspects(_ triage: CrashTriage) -> [UInt8] {

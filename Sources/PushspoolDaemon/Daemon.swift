@@ -229,6 +229,7 @@ package final class Daemon: Sendable {
             reporter.events.log(.ready, "pushspoold ready",
                                 fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
         }
+        parkCrashingFollowers(crashGuard)
         // After READY: catching up on a long journal is the followers' business, not start-up's.
         do {
             try followers.start()
@@ -298,6 +299,20 @@ package final class Daemon: Sendable {
             claimAndProcess(batch.names, feed: feed)
         }
         return shutdown()
+    }
+
+    /// A follower whose thread crashed the process at its last starts is not started again:
+    /// it would crash this run too and take ingest down with it (``FollowerCrashCounts``).
+    private func parkCrashingFollowers(_ crashGuard: CrashGuard) {
+        let crashes = crashGuard.followerCrashes()
+        for name in crashes.parked.sorted() {
+            guard let runner = followers.group.runner(named: name) else { continue }
+            let count = crashes.crashes[name] ?? 0
+            runner.park(reason: "crashed pushspoold at its last \(count) starts; fix the cause, then restart pushspoold")
+            reporter.events.log(.followerParked, "follower \(name) parked: it crashed pushspoold at its last \(count) starts; "
+                                + "ingest and the other followers run, its records wait in the journal; fix the cause, then restart pushspoold",
+                                fields: [(EventField.follower, name), (EventField.followerCrashes, String(count))])
+        }
     }
 
     /// Takes what a previous run left in `processing/`: claimed, maybe journaled already (the

@@ -187,7 +187,7 @@ final class Followers: Sendable {
             let labels = ["follower": status.name]
             if status.durableSeq != nil { metrics.set(MetricFamily.followerLag, labels: labels, to: Double(status.lag)) }
             metrics.set(MetricFamily.followerFailures, labels: labels, to: Double(status.failuresTotal))
-            metrics.set(MetricFamily.followerFailing, labels: labels, to: status.failures > 0 ? 1 : 0)
+            metrics.set(MetricFamily.followerFailing, labels: labels, to: status.failures > 0 || status.parked != nil ? 1 : 0)
         }
         if let status = inbox?.status {
             metrics.set(MetricFamily.inboxLag, to: Double(status.lag))

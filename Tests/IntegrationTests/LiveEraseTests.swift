@@ -237,6 +237,54 @@ import TestSupport
         #expect(harness.stop() == 0)
     }
 
+    /// An erasure whose step crashes pushspoold (a crash signal on the eraser's thread) would
+    /// crash it at every start, since the request stays pending. After two such crashes the
+    /// next start parks the eraser: one followerParked event, STATUS= says so, ingest goes on.
+    /// A deliberate restart (the cause fixed: here the hook gone) completes the erasure.
+    @Test func anEraserThatCrashesTheProcessIsParkedAfterTwoCrashes() throws {
+        let server = try Self.server()
+        let keyFile = try Self.keyFile()
+        defer { unlink(keyFile) }
+        let harness = try DaemonHarness(name: "live-erase-crash", config: Self.config(server: server, keyFile: keyFile))
+        let crashing = ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_ERASE_CRASH_AT": "planned"]
+        try harness.start(extraEnvironment: crashing)
+        _ = try Self.populate(harness, server: server, fill: 10)
+        let (status, _, err) = try harness.ctl(["user", "erase", "alice", "--no-wait"])
+        #expect(status == 0, "\(err)")
+        for start in 1...2 {
+            let daemon = try #require(harness.process)
+            do {
+                try waitUntil(timeout: 60, "pushspoold crashed by the eraser (\(start))") { !daemon.isRunning }
+            } catch {
+                Issue.record("\(harness.daemonStderr.suffix(3000))")
+                throw error
+            }
+            #expect(daemon.terminationReason == .uncaughtSignal && daemon.terminationStatus != SIGKILL, "\(harness.daemonStderr.suffix(2000))")
+            // The pending erasure may crash it again before start() has looked: the next round
+            // waits for that crash.
+            do { try harness.start(extraEnvironment: crashing) } catch is TimeoutError {}
+        }
+        // The third start: parked, so it stays up and ingests.
+        try waitUntil(timeout: 30, "the eraser parked") { harness.daemonStderr.contains("follower erase parked") }
+        try harness.drop(generatedPayload(index: 7_777, tag: "while-eraser-parked"), name: "while-parked.json")
+        try waitUntil(timeout: 60, "a push ingested while the eraser is parked") {
+            (try? harness.records().contains { String(decoding: $0.body, as: UTF8.self).contains("while-eraser-parked") }) == true
+        }
+        #expect(harness.process?.isRunning == true)
+        let (_, pending, _) = try harness.ctl(["user", "erase", "--status", "--json"])
+        #expect(!pending.contains(#""complete":true"#))
+        #expect(harness.stop() == 0)
+        // Fixed and restarted deliberately: the eraser runs again and completes the erasure.
+        try harness.start()
+        try waitUntil(timeout: 60, "the erasure complete after a deliberate restart") {
+            let (_, list, _) = try harness.ctl(["user", "erase", "--status", "--json"])
+            return list.contains(#""complete":true"#)
+        }
+        #expect(!harness.daemonStderr.contains("follower erase parked"))
+        #expect(harness.stop() == 0)
+        try Self.expectAliceGoneBobKept(harness)
+    }
+
     /// Steps of the live erasure where pushspoold is killed (the design's crash points 2–8).
     static let crashSteps = ["started", "planned", "journal segment-temp", "journal segment-renamed", "journal before-checkpoint",
                              "journal-done", "inbox-done", "outbox-done", "quarantine-done", "media-done", "subject-removed"]

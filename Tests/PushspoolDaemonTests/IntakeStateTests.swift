@@ -255,3 +255,42 @@ import Testing
         #expect(state.failure == failure)          // the first failure wins
     }
 }
+
+/// A follower that crashes the process is counted by its crash tag and parked after two
+/// crashes; a deliberate exit forgets the counts.
+@Suite struct FollowerCrashCountsTests {
+    /// The run file as the crash handler leaves it: the mark, the isolated file's name, zeros
+    /// up to the tag's offset, the crashing thread's tag.
+    static func runFile(isolated: String = "", tag: String?) -> [UInt8] {
+        var bytes = Array("C".utf8) + Array(isolated.utf8)
+        guard let tag else { return bytes }
+        bytes += [UInt8](repeating: 0, count: 4096 - bytes.count)
+        return bytes + Array(tag.utf8)
+    }
+
+    @Test func theCrashingThreadsTagIsReadBesideTheIsolatedName() {
+        let file = Self.runFile(isolated: "a.json", tag: "follower erase")
+        #expect(CrashGuard.previousEnd(runFile: file) == .crashed(isolated: "a.json"))
+        #expect(CrashGuard.crashedThread(runFile: file) == "follower erase")
+        #expect(CrashGuard.crashedThread(runFile: Self.runFile(tag: nil)) == nil)
+        #expect(CrashGuard.previousEnd(runFile: Self.runFile(tag: "follower inbox")) == .crashed(isolated: nil))
+        // A killed run's file never names a crashing thread.
+        #expect(CrashGuard.crashedThread(runFile: Array("R".utf8) + [UInt8](repeating: 0, count: 4095) + Array("follower erase".utf8)) == nil)
+    }
+
+    @Test func twoCrashesParkAFollowerAndACleanExitForgets() {
+        var counts = FollowerCrashCounts()
+        counts = counts.next(previous: .crashed(isolated: nil), crashedThread: "follower erase")
+        #expect(counts.parked.isEmpty)
+        // A kill (OOM, SIGKILL) says nothing about a follower: the count stays.
+        counts = counts.next(previous: .killed, crashedThread: nil)
+        #expect(counts.crashes == ["erase": 1])
+        // A crash on an untagged thread (ingest) counts for no follower.
+        counts = counts.next(previous: .crashed(isolated: "x.json"), crashedThread: nil)
+        counts = counts.next(previous: .crashed(isolated: nil), crashedThread: "follower erase")
+        #expect(counts.parked == ["erase"])
+        #expect(FollowerCrashCounts.decode(counts.encoded()) == counts)
+        #expect(counts.next(previous: .clean, crashedThread: nil) == FollowerCrashCounts())
+        #expect(FollowerCrashCounts.decode(Array(#"{"crashes":{"erase":-3,"x":"2","y":1e99}}"#.utf8)) == FollowerCrashCounts())
+    }
+}

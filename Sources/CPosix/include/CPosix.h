@@ -1,5 +1,6 @@
 #ifndef CPOSIX_H
 #define CPOSIX_H
+#include <stddef.h>
 /// Shims for libc facilities Swift cannot reach directly (GNU extensions behind _GNU_SOURCE).
 const char *cposix_strerrorname(int errnum);
 const char *cposix_strerrordesc(int errnum);
@@ -13,6 +14,12 @@ int cposix_release_free_pages(void);
 /// allocation — then hand the signal to the handler that was installed before (the Swift
 /// runtime's backtracer, or the default action). Returns 0, or -1 with errno set.
 int cposix_install_crash_mark(int fd, long offset, char mark);
+/// Where, past the mark's offset, the crash handler writes the crashing thread's tag.
+#define CPOSIX_CRASH_TAG_OFFSET 4096
+#define CPOSIX_CRASH_TAG_MAX 128
+/// Names the calling thread for the crash handler (at most CPOSIX_CRASH_TAG_MAX bytes kept):
+/// a crash signal on this thread also writes `tag` at the mark's offset + CPOSIX_CRASH_TAG_OFFSET.
+void cposix_set_crash_tag(const char *tag, size_t length);
 /// setpriority(PRIO_PROCESS, gettid(), niceness): Linux applies it to the calling thread only.
 /// Returns 0, or -1 with errno set.
 int cposix_set_thread_niceness(int niceness);
