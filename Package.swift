@@ -177,7 +177,7 @@ let package = Package(
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
-            "pushspool-outbox-child", "PushModuleOptions",
+            "pushspool-outbox-child", "PushModuleOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [

@@ -59,6 +59,8 @@ package struct FleetOutboxOptions: Sendable {
 package struct FleetOutboxStatus: Sendable, Equatable {
     /// Deliveries a vendor answered 2xx.
     package var delivered = 0
+    /// Events acknowledged unsent because their user or device was erased on this node.
+    package var erased = 0
     /// Dead letters on this node now (the files in `parked/`).
     package var parked = 0
     /// Deliveries handed back to the stream for a later attempt (5xx, 429, no answer).
@@ -112,6 +114,12 @@ package struct FleetOutboxStatus: Sendable, Equatable {
 /// without work: the outbox of the pushspoold that journaled them delivers them, and their
 /// `item` is a journal seq, which means nothing here.
 ///
+/// Erasure: once this node applied an erasure record (``erased``, fed by the index's
+/// follower), an event of the subject from before the record is acknowledged without a POST —
+/// checked right before each POST and again before a failed one is handed back — so a fetch
+/// held behind a hung vendor does not go out after the erasure. (Another node learns of it
+/// when its own index applies the record.)
+///
 /// Order: a node sends one user's deliveries of one fetch in stream order, and holds back that
 /// user's later ones in the fetch when one is handed back. Across nodes there is no per-user
 /// order: two events of one user fetched by two nodes go out concurrently.
@@ -128,13 +136,16 @@ package final class FleetOutbox: Follower, Sendable {
     private let snapshot = Locked(FleetOutboxStatus())
     private let work: Locked<FleetWorker>
     private let onChange = CallbackSlot<Void>()
+    /// The erasures this node applied: their subjects' earlier events are not sent.
+    package let erased: ErasedSubjects
 
     /// `appliedSeq`: the stream seq this node's index has applied; an event past it waits
     /// (``indexAdvanced()`` wakes the outbox). `onNotice`: parked and failed deliveries,
     /// fields not normalised, on the runner's thread (keep it short).
-    package init(options: FleetOutboxOptions, appliedSeq: @escaping @Sendable () -> UInt64,
+    package init(options: FleetOutboxOptions, appliedSeq: @escaping @Sendable () -> UInt64, erased: ErasedSubjects = ErasedSubjects(),
                  onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
         try options.outbox.validate()
+        self.erased = erased
         self.options = options
         self.appliedSeq = appliedSeq
         self.onNotice = onNotice
@@ -142,7 +153,7 @@ package final class FleetOutbox: Follower, Sendable {
         do { try Posix.mkdirs(options.directory, mode: 0o750) } catch { throw OutboxError(.io, "creating \(options.directory)", cause: error) }
         try store.create()
         let stopping = self.stopping
-        let worker = try FleetWorker(options: options, store: store, shouldStop: { stopping.isSet })
+        let worker = try FleetWorker(options: options, store: store, shouldStop: { stopping.isSet }, erased: erased)
         // Counts go out as they change (a fetch, each answer), not only after a step: a POST
         // in flight shows while it hangs.
         let snapshot = self.snapshot
@@ -150,7 +161,7 @@ package final class FleetOutbox: Follower, Sendable {
         worker.report = { status in Self.store(status, in: snapshot, onChange: onChange) }
         snapshot.withLock { $0 = worker.status }
         work = Locked(worker)
-        retrySender = FleetRetrySender(options: options.outbox, store: store, onNotice: onNotice)
+        retrySender = FleetRetrySender(options: options.outbox, store: store, erased: erased, onNotice: onNotice)
         retrySender.observe { onChange() }
     }
 
@@ -247,6 +258,7 @@ final class FleetWorker {
     let mapper: EventMapper
     let poster: HTTPPoster
     let redactor: Redactor
+    let erased: ErasedSubjects
     var client: NatsClient?
     var consumer: NatsWorkConsumer?
     /// Fetched messages not yet worked (an event past the index's applied seq waits here).
@@ -269,8 +281,10 @@ final class FleetWorker {
         var failure: String?
     }
 
-    init(options: FleetOutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool) throws(OutboxError) {
+    init(options: FleetOutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool,
+         erased: ErasedSubjects = ErasedSubjects()) throws(OutboxError) {
         self.options = options
+        self.erased = erased
         self.store = store
         let outbox = options.outbox
         mapper = EventMapper(mindbox: outbox.mindboxEnabled, infobip: outbox.infobipEnabled,
@@ -414,6 +428,13 @@ final class FleetWorker {
                 done.insert(head.message.streamSeq)
                 continue
             }
+            if erased.covers(head.delivery) {
+                // Erased here since it was fetched (or before): acknowledged, never sent.
+                try consumer.acknowledge(head.message.streamSeq)
+                status.erased += 1
+                done.insert(head.message.streamSeq)
+                continue
+            }
             if let delay = heldBack[head.delivery.orderKey] {
                 try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
                 done.insert(head.message.streamSeq)
@@ -473,6 +494,12 @@ final class FleetWorker {
         if response.error == nil, (200..<300).contains(response.status) {
             for entry in batch { try consumer.acknowledge(entry.message.streamSeq) }
             status.delivered += batch.count
+            return nil
+        }
+        // Erased while the POST was out: not handed back for another attempt, nor parked.
+        if batch.contains(where: { erased.covers($0.delivery) }) {
+            for entry in batch { try consumer.acknowledge(entry.message.streamSeq) }
+            status.erased += batch.count
             return nil
         }
         let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)

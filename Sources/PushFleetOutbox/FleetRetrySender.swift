@@ -42,11 +42,12 @@ package final class FleetRetrySender: Follower, Sendable {
     private let wake = CallbackSlot<Void>()
     private let retryWatch = Locked<DirectoryWatch?>(nil)
 
-    init(options: OutboxOptions, store: OutboxStore, onNotice: @escaping @Sendable (OutboxNotice) -> Void) {
+    init(options: OutboxOptions, store: OutboxStore, erased: ErasedSubjects = ErasedSubjects(),
+         onNotice: @escaping @Sendable (OutboxNotice) -> Void) {
         directory = store.retryDirectory
         self.onNotice = onNotice
         let stopping = self.stopping
-        work = Locked(FleetRetryWorker(options: options, store: store, shouldStop: { stopping.isSet }))
+        work = Locked(FleetRetryWorker(options: options, store: store, shouldStop: { stopping.isSet }, erased: erased))
     }
 
     /// The counts; cheap, never waits for a POST.
@@ -117,12 +118,15 @@ final class FleetRetryWorker {
     let store: OutboxStore
     let poster: HTTPPoster
     let redactor: Redactor
+    /// The erasures this node applied: their subjects' dead letters are never sent again.
+    let erased: ErasedSubjects
     var counts = FleetRetryCounts()
     /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time.
     var holds: [String: Int64] = [:]
 
-    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool) {
+    init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool, erased: ErasedSubjects = ErasedSubjects()) {
         self.options = options
+        self.erased = erased
         self.store = store
         poster = HTTPPoster(options: options, shouldStop: shouldStop)
         redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
@@ -169,6 +173,11 @@ final class FleetRetryWorker {
         var delivery = delivery
         let name = delivery.fileName
         do throws(OutboxError) {
+            // Erased since it was listed (the node's erasure removed the file, or will).
+            if erased.covers(delivery) {
+                dropErased(name)
+                return nil
+            }
             guard let request = options.request(for: [delivery], now: now) else {
                 let message = OutboxOptions.unconfiguredMessage(delivery)
                 try park(&delivery, reason: "unconfigured", message: message, now: now)
@@ -180,6 +189,10 @@ final class FleetRetryWorker {
             if response.error == nil, (200..<300).contains(response.status) {
                 try store.remove(name, in: store.pendingDirectory)
                 counts.delivered += 1
+                return nil
+            }
+            if erased.covers(delivery) {
+                dropErased(name)
                 return nil
             }
             let message = response.error.map { redactor.clean($0) } ?? "HTTP \(response.status)"
@@ -208,6 +221,11 @@ final class FleetRetryWorker {
             fail(error.description)
             return nil
         }
+    }
+
+    /// Removes an erased subject's pending file unsent (gone already when the erasure was first).
+    private func dropErased(_ name: String) {
+        do { try store.remove(name, in: store.pendingDirectory) } catch where error.cause?.errno != ENOENT { fail(error.description) } catch {}
     }
 
     /// Back to `parked/` (written first: a crash leaves it pending, sent again, never lost).

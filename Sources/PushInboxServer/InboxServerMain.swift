@@ -318,6 +318,8 @@ package enum InboxServerMain {
         let streamName = options.export.stream
         // The fleet outbox works an event once the index applied it: each commit wakes it.
         let outbox = Locked<FleetOutbox?>(nil)
+        // The erasures the index applies, for the fleet outbox (made later) to stop sending.
+        let erased = ErasedSubjects()
         do throws(InboxStreamError) {
             follower = try StreamInboxFollower(options: options, refused: { error in
                 refusedStart(error, events: events)
@@ -327,7 +329,9 @@ package enum InboxServerMain {
                 switch event {
                 case .resumed(let seq): hub.followerResumed(at: seq)
                 case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
-                case .erasure(let id, let seq, let outcome): erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events)
+                case .erasure(let id, let seq, let outcome):
+                    erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events,
+                                   erased: erased)
                 case .streamReplaced(let reason, let seq):
                     streamReplaced(reason, appliedSeq: seq, events: events)
                     changed()
@@ -365,7 +369,7 @@ package enum InboxServerMain {
         var fleetOutbox: FleetOutbox?
         if configuration.outbox.enabled {
             do throws(OutboxError) {
-                let fleet = try startFleetOutbox(configuration: configuration, export: options.export, follower: follower)
+                let fleet = try startFleetOutbox(configuration: configuration, export: options.export, follower: follower, erased: erased)
                 outbox.withLock { $0 = fleet }
                 fleetOutbox = fleet
                 followers += [fleet, fleet.retrySender] as [any Follower]
@@ -414,9 +418,16 @@ package enum InboxServerMain {
     /// An erasure record from the stream, applied by the follower: the erased user's changes
     /// leave the SSE ring; one that named no one here is a journald event (never the plain
     /// id: the record holds only the hash, and so does the event).
-    static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, hub: EventHub, events: EventLog) {
+    /// The fleet outbox (`erased`) stops sending the subject's events from before the record.
+    static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, hub: EventHub, events: EventLog,
+                               erased: ErasedSubjects? = nil) {
         switch outcome {
         case .erased(let subject, _):
+            let erasedSubject: ErasedSubjects.Subject = switch subject {
+            case .user(let user): .user(user)
+            case .device(let device): .device(device)
+            }
+            erased?.add(ErasedSubjects.Entry(erasureID: id, subject: erasedSubject, before: streamSeq))
             if case .user(let user) = subject { hub.forget(user: user) }
         case .unmatched(let reason, _):
             let why = reason == "no_key"
@@ -432,11 +443,11 @@ package enum InboxServerMain {
     /// `[Outbox] Enabled=yes` on a `Source=nats` node: the fleet outbox, pulling the events
     /// inbox nodes publish from the consumer every such node shares, key files loaded.
     static func startFleetOutbox(configuration: Configuration, export: ExportOptions,
-                                 follower: StreamInboxFollower) throws(OutboxError) -> FleetOutbox {
+                                 follower: StreamInboxFollower, erased: ErasedSubjects = ErasedSubjects()) throws(OutboxError) -> FleetOutbox {
         let state = configuration.journal.stateDirectory
         let outbox = try OutboxOptions.load(settings: configuration.outbox, stateDirectory: state)
         let options = FleetOutboxOptions(outbox: outbox, export: export, directory: StateLayout(root: state).fleetOutbox)
-        return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, onNotice: { notice in
+        return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, erased: erased, onNotice: { notice in
             switch notice {
             case .parked(let id, let target, let status, let reason, let message):
                 err("pushspool-inbox: outbox delivery \(id) to \(target) parked (\(reason), HTTP \(status)): \(message)\n")

@@ -33,6 +33,14 @@ import Synchronization
 /// hold anything back. A 429 or 503 with `Retry-After` holds back every user's deliveries to
 /// that vendor until then (at most `retryCeiling`).
 ///
+/// Erasure: a subject in `erased` (the intake adds it when it accepts the request, before the
+/// `erasure` record is journaled) loses its deliveries of the records the erasure covers —
+/// pending, parked and in `retry/` — before the next POST: the files are removed, and each
+/// batch is checked right before its POST and again before a failed one is written back, so
+/// a POST that was in flight while the vendor hung is the only one that can reach the vendor.
+/// Records the erasure covers that are mapped afterwards (a restart behind the record) queue
+/// nothing.
+///
 /// Runs on a ``FollowerRunner`` (the daemon's follower group): it sleeps until the journal
 /// commits past its cursor or the next delivery is due, never on a fixed tick.
 ///
@@ -57,8 +65,10 @@ package final class OutboxFollower: Follower, Sendable {
     /// Creates `<state>/outbox/` and loads pending deliveries; runs nothing until a runner
     /// steps it (or `catchUp()`). `onNotice` is called on the stepping thread (keep it short:
     /// log and return). `listDirectory` lists `retry/` (a test counts it); `nil` when it cannot
-    /// be listed.
-    package init(options: OutboxOptions, onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in },
+    /// be listed. `erased`: the erasures requested, shared with the intake (the daemon fills
+    /// it at start with those still pending).
+    package init(options: OutboxOptions, erased: ErasedSubjects = ErasedSubjects(),
+                 onNotice: @escaping @Sendable (OutboxNotice) -> Void = { _ in },
                  listDirectory: (@Sendable (String) -> [String]?)? = nil) throws(OutboxError) {
         try options.validate()
         self.options = options
@@ -70,7 +80,7 @@ package final class OutboxFollower: Follower, Sendable {
         let retryChanged = ChangeFlag()
         self.retryChanged = retryChanged
         let worker = try Worker(options: options, store: store, shouldStop: { stopping.isSet }, retryChanged: retryChanged,
-                                listDirectory: listDirectory ?? { try? store.names($0) })
+                                listDirectory: listDirectory ?? { try? store.names($0) }, erased: erased)
         work = Locked(worker)
         let status = work.withLock { $0.status() }
         snapshot.withLock { $0 = status }
@@ -194,6 +204,12 @@ final class Worker {
     /// Whether to look in `retry/` at the next step (``OutboxFollower``'s watch sets it).
     let retryChanged: ChangeFlag
     let listDirectory: @Sendable (String) -> [String]?
+    /// Erasures requested: their subjects' covered deliveries are dropped, never sent.
+    let erased: ErasedSubjects
+    /// The ``ErasedSubjects/generation`` the files were last swept for.
+    var sweptGeneration: UInt64 = 0
+    /// Deliveries dropped because their subject was erased, since start.
+    var erasedCount = 0
     var reader: JournalReader?
     var lookupReader: JournalReader?
     /// Every record up to it is mapped (its deliveries pending or delivered).
@@ -231,8 +247,10 @@ final class Worker {
     var mappingNotices: [(seq: UInt64, notice: OutboxNotice)] = []
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool = { false },
-         retryChanged: ChangeFlag, listDirectory: @escaping @Sendable (String) -> [String]?) throws(OutboxError) {
+         retryChanged: ChangeFlag, listDirectory: @escaping @Sendable (String) -> [String]?,
+         erased: ErasedSubjects = ErasedSubjects()) throws(OutboxError) {
         self.options = options
+        self.erased = erased
         self.store = store
         self.shouldStop = shouldStop
         self.retryChanged = retryChanged
@@ -268,6 +286,7 @@ final class Worker {
         status.parked = parkedCount
         status.delivered = delivered
         status.retried = retried
+        status.erased = erasedCount
         status.cursor = cursor
         status.lastError = lastError
         return status
@@ -300,6 +319,10 @@ final class Worker {
         for name in names {
             guard var delivery = store.read(store.retryDirectory + "/" + name) else {
                 retryChanged.set()
+                continue
+            }
+            if erased.covers(delivery) {
+                dropErased([delivery], in: store.retryDirectory)
                 continue
             }
             delivery.attempts = 0
@@ -341,9 +364,18 @@ final class Worker {
                 do { record = try reader.next() } catch { throw OutboxError(.journal, "reading \(options.journalDirectory): \(error)") }
                 guard let record else { break }
                 count += 1
+                if record.key.hasPrefix(Worker.erasureKeyPrefix) {
+                    // The erasure covers the records below this one; later ones are new data.
+                    erased.journaled(erasureID: String(record.key.dropFirst(Worker.erasureKeyPrefix.count)), seq: record.seq)
+                }
                 let mapping = mapper.map(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body, lookup: lookup)
                 mappingNotices += mapping.notices.map { (record.seq, $0) }
                 for delivery in mapping.deliveries {
+                    if erased.covers(delivery) {
+                        // Erased before it was queued (a restart behind the erasure record).
+                        if let earlier = unconfirmed.removeValue(forKey: delivery.fileName) { dropErased([earlier], in: store.pendingDirectory) }
+                        continue
+                    }
                     if let earlier = unconfirmed.removeValue(forKey: delivery.fileName) {
                         // Queued before a crash, the file is there: take it, do not queue it twice.
                         pending.append(earlier)
@@ -417,8 +449,15 @@ final class Worker {
         var blocked: Set<String> = []
         var index = 0
         while index < pending.count, !shouldStop() {
+            // An erasure accepted since the last POST: its subject's files go first. What is
+            // before `index` is blocked for this pass, so starting over skips it.
+            if sweepErased() { index = 0; continue }
             let head = pending[index]
             if blocked.contains(head.orderKey) { index += 1; continue }
+            if erased.covers(head) {
+                dropErased([head], in: store.pendingDirectory)
+                continue  // it left `pending`: the same index is the next one
+            }
             if now - head.createdMillis > options.maxAge.clampedMilliseconds {
                 notices.append(park([head], reason: "max_age", status: head.lastStatus ?? 0,
                                     message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
@@ -465,6 +504,12 @@ final class Worker {
         // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
         // as it was and goes first after the restart.
         if response.aborted { return (nil, false) }
+        // Erased while the POST was out (a hung vendor): what failed is not written back,
+        // parked or tried again.
+        if !(response.error == nil && (200..<300).contains(response.status)), batch.contains(where: erased.covers) {
+            dropErased(batch, in: store.pendingDirectory)
+            return (nil, true)
+        }
         if response.error == nil, (200..<300).contains(response.status) {
             for delivery in batch {
                 do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
@@ -508,6 +553,52 @@ final class Worker {
     }
 
     func backoffMillis(attempts: Int) -> Int64 { options.backoffMillis(attempts: attempts) }
+
+    /// The journal key prefix of an `erasure` record (`erasure:<erasureId>`).
+    static let erasureKeyPrefix = "erasure:"
+
+    /// When an erasure was added since the last sweep, removes the files of every delivery it
+    /// covers — pending (and found at start past the cursor), parked, in `retry/` — and takes
+    /// them out of memory. Returns whether anything left `pending`.
+    func sweepErased() -> Bool {
+        let generation = erased.generation
+        guard generation != sweptGeneration else { return false }
+        sweptGeneration = generation
+        let before = pending.count
+        let covered = pending.filter(erased.covers)
+        if !covered.isEmpty { dropErased(covered, in: store.pendingDirectory) }
+        let unconfirmedCovered = unconfirmed.values.filter(erased.covers)
+        if !unconfirmedCovered.isEmpty { dropErased(unconfirmedCovered, in: store.pendingDirectory) }
+        for directory in [store.parkedDirectory, store.retryDirectory] {
+            let files: [OutboxDelivery]
+            do { files = try store.list(directory) } catch {
+                lastError = error.description
+                sweptGeneration = 0  // listed again at the next POST
+                continue
+            }
+            let gone = files.filter(erased.covers)
+            if !gone.isEmpty { dropErased(gone, in: directory) }
+        }
+        return pending.count != before
+    }
+
+    /// Removes erased deliveries' files from `directory` and from memory. A file that cannot be
+    /// removed is taken out of memory all the same (it is never sent); the next start drops
+    /// it while the erasure is pending, and the eraser's outbox step removes it.
+    func dropErased(_ deliveries: [OutboxDelivery], in directory: String) {
+        for delivery in deliveries {
+            // Gone already: the eraser's outbox step was first.
+            do { try store.remove(delivery.fileName, in: directory) } catch where error.cause?.errno != ENOENT { lastError = error.description } catch {}
+            unconfirmed[delivery.fileName] = nil
+        }
+        let names = Set(deliveries.map(\.fileName))
+        if directory == store.pendingDirectory {
+            pending.removeAll { names.contains($0.fileName) }
+        } else if directory == store.parkedDirectory {
+            parkedCount = max(0, parkedCount - deliveries.count)
+        }
+        erasedCount += deliveries.count
+    }
 
     /// Moves `batch` to `parked/` (dead letters) with the reason and the response.
     func park(_ batch: [OutboxDelivery], reason: String, status: Int, message: String, now: Int64,

@@ -137,6 +137,8 @@ package struct OutboxStatus: Sendable, Equatable {
     package var delivered = 0
     /// POSTs that failed and were scheduled again, since start.
     package var retried = 0
+    /// Deliveries dropped unsent because their user or device was erased, since start.
+    package var erased = 0
     /// The last journal seq handled (all its deliveries queued).
     package var cursor: UInt64 = 0
     /// The last failure (delivery or state I/O), without secrets.

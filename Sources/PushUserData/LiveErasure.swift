@@ -3,6 +3,7 @@ import PushExport
 import PushFollow
 import PushInbox
 import PushJournal
+import PushOutboxStore
 import PushPayload
 import PushSystem
 
@@ -25,9 +26,16 @@ import PushSystem
 /// once, on first use (the eraser's start), or when ``refreshPending()`` asks; copies share
 /// the count, and the intake and the eraser of one pushspoold must share one value.
 ///
+/// The same value tells the outbox whom to stop delivering for: ``erased`` gets each request
+/// the intake accepts, before its record is journaled, and at start the erasures still
+/// pending (``restoreErased(journalDirectory:)``).
+///
 /// `Sendable`: a directory name and the count behind a lock.
 package struct ErasureRequests: Sendable {
     package let directory: String
+    /// The erasures requested in this process or pending at its start, for the outbox
+    /// (docs/design/erasure.md, "Outbox"); shared by copies.
+    package let erased = ErasedSubjects()
     /// The erasure ids with a subject file, `nil` until the directory is listed.
     private let pending = Locked<Set<String>?>(nil)
     private let listDirectory: @Sendable (String) -> [String]
@@ -102,8 +110,11 @@ package struct ErasureRequests: Sendable {
         }
     }
 
-    /// Writes the request's subject file, durably, before its record is journaled.
+    /// Writes the request's subject file, durably, before its record is journaled. The outbox
+    /// stops sending the subject's deliveries from here on, even if the write fails: the
+    /// request then stays in the spool and is journaled at a later start.
     package func storeSubject(_ request: ErasureRequest) throws(SystemError) {
+        erased.add(ErasedSubjects.Entry(erasureID: request.erasureId, subject: Self.erasedSubject(scope: request.scope, id: request.id), before: nil))
         try Posix.mkdirIfMissing(directory, mode: 0o700)
         let document = JSONValue.object(["scope": .string(request.scope.rawValue), "id": .string(request.id)]).serialized()
         do {
@@ -133,6 +144,46 @@ package struct ErasureRequests: Sendable {
         case "user": return .user(subject)
         case "device": return .device(subject)
         default: return nil
+        }
+    }
+
+    private static func erasedSubject(scope: ErasureRequest.Scope, id: String) -> ErasedSubjects.Subject {
+        switch scope {
+        case .user: .user(id)
+        case .device: .device(id)
+        }
+    }
+
+    /// At start, before the outbox loads its files: every erasure with a subject file (not
+    /// complete) goes into ``erased`` with its record's seq — from its status file, else from
+    /// the journal after the eraser's cursor (the eraser moves past a record only once it is
+    /// complete), else none (not journaled yet: the spool still holds the request, and every
+    /// record of the subject is below the one it will get). So a restart never sends what a
+    /// pending erasure covers, even when the outbox had passed the record before the crash.
+    package func restoreErased(journalDirectory: String) {
+        var found: [String: (DataSubject, UInt64?)] = [:]
+        for name in listDirectory(directory) where name.hasSuffix(".subject") {
+            let id = String(name.dropLast(".subject".count))
+            guard ErasureRequest.isValidErasureId(id), let subject = subject(id) else { continue }
+            let seq = status(id).map(\.seq).flatMap { $0 > 0 ? $0 : nil }
+            found[id] = (subject, seq)
+        }
+        if found.values.contains(where: { $0.1 == nil }) {
+            let from = ((try? CursorFile.read(directory: directory)) ?? 0) &+ 1
+            if let reader = try? JournalReader(directory: journalDirectory, fromSeq: from) {
+                while let record = try? reader.next() {
+                    guard record.key.hasPrefix("erasure:") else { continue }
+                    let id = String(record.key.dropFirst("erasure:".count))
+                    if let entry = found[id], entry.1 == nil { found[id] = (entry.0, record.seq) }
+                }
+            }
+        }
+        for (id, (subject, seq)) in found.sorted(by: { $0.key < $1.key }) {
+            let erasedSubject: ErasedSubjects.Subject = switch subject {
+            case .user(let plain): .user(plain)
+            case .device(let plain): .device(plain)
+            }
+            erased.add(ErasedSubjects.Entry(erasureID: id, subject: erasedSubject, before: seq))
         }
     }
 

@@ -58,7 +58,9 @@ final class Followers: Sendable {
         } catch {
             throw DaemonError(stage: "export", message: "\(error)", errno: EINVAL)
         }
-        outbox = try Self.makeOutbox(configuration, events: events)
+        // The erasures a crash left pending, before the outbox loads its files (it drops theirs).
+        erasureRequests?.restoreErased(journalDirectory: StateLayout(root: configuration.journal.stateDirectory).journal)
+        outbox = try Self.makeOutbox(configuration, events: events, erased: erasureRequests?.erased ?? ErasedSubjects())
         if let eraserJournal, let spool {
             // The stream holds this host's data when the exporter publishes records to it, or
             // when this node's inbox publishes its events there.
@@ -81,12 +83,12 @@ final class Followers: Sendable {
     }
 
     /// `[Outbox]` as the follower takes it, key files loaded; `nil` when disabled.
-    private static func makeOutbox(_ configuration: Configuration, events: EventLog) throws(DaemonError) -> OutboxFollower? {
+    private static func makeOutbox(_ configuration: Configuration, events: EventLog, erased: ErasedSubjects) throws(DaemonError) -> OutboxFollower? {
         let settings = configuration.outbox
         guard settings.enabled else { return nil }
         do {
             let options = try OutboxOptions.load(settings: settings, stateDirectory: configuration.journal.stateDirectory)
-            return try OutboxFollower(options: options) { notice in Self.log(notice, events: events) }
+            return try OutboxFollower(options: options, erased: erased) { notice in Self.log(notice, events: events) }
         } catch {
             throw DaemonError(stage: "outbox", message: "\(error)", errno: EINVAL)
         }

@@ -24,6 +24,8 @@ package final class LoopbackHTTPServer: Sendable {
         case endless(headers: [(String, String)], chunk: [UInt8])
         /// The n-th request gets the n-th behaviour; the last repeats.
         case sequence([Behavior])
+        /// Holds the request (a vendor that hangs) until the gate is released, then behaves.
+        case gated(HTTPGate, Behavior)
 
         package static func ok(_ body: [UInt8], contentType: String = "application/octet-stream") -> Behavior {
             .respond(status: 200, headers: [("Content-Type", contentType)], body: body)
@@ -189,6 +191,9 @@ package final class LoopbackHTTPServer: Sendable {
             while !stopping.load(ordering: .acquiring), send(fd, chunk) {}
         case .sequence(let steps):
             perform(steps.first ?? .status(404), on: fd)
+        case .gated(let gate, let then):
+            guard gate.pass(stopping: { stopping.load(ordering: .acquiring) }) else { return }
+            perform(then, on: fd)
         }
     }
 
@@ -253,5 +258,51 @@ package final class LoopbackHTTPServer: Sendable {
         }
         request.body = Array(body.prefix(length))
         return request
+    }
+}
+
+/// A gate a ``LoopbackHTTPServer/Behavior/gated(_:_:)`` route holds requests at: a test waits
+/// until a request is held there (``waitForArrivals(_:seconds:)``), does what must happen
+/// while the vendor hangs, then ``release()``s it.
+///
+/// `@unchecked Sendable`: every field is touched under `condition`.
+package final class HTTPGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var released = false
+    private var arrivals = 0
+
+    package init() {}
+
+    /// Lets every held request (and every later one) through.
+    package func release() {
+        condition.lock()
+        released = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Whether `count` requests reached the gate within `seconds`.
+    package func waitForArrivals(_ count: Int, seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while arrivals < count {
+            if !condition.wait(until: deadline) { return arrivals >= count }
+        }
+        return true
+    }
+
+    /// Holds the caller until released; `false` when the server stops first.
+    func pass(stopping: () -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        arrivals += 1
+        condition.broadcast()
+        while !released {
+            // Woken by release(); the timed wait only notices the server stopping.
+            if stopping() { return false }
+            _ = condition.wait(until: Date().addingTimeInterval(0.05))
+        }
+        return true
     }
 }
