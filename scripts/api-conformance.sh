@@ -19,7 +19,8 @@
 # (/opt/pushspool-testenv, or $PUSHSPOOL_TESTENV). Schemathesis's reports (JUnit, and the
 # cassette of every request) and the services' logs are kept under the printed directory
 # when something fails (always with --keep). API_CONFORMANCE_EXAMPLES=N runs N examples per
-# operation instead of 20 (the whole script takes about 40 s on two cores).
+# operation instead of 20 (the whole script takes about 40 s on two cores), and
+# API_CONFORMANCE_SEED=S another seed than 33: both for a longer search by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -177,7 +178,7 @@ failures=0
 (cd "$work" && PUSHSPOOL_USER=fuzz PUSHSPOOL_USER_TOKEN=$(token fuzz) PUSHSPOOL_ADMIN_TOKEN=$(cat "$work/inbox-admin-token") \
     "$testenv/bin/schemathesis" --config-file "$root/scripts/schemathesis.toml" run "$root/docs/openapi.yaml" --url "$base" \
     --checks all --phases examples,coverage,fuzzing,stateful \
-    --max-examples "${API_CONFORMANCE_EXAMPLES:-20}" --seed 33 --workers 1 --request-timeout 10 \
+    --max-examples "${API_CONFORMANCE_EXAMPLES:-20}" --seed "${API_CONFORMANCE_SEED:-33}" --workers 1 --request-timeout 10 \
     --report junit,vcr --report-dir "$work/schemathesis") || failures=1
 echo "== done in $SECONDS s"
 if ((failures)); then
