@@ -333,10 +333,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
     }
 
+    /// A boolean query argument as the document types it: `true` or `false`, nothing else
+    /// (an empty `unread=` or `unread=1` is refused rather than guessed).
     static func boolean(_ text: String) -> Bool? {
         switch text {
-        case "1", "true", "yes": true
-        case "0", "false", "no", "": false
+        case "true": true
+        case "false": false
         default: nil
         }
     }
@@ -822,9 +824,8 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var start = applied
         var resync = false
         if !resumeText.isEmpty {
-            guard let seq = UInt64(resumeText) else {
-                return Self.problem(400, "invalid_last_event_id", "Last-Event-ID must be an event id this stream sent")
-            }
+            // Digits past UInt64 are no id of this journal: as one past its end, below.
+            let seq = UInt64(resumeText) ?? .max
             start = seq
             // Past what the hub has read: maybe it lags, maybe the id is from another journal
             // (a wiped state directory). Past the journal's end it can only be the latter.

@@ -104,10 +104,24 @@ import TestSupport
         for id in ["1", ""] {
             #expect(api.handle(HTTPRequest(method: "GET", path: "/v1/inbox/stream", headers: alice.merging(["last-event-id": id]) { $1 })).status == 200)
         }
+        // Digits past UInt64 name no event of this journal: a resync, as an id past its end.
+        let huge = api.handle(HTTPRequest(method: "GET", path: "/v1/inbox/stream", headers: alice.merging(["last-event-id": "91279257245988083936329453101"]) { $1 }))
+        #expect(huge.status == 200)
+        guard case .stream(let stream) = huge.body else { Issue.record("no stream: \(huge.status)"); return }
+        #expect(String(decoding: stream.pending, as: UTF8.self).contains(#""type":"resync""#))
         // An empty header does not hide a query value; a bad one is refused whichever is used.
         let both = api.handle(HTTPRequest(method: "GET", path: "/v1/inbox/stream", query: ["lastEventId": "\u{84}"],
                                           headers: alice.merging(["last-event-id": ""]) { $1 }))
         #expect(both.status == 400)
+    }
+
+    /// `unread` is a boolean: `true` or `false` (before the index is opened: 503 here).
+    @Test(arguments: [("", 400), ("1", 400), ("yes", 400), ("TRUE", 400), ("true", 503), ("false", 503)])
+    func unreadIsTrueOrFalse(text: String, status: Int) throws {
+        let setup = try Setup()
+        let answer = setup.api.handle(HTTPRequest(method: "GET", path: "/v1/inbox", query: ["unread": text], headers: [
+            "authorization": "Bearer " + ConformanceTests.secret.token(user: "alice"), "x-pushspool-user": "alice"]))
+        #expect(answer.status == status, "unread=\(text)")
     }
 
     /// A category name pushspoold would refuse is a 400 naming `muted`, not the vague refusal
