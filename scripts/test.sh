@@ -28,6 +28,9 @@ fi
 swift test --skip-build --parallel --skip IntegrationTests --skip PushMediaTests
 swift test --skip-build --parallel --filter PushMediaTests
 swift test --skip-build --parallel --filter IntegrationTests
+# The server against its document: Schemathesis (every check) and a generated Python client
+# against a live pushspoold and pushspool-inbox of this debug build (about 40 s).
+./scripts/api-conformance.sh --bin-dir "$(swift build --show-bin-path)"
 # Fuzzing: each target of Fuzz/ for 60 s under libFuzzer + ASan (one fuzz build, ~8 min in
 # all), then the thread sanitizer on the daemon, journal and media suites (its own build
 # directory, .build-tsan). Both after the plain tests: a plain failure should show first.

@@ -196,11 +196,13 @@ package struct InboxCounts: Sendable, Equatable {
 package enum InboxCursor {
     static func make(afterSeq seq: Int64, pinned: Bool = false) -> String { (pinned ? "c2." : "c1.") + String(seq, radix: 16) }
 
-    /// The position a cursor names, or `nil` for anything this index did not hand out.
-    static func parse(_ text: String) -> (seq: Int64, pinned: Bool)? {
+    /// The position a cursor names, or `nil` for anything this index did not hand out: the
+    /// form ``make(afterSeq:pinned:)`` writes only (lowercase hex without leading zeros), so
+    /// one position has one cursor and docs/openapi.yaml's pattern says exactly which are taken.
+    package static func parse(_ text: String) -> (seq: Int64, pinned: Bool)? {
         guard text.utf8.count <= 20, text.hasPrefix("c1.") || text.hasPrefix("c2.") else { return nil }
         let hex = text.dropFirst(3)
-        guard !hex.isEmpty, hex.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+        guard !hex.isEmpty, hex.first != "0", hex.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
               let seq = Int64(hex, radix: 16), seq > 0 else { return nil }
         return (seq, text.hasPrefix("c2."))
     }

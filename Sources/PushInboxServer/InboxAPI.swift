@@ -136,6 +136,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     static let notFound = problem(404, "not_found", "no such item or route")
 
+    /// 405 for a path the table has with a method it does not take (RFC 9110 15.5.6): `Allow`
+    /// lists the methods it takes, HEAD with GET.
+    static func methodNotAllowed(_ methods: [Route.Method]) -> HTTPResponse {
+        let allowed = methods.flatMap { $0 == .get ? ["GET", "HEAD"] : [$0.rawValue] }.joined(separator: ", ")
+        var response = problem(405, "method_not_allowed", "this path takes \(allowed) only")
+        response.headers.append(("Allow", allowed))
+        return response
+    }
+
     // MARK: routing
 
     package func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -146,8 +155,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     /// Every route the server answers, in the order they are tried: the one routing table
-    /// (``Route``). A wrong method or an unknown path answers 404 like a missing item; under
-    /// `/v1/` only after authentication, so a refusal says nothing about routes.
+    /// (``Route``). An unknown path answers 404 like a missing item, a known path with a
+    /// method it does not take 405 with `Allow`; under `/v1/` only after authentication, so a
+    /// refusal says nothing about routes.
     static let routes: [Route] = [
         Route(.get, "/", "page") { _, _ in InboxPage.response() },
         Route(.get, "/metrics", "metrics") { api, _ in
@@ -216,7 +226,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 return ("unauthorized", refusal.response)
             }
         }
-        for route in Self.routes where route.accepts(request.method) {
+        let candidates = Self.mostSpecificRoutes(parts)
+        guard !candidates.isEmpty else { return ("other", Self.notFound) }
+        for route in candidates where route.accepts(request.method) {
             guard let matched = route.match(parts) else { continue }
             switch Self.parameters(matched) {
             case .success(let parameters):
@@ -225,7 +237,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 return (route.name, refusal.response)
             }
         }
-        return ("other", Self.notFound)
+        return ("other", Self.methodNotAllowed(candidates.map(\.method)))
+    }
+
+    /// The routes for the path `parts` (in table order), whatever the method: of those whose
+    /// template fits, the ones with the most fixed components. `/v1/inbox/counts` is the
+    /// counts' path, GET only: DELETE there is 405, not the DELETE of an item "counts".
+    /// Empty for a path of no route.
+    static func mostSpecificRoutes(_ parts: [PathComponent]) -> [Route] {
+        func literals(_ route: Route) -> Int { route.segments.filter { if case .literal = $0 { true } else { false } }.count }
+        let matching = routes.filter { $0.match(parts) != nil }
+        guard let most = matching.map(literals).max() else { return [] }
+        return matching.filter { literals($0) == most }
     }
 
     /// The placeholders' values by name, or a 400 naming the first that is not an id: one
@@ -404,10 +427,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
     }
 
+    /// A boolean query argument as the document types it: `true` or `false`, nothing else
+    /// (an empty `unread=` or `unread=1` is refused rather than guessed).
     static func boolean(_ text: String) -> Bool? {
         switch text {
-        case "1", "true", "yes": true
-        case "0", "false", "no", "": false
+        case "true": true
+        case "false": false
         default: nil
         }
     }
@@ -536,8 +561,12 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     private func drop(_ event: PushEvent, fingerprint: String? = nil) -> HTTPResponse? {
-        guard case .event(let checked) = Normalizer.classify(NcEventWriter.envelopeBytes(event)), checked == event else {
-            return Self.problem(400, "invalid_event", "the event would be refused by pushspoold")
+        switch Normalizer.classify(NcEventWriter.envelopeBytes(event)) {
+        case .event(let checked) where checked == event: break
+        case .refused(let refusal):
+            // Its message names the member (`event.muted`, `device`…).
+            return Self.problem(400, "invalid_event", "pushspoold would refuse the event: " + refusal.message)
+        default: return Self.problem(400, "invalid_event", "pushspoold would not read the event back as it was sent")
         }
         if let sink = settings.events {
             guard let failure = sink.accept(event, fingerprint: fingerprint) else { return nil }
@@ -635,15 +664,18 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     /// `X-Pushspool-Device`: the device an event came from, when the app names it (Mindbox's
-    /// `deviceUUID`, Infobip's `pushRegistrationId`); ignored when empty or over 255 bytes,
-    /// refused (400 naming the header) when it holds a control character.
+    /// `deviceUUID`, Infobip's `pushRegistrationId`); `nil` without the header. One that is
+    /// there but empty, over 255 bytes or holding a control character (pushspoold would refuse
+    /// such a device) is refused with a 400 naming the header.
     static func device(_ request: HTTPRequest) -> Result<String?, Refusal> {
-        guard let device = request.headers["x-pushspool-device"], !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes else { return .success(nil) }
-        guard ControlCharacters.first(in: device) == nil else {
-            return .failure(Refusal(problem(400, "invalid_device", "X-Pushspool-Device holds a control character (U+0000-U+001F, U+007F), which no device id may")))
+        guard let device = request.headers["x-pushspool-device"] else { return .success(nil) }
+        guard !device.isEmpty, device.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: device) == nil else {
+            return .failure(Refusal(problem(400, "invalid_device", "X-Pushspool-Device must be 1-\(PushEvent.maxNameBytes) bytes without control characters "
+                                            + "(leave the header out when the device is not known)")))
         }
         return .success(device)
     }
+
 
     /// A change to the caller's `{item}`: seen, read, open, archive, an action, in-app shown,
     /// unread, unarchive, pin, unpin, delete. Answers 202 with the item as it will be once
@@ -847,6 +879,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         var flags: [String: Bool] = [:]
         for (category, value) in muted {
             guard case .bool(let flag) = value else { return refusal }
+            guard !category.isEmpty, category.utf8.count <= PushEvent.maxNameBytes, ControlCharacters.first(in: category) == nil else {
+                return Self.problem(400, "invalid_body", "muted: a category name is 1-\(PushEvent.maxNameBytes) bytes without control characters")
+            }
             flags[category] = flag
         }
         guard let index = openIndex() else { return Self.unavailable }
@@ -854,8 +889,6 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         do { current = try index.mutedCategories(.user(call.user)) } catch { return failure(error) }
         var event = PushEvent(type: .preferences, eventId: "", user: call.user, at: Timestamp.now())
         event.muted = flags
-        // A category name the daemon would refuse (control characters, over 255 bytes) is
-        // refused here by `drop` as invalid_event, before anything is written.
         if let refusal = submit(&event, user: call.user, call.request) { return refusal }
         let next = Set(current).union(flags.filter(\.value).keys).subtracting(flags.filter { !$0.value }.keys).sorted()
         guard case .object(var answer) = Self.preferencesJSON(next) else { return refusal }
@@ -867,12 +900,19 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     private func stream(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         guard let index = openIndex() else { return Self.unavailable }
-        let resumeText = request.headers["last-event-id"] ?? request.query["lastEventId"]
+        // The header, else `?lastEventId=`; empty is as without. Each given is digits (not
+        // `UInt64`'s "+5"), as the document's pattern says.
+        let header = request.headers["last-event-id"] ?? "", query = request.query["lastEventId"] ?? ""
+        for (name, text) in [("Last-Event-ID", header), ("lastEventId", query)] where !text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            return Self.problem(400, "invalid_last_event_id", "\(name) must be an event id this stream sent (digits)")
+        }
+        let resumeText = header.isEmpty ? query : header
         guard let applied = try? index.appliedSeq() else { return Self.unavailable }
         var start = applied
         var resync = false
-        if let resumeText, !resumeText.isEmpty {
-            guard let seq = UInt64(resumeText) else { return Self.problem(400, "invalid_last_event_id", "Last-Event-ID must be an event id this stream sent") }
+        if !resumeText.isEmpty {
+            // Digits past UInt64 are no id of this journal: as one past its end, below.
+            let seq = UInt64(resumeText) ?? .max
             start = seq
             // Past what the hub has read: maybe it lags, maybe the id is from another journal
             // (a wiped state directory). Past the journal's end it can only be the latter.
