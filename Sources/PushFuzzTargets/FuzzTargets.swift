@@ -109,6 +109,13 @@ public enum FuzzTargets {
         }
     }
 
+    /// The input as a segment's bytes: after a valid segment header when its first byte is odd
+    /// (so the fuzzer reaches the records), else as it is.
+    static func segment(fromInput bytes: [UInt8]) -> [UInt8] {
+        guard let first = bytes.first, first & 1 == 1 else { return bytes }
+        return SegmentHeader(firstSeq: 1, createdMillis: 0, journalID: Array(repeating: 7, count: 16)).encoded() + bytes.dropFirst()
+    }
+
     /// Recovery on arbitrary bytes: the input becomes the journal's only segment (after a
     /// valid segment header when its first byte is odd, so the fuzzer reaches the records);
     /// recovery either refuses or leaves a journal that verifies clean, and a second recovery
@@ -121,13 +128,7 @@ public enum FuzzTargets {
         }
         let root = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var segment: [UInt8] = []
-        if let first = bytes.first, first & 1 == 1 {
-            segment = SegmentHeader(firstSeq: 1, createdMillis: 0, journalID: Array(repeating: 7, count: 16)).encoded()
-            segment += bytes.dropFirst()
-        } else {
-            segment = bytes
-        }
+        let segment = segment(fromInput: bytes)
         let path = root + "/" + JournalFiles.segmentName(firstSeq: 1)
         guard FileManager.default.createFile(atPath: path, contents: Data(segment)) else { throw fail("cannot write the segment") }
         _ = JournalVerifier.verify(directory: root)
@@ -173,13 +174,7 @@ public enum FuzzTargets {
     /// The raw input is also read as an archive file's bytes (a damaged zstd frame).
     static func journalArchive(_ bytes: [UInt8]) throws(FuzzFailure) {
         let fail = { (message: String) in FuzzFailure(target: "journal-archive", message: message) }
-        var segment: [UInt8] = []
-        if let first = bytes.first, first & 1 == 1 {
-            segment = SegmentHeader(firstSeq: 1, createdMillis: 0, journalID: Array(repeating: 7, count: 16)).encoded()
-            segment += bytes.dropFirst()
-        } else {
-            segment = bytes
-        }
+        let segment = segment(fromInput: bytes)
         let name = JournalFiles.archiveName(segment: JournalFiles.segmentName(firstSeq: 1))
         if let inner = try? JournalArchive.decompressed(bytes) {
             _ = try? JournalArchive.records(segmentBytes: inner, archiveName: name, directory: "/fuzz")
