@@ -57,7 +57,8 @@ package struct UserCommand: CtlSubcommand {
                         erasure record naming only a keyed hash of USER, and its eraser performs the same
                         steps on sealed segments while ingest goes on; records journaled after the request
                         are not erased. The command waits and shows each step done (--no-wait returns at
-                        once); --status lists erasures by id with their steps. With pushspoold stopped it
+                        once); if pushspoold stops first it says so and exits 1, the request kept for its
+                        next start; --status lists erasures by id with their steps. With pushspoold stopped it
                         erases directly, holding the journal. Idempotent: if it is interrupted, or NATS
                         cannot be reached, run it again (or let pushspoold retry) and it finishes. Not
                         reached: copies other consumers read from the stream, pushes sent to vendors,
