@@ -96,14 +96,17 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -
     }
     print("  traffic done: \(items.load(ordering: .relaxed)) items streamed, \(stack.receiver?.hits(LiveStack.mindboxPath) ?? 0) events delivered, "
           + "\(lastSeq) records exported; settling \(settle) s")
-    // How the processes wind down after the traffic, second by second.
-    func total(_ pid: Int32) -> Int { threadContextSwitches(pid: pid).values.reduce(0) { $0 + $1.switches } }
+    // How the processes wind down after the traffic, second by second. Per thread, so a
+    // thread that ends (a dispatch worker retiring) does not take its past wake-ups with it.
+    func woke(_ was: [Int32: (name: String, switches: Int)], _ now: [Int32: (name: String, switches: Int)]) -> Int {
+        now.reduce(0) { sum, entry in sum + max(0, entry.value.switches - (was[entry.key]?.switches ?? 0)) }
+    }
     var settling: [[Int]] = []
-    var last = processes.map { total($0.pid) }
+    var last = processes.map { threadContextSwitches(pid: $0.pid) }
     for _ in 0..<settle {
         sleep(1)
-        let now = processes.map { total($0.pid) }
-        settling.append(zip(now, last).map { $0 - $1 })
+        let now = processes.map { threadContextSwitches(pid: $0.pid) }
+        settling.append(zip(last, now).map { woke($0, $1) })
         last = now
     }
     if !settling.isEmpty {
