@@ -19,6 +19,11 @@ int cfetch_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
 }
 const char *cfetch_signal_name(int signal) { return sigabbrev_np(signal); }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* the same number on every architecture */
+#endif
+int cfetch_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0U); }
+
 /* Weak references: non-null only when the sanitizer runtime is linked into this binary
    (statically, as swiftc links it) or loaded. */
 extern void __asan_init(void) __attribute__((weak));

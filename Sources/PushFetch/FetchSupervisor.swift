@@ -17,6 +17,10 @@ import Dispatch
 ///   hung, is killed (spawned) or disconnected (socket) and replaced.
 /// - Restarts back off from 100 ms doubling to 10 s; a fetcher that lived 10 s resets that.
 ///
+/// The supervisor thread sleeps in poll(2) on the fetcher's socket and a wake-up pipe, with
+/// the time to the next due deadline or restart as its timeout (none when nothing is due): an
+/// idle supervisor does not wake at all.
+///
 /// `Sendable`: state is behind a lock; completions run on the supervisor thread.
 package final class FetchSupervisor: MediaSource, Sendable {
     /// How a fetcher is obtained.
@@ -63,6 +67,9 @@ package final class FetchSupervisor: MediaSource, Sendable {
         var restarts = 0
         var consecutiveFailures = 0
         var nextStartNanos: UInt64 = 0
+        /// The last send to the fetcher found its socket full (EAGAIN): the supervisor thread
+        /// waits for it to drain (POLLOUT) to send the rest.
+        var sendBlocked = false
     }
 
     private let launch: Launch
@@ -74,6 +81,13 @@ package final class FetchSupervisor: MediaSource, Sendable {
     private let stopped = DispatchSemaphore(value: 0)
     /// `pthread_self()` of the supervisor thread: `shutdown` from a completion must not wait for itself.
     private let thread = Atomic<UInt>(0)
+    /// Self-pipe that wakes the supervisor thread out of poll(2): new work, shutdown.
+    private let wakeRead: Int32, wakeWrite: Int32
+    /// True while a wake-up byte is outstanding, so a burst of `fetch` calls writes one.
+    private let wakeArmed = Atomic<Bool>(false)
+    /// Left once the first fetcher is ready or its start failed (`waitUntilReady` waits on it).
+    private let firstStart = DispatchGroup()
+    private let firstStartDone = Atomic<Bool>(false)
 
     /// Starts the supervisor thread; the first fetcher is started at once, in the background.
     /// `requestDeadline` bounds one request from `fetch` to its answer (the fetcher's own
@@ -87,12 +101,21 @@ package final class FetchSupervisor: MediaSource, Sendable {
         self.requestDeadline = requestDeadline
         self.onEvent = onEvent
         do {
+            (wakeRead, wakeWrite) = try Posix.selfPipe()
+        } catch {
+            throw MediaFailure(.io, "cannot make the media supervisor's wake-up pipe: \(error)")
+        }
+        firstStart.enter()
+        do {
             try PosixThread.detach { [self] in
                 thread.store(UInt(pthread_self()), ordering: .releasing)
                 run()
                 stopped.signal()
             }
         } catch {
+            // No thread to wait for: deinit's shutdown must not block.
+            markFirstStartDone()
+            stopped.signal()
             throw MediaFailure(.io, "cannot start the media supervisor thread: \(error)")
         }
     }
@@ -101,19 +124,46 @@ package final class FetchSupervisor: MediaSource, Sendable {
     package func fetch(url: String, completion: @escaping @Sendable (MediaOutcome) -> Void) {
         let (sum, overflow) = Posix.monotonicNanos().addingReportingOverflow(requestDeadline.clampedUInt64Nanoseconds)
         let deadline = overflow ? UInt64.max : sum
-        let accepted: Bool = state.withLock { state in
-            if state.closed { return false }
+        enum Action { case none, wake, cancel }
+        let action: Action = state.withLock { state in
+            if state.closed { return .cancel }
+            let wasIdle = state.pending.isEmpty
             state.nextID += 1
             let id = state.nextID
             state.pending[id] = Pending(url: url, completion: completion, deadlineNanos: deadline, sentOn: nil)
+            var sent = false
             if let connection = state.connection {
-                Self.trySend(&state, id: id, on: connection)
+                sent = Self.trySend(&state, id: id, on: connection)
             }
-            return true
+            // The supervisor thread must learn of it when it sleeps without a deadline (nothing
+            // was pending) or has to send it itself (no fetcher yet, or the socket is full).
+            // Otherwise it already wakes before this deadline, at an earlier one.
+            return wasIdle || !sent ? .wake : .none
         }
-        if !accepted {
-            completion(MediaOutcome(url: url, status: .failed, error: Self.cancelled))
+        switch action {
+        case .none: break
+        case .wake: wake()
+        case .cancel: completion(MediaOutcome(url: url, status: .failed, error: Self.cancelled))
         }
+    }
+
+    /// Wakes the supervisor thread out of poll(2); a burst of calls writes one byte.
+    private func wake() {
+        guard !wakeArmed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var byte: UInt8 = 1
+        // Non-blocking; a full pipe already holds a wake-up.
+        _ = Glibc.write(wakeWrite, &byte, 1)
+    }
+
+    /// Takes the wake-up: clears the flag first, so a `wake` after it writes a fresh byte.
+    private func drainWake() {
+        wakeArmed.store(false, ordering: .sequentiallyConsistent)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while buffer.withUnsafeMutableBytes({ Glibc.read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    private func markFirstStartDone() {
+        if !firstStartDone.exchange(true, ordering: .acquiringAndReleasing) { firstStart.leave() }
     }
 
     static let cancelled = MediaFailure(.cancelled, "the daemon is shutting down; the payload is kept and fetched again at next start",
@@ -122,6 +172,7 @@ package final class FetchSupervisor: MediaSource, Sendable {
     /// Stops the supervisor and the fetcher; waiting fetches complete as `cancelled`.
     package func shutdown() {
         state.withLock { $0.closed = true }
+        wake()
         if thread.load(ordering: .acquiring) == UInt(pthread_self()) { return }
         // Every caller waits; each passes the single signal on to the next.
         stopped.wait()
@@ -130,6 +181,8 @@ package final class FetchSupervisor: MediaSource, Sendable {
 
     deinit {
         shutdown()
+        Posix.close(wakeRead)
+        Posix.close(wakeWrite)
     }
 
     package var stats: MediaStats {
@@ -146,15 +199,9 @@ package final class FetchSupervisor: MediaSource, Sendable {
     /// found at start-up do not all wait for the fetcher's exec and configuration.
     @discardableResult
     package func waitUntilReady(timeout: Duration) -> Bool {
-        let (sum, overflow) = Posix.monotonicNanos().addingReportingOverflow(timeout.clampedUInt64Nanoseconds)
-        let deadline = overflow ? UInt64.max : sum
-        while Posix.monotonicNanos() < deadline {
-            let (ready, failed) = state.withLock { ($0.connection != nil, $0.consecutiveFailures > 0) }
-            if ready { return true }
-            if failed { return false }
-            usleep(5_000)
-        }
-        return false
+        let nanos = Int(clamping: timeout.clampedUInt64Nanoseconds)
+        guard firstStart.wait(timeout: .now() + .nanoseconds(nanos)) == .success else { return false }
+        return state.withLock { $0.connection != nil }
     }
 
     /// Fetchers started after the first (crashes, hangs, exits).
@@ -166,21 +213,43 @@ package final class FetchSupervisor: MediaSource, Sendable {
     // MARK: - The supervisor thread
 
     private func run() {
+        var fds = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: 2)
         while true {
-            if state.withLock({ $0.closed }) { break }
-            let connection = state.withLock { $0.connection }
-            if let connection {
-                if SeqPacket.readable(connection.fd, timeoutMillis: 50) {
-                    readOne(connection)
-                }
-                sendQueued()
-            } else if Posix.monotonicNanos() >= state.withLock({ $0.nextStartNanos }) {
+            let (closed, startDue) = state.withLock { state in
+                (state.closed, state.connection == nil && Posix.monotonicNanos() >= state.nextStartNanos)
+            }
+            if closed { break }
+            if startDue {
                 start()
-            } else {
-                usleep(20_000)
+                markFirstStartDone()
+                continue
             }
             expireDeadlines()
+            // Sleep until a reply, a wake-up, a drained socket or the next due time; with
+            // nothing due, until one of the others (no timeout).
+            let (connection, wantsWrite, due) = state.withLock { state -> (Connection?, Bool, UInt64?) in
+                var due = state.pending.values.map(\.deadlineNanos).min()
+                if state.connection == nil { due = min(due ?? .max, state.nextStartNanos) }
+                let unsent = state.sendBlocked && state.pending.values.contains { $0.sentOn == nil }
+                return (state.connection, state.connection != nil && unsent, due)
+            }
+            var timeoutMillis: Int32 = -1
+            if let due {
+                let now = Posix.monotonicNanos()
+                // Rounded up, so the wake-up finds the deadline passed.
+                timeoutMillis = due <= now ? 0 : Int32(clamping: (due - now + 999_999) / 1_000_000)
+            }
+            fds[0] = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            fds[1] = pollfd(fd: connection?.fd ?? -1, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0)
+            let ready = poll(&fds, connection == nil ? 1 : 2, timeoutMillis)
+            if ready <= 0 { continue }  // timed out (deadlines are looked at above) or EINTR
+            if fds[0].revents != 0 { drainWake() }
+            if let connection, fds[1].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                readOne(connection)
+            }
+            sendQueued()
         }
+        markFirstStartDone()
         closeDown()
     }
 
@@ -359,13 +428,16 @@ package final class FetchSupervisor: MediaSource, Sendable {
     private func sendQueued() {
         state.withLock { state in
             guard let connection = state.connection else { return }
+            state.sendBlocked = false
             for id in state.pending.keys.sorted() where state.pending[id]?.sentOn == nil {
                 if !Self.trySend(&state, id: id, on: connection) { break }
             }
         }
     }
 
-    /// One non-blocking send; false when the socket is full (or broken: the reader sees that).
+    /// One non-blocking send; false when the socket is full (`sendBlocked`: the supervisor
+    /// thread waits for room) or broken (the reader sees that; other requests are tried again
+    /// at the thread's next wake-up).
     @discardableResult
     private static func trySend(_ state: inout State, id: UInt64, on connection: Connection) -> Bool {
         guard let url = state.pending[id]?.url else { return true }
@@ -374,6 +446,7 @@ package final class FetchSupervisor: MediaSource, Sendable {
             state.pending[id]?.sentOn = connection.generation
             return true
         } catch {
+            if error.errno == EAGAIN || error.errno == EWOULDBLOCK { state.sendBlocked = true }
             return false
         }
     }

@@ -70,15 +70,31 @@ package enum ChildProcess {
         }
     }
 
-    /// `waitpid(2)` with WNOHANG, for up to `timeoutMillis`; nil if it is still running.
+    /// Waits up to `timeoutMillis` for `pid` to end and reaps it: poll(2) on its pidfd
+    /// (pidfd_open(2), Linux 5.3), which becomes readable when the child exits, then
+    /// `waitpid(2)` with WNOHANG. The raw status; nil if it is still running. Where no pidfd
+    /// can be had (an older kernel, a seccomp filter), one look without waiting.
     package static func reap(_ pid: Glibc.pid_t, timeoutMillis: Int) -> Int32? {
+        let pidfd = cfetch_pidfd_open(pid)
+        if pidfd >= 0 {
+            defer { Posix.close(pidfd) }
+            let deadline = Posix.monotonicNanos() &+ UInt64(max(0, timeoutMillis)) &* 1_000_000
+            var entry = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            while true {
+                let now = Posix.monotonicNanos()
+                let remaining = deadline > now ? Int32(clamping: (deadline - now + 999_999) / 1_000_000) : 0
+                let result = poll(&entry, 1, remaining)
+                if result == 0 { return nil }
+                if result == -1 && errno == EINTR { continue }
+                break
+            }
+        }
         var status: Int32 = 0
-        for _ in 0...max(0, timeoutMillis / 10) {
+        while true {
             let result = waitpid(pid, &status, WNOHANG)
             if result == pid { return status }
-            if result == -1 && errno != EINTR { return nil }
-            usleep(10_000)
+            if result == -1 && errno == EINTR { continue }
+            return nil
         }
-        return nil
     }
 }

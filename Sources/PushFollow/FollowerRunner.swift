@@ -115,6 +115,8 @@ package final class FollowerRunner: Sendable {
     private let flags = Flags()
     private let stopping = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
+    /// Signalled by the thread as it ends; `stop(deadline:)` waits on it.
+    private let exited = Wakeup()
     private struct Control {
         var thread: pthread_t?
         var status: FollowerStatus
@@ -218,8 +220,9 @@ package final class FollowerRunner: Sendable {
             while !finished.load(ordering: .acquiring) {
                 let now = Posix.monotonicNanos()
                 if now >= deadline { return false }
-                usleep(UInt32(clamping: min(deadline - now, 5_000_000) / 1000))
+                exited.wait(timeout: .nanoseconds(Int64(clamping: deadline - now)))
             }
+            exited.signal()  // passed on: another stop may be waiting too
         }
         pthread_join(thread, nil)
         control.withLock { control in
@@ -241,6 +244,7 @@ package final class FollowerRunner: Sendable {
             commits.unsubscribe(token)
             follower.finish()
             finished.store(true, ordering: .releasing)
+            exited.signal()
         }
         let stopRequested: @Sendable () -> Bool = { [self] in self.stopRequested }
         let board = board, boardID = boardID

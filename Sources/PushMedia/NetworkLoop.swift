@@ -42,20 +42,28 @@ final class NetworkLoop: @unchecked Sendable {
             collectFinished()
             startDueJobs()
             publishCounts()
-            _ = curl_multi_poll(multi, nil, 0, Int32(pollTimeoutMillis()), nil)
+            // Sleeps until a socket is ready, curl's next timer, the next retry or a
+            // curl_multi_wakeup from `submit`/`shutdown`; an idle fetcher does not wake.
+            _ = curl_multi_poll(multi, nil, 0, pollTimeoutMillis(), nil)
         }
         // The multi handle itself lives until FetcherCore's deinit: late shutdown() calls may
         // still wake it.
     }
 
-    /// Until the next retry is due, capped at one second; curl shortens it for its own timers.
-    private func pollTimeoutMillis() -> Int {
-        var timeout = 1000
+    /// Until the sooner of curl's next timer (`curl_multi_timeout`) and the next retry; with
+    /// neither, as long as `curl_multi_poll` allows (new work ends it with curl_multi_wakeup).
+    private func pollTimeoutMillis() -> Int32 {
+        if !ready.isEmpty && active.count < options.maxConcurrent { return 0 }
+        var timeout = Int32.max
+        var curlTimeout = -1
+        if curl_multi_timeout(core.multi.pointer, &curlTimeout) == CURLM_OK, curlTimeout >= 0 {
+            timeout = Int32(clamping: curlTimeout)
+        }
         let now = Posix.monotonicNanos()
         if active.count < options.maxConcurrent, let next = delayed.map(\.notBeforeNanos).min() {
-            timeout = next <= now ? 0 : min(timeout, Int(min((next - now) / 1_000_000, 1000)) + 1)
+            // Rounded up, so the wake-up finds the retry due.
+            timeout = min(timeout, next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000))
         }
-        if !ready.isEmpty && active.count < options.maxConcurrent { timeout = 0 }
         return timeout
     }
 

@@ -120,6 +120,15 @@ package final class DirectoryChangeWaiter {
         (try? Inotify.addWatch(fd, path: path, mask: UInt32(IN_CLOSE_WRITE | IN_DELETE_SELF))) != nil
     }
 
+    /// Also wakes when the file at `path` is written (`IN_MODIFY`, `IN_CLOSE_WRITE`): a mark
+    /// its writer rewrites in place. Calling it again for the same file is cheap (the kernel
+    /// keeps one watch per inode) and re-arms it after the file was replaced. Returns false
+    /// when the watch cannot be added (the file is missing).
+    @discardableResult
+    package func watchWrites(of path: String) -> Bool {
+        (try? Inotify.addWatch(fd, path: path, mask: UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE_SELF))) != nil
+    }
+
     /// Returns once something changed (or may have: an overflow), or after `timeout` (`nil`:
     /// no limit). Spurious returns are allowed; callers look again.
     package func wait(timeout: Duration?) {

@@ -114,10 +114,20 @@ package struct JournalCommand: CtlSubcommand {
         let reader = try JournalReader(directory: directory, fromSeq: count == 0 ? last + 1 : first)
         while let record = try reader.next() { context.out(line(for: record)) }
         guard follow else { return ExitStatus.ok }
-        while true {
-            if let record = try reader.next(waitingUpTo: .seconds(3600)) {
-                context.out(line(for: record))
+        // The writer rewrites COMMITTED in place after each sync and creates each new segment
+        // in the directory: sleep until one of those, not on a timer.
+        let committed = directory + "/" + JournalFiles.committed
+        guard let changes = try? DirectoryChangeWaiter(directory: directory) else {
+            // No inotify (fs.inotify.max_user_instances reached): the reader looks again now and then.
+            while true {
+                if let record = try reader.next(waitingUpTo: .seconds(3600)) { context.out(line(for: record)) }
             }
+        }
+        while true {
+            // Armed before looking, so a commit between the look and the wait still wakes it.
+            changes.watchWrites(of: committed)
+            while let record = try reader.next() { context.out(line(for: record)) }
+            changes.wait(timeout: nil)
         }
     }
 

@@ -4,20 +4,24 @@ import Synchronization
 import PushSystem
 import PushExport
 
-/// `pushspool-bench idle [--seconds N] [--settle S] [--threads]`
+/// `pushspool-bench idle [--seconds N] [--settle S] [--media-off] [--totals-only]`
 ///
-/// Wake-ups of an idle host (issue 21): the real `pushspoold` with the inbox follower, the
+/// Wake-ups of an idle host (issues 21 and 34): the real `pushspoold` with the shipped
+/// `[Media]` defaults (media on, so it spawns `pushspool-fetch`), the inbox follower, the
 /// outbox (to a loopback receiver) and the exporter (to a local JetStream) enabled, and the
 /// real `pushspool-inbox` holding one open `GET /v1/inbox/stream`. A few pushes and one
 /// `nc-open` event go through first (indexed, streamed, delivered, exported); after
 /// `--settle` seconds (default 10; the wake-ups of each are printed) the voluntary and
 /// involuntary context switches of every thread of each process are summed over `--seconds`
-/// (default 10). Targets: pushspoold ≤ 2 a second, pushspool-inbox ≤ 1. `--threads` (or
-/// `--verbose`) lists the threads that woke: id, name and the system call each sleeps in.
+/// (default 10). Targets: pushspoold ≤ 2 a second, pushspool-inbox ≤ 1, pushspool-fetch ≤ 1.
+/// The threads that woke are listed (id, name, the system call each sleeps in, wake-ups a
+/// second) unless `--totals-only`. `--media-off` is the variant published before issue 34
+/// (`[Media] Enabled=no`), which hid the media supervisor's and the fetcher's polling.
 func runIdleBench(arguments: [String]) {
     var seconds = 10
     var settle = 10
-    var perThread = false
+    var perThread = true
+    var media = true
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? Int(arguments[index + 1]) : nil
@@ -25,27 +29,38 @@ func runIdleBench(arguments: [String]) {
         case ("--seconds", let v?) where v > 0 && v <= 3_600: seconds = v
         case ("--settle", let v?) where v >= 0 && v <= 600: settle = v
         case ("--threads", _), ("--verbose", _): perThread = true; index -= 1
+        case ("--totals-only", _): perThread = false; index -= 1
+        case ("--media-off", _): media = false; index -= 1
         default:
-            print("usage: pushspool-bench idle [--seconds N] [--settle S] [--threads]")
+            print("usage: pushspool-bench idle [--seconds N] [--settle S] [--media-off] [--totals-only]")
             exit(64)
         }
         index += 2
     }
-    if !idleBench(seconds: seconds, settle: settle, perThread: perThread) { exit(1) }
+    if !idleBench(seconds: seconds, settle: settle, perThread: perThread, media: media) { exit(1) }
 }
 
 /// The idle bench; false (and a results row saying why) when the stack did not start.
-func idleBench(seconds: Int, settle: Int, perThread: Bool) -> Bool {
-    print("== idle: pushspoold (inbox follower, outbox, exporter) and pushspool-inbox (one SSE stream open), "
-          + "context switches over \(seconds) s after \(settle) s settling")
+func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -> Bool {
+    print("== idle: pushspoold (media \(media ? "on, the shipped default" : "off"), inbox follower, outbox, exporter) and "
+          + "pushspool-inbox (one SSE stream open), context switches over \(seconds) s after \(settle) s settling")
     let stack: LiveStack
-    do { stack = try LiveStack(label: "idle") } catch {
+    do { stack = try LiveStack(label: "idle", media: media) } catch {
         print("idle: \(error)")
         BenchResults.shared.add("idle wake-ups", "not measured: \(error)")
         return false
     }
     defer { stack.stop() }
     guard let daemonPID = stack.daemon?.pid, let inboxPID = stack.inbox?.pid else { return false }
+    var fetcherPID: Int32?
+    if media {
+        waitFor(seconds: 30, "  pushspool-fetch started by pushspoold") {
+            fetcherPID = childProcesses(of: daemonPID, named: "pushspool-fetch").first
+            return fetcherPID != nil
+        }
+    }
+    var processes: [(name: String, pid: Int32, target: Double)] = [("pushspoold", daemonPID, 2), ("pushspool-inbox", inboxPID, 1)]
+    if let fetcherPID { processes.append(("pushspool-fetch", fetcherPID, 1)) }
 
     // Some traffic first, so every follower has done its work once and gone back to sleep.
     let user = "bench-idle"
@@ -81,31 +96,35 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool) -> Bool {
     }
     print("  traffic done: \(items.load(ordering: .relaxed)) items streamed, \(stack.receiver?.hits(LiveStack.mindboxPath) ?? 0) events delivered, "
           + "\(lastSeq) records exported; settling \(settle) s")
-    // How the processes wind down after the traffic, second by second.
-    func total(_ pid: Int32) -> Int { threadContextSwitches(pid: pid).values.reduce(0) { $0 + $1.switches } }
-    var settling: [(Int, Int)] = []
-    var last = (total(daemonPID), total(inboxPID))
+    // How the processes wind down after the traffic, second by second. Per thread, so a
+    // thread that ends (a dispatch worker retiring) does not take its past wake-ups with it.
+    func woke(_ was: [Int32: (name: String, switches: Int)], _ now: [Int32: (name: String, switches: Int)]) -> Int {
+        now.reduce(0) { sum, entry in sum + max(0, entry.value.switches - (was[entry.key]?.switches ?? 0)) }
+    }
+    var settling: [[Int]] = []
+    var last = processes.map { threadContextSwitches(pid: $0.pid) }
     for _ in 0..<settle {
         sleep(1)
-        let now = (total(daemonPID), total(inboxPID))
-        settling.append((now.0 - last.0, now.1 - last.1))
+        let now = processes.map { threadContextSwitches(pid: $0.pid) }
+        settling.append(zip(last, now).map { woke($0, $1) })
         last = now
     }
     if !settling.isEmpty {
-        print("  while settling, wake-ups in each second: pushspoold " + settling.map { String($0.0) }.joined(separator: " ")
-              + "; pushspool-inbox " + settling.map { String($0.1) }.joined(separator: " "))
+        print("  while settling, wake-ups in each second: " + processes.indices.map { index in
+            processes[index].name + " " + settling.map { String($0[index]) }.joined(separator: " ")
+        }.joined(separator: "; "))
     }
 
-    let before = [daemonPID: threadContextSwitches(pid: daemonPID), inboxPID: threadContextSwitches(pid: inboxPID)]
+    let before = processes.map { threadContextSwitches(pid: $0.pid) }
     let start = Posix.monotonicNanos()
     sleep(UInt32(clamping: seconds))
     let elapsed = Double(Posix.monotonicNanos() - start) / 1e9
-    let after = [daemonPID: threadContextSwitches(pid: daemonPID), inboxPID: threadContextSwitches(pid: inboxPID)]
+    let after = processes.map { threadContextSwitches(pid: $0.pid) }
 
     var allMet = true
     var values: [String] = [], ratios: [String] = []
-    for (name, pid, target) in [("pushspoold", daemonPID, 2.0), ("pushspool-inbox", inboxPID, 1.0)] {
-        let was = before[pid] ?? [:], now = after[pid] ?? [:]
+    for (index, (name, _, target)) in processes.enumerated() {
+        let was = before[index], now = after[index]
         // Threads that started in the window count from zero; threads that ended are lost
         // (their count is not readable any more): the line says how many.
         var woke: [(tid: Int32, name: String, switches: Int)] = []
@@ -131,8 +150,10 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool) -> Bool {
     }
     print("  Not in these figures: under systemd, pushspoold's watchdog pings add 2 wake-ups per WatchdogSec (30 s in pushspoold.service: 0.07/s); "
           + "pushspool-inbox.service has no watchdog. An open stream gets a keep-alive every 15 s.")
-    BenchResults.shared.add("idle wake-ups (inbox, outbox, export on; one SSE stream)", values.joined(separator: ", "),
-                            ratio: ratios.joined(separator: ", ") + " the target", target: "pushspoold ≤ 2/s, pushspool-inbox ≤ 1/s",
+    if media && fetcherPID == nil { print("  pushspool-fetch did not start: its wake-ups are not measured") }
+    BenchResults.shared.add("idle wake-ups (\(media ? "media on (default)" : "media off"), inbox, outbox, export on; one SSE stream)",
+                            values.joined(separator: ", "), ratio: ratios.joined(separator: ", ") + " the target",
+                            target: "pushspoold ≤ 2/s, pushspool-inbox ≤ 1/s" + (media ? ", pushspool-fetch ≤ 1/s" : ""),
                             met: allMet)
     return true
 }

@@ -8,7 +8,8 @@ import TestSupport
 /// The deployed shape on loopback, for the benches that need the real binaries: nats-server
 /// (JetStream, its own store), a receiver standing in for Mindbox, `pushspoold` with the inbox
 /// follower (and the outbox and the exporter unless left out) and `pushspool-inbox`, all
-/// started here and all stopped by ``stop()``.
+/// started here and all stopped by ``stop()``. Media is off unless asked for; with it on,
+/// `[Media]` keeps the shipped defaults and pushspoold spawns `pushspool-fetch` beside it.
 ///
 /// Not `Sendable`: one bench drives it.
 final class LiveStack {
@@ -20,6 +21,7 @@ final class LiveStack {
     let secret: [UInt8]
     let outbox: Bool
     let export: Bool
+    let media: Bool
     private(set) var nats: NatsServer?
     private(set) var receiver: LoopbackHTTPServer?
     private(set) var daemon: DaemonProcess?
@@ -33,10 +35,11 @@ final class LiveStack {
 
     /// Starts everything; on a failure what started is stopped again and the error says what
     /// did not start.
-    init(label: String, outbox: Bool = true, export: Bool = true) throws(Failure) {
+    init(label: String, outbox: Bool = true, export: Bool = true, media: Bool = false) throws(Failure) {
         spool = ExternalSpool(label: label)
         self.outbox = outbox
         self.export = export
+        self.media = media
         // 32 random bytes as 64 hex characters: printable, so the file needs no trimming care.
         secret = Array(hexString((0..<32).map { _ in UInt8.random(in: 0...255) }).utf8)
         do {
@@ -54,7 +57,8 @@ final class LiveStack {
         } catch {
             throw Failure(description: "cannot write the secrets: \(error)")
         }
-        var config = "[Media]\nEnabled=no\n[Inbox]\nEnabled=yes\nTokenSecretFile=\(spool.root)/inbox-secret\n"
+        // Media on means the shipped `[Media]` defaults (Enabled=yes): nothing written.
+        var config = (media ? "" : "[Media]\nEnabled=no\n") + "[Inbox]\nEnabled=yes\nTokenSecretFile=\(spool.root)/inbox-secret\n"
         if outbox {
             let server: LoopbackHTTPServer
             do { server = try LoopbackHTTPServer() } catch { throw Failure(description: "cannot start the receiver: \(error)") }
@@ -372,6 +376,19 @@ func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
 /// Context switches (voluntary + involuntary) of every thread of `pid`, by thread id, with
 /// the thread's name and the system call it sleeps in now (/proc/PID/task/TID/syscall): each
 /// voluntary switch is a sleep the thread later woke from.
+/// The pids of `parent`'s children whose command name is `name` (from `/proc/*/stat`).
+func childProcesses(of parent: Int32, named name: String) -> [Int32] {
+    ExternalSpool.names(in: "/proc").compactMap { entry -> Int32? in
+        guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+              let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after the last ')'.
+        let comm = stat[stat.index(after: open)..<close]
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, Int32(fields[1]) == parent, comm == name.prefix(15) else { return nil }
+        return pid
+    }
+}
+
 func threadContextSwitches(pid: Int32) -> [Int32: (name: String, switches: Int)] {
     var result: [Int32: (name: String, switches: Int)] = [:]
     // Unnamed threads carry the process's name: the call each sleeps in tells them apart.

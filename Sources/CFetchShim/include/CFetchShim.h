@@ -14,6 +14,10 @@ int cfetch_set_dumpable(int dumpable);
 /// from `from` up in the child. Returns 0 or an errno value.
 int cfetch_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 
+/// pidfd_open(2) (Linux 5.3; no glibc wrapper before 2.36): an fd that polls readable once
+/// process `pid` has exited. Returns the fd or -1 with errno set.
+int cfetch_pidfd_open(int pid);
+
 /// sigabbrev_np (glibc 2.32, behind _GNU_SOURCE): "SEGV" for 11; NULL when unknown. MT-safe.
 const char *cfetch_signal_name(int signal);
 
