@@ -402,8 +402,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func list(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         var limit = 50
         if let text = request.query["limit"] {
-            guard let value = Int(text), (1...InboxIndex.maxLimit).contains(value) else {
-                return Self.problem(400, "invalid_limit", "limit must be 1 to \(InboxIndex.maxLimit)")
+            // One form, as for item ids: `+5`, `05` and ` 5` are not the number 5 here.
+            guard let value = Int(text), String(value).utf8.elementsEqual(text.utf8), (1...InboxIndex.maxLimit).contains(value) else {
+                return Self.problem(400, "invalid_limit", "limit must be a decimal from 1 to \(InboxIndex.maxLimit), without sign or leading zeros")
             }
             limit = value
         }
