@@ -116,4 +116,3 @@ import TestSupport
         #expect(metrics.snapshot().value("pushspool_journal_fsync_seconds_count") == 8000)
     }
 }
-}
