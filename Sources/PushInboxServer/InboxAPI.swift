@@ -136,6 +136,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     static let notFound = problem(404, "not_found", "no such item or route")
 
+    /// 404 `unknown_action`: the item exists but its push offered no action with that id
+    /// (neither one of its category's actions nor a button's id); the message lists those
+    /// it offered.
+    static func unknownAction(_ item: InboxItem) -> HTTPResponse {
+        let offered = item.offeredActionIds
+        return problem(404, "unknown_action", offered.isEmpty
+            ? "item \(item.seq) offers no actions"
+            : "item \(item.seq) offers no such action; its actions are \(offered.joined(separator: ", "))")
+    }
+
     /// 405 for a path the table has with a method it does not take (RFC 9110 15.5.6): `Allow`
     /// lists the methods it takes, HEAD with GET.
     static func methodNotAllowed(_ methods: [Route.Method]) -> HTTPResponse {
@@ -707,6 +717,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         if type == .action || type == .actionRevert {
             guard let action = call.parameters["action"], !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
+            // Only an action the push offered can have been chosen (a revert of any other
+            // changes nothing, so it stays accepted).
+            if type == .action, !current.offersAction(action) { return Self.unknownAction(current) }
             event.action = action
             if type == .action, !request.body.isEmpty {
                 guard let body = try? Self.parser.parse(request.body), case .object(let members) = body else {
