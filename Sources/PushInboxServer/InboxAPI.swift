@@ -842,6 +842,13 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .failure(let refusal): return refusal.response
         }
         var event = PushEvent(type: .opened, eventId: "", user: user, device: device, at: Timestamp.now())
+        // The app's platform picks the Mindbox endpoint when there is one per platform.
+        if let name = request.headers["x-pushspool-platform"] {
+            guard let platform = EventPlatform(rawValue: name) else {
+                return Self.problem(400, "invalid_platform", "X-Pushspool-Platform must be ios or android (the app's platform), or absent")
+            }
+            event.platform = platform
+        }
         if let refusal = submit(&event, user: user, request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId)]))
     }

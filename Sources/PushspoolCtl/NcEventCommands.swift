@@ -39,7 +39,9 @@ package struct NcEventCommand: CtlSubcommand {
             envelope written.
             """
         return [
-            entry("opened", "report that the Notification Center screen was opened (nc.opened)"),
+            entry("opened", "report that the Notification Center screen was opened (nc.opened)",
+                  options: [.value("--platform", placeholder: "ios|android", help: "the platform the app runs on: picks the Mindbox "
+                                   + "endpoint when there is one per platform (without it, only MindboxEndpointId= can take the NCOpen)")]),
             entry("open", "the user opened ITEM from the NC: read, push-open reports (nc.open)", positionals: [item]),
             entry("seen", "ITEM was listed to the user (nc.seen)", positionals: [item]),
             entry("read", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)",
@@ -120,7 +122,10 @@ package struct NcEventCommand: CtlSubcommand {
         var event = PushEvent(type: .opened, eventId: eventId ?? "", user: user, device: device)
         switch word {
         case "opened":
-            break
+            if let name = invocation.value("--platform") {
+                guard let platform = EventPlatform(rawValue: name) else { throw usage("--platform takes ios or android, not '\(name)'") }
+                event.platform = platform
+            }
         case "open":
             event = .ncOpen(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
         case "inapp-shown":
