@@ -498,10 +498,19 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 return .object(a)
             })
         }
-        if let path = item.mediaPath, let sha = sha256(inPath: path) {
-            var media: [String: JSONValue] = ["url": .string("/v1/media/\(sha)")]
-            if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
-            o["media"] = .object(media)
+        // A stored image is served by its content address; an image pushspool does not hold,
+        // or one it cannot decode (whose alt text may have replaced the body), is named by its
+        // source URL with the reason, never as `url`.
+        let sha = item.mediaPath.flatMap(sha256(inPath:))
+        if item.mediaServed, sha == nil, item.mediaSourceUrl == nil {
+            // A stored path that is no content address: nothing to serve, nothing to name.
+        } else if let media = item.mediaJSON(stored: { media in
+            if let sha {
+                media["url"] = .string("/v1/media/\(sha)")
+                if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
+            }
+        }) {
+            o["media"] = media
         }
         return .object(o)
     }
