@@ -3,7 +3,6 @@ import PushInbox
 import PushPayload
 import PushSpool
 import PushSystem
-import Synchronization
 import Testing
 import TestSupport
 @testable import PushInboxServer
@@ -14,7 +13,7 @@ import TestSupport
 @Suite struct UnofferedActionTests {
     /// An event sink that keeps what it is given, as a fleet node's publisher would publish it.
     final class Recorder: EventSink {
-        let accepted = Mutex<[PushEvent]>([])
+        let accepted = Locked<[PushEvent]>([])
         func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? {
             accepted.withLock { $0.append(event) }
             return nil
