@@ -109,7 +109,7 @@ extension InboxIndex {
         let preferences = try db.statement("DELETE FROM preferences WHERE owner = ?1")
         try preferences.bind(1, ownerKey)
         try preferences.run()
-        // ItemState.hidden without `muted`, as unmuting a category sets it.
+        // InboxItemState.hidden without `muted`, as unmuting a category sets it (in SQL: every row at once).
         let unmute = try db.statement("""
             UPDATE items SET muted = 0,
                 hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
