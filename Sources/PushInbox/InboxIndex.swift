@@ -776,8 +776,7 @@ package final class InboxIndex {
     }
 
     /// Mutes or unmutes `category` for `owner`: the preference row and its items' `muted`
-    /// and `hidden` (recomputed from the other flags by ``InboxItemState/hidden``'s rule on unmute,
-    /// spelt in SQL here to rewrite every item of the category at once).
+    /// and `hidden` (recomputed from the other flags by ``InboxItemState``'s rule on unmute).
     /// Returns whether anything changed (the caller then recounts).
     private func setMuted(owner: String, category: String, _ muted: Bool) throws(SQLiteError) -> Bool {
         guard try isMuted(owner: owner, category: category) != muted else { return false }
@@ -786,18 +785,44 @@ package final class InboxIndex {
         try row.bind(1, owner)
         try row.bind(2, category)
         try row.run()
-        let items = try muted
-            ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
-            : db.statement("""
-                UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
-                        OR snoozed_until IS NOT NULL OR expired = 1)
-                WHERE owner = ?1 AND category = ?2 AND muted = 1
-                """)
+        guard muted else {
+            try Self.unmute(db, owner: owner, category: category)
+            return true
+        }
+        // Muted is hidden whatever the other flags say (``InboxItemState/hidden``).
+        let items = try db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
         try items.bind(1, owner)
         try items.bind(2, category)
         try items.run()
         return true
+    }
+
+    /// Unmutes `owner`'s muted items of `category` (`nil`: of every category): `muted`
+    /// cleared and `hidden` recomputed by ``InboxItemState/applying(_:)`` from the other
+    /// flags. The caller recounts. On `db`, as an erasure opens the file itself.
+    static func unmute(_ db: SQLiteDatabase, owner: String, category: String?) throws(SQLiteError) {
+        let select = try category == nil
+            ? db.statement("""
+                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+                snoozed_until, expired
+                FROM items WHERE owner = ?1 AND muted = 1
+                """)
+            : db.statement("""
+                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+                snoozed_until, expired
+                FROM items WHERE owner = ?1 AND category = ?2 AND muted = 1
+                """)
+        try select.bind(1, owner)
+        if let category { try select.bind(2, category) }
+        var rows: [(seq: Int64, hidden: Bool)] = []
+        while try select.step() { rows.append((select.int64(0), itemRow(select, from: 1).state.applying(.unmute).hidden)) }
+        select.reset()
+        let update = try db.statement("UPDATE items SET muted = 0, hidden = ?2 WHERE seq = ?1")
+        for row in rows {
+            try update.bind(1, row.seq)
+            try update.bind(2, row.hidden)
+            try update.run()
+        }
     }
 
     private func applyEvent(_ body: [String: JSONValue], clock: Int64) throws(SQLiteError) {
