@@ -375,7 +375,7 @@ enum Schema {
         .mindboxEndpoint("MindboxEndpointIOS", \.outbox.mindboxEndpointIOS)
             .described("the endpoint for events about iOS pushes (Mindbox apps have one per platform); empty = `MindboxEndpointId=`"),
         .mindboxEndpoint("MindboxEndpointAndroid", \.outbox.mindboxEndpointAndroid)
-            .described("the endpoint for events about Android pushes; empty = `MindboxEndpointId=`. `nc.opened` names no push: it goes to `MindboxEndpointId=`, else the iOS, else the Android endpoint"),
+            .described("the endpoint for events about Android pushes; empty = `MindboxEndpointId=`. `nc.opened` names no push: it goes to the endpoint of the platform it names (`event.platform`), else to `MindboxEndpointId=`; one naming no platform without `MindboxEndpointId=` is parked"),
         KeySpec(section: "Outbox", key: "MindboxTransliteration", invalidExample: "Cyrillic-Klingon", apply: { config, text in
             // ICU itself judges the id, so what loads here is what the outbox can open.
             if text.lowercased() != "none", let error = Transliterator.check(id: text) {

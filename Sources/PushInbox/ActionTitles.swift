@@ -296,6 +296,20 @@ extension InboxItem {
         ]
     }
 
+    /// The ids of the actions the push offered: its category's resolved actions (`actions`,
+    /// as many as the platform shows) and the ids of its buttons, in that order, without
+    /// repeats. An action id outside these was never shown to the user.
+    package var offeredActionIds: [String] {
+        let fromActions = (actions?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+        let fromButtons = (buttons.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+        return IdBytes.unique((fromActions + fromButtons).filter { !$0.isEmpty })
+    }
+
+    /// Whether `action` is one of ``offeredActionIds`` (compared by bytes).
+    package func offersAction(_ action: String) -> Bool {
+        offeredActionIds.contains { IdBytes.equal($0, action) }
+    }
+
     /// ``jsonValue()`` of the item localized to `language`, with its modal's buttons as
     /// `inAppActions`: what `pushspoolctl nc inapp --json` prints.
     package func inAppJSON(_ language: TitleLanguage) -> JSONValue {

@@ -114,10 +114,13 @@ package final class InboxIndex {
     /// action chosen kept on the item (`acted_action`, `acted_text`; `nc.action-revert`).
     /// 6: timed transitions: snoozes (`snoozed_until`), expiry applied when it falls due
     /// (`expired`), the `due` table and the `timed_changes` log (InboxTimed.swift).
-    package static let schemaVersion: Int64 = 6
+    /// 7: media that is not served (`media_source_url`, `media_reason`): the push's image
+    /// URL and why pushspool holds no image to show for it (not fetched, fetch failed,
+    /// undecodable), so an app can fetch it itself.
+    package static let schemaVersion: Int64 = 7
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 52
+    static let columnCount = 54
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
@@ -269,7 +272,7 @@ package final class InboxIndex {
                     pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
                     muted INTEGER NOT NULL DEFAULT 0,
                     collapse_id TEXT, thread_id TEXT, acted_action TEXT, acted_text TEXT, replaces INTEGER, replaced_by INTEGER,
-                    snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0)
+                    snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0, media_source_url TEXT, media_reason TEXT)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             // A device's items, for its erasure (InboxErasure.swift); added to schema 6 files by
@@ -488,6 +491,25 @@ package final class InboxIndex {
         }
     }
 
+    /// Why the record's `media` gives the item no image to show, or `nil` when it does (or
+    /// names none): `media.reason` of a skip (`media_disabled`, `insecure_scheme`, …), the
+    /// failure's `media.error.code` (`timeout`, `http_status`, …), `undecodable` for a stored
+    /// file the decoder could not read (no attachment on a device either, so SFMC's alt text
+    /// replaced the body). Bounded: a reason from a hostile record is at most 64 bytes.
+    static func unservedMedia(_ media: [String: JSONValue]?) -> String? {
+        guard let media, let status = media["status"]?.stringValue else { return nil }
+        let reason: String
+        switch status {
+        case "stored":
+            guard media["decodable"] == .bool(false) else { return nil }
+            reason = "undecodable"
+        case "skipped": reason = media["reason"]?.stringValue ?? "skipped"
+        case "failed": reason = media["error"]?["code"]?.stringValue ?? "failed"
+        default: reason = status
+        }
+        return reason.isEmpty || reason.utf8.count > 64 ? status : reason
+    }
+
     private func insertItem(_ body: [String: JSONValue], seq: Int64, ingestMillis: Int64) throws(SQLiteError) {
         guard let listed = Self.listed(body, listModals: listModals) else { return }
         let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
@@ -536,9 +558,9 @@ package final class InboxIndex {
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
                 loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted,
-                collapse_id, thread_id, replaces, pinned, expired)
+                collapse_id, thread_id, replaces, pinned, expired, media_source_url, media_reason)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -591,6 +613,9 @@ package final class InboxIndex {
         // A pin is the user's choice for what the item stands for: the newer content keeps it.
         try statement.bind(41, holder?.state.pinned ?? false)
         try statement.bind(42, expired)
+        let unserved = Self.unservedMedia(media)
+        try statement.bind(43, media?["url"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
+        try statement.bind(44, unserved)
         try statement.run()
         guard db.changes == 1, let owner else { return }
         if let holder { try replace(holder, by: seq, owner: owner) }

@@ -65,6 +65,11 @@ package struct InboxItem: Sendable, Equatable {
     package var inAppDismissTitle: String?
     package var mediaPath: String?
     package var thumbnailPath: String?
+    /// The push's media URL as it came (the record's `media.url`), when it named one.
+    package var mediaSourceUrl: String?
+    /// Why pushspool holds no image to show for that URL (``InboxIndex/unservedMedia(_:)``):
+    /// `nil` when the image is stored and decodable, or when the push named no media.
+    package var mediaNotStoredReason: String?
     package var expiresAtMillis: Int64?
     package var ingestedAtMillis: Int64
     package var pushName: String?
@@ -157,14 +162,37 @@ package struct InboxItem: Sendable, Equatable {
         if !listed { o["listed"] = .bool(false) }
         if let actions { o["actions"] = actions }
         if actionsCut > 0 { o["actionsCut"] = .integer(actionsCut) }
-        if mediaPath != nil || thumbnailPath != nil {
-            var media: [String: JSONValue] = [:]
+        if let media = mediaJSON(stored: { media in
             if let mediaPath { media["path"] = .string(mediaPath) }
             if let thumbnailPath { media["thumbnail"] = .string(thumbnailPath) }
-            o["media"] = .object(media)
+        }) {
+            o["media"] = media
         }
         if let expiresAtMillis { o["expiresAt"] = .string(Timestamp.iso8601(millis: expiresAtMillis)) }
         return .object(o)
+    }
+}
+
+extension InboxItem {
+    /// Whether the item has an image to show: stored, and not known to be undecodable.
+    package var mediaServed: Bool { mediaPath != nil && mediaNotStoredReason == nil }
+
+    /// The item's `media` member: for a served image what `stored` puts in (its paths or
+    /// URLs) plus `sourceUrl` and `stored: true`; for a push whose image pushspool does not
+    /// hold (or cannot decode) `{sourceUrl, stored: false, reason}`, so an app can fetch it
+    /// itself; `nil` when the push named no media.
+    package func mediaJSON(stored: (inout [String: JSONValue]) -> Void) -> JSONValue? {
+        var media: [String: JSONValue] = [:]
+        if let mediaSourceUrl { media["sourceUrl"] = .string(mediaSourceUrl) }
+        if let mediaNotStoredReason {
+            media["stored"] = .bool(false)
+            media["reason"] = .string(mediaNotStoredReason)
+            return .object(media)
+        }
+        guard mediaPath != nil || thumbnailPath != nil else { return nil }
+        stored(&media)
+        media["stored"] = .bool(true)
+        return .object(media)
     }
 }
 
@@ -265,7 +293,8 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
+                    media_source_url, media_reason
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -277,7 +306,7 @@ extension InboxIndex {
                     i.expires_at, i.ingested_at, i.push_name, i.push_date, i.seen, i.read, i.archived, i.acted, i.inapp_shown,
                     i.listed, i.sound, i.badge, i.loc_key, i.loc_args, i.title_loc_key, i.title_loc_args, i.deeplink, i.web_view_url,
                     i.browser_url, i.custom_payload, i.pinned, i.deleted, i.acted_action, i.acted_text, i.collapse_id, i.thread_id,
-                    i.replaces, i.replaced_by
+                    i.replaces, i.replaced_by, i.media_source_url, i.media_reason
                 FROM item_feeds f CROSS JOIN items i ON i.seq = f.seq
                 WHERE f.owner = ?1 AND f.feed = ?8 AND f.seq < ?2 AND i.hidden = 0 AND i.pinned = 0 AND (?3 = 0 OR i.read = 0)
                     AND (?4 IS NULL OR i.category = ?4) AND (i.expires_at IS NULL OR i.expires_at >= ?5) AND i.ingested_at >= ?6
@@ -287,7 +316,8 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
+                    media_source_url, media_reason
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -297,7 +327,8 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
+                    media_source_url, media_reason
                 FROM items
                 WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -361,6 +392,8 @@ extension InboxIndex {
         item.threadId = s.text(43)
         item.replaces = s.optionalInt64(44).map { UInt64(clamping: $0) }
         item.replacedBy = s.optionalInt64(45).map { UInt64(clamping: $0) }
+        item.mediaSourceUrl = s.text(46)
+        item.mediaNotStoredReason = s.text(47)
         return item
     }
 
@@ -423,7 +456,8 @@ extension InboxIndex {
                     actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path, thumbnail_path,
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
-                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by, expired, snoozed_until
+                    browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
+                    media_source_url, media_reason, expired, snoozed_until
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)
@@ -433,7 +467,7 @@ extension InboxIndex {
             let item = Self.item(statement)
             if item.inAppShown || item.acted || item.read || item.archived || item.deleted { return nil }
             // Expired (applied at its moment) or snoozed: not presented.
-            if statement.bool(46) || !statement.isNull(47) { return nil }
+            if statement.bool(48) || !statement.isNull(49) { return nil }
             if let expires = item.expiresAtMillis, expires < now { return nil }
             if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
             return item

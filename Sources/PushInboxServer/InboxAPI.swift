@@ -136,6 +136,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     static let notFound = problem(404, "not_found", "no such item or route")
 
+    /// 404 `unknown_action`: the item exists but its push offered no action with that id
+    /// (neither one of its category's actions nor a button's id); the message lists those
+    /// it offered.
+    static func unknownAction(_ item: InboxItem) -> HTTPResponse {
+        let offered = item.offeredActionIds
+        return problem(404, "unknown_action", offered.isEmpty
+            ? "item \(item.seq) offers no actions"
+            : "item \(item.seq) offers no such action; its actions are \(offered.joined(separator: ", "))")
+    }
+
     /// 405 for a path the table has with a method it does not take (RFC 9110 15.5.6): `Allow`
     /// lists the methods it takes, HEAD with GET.
     static func methodNotAllowed(_ methods: [Route.Method]) -> HTTPResponse {
@@ -402,8 +412,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     private func list(_ owner: InboxOwner, _ request: HTTPRequest) -> HTTPResponse {
         var limit = 50
         if let text = request.query["limit"] {
-            guard let value = Int(text), (1...InboxIndex.maxLimit).contains(value) else {
-                return Self.problem(400, "invalid_limit", "limit must be 1 to \(InboxIndex.maxLimit)")
+            // One form, as for item ids: `+5`, `05` and ` 5` are not the number 5 here.
+            guard let value = Int(text), String(value).utf8.elementsEqual(text.utf8), (1...InboxIndex.maxLimit).contains(value) else {
+                return Self.problem(400, "invalid_limit", "limit must be a decimal from 1 to \(InboxIndex.maxLimit), without sign or leading zeros")
             }
             limit = value
         }
@@ -488,10 +499,19 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
                 return .object(a)
             })
         }
-        if let path = item.mediaPath, let sha = sha256(inPath: path) {
-            var media: [String: JSONValue] = ["url": .string("/v1/media/\(sha)")]
-            if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
-            o["media"] = .object(media)
+        // A stored image is served by its content address; an image pushspool does not hold,
+        // or one it cannot decode (whose alt text may have replaced the body), is named by its
+        // source URL with the reason, never as `url`.
+        let sha = item.mediaPath.flatMap(sha256(inPath:))
+        if item.mediaServed, sha == nil, item.mediaSourceUrl == nil {
+            // A stored path that is no content address: nothing to serve, nothing to name.
+        } else if let media = item.mediaJSON(stored: { media in
+            if let sha {
+                media["url"] = .string("/v1/media/\(sha)")
+                if item.thumbnailPath != nil { media["thumbnailUrl"] = .string("/v1/media/\(sha)/thumb") }
+            }
+        }) {
+            o["media"] = media
         }
         return .object(o)
     }
@@ -710,6 +730,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         if type == .action || type == .actionRevert {
             guard let action = call.parameters["action"], !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }
+            // Only an action the push offered can have been chosen (a revert of any other
+            // changes nothing, so it stays accepted).
+            if type == .action, !current.offersAction(action) { return Self.unknownAction(current) }
             event.action = action
             if type == .action, !request.body.isEmpty {
                 guard let body = try? Self.parser.parse(request.body), case .object(let members) = body else {
@@ -813,6 +836,13 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .failure(let refusal): return refusal.response
         }
         var event = PushEvent(type: .opened, eventId: "", user: user, device: device, at: Timestamp.now())
+        // The app's platform picks the Mindbox endpoint when there is one per platform.
+        if let name = request.headers["x-pushspool-platform"] {
+            guard let platform = EventPlatform(rawValue: name) else {
+                return Self.problem(400, "invalid_platform", "X-Pushspool-Platform must be ios or android (the app's platform), or absent")
+            }
+            event.platform = platform
+        }
         if let refusal = submit(&event, user: user, request) { return refusal }
         return Self.json(202, .object(["eventId": .string(event.eventId)]))
     }

@@ -56,9 +56,10 @@ package struct EventMapper: Sendable {
         switch type {
         case "nc.opened":
             guard mindbox else { return Mapping() }
-            // The guide's NCOpen carries no data: `data: {}`. It names no push, so no platform:
-            // OutboxOptions picks its endpoint.
-            return Mapping(deliveries: [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0)])
+            // The guide's NCOpen carries no data: `data: {}`. It names no push: the event's own
+            // `platform` (the app's) picks the endpoint; without one only `MindboxEndpointId=` can.
+            let platform = event["platform"]?.stringValue.flatMap { $0 == "ios" || $0 == "android" ? $0 : nil }
+            return Mapping(deliveries: [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0, platform: platform)])
         case "nc.open", "nc.action":
             guard let itemSeq = event["item"]?.numberLexeme.flatMap({ UInt64($0) }), itemSeq < seq,
                   let item = lookup(itemSeq), EventMapper.isNotification(item),

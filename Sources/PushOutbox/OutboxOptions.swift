@@ -75,16 +75,17 @@ package struct OutboxOptions: Sendable {
         mindboxSecret != nil && !(mindboxEndpointId.isEmpty && mindboxEndpointIOS.isEmpty && mindboxEndpointAndroid.isEmpty)
     }
 
-    /// The endpoint for a push of `platform`: its own, else `MindboxEndpointId=`. An event
-    /// without a push (`platform` nil: NCOpen names no item) goes to `MindboxEndpointId=`, or
-    /// without it to the iOS endpoint, then the Android one. `nil` = none fits: an Android
-    /// push's event is never sent to the iOS endpoint.
+    /// The endpoint for a push or app of `platform`: its own, else `MindboxEndpointId=`. An
+    /// event that names no platform (an NCOpen sent without one) goes to `MindboxEndpointId=`
+    /// only: with per-platform endpoints alone its endpoint cannot be decided, and guessing
+    /// sent Android apps' NCOpen to the iOS endpoint. `nil` = none fits (the delivery is
+    /// parked as `unconfigured`, ``unconfiguredMessage(_:)`` says what to set or send).
     package func mindboxEndpoint(platform: String?) -> String? {
         let candidates: [String]
         switch platform {
         case "ios"?: candidates = [mindboxEndpointIOS, mindboxEndpointId]
         case "android"?: candidates = [mindboxEndpointAndroid, mindboxEndpointId]
-        default: candidates = [mindboxEndpointId, mindboxEndpointIOS, mindboxEndpointAndroid]
+        default: candidates = [mindboxEndpointId]
         }
         return candidates.first { !$0.isEmpty }
     }

@@ -66,6 +66,11 @@ extension OutboxOptions {
         if head.target == .mindbox, head.platform == "ios" {
             return "no Mindbox endpoint for iOS pushes: set [Outbox] MindboxEndpointIOS= or MindboxEndpointId="
         }
+        if head.target == .mindbox, head.platform == nil {
+            return "\(head.operation ?? "the event") names no platform and [Outbox] MindboxEndpointId= is not set, so its endpoint "
+                + "cannot be decided: send nc.opened with its platform (event.platform, X-Pushspool-Platform, "
+                + "pushspoolctl nc opened --platform) or set MindboxEndpointId="
+        }
         return "the \(head.target.rawValue) endpoint is not configured"
     }
 

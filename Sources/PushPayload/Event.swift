@@ -59,13 +59,20 @@ package enum EventType: String, Sendable, CaseIterable {
     }
 
     /// Every member this type may carry (required ones, `text` for actions, `feed` for the
-    /// bulk changes, `at` for all).
+    /// bulk changes, `platform` for `nc.opened`, `at` for all).
     package var allowedMembers: Set<String> {
         var members = requiredMembers.union(["type", "eventId", "at"])
         if self == .action { members.insert("text") }
         if self == .readAll || self == .archiveRead { members.insert("feed") }
+        if self == .opened { members.insert("platform") }
         return members
     }
+}
+
+/// The platform an `nc.opened` event names (`event.platform`). Raw values are stable.
+package enum EventPlatform: String, Sendable, CaseIterable {
+    case ios
+    case android
 }
 
 /// Feed names (`[Feed NAME]`, `?feed=`, an event's `feed`): they appear in URLs, INI section
@@ -112,6 +119,10 @@ package struct PushEvent: Sendable, Equatable {
     package var muted: [String: Bool]?
     /// When it happened (ISO-8601), as the producer said; `nil` means at ingest.
     package var at: String?
+    /// `nc.opened`: the platform of the app whose Notification Center was opened. The event
+    /// names no push, so only this can pick the Mindbox endpoint when the configuration has
+    /// one per platform (`MindboxEndpointIOS=` / `MindboxEndpointAndroid=`).
+    package var platform: EventPlatform?
     /// `nc.snooze`: when the item comes back (ISO-8601). Writers check it is ahead of now and
     /// within ``maxSnoozeMillis`` (``snoozeProblem(until:now:)``); the index bounds it again.
     package var until: String?
@@ -175,6 +186,7 @@ package struct PushEvent: Sendable, Equatable {
         if let muted { o["muted"] = .object(muted.mapValues { .bool($0) }) }
         if let at { o["at"] = .string(at) }
         if let until { o["until"] = .string(until) }
+        if let platform { o["platform"] = .string(platform.rawValue) }
         return .object(o)
     }
 
@@ -295,6 +307,15 @@ enum EventParser {
         case .string(let at)? where ISO8601Check.isValid(at): parsed.at = at
         case .string?: throw invalid("event.at must be an ISO-8601 date-time like 2026-11-30T12:00:00.000Z", "event.at")
         case let other?: throw invalid("event.at must be a string, found \(other.typeName)", "event.at")
+        }
+        switch event["platform"] {
+        case nil, .null?: break
+        case .string(let name)?:
+            guard let platform = EventPlatform(rawValue: name) else {
+                throw invalid("event.platform must be \"ios\" or \"android\", found \"\(name.prefix(40))\"", "event.platform")
+            }
+            parsed.platform = platform
+        case let other?: throw invalid("event.platform must be a string, \"ios\" or \"android\", found \(other.typeName)", "event.platform")
         }
         switch event["until"] {
         case nil, .null?: break

@@ -34,11 +34,13 @@ extension Session {
 
     /// `_mediaUrl` / `_mediaAlt` (R7, R8). Without a usable URL no media is fetched, and the
     /// daemon's `MediaFallback` makes the alt text the body, as SFMC's sample extension does;
-    /// the warning says why the body changed.
+    /// the warning says why the body changed. The alt text is taken only as a String, as the
+    /// sample reads it (`as? String`): a number or boolean is ignored with `wrong_type:_mediaAlt`
+    /// and the body stays.
     mutating func readMediaKeys(into n: inout PushNotification) {
         let rawURL = text(map["_mediaUrl"], "_mediaUrl")
         n.mediaUrl = mediaURL(rawURL, "_mediaUrl")
-        if let alt = text(map["_mediaAlt"], "_mediaAlt"), !alt.isEmpty {
+        if let alt = string(map["_mediaAlt"], "_mediaAlt"), !alt.isEmpty {
             n.mediaAlt = alt
             if rawURL?.isEmpty ?? true { warn(.mediaAltWithoutURL) }
         }

@@ -123,29 +123,6 @@ package final class Metrics: Sendable {
         try Posix.writeFileAtomically(directory: directory, name: name, bytes: Array(text.utf8), mode: 0o644)
     }
 
-    /// Writes the textfile now and then every `interval` until the calling task is
-    /// cancelled, and once more on the way out so the last counts are not lost. The write
-    /// (with its fsync) runs on `queue`, never on the cooperative pool. Failures are
-    /// reported to `onError` and retried at the next interval.
-    package func writeTextfilePeriodically(
-        path: String, every interval: Duration, queue: BlockingQueue,
-        onError: @escaping @Sendable (SystemError) -> Void
-    ) async {
-        func write() async {
-            do {
-                try await queue.run { () throws(SystemError) in try self.writeTextfile(path: path) }
-            } catch {
-                onError(error)
-            }
-        }
-        while !Task.isCancelled {
-            await write()
-            do { try await Task.sleep(for: interval) } catch { break }
-        }
-        // Cancelled: one last write so the final counts are on disk.
-        await write()
-    }
-
     /// Every sample as `pushspoolctl stats` shows it.
     package func snapshot() -> MetricsSnapshot {
         MetricsSnapshot(prometheusText: renderPrometheus())

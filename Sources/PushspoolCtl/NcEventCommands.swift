@@ -2,6 +2,7 @@
 import PushCLI
 import PushConfig
 import PushExport
+import PushInbox
 import PushNcEvents
 import PushPayload
 import PushSpool
@@ -27,7 +28,8 @@ package struct NcEventCommand: CtlSubcommand {
             Command(word, summary: summary, options: common + options, positionals: positionals,
                     groups: [OptionGroup(["--user", "--device"], .atLeastOne)],
                     discussion: discussion,
-                    exitStatus: "Exit status: 0 success, 1 runtime failure (configuration, spool not writable), 64 usage error."
+                    exitStatus: "Exit status: 0 success, 1 runtime failure (configuration, spool not writable), 64 usage error"
+                        + (word == "action" ? ", 65 the item's push offered no such ACTION." : ".")
             ) { invocation throws(CLIError) in try NcEventCommand(word: word, invocation) }
         }
         let categoryDiscussion = """
@@ -37,7 +39,9 @@ package struct NcEventCommand: CtlSubcommand {
             envelope written.
             """
         return [
-            entry("opened", "report that the Notification Center screen was opened (nc.opened)"),
+            entry("opened", "report that the Notification Center screen was opened (nc.opened)",
+                  options: [.value("--platform", placeholder: "ios|android", help: "the platform the app runs on: picks the Mindbox "
+                                   + "endpoint when there is one per platform (without it, only MindboxEndpointId= can take the NCOpen)")]),
             entry("open", "the user opened ITEM from the NC: read, push-open reports (nc.open)", positionals: [item]),
             entry("seen", "ITEM was listed to the user (nc.seen)", positionals: [item]),
             entry("read", "mark ITEM, or every item (of a feed), read (nc.read, nc.read-all)",
@@ -118,7 +122,10 @@ package struct NcEventCommand: CtlSubcommand {
         var event = PushEvent(type: .opened, eventId: eventId ?? "", user: user, device: device)
         switch word {
         case "opened":
-            break
+            if let name = invocation.value("--platform") {
+                guard let platform = EventPlatform(rawValue: name) else { throw usage("--platform takes ios or android, not '\(name)'") }
+                event.platform = platform
+            }
         case "open":
             event = .ncOpen(item: try itemOperand(), user: user, device: device, eventId: event.eventId)
         case "inapp-shown":
@@ -197,6 +204,22 @@ package struct NcEventCommand: CtlSubcommand {
         return value
     }
 
+    /// For `nc action` (not `--revert`): why the action cannot have been chosen, when the
+    /// inbox index holds the item and its push offered no action with that id (as
+    /// pushspool-inbox answers `unknown_action`); `nil` otherwise. Without an index, or with
+    /// an item the index does not hold yet, the event is written as before.
+    static func unofferedAction(_ event: PushEvent, configuration: Configuration) -> String? {
+        guard event.type == .action, let action = event.action, let seq = event.item else { return nil }
+        let owner: InboxOwner
+        if let user = event.user { owner = .user(user) } else if let device = event.device { owner = .device(device) } else { return nil }
+        let path = InboxIndex.path(stateDirectory: configuration.journal.stateDirectory)
+        guard let index = try? InboxIndexHandle(path: path, readOnly: true).current(),
+              let item = try? index.item(owner, seq: seq), !item.offersAction(action) else { return nil }
+        let offered = item.offeredActionIds
+        return "item \(seq) offers no action '\(action)'; "
+            + (offered.isEmpty ? "it offers no actions" : "its actions are \(offered.joined(separator: ", "))")
+    }
+
     package func run(_ context: CtlContext) -> Int32 {
         guard let configuration = context.configurationOrReport() else { return ExitStatus.failure }
         // A feed the configuration does not define would change nothing once applied: say so now.
@@ -204,6 +227,10 @@ package struct NcEventCommand: CtlSubcommand {
             let known = configuration.feeds.map(\.name)
             context.err("pushspoolctl: no feed '\(feed)'; \(known.isEmpty ? "no feeds are configured (add [Feed NAME] sections)" : "the feeds are \(known.joined(separator: ", "))")\n")
             return ExitStatus.failure
+        }
+        if let refusal = Self.unofferedAction(event, configuration: configuration) {
+            context.err("pushspoolctl: \(refusal)\n")
+            return ExitStatus.dataError
         }
         var event = event
         if event.eventId.isEmpty { event.eventId = NcEventWriter.newEventId() }

@@ -297,8 +297,12 @@ package enum NcQueryCommands {
         put("body key", item.locKey.map { key in key + (item.locArgs.map { " " + $0.joined(separator: ", ") } ?? "") })
         put("sound", item.sound)
         put("badge", item.badge.map(String.init))
-        put("media", item.mediaPath)
-        put("thumbnail", item.thumbnailPath)
+        if let reason = item.mediaNotStoredReason {
+            put("media", "not stored (\(reason))" + (item.mediaSourceUrl.map { ": " + $0 } ?? ""))
+        } else {
+            put("media", item.mediaPath)
+            put("thumbnail", item.thumbnailPath)
+        }
         put("category", item.category)
         put("acted", item.actedAction.map { action in action + (item.actedText.map { " \"\($0)\"" } ?? "") })
         put("collapse id", item.collapseId.map { id in id + (item.replaces.map { " (replaced \($0))" } ?? "") })

@@ -81,8 +81,9 @@ import PushSystem
     }
 
     @Test func anActionIsKeptAndRevertedOverHTTPAndTheCLI() throws {
-        let server = try InboxServerHarness(name: "inbox-action-revert")
-        try server.push(user: "alice", title: "reply?")
+        // Only an action the push offered is taken (issue 37): its category offers these.
+        let server = try InboxServerHarness(name: "inbox-action-revert", extraConfig: "[Category chat]\nAction=reply:Reply:\nAction=later:Later:\n")
+        try server.push(user: "alice", title: "reply?", category: "chat")
         try waitUntil(timeout: 30, "the push") { try server.counts().unread == 1 }
         let item = try #require(try server.items().first?["item"]?.stringValue)
         func state() throws -> JSONValue? { try server.items().first { $0["item"]?.stringValue == item }?["state"] }
@@ -109,14 +110,15 @@ import PushSystem
         #expect(try server.request("POST", "/v1/inbox/999999/actions/reply/revert").status == 404)
 
         // The same through pushspoolctl.
-        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept"]).0 == 0)
-        try waitUntil(timeout: 30, "the CLI action") { try state()?["acted"] == .string("mm_accept") }
+        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept"]).0 == 65, "not offered")
+        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "later"]).0 == 0)
+        try waitUntil(timeout: 30, "the CLI action") { try state()?["acted"] == .string("later") }
         let (_, listed, _) = try server.daemon.ctl(["nc", "list", "--user", "alice", "--json"])
-        #expect(listed.contains(#""acted":"mm_accept""#), "\(listed)")
+        #expect(listed.contains(#""acted":"later""#), "\(listed)")
         let (_, text, _) = try server.daemon.ctl(["nc", "list", "--user", "alice"])
-        #expect(text.contains("    acted: mm_accept\n"), "\(text)")
-        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept", "--revert", "--text", "x"]).0 == 64)
-        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "mm_accept", "--revert"]).0 == 0)
+        #expect(text.contains("    acted: later\n"), "\(text)")
+        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "later", "--revert", "--text", "x"]).0 == 64)
+        #expect(try server.daemon.ctl(["nc", "action", "--user", "alice", item, "later", "--revert"]).0 == 0)
         try waitUntil(timeout: 30, "the CLI revert") { try state()?["acted"] == .bool(false) }
         let types = try server.daemon.records().compactMap { record -> String? in
             guard let body = try? JSONParser(maxDepth: 16).parse(record.body), body["kind"]?.stringValue == "event" else { return nil }
@@ -129,9 +131,9 @@ import PushSystem
     /// push are journaled and synced, before they are applied: after a restart each applies
     /// once, and `nc reindex` gives the same dump.
     @Test func aKillNineBetweenTheEventsAndTheirApplication() throws {
-        let server = try InboxServerHarness(name: "inbox-collapse-kill")
+        let server = try InboxServerHarness(name: "inbox-collapse-kill", extraConfig: "[Category yesno]\nAction=yes:Yes:\nAction=no:No:\n")
         try Self.push(server.daemon, title: "v1", collapseId: "k")
-        try server.push(user: "alice", title: "plain")
+        try server.push(user: "alice", title: "plain", category: "yesno")
         try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
         let plain = try #require(try server.items().first?["item"]?.stringValue)
         #expect(server.daemon.stop() == 0)

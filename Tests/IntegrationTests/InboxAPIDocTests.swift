@@ -44,12 +44,15 @@ import PushSystem
     @Test func everyExampleReplays() throws {
         let examples = try Self.examples()
         #expect(examples.count >= 12, "the doc's examples were not found")
-        // Two feeds, as the Feeds examples show: the pushes have no category, so all are "other".
-        let server = try InboxServerHarness(name: "inbox-doc", extraConfig: "[Feed promo]\nCategories=promo\n[Feed other]\nOther=yes\n")
-        try server.push(user: "alice", title: "Sale 0")
+        // Two feeds, as the Feeds examples show: the pushes' category is in neither, so all are
+        // "other". Its action `reply` is the one the Actions examples choose (only an action
+        // the push offered is taken).
+        let server = try InboxServerHarness(name: "inbox-doc", extraConfig: "[Feed promo]\nCategories=promo\n[Feed other]\nOther=yes\n"
+                                            + "[Category chat]\nAction=reply:Reply:\n")
+        try server.push(user: "alice", title: "Sale 0", category: "chat")
         try waitUntil(timeout: 30, "the first push") { try server.counts().unread == 1 }
-        try server.push(user: "alice", title: "Sale")
-        try server.push(user: "alice", title: "Sale 2")
+        try server.push(user: "alice", title: "Sale", category: "chat")
+        try server.push(user: "alice", title: "Sale 2", category: "chat")
         try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 3 }
         let item = try #require(try server.items().first?["item"]?.stringValue)
         // The oldest, for the DELETE example: the others keep using the newest.

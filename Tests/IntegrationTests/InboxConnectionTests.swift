@@ -156,8 +156,8 @@ final class RawClient: @unchecked Sendable {
     /// 422 (nothing dropped), a retry of the first request still answers 202 with its event
     /// id, and the second request under a key of its own does happen.
     @Test func aKeyReusedForAnotherRequestIsRefused() throws {
-        let server = try InboxServerHarness(name: "inbox-idem-reuse")
-        try server.push(user: "alice", title: "first")
+        let server = try InboxServerHarness(name: "inbox-idem-reuse", extraConfig: "[Category chat]\nAction=reply:Reply:\n")
+        try server.push(user: "alice", title: "first", category: "chat")
         try server.push(user: "alice", title: "second")
         try waitUntil(timeout: 30, "the pushes") { try server.counts().unread == 2 }
         let ids = try server.items().compactMap { $0["item"]?.stringValue }

@@ -140,7 +140,9 @@ import PushSystem
         for bad in [#"{"enabled":"yes"}"#, "{}", "[true]", "not json"] {
             #expect(try server.request("PUT", "/v1/inapp/optout", body: bad).status == 400, "\(bad)")
         }
-        #expect(try server.request("POST", "/v1/inapp/optout", body: #"{"enabled":true}"#).status == 404, "PUT only")
+        // A known path with a method it does not take: 405 naming the one it takes (RFC 9110).
+        let wrongMethod = try server.request("POST", "/v1/inapp/optout", body: #"{"enabled":true}"#)
+        #expect(wrongMethod.status == 405, "PUT only")
         try waitUntil(timeout: 30, "the opt-out applied") { try server.request("GET", "/v1/inapp").json?["item"]?.isNull == true }
         #expect(try server.request("GET", "/v1/inapp", user: "bob").json?["item"]?["item"]?.stringValue == bobModal,
                 "alice's opt-out is hers")

@@ -297,7 +297,7 @@ final class InboxServerHarness: @unchecked Sendable {
     }
 
     @Test func everyRouteAnswersAndStateChangesGoThroughTheJournal() throws {
-        let server = try InboxServerHarness(name: "inbox-routes")
+        let server = try InboxServerHarness(name: "inbox-routes", extraConfig: "[Category promo]\nAction=reply:Reply:\n")
         try server.push(user: "alice", title: "one", category: "promo")
         try waitUntil(timeout: 30, "the first push") { try server.counts().unread == 1 }
         try server.push(user: "alice", title: "two")

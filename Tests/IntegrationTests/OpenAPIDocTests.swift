@@ -61,8 +61,9 @@ import PushSystem
     /// something other than the 404 of an unknown route.
     @Test func everyDocumentedOperationIsAnswered() throws {
         let operations = try Self.operations()
-        let server = try InboxServerHarness(name: "inbox-openapi")
-        try server.push(user: "alice", title: "Sale")
+        // The push offers the action `{action}` is filled with (only an offered one is taken).
+        let server = try InboxServerHarness(name: "inbox-openapi", extraConfig: "[Category chat]\nAction=reply:Reply:\n")
+        try server.push(user: "alice", title: "Sale", category: "chat")
         try waitUntil(timeout: 30, "the push") { try server.counts().unread == 1 }
         let item = try #require(try server.items().first?["item"]?.stringValue)
         let png: [UInt8] = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 7]

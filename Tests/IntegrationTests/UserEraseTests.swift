@@ -42,9 +42,10 @@ import TestSupport
 
         for (user, device) in [("alice", "dev-a"), ("bob", "dev-b")] {
             for index in 0..<3 {
-                try harness.drop(UserExportTests.push(user: user, device: device, tag: "\(user)-secret-\(index)"), name: "\(user)-\(index).json")
+                try harness.drop(UserExportTests.push(user: user, device: device, tag: "\(user)-secret-\(index)", button: "reply"), name: "\(user)-\(index).json")
             }
-            try harness.drop(UserExportTests.push(user: user, device: device, tag: "\(user)-image", imageURL: server.url("/\(user).png")),
+            try harness.drop(UserExportTests.push(user: user, device: device, tag: "\(user)-image", imageURL: server.url("/\(user).png"),
+                                                 button: "reply"),
                              name: "\(user)-image.json")
             try harness.drop(Array(#"{"pushspool":1,"user":"\#(user)","payload":{"note":"\#(user)-quarantined"}}"#.utf8),
                              name: "\(user)-bad.json")

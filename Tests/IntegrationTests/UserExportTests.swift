@@ -45,8 +45,9 @@ import TestSupport
     }
 
     /// A Mindbox iOS push for `user` on `device`; `tag` is a string found nowhere else.
-    static func push(user: String, device: String, tag: String, imageURL: String? = nil) -> [UInt8] {
-        let image = imageURL.map { #","imageUrl":"\#($0)""# } ?? ""
+    static func push(user: String, device: String, tag: String, imageURL: String? = nil, button: String? = nil) -> [UInt8] {
+        var image = imageURL.map { #","imageUrl":"\#($0)""# } ?? ""
+        if let button { image += #","buttons":[{"uniqueKey":"\#(button)","text":"\#(button)","url":"https://shop.example/\#(button)"}]"# }
         return Array("""
             {"pushspool":1,"user":"\(user)","device":"\(device)","payload":{"aps":{"alert":{"title":"Title \(tag)","body":"Body \(tag)"},\
             "mutable-content":1},"clickUrl":"https://shop.example/\(tag)"\(image),"uniqueKey":"\(tag)"}}

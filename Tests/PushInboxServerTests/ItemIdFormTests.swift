@@ -23,4 +23,18 @@ import Testing
         #expect(PathDecodingTests.send(setup.api, "POST", "/v1/inbox/\(item)/read").status == 202)
         #expect(try setup.dropped().events.map(\.item) == [setup.item])
     }
+
+    /// `limit` too has one form: `+5` was read as 5 (Swift's `Int(_:)` takes a sign).
+    @Test func aListLimitHasOneForm() async throws {
+        let setup = try await PathDecodingTests.Setup()
+        func list(limit: String) -> Int {
+            setup.api.handle(HTTPRequest(method: "GET", path: "/v1/inbox", query: ["limit": limit],
+                                         headers: PathDecodingTests.credentials(user: "alice"))).status
+        }
+        // The query as the server hands it over: decoded once.
+        for text in ["+5", "05", " 5", "5 ", "5.0", "0", "-1", "0x5", "99999999999999999999", ""] {
+            #expect(list(limit: text) == 400, "limit=\(text)")
+        }
+        #expect(list(limit: "5") == 200)
+    }
 }

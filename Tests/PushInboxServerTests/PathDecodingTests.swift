@@ -28,7 +28,11 @@ import TestSupport
 
         init(_ label: String = #function, selfErase: Bool = false, users: [String] = []) async throws {
             journal = try EventHubTests.Setup(label)
-            item = try await journal.notification("hello")
+            // Its buttons offer every action id the tests send (issue 37: only an offered
+            // action is accepted).
+            let offered = PathDecodingTests.encodedIds.map(\.id) + ["a/b c%"]
+            item = try await journal.append(["vendor": .string("mindbox"), "id": .string("hello"), "user": .string("alice"), "title": .string("hello"),
+                                             "buttons": .array(offered.map { .object(["id": .string($0), "text": .string($0)]) })], key: "hello")
             for (n, user) in users.enumerated() {
                 _ = try await journal.append(["vendor": .string("mindbox"), "id": .string("u\(n)"), "user": .string(user),
                                               "title": .string("t"), "buttons": .array([])], key: "u\(n)")

@@ -174,9 +174,10 @@ import PushTransliteration
         let iosOnly = Self.options(ios: "app-ios")
         #expect(iosOnly.mindboxEndpoint(platform: "ios") == "app-ios")
         #expect(iosOnly.mindboxEndpoint(platform: "android") == nil, "an Android push's event never goes to the iOS endpoint")
-        #expect(iosOnly.mindboxEndpoint(platform: nil) == "app-ios")
-        #expect(Self.options(ios: "a", android: "b").mindboxEndpoint(platform: nil) == "a")
-        #expect(Self.options(android: "b").mindboxEndpoint(platform: nil) == "b")
+        // Issue 37: an event naming no platform goes to the single key only, never a guess.
+        #expect(iosOnly.mindboxEndpoint(platform: nil) == nil)
+        #expect(Self.options(ios: "a", android: "b").mindboxEndpoint(platform: nil) == nil)
+        #expect(Self.options(android: "b").mindboxEndpoint(platform: nil) == nil)
         #expect(Self.options().mindboxEndpoint(platform: "ios") == nil)
     }
 
@@ -241,6 +242,41 @@ import PushTransliteration
         #expect(parked.parked == 1 && parked.delivered == 0)
         #expect(again.server.requests("/v3/operations/async").isEmpty)
         #expect(parked.lastError?.contains("MindboxEndpointAndroid=") == true, "\(parked.lastError ?? "")")
+    }
+
+    /// Issue 37, rule 3: an NCOpen that names its platform goes to that platform's endpoint;
+    /// one that names none, with only the per-platform keys set, is parked saying why instead
+    /// of going to the iOS endpoint; with the single key it needs no platform.
+    @Test func anNCOpenGoesToThePlatformItNamesAndIsParkedWithoutOne() async throws {
+        func opened(_ id: String, _ platform: String?) -> JSONValue {
+            guard case .object(var members) = event("nc.opened", id) else { return .null }
+            if let platform { members["platform"] = .string(platform) }
+            return .object(members)
+        }
+        let fixture = try OutboxFixture()
+        fixture.server.route("/v3/operations/async", .ok(Array("{}".utf8), contentType: "application/json"))
+        try await fixture.journal([("event:o-1", opened("o-1", "android"), now), ("event:o-2", opened("o-2", "ios"), now),
+                                   ("event:o-3", opened("o-3", nil), now)])
+        var options = try fixture.options()
+        options.mindboxEndpointId = ""
+        options.mindboxEndpointIOS = "app-ios"
+        options.mindboxEndpointAndroid = "app-android"
+        let result = try OutboxFollower(options: options).catchUp()
+        #expect(result.delivered == 2 && result.parked == 1)
+        let endpoints = fixture.server.requests("/v3/operations/async").map { request in
+            request.target.split(separator: "&").first.map { String($0.split(separator: "=").last ?? "") } ?? ""
+        }
+        #expect(endpoints == ["app-android", "app-ios"])
+        #expect(result.lastError?.contains("names no platform") == true && result.lastError?.contains("MindboxEndpointId=") == true,
+                "\(result.lastError ?? "")")
+
+        let single = try OutboxFixture()
+        single.server.route("/v3/operations/async", .ok(Array("{}".utf8), contentType: "application/json"))
+        try await single.journal([("event:o-3", opened("o-3", nil), now), ("event:o-4", opened("o-4", "android"), now)])
+        var singleOptions = try single.options()
+        singleOptions.mindboxEndpointId = "app"
+        #expect(try OutboxFollower(options: singleOptions).catchUp().delivered == 2)
+        #expect(single.server.requests("/v3/operations/async").allSatisfy { $0.target.hasPrefix("/v3/operations/async?endpointId=app&") })
     }
 
     /// The follower hands a field problem to `onNotice` (the daemon's journald event) once,

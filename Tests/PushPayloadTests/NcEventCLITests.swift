@@ -41,6 +41,12 @@ struct NcCLICase: Sendable, CustomTestStringConvertible {
 let ncCLICases: [NcCLICase] = [
     NcCLICase(arguments: ["nc", "opened", "--user", "alice"], expected: PushEvent(type: .opened, eventId: "", user: "alice")),
     NcCLICase(arguments: ["nc", "opened", "--user", "alice", "--device", "ios-1"], expected: PushEvent(type: .opened, eventId: "", user: "alice", device: "ios-1")),
+    // Issue 37: the app's platform picks the Mindbox endpoint of NCOpen.
+    NcCLICase(arguments: ["nc", "opened", "--user", "alice", "--platform", "android"], expected: {
+        var event = PushEvent(type: .opened, eventId: "", user: "alice")
+        event.platform = .android
+        return event
+    }()),
     NcCLICase(arguments: ["nc", "open", "--user", "alice", "42"], expected: PushEvent(type: .open, eventId: "", user: "alice", item: 42)),
     NcCLICase(arguments: ["nc", "seen", "--user=alice", "7"], expected: PushEvent(type: .seen, eventId: "", user: "alice", item: 7)),
     NcCLICase(arguments: ["nc", "read", "--user", "alice", "18446744073709551615"], expected: PushEvent(type: .read, eventId: "", user: "alice", item: UInt64.max)),
@@ -123,6 +129,7 @@ let ncCLICases: [NcCLICase] = [
         ["nc", "read", "--user", "u"], ["nc", "read", "--user", "u", "--all", "3"], ["nc", "read", "--user", "u", "--all-read"],
         ["nc", "archive", "--user", "u", "--all"], ["nc", "action", "--user", "u", "42"], ["nc", "open", "--user", "u", "--text", "t", "1"],
         ["nc", "action", "--user", "u", "42", "a", "--text", String(repeating: "x", count: 4097)],
+        ["nc", "opened", "--user", "u", "--platform", "windows"], ["nc", "opened", "--user", "u", "--platform", "IOS"],
         ["nc", "action", "--user", "u", "42", "a", "--revert", "--text", "t"], ["nc", "action", "--user", "u", "42", "--revert"],
         ["nc", "inapp-optout", "--user", "u"], ["nc", "inapp-optout", "--user", "u", "yes"],
         ["nc", "opened", "--user", "u", "--event-id", "bad id"], ["nc", "opened", "--user", "u", "--event-id", String(repeating: "a", count: 129)],

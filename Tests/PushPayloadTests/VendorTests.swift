@@ -443,6 +443,19 @@ import PushSystem
         #expect(refusal(#"{"aps": {"alert": {"body": "b"}}, "x": [[[1]]]}"#, options: options)?.code == .tooDeep)
     }
 
+    /// SFMC's sample takes `_mediaAlt` only `as? String`: a number or boolean must not
+    /// become the body (issue 37); the payload says why it was ignored.
+    @Test(arguments: ["7", "true", "1.5"])
+    func mediaAltThatIsNotAStringIsIgnoredWithAWarning(_ alt: String) throws {
+        for json in [#"{"_sid": "SFMC", "_m": "M1", "_mediaUrl": "https://cdn.example/x.png", "_mediaAlt": \#(alt), "aps": {"alert": "Body"}}"#,
+                     #"{"_sid": "SFMC", "_m": "M1", "_mediaUrl": "https://cdn.example/x.png", "_mediaAlt": \#(alt), "alert": "Body"}"#,
+                     #"{"aps": {"alert": "Body"}, "_mediaUrl": "https://cdn.example/x.png", "_mediaAlt": \#(alt)}"#] {
+            let n = try accept(json)
+            #expect(n.mediaAlt == nil && n.body == "Body", "\(json)")
+            #expect(n.warnings.contains(PayloadWarning(.wrongType, "_mediaAlt")), "\(json)")
+        }
+    }
+
     @Test func nullMeansAbsent() throws {
         let n = try accept(#"{"_sid": "SFMC", "_m": "N1", "_mediaUrl": null, "_mediaAlt": null, "_od": null, "aps": {"alert": {"title": null, "body": "b"}, "badge": null}}"#)
         #expect(n.title == nil && n.mediaUrl == nil && n.badge == nil && n.warnings.isEmpty)

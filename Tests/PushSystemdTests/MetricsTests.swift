@@ -115,49 +115,4 @@ import TestSupport
         #expect(metrics.value(MetricFamily.ingested) == 8000)
         #expect(metrics.snapshot().value("pushspool_journal_fsync_seconds_count") == 8000)
     }
-
-    @Test func textfileIsRewrittenPeriodicallyUntilCancelled() async throws {
-        let temp = TempDir()
-        let dir = temp.path
-        let path = dir + "/pushspool.prom"
-        let metrics = Metrics()
-        let errors = ErrorList()
-        let queue = BlockingQueue(label: "metrics-test")
-        let writer = Task {
-            await metrics.writeTextfilePeriodically(path: path, every: .milliseconds(20), queue: queue) { error in errors.append(error) }
-        }
-        metrics.increment(MetricFamily.ingested, by: 5)
-        var seen = false
-        // Polls (up to 10 s on a loaded machine) for the condition rather than sleeping a guess.
-        for _ in 0..<1000 where !seen {
-            try await Task.sleep(for: .milliseconds(10))
-            seen = (try? String(contentsOfFile: path, encoding: .utf8))?.contains("pushspool_ingested_total 5\n") ?? false
-        }
-        #expect(seen)
-        metrics.increment(MetricFamily.ingested, by: 1)
-        writer.cancel()
-        await writer.value
-        // The final write on cancellation carries the last increment.
-        #expect(try String(contentsOfFile: path, encoding: .utf8).contains("pushspool_ingested_total 6\n"))
-        #expect(errors.all.isEmpty)
-
-        let failing = Task {
-            await metrics.writeTextfilePeriodically(path: dir + "/missing/x.prom", every: .milliseconds(10), queue: queue) { error in errors.append(error) }
-        }
-        // Wait for the first failed write itself (a fixed 60 ms sleep was a guess that a busy
-        // machine could miss), then check every report is that ENOENT.
-        for _ in 0..<1000 where errors.all.isEmpty {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        failing.cancel()
-        await failing.value
-        #expect(!errors.all.isEmpty)
-        #expect(errors.all.allSatisfy { $0.errno == ENOENT })
-    }
-}
-
-final class ErrorList: Sendable {
-    private let errors = Locked<[SystemError]>([])
-    func append(_ error: SystemError) { errors.withLock { $0.append(error) } }
-    var all: [SystemError] { errors.withLock { $0 } }
 }
