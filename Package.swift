@@ -78,7 +78,7 @@ let package = Package(
         // every reader above the journal.
         .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
-        .target(name: "PushInbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
         // configuration check of MindboxTransliteration=.
         .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
@@ -179,7 +179,7 @@ let package = Package(
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
             "pushspool-outbox-child", "PushModuleOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
-        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
+        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
             "TestSupport", "PushModuleOptions", "PushUserData",

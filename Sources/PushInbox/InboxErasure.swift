@@ -109,15 +109,8 @@ extension InboxIndex {
         let preferences = try db.statement("DELETE FROM preferences WHERE owner = ?1")
         try preferences.bind(1, ownerKey)
         try preferences.run()
-        // ItemState.hidden without `muted`, as unmuting a category sets it.
-        let unmute = try db.statement("""
-            UPDATE items SET muted = 0,
-                hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
-                    OR snoozed_until IS NOT NULL OR expired = 1)
-            WHERE owner = ?1 AND muted = 1
-            """)
-        try unmute.bind(1, ownerKey)
-        try unmute.run()
+        // Its preferences go: what they muted is back, as unmuting a category brings it.
+        try InboxIndex.unmute(db, owner: ownerKey, category: nil)
         let left = try db.statement("SELECT 1 FROM items WHERE owner = ?1 LIMIT 1")
         try left.bind(1, ownerKey)
         let itemsLeft = try left.step()

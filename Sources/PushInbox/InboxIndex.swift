@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushJournal
+import PushPayload
 import PushSystem
 
 /// A failure of the inbox index. `Sendable` value; `description` says what to do.
@@ -551,6 +552,7 @@ package final class InboxIndex {
         }
         let leaves = [expiresAt, retained, lived].compactMap { $0 }.min()
         let expired = leaves.map { $0 <= ingestMillis } ?? false
+        let state = InboxItemState(listed: listed, banner: body["presentation"]?.stringValue == "banner", muted: muted, expired: expired)
         let statement = try db.statement("""
             INSERT OR IGNORE INTO items(seq, owner, user, device, vendor, id, title, subtitle, body, click_url, category,
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
@@ -584,7 +586,7 @@ package final class InboxIndex {
         // The Mindbox guide spells these both ways; the outbox reads both too.
         try statement.bind(22, Self.scalarText(custom?.first(of: "pushName", "push_name")))
         try statement.bind(23, Self.scalarText(custom?.first(of: "pushDate", "push_date")))
-        try statement.bind(24, !listed || muted || expired)
+        try statement.bind(24, state.hidden)
         try statement.bind(25, listed)
         try statement.bind(26, body["sound"]?.stringValue)
         // The normaliser wrote an integer; anything else (1e999, "x") reads as no badge.
@@ -627,7 +629,15 @@ package final class InboxIndex {
                 try member.run()
             }
         }
-        if listed, !muted, !expired { try adjustCounters(owner: owner, unseen: 1, unread: 1, feeds: mask) }
+        let (unseen, unread) = state.counted
+        if unseen != 0 || unread != 0 { try adjustCounters(owner: owner, unseen: unseen, unread: unread, feeds: mask) }
+    }
+
+    /// Moves `owner`'s counters (and those of the feeds in the mask `feeds`) by what an item
+    /// counts as `after` less what it counted as `before`.
+    func adjustCounters(owner: String, from before: InboxItemState, to after: InboxItemState, feeds: Int64) throws(SQLiteError) {
+        let (u0, r0) = before.counted, (u1, r1) = after.counted
+        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0, feeds: feeds) }
     }
 
     /// Adds to `owner`'s counters and to those of each feed in the mask `feeds`.
@@ -683,31 +693,75 @@ package final class InboxIndex {
         try feeds.run()
     }
 
-    struct ItemState {
+    /// An item's owner, feeds and state, as the index applies events to them.
+    struct ItemRow {
         var owner: String?
-        var presentation: String?
-        var listed: Bool
-        var seen, read, archived, acted, inappShown, pinned, deleted: Bool
-        var muted = false
-        /// The action chosen (`nil` with `acted` false) and the text typed into it.
-        var actedAction: String? = nil
-        var actedText: String? = nil
-        /// Snoozed until then (epoch ms): hidden until the snooze ends (InboxTimed.swift).
-        var snoozedUntil: Int64? = nil
-        /// Its expiry fell due: hidden for good.
-        var expired = false
-        /// The one rule for `hidden` (also spelt in SQL by ``setMuted(owner:category:_:)`` and an erasure's unmute).
-        var hidden: Bool {
-            !listed || archived || deleted || (presentation == "banner" && acted) || muted || snoozedUntil != nil || expired
-        }
+        /// The item's feeds mask.
+        var feeds: Int64
+        var state: InboxItemState
+    }
+
+    /// An item row's `owner, feeds, presentation, listed, seen, read, archived, inapp_shown,
+    /// pinned, deleted, muted, acted_action, acted_text, snoozed_until, expired` (the statements
+    /// are static text, so each spells them), from column `first` on. `acted` is true exactly when
+    /// `acted_action` is set (``write(_:owner:before:after:feeds:)`` keeps them so).
+    static func itemRow(_ s: SQLiteStatement, from first: Int32 = 0) -> ItemRow {
+        var state = InboxItemState(listed: s.bool(first + 3), banner: s.text(first + 2) == "banner")
+        state.seen = s.bool(first + 4)
+        state.read = s.bool(first + 5)
+        state.archived = s.bool(first + 6)
+        state.inAppShown = s.bool(first + 7)
+        state.pinned = s.bool(first + 8)
+        state.deleted = s.bool(first + 9)
+        state.muted = s.bool(first + 10)
+        state.acted = s.text(first + 11).map { InboxItemState.Acted(action: $0, text: s.text(first + 12)) }
+        state.snoozedUntil = s.optionalInt64(first + 13)
+        state.expired = s.bool(first + 14)
+        return ItemRow(owner: s.text(first), feeds: s.int64(first + 1), state: state)
+    }
+
+    /// Item `seq`'s row, or `nil` when there is none.
+    func itemRow(_ seq: Int64) throws(SQLiteError) -> ItemRow? {
+        let select = try db.statement("""
+            SELECT owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+                snoozed_until, expired
+            FROM items WHERE seq = ?1
+            """)
+        defer { select.reset() }
+        try select.bind(1, seq)
+        return try select.step() ? Self.itemRow(select) : nil
+    }
+
+    /// Writes the state `after` of item `seq` (and `hidden`, derived) and moves the counters
+    /// by the difference to `before`.
+    func write(_ seq: Int64, owner: String, before: InboxItemState, after: InboxItemState, feeds: Int64) throws(SQLiteError) {
+        let update = try db.statement("""
+            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
+                deleted = ?9, acted_action = ?10, acted_text = ?11, snoozed_until = ?12, expired = ?13 WHERE seq = ?1
+            """)
+        try update.bind(1, seq)
+        try update.bind(2, after.seen)
+        try update.bind(3, after.read)
+        try update.bind(4, after.archived)
+        try update.bind(5, after.acted != nil)
+        try update.bind(6, after.inAppShown)
+        try update.bind(7, after.hidden)
+        try update.bind(8, after.pinned)
+        try update.bind(9, after.deleted)
+        try update.bind(10, after.acted?.action)
+        try update.bind(11, after.acted?.text)
+        try update.bind(12, after.snoozedUntil)
+        try update.bind(13, after.expired)
+        try update.run()
+        try adjustCounters(owner: owner, from: before, to: after, feeds: feeds)
     }
 
     /// The owner's live item with this vendor and collapse id (at most one: each arrival
     /// replaces the one before), its state and feeds.
     private func collapseHolder(owner: String, vendor: String, collapseId: String,
-                                before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: ItemState, feeds: Int64)? {
+                                before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: InboxItemState, feeds: Int64)? {
         let select = try db.statement("""
-            SELECT seq, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
+            SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
                 snoozed_until, expired
             FROM items INDEXED BY items_collapse
             WHERE owner = ?1 AND vendor = ?2 AND collapse_id = ?3 AND deleted = 0 AND seq < ?4 ORDER BY seq DESC LIMIT 1
@@ -718,26 +772,22 @@ package final class InboxIndex {
         try select.bind(3, collapseId)
         try select.bind(4, seq)
         guard try select.step() else { return nil }
-        var state = ItemState(owner: owner, presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
-                              read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
-                              pinned: select.bool(8), deleted: select.bool(9))
-        state.muted = select.bool(11)
-        state.snoozedUntil = select.optionalInt64(12)
-        state.expired = select.bool(13)
-        return (select.int64(0), state, select.int64(10))
+        let row = Self.itemRow(select, from: 1)
+        return (select.int64(0), row.state, row.feeds)
     }
 
     /// Retires `holder`, replaced by the item `seq` (already inserted and counted): a
     /// tombstone like a delete (later events on it change nothing) that names its successor,
     /// and its counts taken back in the same transaction.
-    private func replace(_ holder: (seq: Int64, state: ItemState, feeds: Int64), by seq: Int64, owner: String) throws(SQLiteError) {
-        let update = try db.statement("UPDATE items SET deleted = 1, hidden = 1, replaced_by = ?2 WHERE seq = ?1")
+    private func replace(_ holder: (seq: Int64, state: InboxItemState, feeds: Int64), by seq: Int64, owner: String) throws(SQLiteError) {
+        let after = holder.state.applying(.delete)
+        let update = try db.statement("UPDATE items SET deleted = ?3, hidden = ?4, replaced_by = ?2 WHERE seq = ?1")
         try update.bind(1, holder.seq)
         try update.bind(2, seq)
+        try update.bind(3, after.deleted)
+        try update.bind(4, after.hidden)
         try update.run()
-        let state = holder.state
-        guard !state.hidden else { return }
-        try adjustCounters(owner: owner, unseen: state.seen ? 0 : -1, unread: state.read ? 0 : -1, feeds: holder.feeds)
+        try adjustCounters(owner: owner, from: holder.state, to: after, feeds: holder.feeds)
     }
 
     /// Whether `owner` muted `category` (`nil`: an item without a category, never muted).
@@ -751,7 +801,7 @@ package final class InboxIndex {
     }
 
     /// Mutes or unmutes `category` for `owner`: the preference row and its items' `muted`
-    /// and `hidden` (recomputed from the other flags by ``ItemState/hidden``'s rule on unmute).
+    /// and `hidden` (recomputed from the other flags by ``InboxItemState``'s rule on unmute).
     /// Returns whether anything changed (the caller then recounts).
     private func setMuted(owner: String, category: String, _ muted: Bool) throws(SQLiteError) -> Bool {
         guard try isMuted(owner: owner, category: category) != muted else { return false }
@@ -760,22 +810,48 @@ package final class InboxIndex {
         try row.bind(1, owner)
         try row.bind(2, category)
         try row.run()
-        let items = try muted
-            ? db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
-            : db.statement("""
-                UPDATE items SET muted = 0,
-                    hidden = (listed = 0 OR archived = 1 OR deleted = 1 OR (presentation IS 'banner' AND acted = 1)
-                        OR snoozed_until IS NOT NULL OR expired = 1)
-                WHERE owner = ?1 AND category = ?2 AND muted = 1
-                """)
+        guard muted else {
+            try Self.unmute(db, owner: owner, category: category)
+            return true
+        }
+        // Muted is hidden whatever the other flags say (``InboxItemState/hidden``).
+        let items = try db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
         try items.bind(1, owner)
         try items.bind(2, category)
         try items.run()
         return true
     }
 
+    /// Unmutes `owner`'s muted items of `category` (`nil`: of every category): `muted`
+    /// cleared and `hidden` recomputed by ``InboxItemState/applying(_:)`` from the other
+    /// flags. The caller recounts. On `db`, as an erasure opens the file itself.
+    static func unmute(_ db: SQLiteDatabase, owner: String, category: String?) throws(SQLiteError) {
+        let select = try category == nil
+            ? db.statement("""
+                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+                snoozed_until, expired
+                FROM items WHERE owner = ?1 AND muted = 1
+                """)
+            : db.statement("""
+                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+                snoozed_until, expired
+                FROM items WHERE owner = ?1 AND category = ?2 AND muted = 1
+                """)
+        try select.bind(1, owner)
+        if let category { try select.bind(2, category) }
+        var rows: [(seq: Int64, hidden: Bool)] = []
+        while try select.step() { rows.append((select.int64(0), itemRow(select, from: 1).state.applying(.unmute).hidden)) }
+        select.reset()
+        let update = try db.statement("UPDATE items SET muted = 0, hidden = ?2 WHERE seq = ?1")
+        for row in rows {
+            try update.bind(1, row.seq)
+            try update.bind(2, row.hidden)
+            try update.run()
+        }
+    }
+
     private func applyEvent(_ body: [String: JSONValue], clock: Int64) throws(SQLiteError) {
-        guard let type = body["type"]?.stringValue,
+        guard let typeText = body["type"]?.stringValue,
               let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
         // A bulk change limited to a feed names it; the feed as this index defines it now
         // decides (a name it does not know changes nothing).
@@ -784,10 +860,12 @@ package final class InboxIndex {
             guard let bit = feeds.firstIndex(where: { $0.name == name }) else { return }
             feed = Int64(bit)
         }
+        // Future types change no inbox state.
+        guard let type = EventType(rawValue: typeText) else { return }
         switch type {
         // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
         // be presented in-app, a muted category's items, which come back as they were) alone.
-        case "nc.read-all":
+        case .readAll:
             let statement = try feed == nil
                 ? db.statement("UPDATE items SET read = 1, seen = 1 WHERE owner = ?1 AND read = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
@@ -798,7 +876,7 @@ package final class InboxIndex {
             if let feed { try statement.bind(2, feed) }
             try statement.run()
             try recount(owner: owner)
-        case "nc.archive-read":
+        case .archiveRead:
             let statement = try feed == nil
                 ? db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
@@ -809,7 +887,7 @@ package final class InboxIndex {
             if let feed { try statement.bind(2, feed) }
             try statement.run()
             try recount(owner: owner)
-        case "nc.inapp-optout":
+        case .inAppOptOut:
             guard let enabled = body["enabled"]?.boolValue else { return }
             let statement = try db.statement("""
                 INSERT INTO owners(owner, optout) VALUES (?1, ?2) ON CONFLICT(owner) DO UPDATE SET optout = ?2
@@ -817,7 +895,7 @@ package final class InboxIndex {
             try statement.bind(1, owner)
             try statement.bind(2, !enabled)
             try statement.run()
-        case "nc.preferences":
+        case .preferences:
             guard case .object(let members)? = body["muted"] else { return }
             var changed = false
             // In name order, so that a rebuild applies them the same way.
@@ -826,95 +904,30 @@ package final class InboxIndex {
                 changed = try setMuted(owner: owner, category: category, muted) || changed
             }
             if changed { try recount(owner: owner) }
-        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.action-revert", "nc.inapp-shown",
-             "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin":
+        case .seen, .read, .open, .archive, .action, .actionRevert, .inAppShown, .unread, .unarchive, .delete, .pin, .unpin,
+             .snooze, .unsnooze:
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let item = Int64(lexeme), item > 0 else { return }
-            try updateItem(item, owner: owner, type: type, body: body)
-        case "nc.snooze", "nc.unsnooze":
-            guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let item = Int64(lexeme), item > 0 else { return }
-            try snooze(item, owner: owner, until: type == "nc.snooze" ? body["until"]?.stringValue.flatMap(ISO8601.millis) : nil,
-                       clock: clock)
-        default:
-            return  // nc.opened and future types change no inbox state
+                  let item = Int64(lexeme), item > 0,
+                  let event = InboxItemEvent(type, action: body["action"]?.stringValue, text: body["text"]?.stringValue,
+                                             until: body["until"]?.stringValue.flatMap(ISO8601.millis), at: clock) else { return }
+            try updateItem(item, owner: owner, event)
+        case .opened:
+            return  // the Notification Center screen: no inbox state
         }
     }
 
-    private func updateItem(_ seq: Int64, owner: String, type: String, body: [String: JSONValue]) throws(SQLiteError) {
-        let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
-                acted_action, acted_text, snoozed_until, expired FROM items WHERE seq = ?1
-            """)
-        try select.bind(1, seq)
-        guard try select.step() else { return }
-        var before = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
-                               read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
-                               pinned: select.bool(8), deleted: select.bool(9))
-        let feeds = select.int64(10)
-        before.muted = select.bool(11)
-        before.actedAction = select.text(12)
-        before.actedText = select.text(13)
-        before.snoozedUntil = select.optionalInt64(14)
-        before.expired = select.bool(15)
-        select.reset()
-        // Never cross inboxes: the event's user (or device) must own the item. Deleting is
-        // final: no later event changes a deleted item (an unarchive does not bring it back).
-        guard let holder = before.owner, IdBytes.equal(holder, owner), !before.deleted else { return }
-        var after = before
-        // The flags are independent: archiving a pinned item keeps the pin (hidden items are
-        // not listed anyway), so an unarchive brings it back pinned.
-        switch type {
-        case "nc.seen": after.seen = true
-        case "nc.read", "nc.open": after.seen = true; after.read = true
-        case "nc.archive": after.archived = true
-        case "nc.action":
-            // The latest choice is the one kept (an app may let the user change it).
-            guard let action = body["action"]?.stringValue, !action.isEmpty else { return }
-            after.seen = true; after.read = true; after.acted = true
-            after.actedAction = action
-            after.actedText = body["text"]?.stringValue
-        case "nc.action-revert":
-            // Only the action the item keeps is undone; seen and read stay (the user saw it).
-            guard let action = body["action"]?.stringValue, before.actedAction == action else { return }
-            after.acted = false
-            after.actedAction = nil
-            after.actedText = nil
-        case "nc.inapp-shown": after.inappShown = true
-        // Unread is not unseen: the user has seen the item and chose to keep it to read later.
-        case "nc.unread": after.read = false
-        case "nc.unarchive": after.archived = false
-        case "nc.delete": after.deleted = true
-        case "nc.pin": after.pinned = true
-        case "nc.unpin": after.pinned = false
-        default: return
+    /// Applies `event` to item `seq` when `owner` owns it (never across inboxes: the event's
+    /// user or device must own the item); the rules are ``InboxItemState/applying(_:)``'s.
+    private func updateItem(_ seq: Int64, owner: String, _ event: InboxItemEvent) throws(SQLiteError) {
+        guard let row = try itemRow(seq), let holder = row.owner, IdBytes.equal(holder, owner) else { return }
+        let after = row.state.applying(event)
+        guard after != row.state else { return }
+        try write(seq, owner: owner, before: row.state, after: after, feeds: row.feeds)
+        // A snooze's end falls due at its time (InboxTimed.swift); an unsnooze takes it back.
+        if after.snoozedUntil != row.state.snoozedUntil {
+            if let until = after.snoozedUntil { try schedule(.unsnooze, seq: seq, at: until) } else { try unschedule(.unsnooze, seq: seq) }
         }
-        guard after.seen != before.seen || after.read != before.read || after.archived != before.archived
-            || after.acted != before.acted || after.inappShown != before.inappShown
-            || after.pinned != before.pinned || after.deleted != before.deleted
-            || after.actedAction != before.actedAction || after.actedText != before.actedText else { return }
-        let update = try db.statement("""
-            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
-                deleted = ?9, acted_action = ?10, acted_text = ?11 WHERE seq = ?1
-            """)
-        try update.bind(1, seq)
-        try update.bind(2, after.seen)
-        try update.bind(3, after.read)
-        try update.bind(4, after.archived)
-        try update.bind(5, after.acted)
-        try update.bind(6, after.inappShown)
-        try update.bind(7, after.hidden)
-        try update.bind(8, after.pinned)
-        try update.bind(9, after.deleted)
-        try update.bind(10, after.actedAction)
-        try update.bind(11, after.actedText)
-        try update.run()
-        func counted(_ state: ItemState) -> (Int64, Int64) {
-            state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)
-        }
-        let (u0, r0) = counted(before), (u1, r1) = counted(after)
-        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0, feeds: feeds) }
     }
 
     // MARK: catching up

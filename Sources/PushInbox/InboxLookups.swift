@@ -29,6 +29,19 @@ extension InboxIndex {
         }
     }
 
+    /// Item `seq`'s ``InboxItemState`` when `owner` owns it (deleted ones included), else
+    /// `nil`: what pushspool-inbox applies an accepted event to, as the index will, to answer
+    /// with the item as it will be.
+    package func itemState(_ owner: InboxOwner, seq: UInt64) throws(InboxError) -> InboxItemState? {
+        guard let seq = Int64(exactly: seq) else { return nil }
+        do {
+            guard let row = try itemRow(seq), let holder = row.owner, IdBytes.equal(holder, owner.key) else { return nil }
+            return row.state
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
+    }
+
     /// `owner`'s items with `afterSeq < seq <= upToSeq`, oldest first, at most `limit`
     /// (archived ones left out): what a live stream sends after a reconnect or a poll.
     package func items(_ owner: InboxOwner, afterSeq: UInt64, upToSeq: UInt64, limit: Int) throws(InboxError) -> [InboxItem] {

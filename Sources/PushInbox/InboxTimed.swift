@@ -21,9 +21,6 @@ extension InboxIndex {
         case unsnooze = 1
     }
 
-    /// The longest snooze: an `until` further ahead ends at this bound past the event.
-    package static let maxSnooze: Duration = .seconds(366 * 86_400)
-
     /// How many transitions `timed_changes` keeps for streams (the oldest go first).
     static let timedChangesKept: Int64 = 16_384
 
@@ -59,67 +56,6 @@ extension InboxIndex {
         try delete.run()
     }
 
-    /// An item's flags, or `nil` when there is no row.
-    private func state(_ seq: Int64) throws(SQLiteError) -> (ItemState, feeds: Int64)? {
-        let select = try db.statement("""
-            SELECT owner, presentation, listed, seen, read, archived, acted, inapp_shown, pinned, deleted, feeds, muted,
-                snoozed_until, expired FROM items WHERE seq = ?1
-            """)
-        defer { select.reset() }
-        try select.bind(1, seq)
-        guard try select.step() else { return nil }
-        var state = ItemState(owner: select.text(0), presentation: select.text(1), listed: select.bool(2), seen: select.bool(3),
-                              read: select.bool(4), archived: select.bool(5), acted: select.bool(6), inappShown: select.bool(7),
-                              pinned: select.bool(8), deleted: select.bool(9))
-        state.muted = select.bool(11)
-        state.snoozedUntil = select.optionalInt64(12)
-        state.expired = select.bool(13)
-        return (state, select.int64(10))
-    }
-
-    /// Writes the timed flags (`read`, `snoozed_until`, `expired`, `hidden`) of `after` and
-    /// moves the counters by the difference to `before`.
-    private func write(_ seq: Int64, owner: String, before: ItemState, after: ItemState, feeds: Int64) throws(SQLiteError) {
-        let update = try db.statement("UPDATE items SET read = ?2, snoozed_until = ?3, expired = ?4, hidden = ?5 WHERE seq = ?1")
-        try update.bind(1, seq)
-        try update.bind(2, after.read)
-        try update.bind(3, after.snoozedUntil)
-        try update.bind(4, after.expired)
-        try update.bind(5, after.hidden)
-        try update.run()
-        func counted(_ state: ItemState) -> (Int64, Int64) {
-            state.hidden ? (0, 0) : (state.seen ? 0 : 1, state.read ? 0 : 1)
-        }
-        let (u0, r0) = counted(before), (u1, r1) = counted(after)
-        if u0 != u1 || r0 != r1 { try adjustCounters(owner: owner, unseen: u1 - u0, unread: r1 - r0, feeds: feeds) }
-    }
-
-    /// `nc.snooze` (`until` set) and `nc.unsnooze` (`until` nil), applied at `clock` (the
-    /// event's journal time). A snooze hides the item until `until`, bounded to
-    /// ``maxSnooze`` past the event; one whose `until` is not after the event (an event
-    /// journaled late, a producer's clock) is over already and changes nothing. An unsnooze
-    /// ends a snooze now, as its end would: the item is back, unread. Deleted and expired
-    /// items stay as they are.
-    func snooze(_ seq: Int64, owner: String, until: Int64?, clock: Int64) throws(SQLiteError) {
-        guard case let (before, feeds)? = try state(seq), let holder = before.owner, IdBytes.equal(holder, owner),
-                                                      !before.deleted, !before.expired else { return }
-        var after = before
-        if let until {
-            guard until > clock else { return }
-            let (bound, overflow) = clock.addingReportingOverflow(Self.maxSnooze.clampedMilliseconds)
-            after.snoozedUntil = overflow ? until : min(until, bound)
-            guard after.snoozedUntil != before.snoozedUntil else { return }
-            try write(seq, owner: owner, before: before, after: after, feeds: feeds)
-            try schedule(.unsnooze, seq: seq, at: after.snoozedUntil!)
-        } else {
-            guard before.snoozedUntil != nil else { return }
-            after.snoozedUntil = nil
-            after.read = false
-            try write(seq, owner: owner, before: before, after: after, feeds: feeds)
-            try unschedule(.unsnooze, seq: seq)
-        }
-    }
-
     /// Applies, in due order, every transition due at or before `time`; returns how many
     /// changed an item. Inside the caller's transaction.
     @discardableResult
@@ -151,26 +87,25 @@ extension InboxIndex {
         return changed
     }
 
-    /// One due transition; whether it changed the item (and was logged).
+    /// One due transition; whether it changed the item (and was logged). The rules are
+    /// ``InboxItemState/applying(_:)``'s (deleted and expired items stay as they are).
     private func transition(_ kind: DueKind, seq: Int64, at: Int64) throws(SQLiteError) -> Bool {
-        guard case let (before, feeds)? = try state(seq), let owner = before.owner, !before.deleted, !before.expired else { return false }
-        var after = before
+        guard let row = try itemRow(seq), let owner = row.owner else { return false }
+        let event: InboxItemEvent
         let type: String
         switch kind {
         case .expire:
-            after.expired = true
-            // Expired is final: a snooze's end has nothing to bring back.
-            after.snoozedUntil = nil
-            try unschedule(.unsnooze, seq: seq)
+            event = .expire
             type = "nc.expired"
         case .unsnooze:
-            // A row left by a snooze that was changed since is not this snooze's end.
-            guard before.snoozedUntil == at else { return false }
-            after.snoozedUntil = nil
-            after.read = false
+            event = .snoozeEnded(at: at)
             type = "nc.unsnoozed"
         }
-        try write(seq, owner: owner, before: before, after: after, feeds: feeds)
+        let after = row.state.applying(event)
+        guard after != row.state else { return false }
+        // Expired is final: a snooze's end has nothing to bring back.
+        if case .expire = kind { try unschedule(.unsnooze, seq: seq) }
+        try write(seq, owner: owner, before: row.state, after: after, feeds: row.feeds)
         let log = try db.statement("INSERT INTO timed_changes(owner, item, type, at) VALUES (?1, ?2, ?3, ?4)")
         try log.bind(1, owner)
         try log.bind(2, seq)

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import PushInbox
 import PushJournal
+import PushPayload
 import PushSpool
 import PushSystem
 import Foundation
@@ -284,15 +285,15 @@ package final class EventHub: Sendable {
     /// `"kind": "event"`: records read back from the stream carry no journal key.
     static func change(_ record: JournalRecord) -> Change? {
         guard let body = try? parser.parse(record.body), body["kind"]?.stringValue == "event",
-              let user = body["user"]?.stringValue, let type = body["type"]?.stringValue else { return nil }
-        switch type {
-        case "nc.seen", "nc.read", "nc.open", "nc.archive", "nc.action", "nc.action-revert", "nc.inapp-shown",
-             "nc.unread", "nc.unarchive", "nc.delete", "nc.pin", "nc.unpin", "nc.snooze", "nc.unsnooze":
+              let user = body["user"]?.stringValue, let type = body["type"]?.stringValue.flatMap(EventType.init(rawValue:)) else { return nil }
+        // By what the event changes, as the index applies it (InboxItemState.swift).
+        switch type.inboxScope {
+        case .item:
             guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
-            return Change(seq: record.seq, user: user, item: item, type: type)
-        case "nc.read-all", "nc.archive-read", "nc.preferences":
-            return Change(seq: record.seq, user: user, item: nil, type: type)
-        default:
+            return Change(seq: record.seq, user: user, item: item, type: type.rawValue)
+        case .inbox:
+            return Change(seq: record.seq, user: user, item: nil, type: type.rawValue)
+        case .none:
             return nil
         }
     }

@@ -710,11 +710,14 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         guard let index = openIndex() else { return Self.unavailable }
         let current: InboxItem
+        let state: InboxItemState
         do {
             // Another user's item answers exactly like a missing one, and so does a deleted one
             // (except to a retry of the DELETE that deleted it, below).
-            guard let found = try index.item(.user(user), seq: seq, deleted: type == .delete) else { return Self.notFound }
+            guard let found = try index.item(.user(user), seq: seq, deleted: type == .delete),
+                  let flags = try index.itemState(.user(user), seq: seq) else { return Self.notFound }
             current = found
+            state = flags
         } catch {
             return failure(error)
         }
@@ -758,36 +761,17 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         if current.deleted, !isRetry(event, user: user, request) { return Self.notFound }
         if let refusal = submit(&event, user: user, request) { return refusal }
         let id = event.eventId
-        var next = current
-        switch type {
-        case .seen: next.seen = true
-        case .read, .open: next.seen = true; next.read = true
-        case .inAppShown: next.inAppShown = true
-        case .archive: next.archived = true
-        case .action:
-            next.seen = true; next.read = true; next.acted = true
-            next.actedAction = event.action
-            next.actedText = event.text
-        case .actionRevert:
-            // As the index will apply it: only the action the item keeps is undone.
-            if current.actedAction == event.action {
-                next.acted = false
-                next.actedAction = nil
-                next.actedText = nil
-            }
-        case .unread: next.read = false
-        case .unarchive: next.archived = false
-        case .pin: next.pinned = true
-        case .unpin: next.pinned = false
-        case .delete: return Self.json(202, .object(["eventId": .string(id), "item": Self.deletedJSON(seq)]))
-        case .snooze:
-            // Hidden until then: the answer says when it comes back.
-            return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request)),
-                                           "snoozedUntil": .string(event.until ?? "")]))
-        case .unsnooze: next.read = false
-        default: break
+        // As the index will apply it: the same rules on the same state, at about the event's time.
+        let change = InboxItemEvent(type, action: event.action, text: event.text, until: event.until.flatMap(ISO8601.millis),
+                                    at: Posix.wallClockMillis())
+        let after = change.map { state.applying($0) } ?? state
+        if after.deleted { return Self.json(202, .object(["eventId": .string(id), "item": Self.deletedJSON(seq)])) }
+        let next = Self.itemJSON(current.with(after), Self.language(request))
+        // Hidden until then: the answer says when it comes back.
+        if type == .snooze {
+            return Self.json(202, .object(["eventId": .string(id), "item": next, "snoozedUntil": .string(event.until ?? "")]))
         }
-        return Self.json(202, .object(["eventId": .string(id), "item": Self.itemJSON(next, Self.language(request))]))
+        return Self.json(202, .object(["eventId": .string(id), "item": next]))
     }
 
     /// The seq an `{item}` path parameter names, in its one text form: the decimal digits of
