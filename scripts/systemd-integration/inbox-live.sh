@@ -88,6 +88,8 @@ base="http://127.0.0.1:$port"
   printf '[Journal]\nStateDirectory=%s\n' "$state"
   printf '[Media]\nEnabled=no\n'
   printf '[Status]\nIntervalSec=200ms\n'
+  # An item takes only the actions its push offers: promo pushes offer "accept".
+  printf '[Category promo]\nAction=accept:Accept:\n'
   # The secret by file: this user manager (systemd 252, not PID 1) sets
   # $CREDENTIALS_DIRECTORY for LoadCredential= but leaves the file out (ENOENT), so the
   # unit's LoadCredential= line is checked by deb-test.sh and check-units.sh, and reading the
