@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -81,6 +82,14 @@ void cposix_set_crash_tag(const char *tag, size_t length) {
     if (length > CPOSIX_CRASH_TAG_MAX) length = CPOSIX_CRASH_TAG_MAX;
     memcpy(crash_thread_tag, tag, length);
     crash_thread_tag_length = length;
+}
+
+int cposix_set_thread_name(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
+}
+
+int cposix_get_thread_name(char *buffer, size_t size) {
+    return pthread_getname_np(pthread_self(), buffer, size);
 }
 
 int cposix_set_thread_niceness(int niceness) {

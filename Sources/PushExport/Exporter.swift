@@ -91,7 +91,7 @@ package final class Exporter: Follower, Sendable {
     /// `export/cursor` and `export/status.json` are written here, in order, off the exporter's
     /// thread: each write has two fsyncs, milliseconds on a busy disk, and a record committed
     /// meanwhile would wait for them before its publish.
-    private let writes = DispatchQueue(label: "pushspool.export.writes", qos: .utility)
+    private let writes = SerialWorker(name: "export-writes")
     /// A runner made by `start(commits:)` (tests, benchmarks); the daemon's group owns its own.
     private let ownRunner = Locked<FollowerRunner?>(nil)
 
@@ -236,7 +236,7 @@ package final class Exporter: Follower, Sendable {
         let now = Posix.monotonicNanos()
         let checkpointEvery = options.checkpointInterval.clampedUInt64Nanoseconds
         if now >= session.nextCheckpoint {
-            writes.async { [self] in checkpoint() }
+            writes.submit { [self] in checkpoint() }
             session.nextCheckpoint = now &+ checkpointEvery
         }
         let reportPending = reportIfChanged(&session)
@@ -346,7 +346,7 @@ package final class Exporter: Follower, Sendable {
             c.running = false
         }
         // After what is queued, and done when finish returns: the cursor a restart reads.
-        writes.sync {
+        writes.sync { [self] in
             checkpoint()
             writeStatusFile(status)
         }
@@ -362,7 +362,7 @@ package final class Exporter: Follower, Sendable {
         let now = Posix.monotonicNanos()
         guard now &- session.lastStatusWrite >= 1_000_000_000 else { return true }
         checkLag(snapshot)
-        writes.async { [self] in writeStatusFile(snapshot) }
+        writes.submit { [self] in writeStatusFile(snapshot) }
         session.lastStatusFile = snapshot
         session.lastStatusWrite = now
         return false

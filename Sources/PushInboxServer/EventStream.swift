@@ -440,7 +440,11 @@ package final class EventHub: Sendable {
     /// ``shutdown()``.
     package func start() {
         let hub = self
-        Thread { hub.run() }.start()
+        do {
+            try PosixThread.detach(name: "sse-hub") { hub.run() }
+        } catch {
+            preconditionFailure("cannot start the sse-hub thread: \(error)")
+        }
     }
 
     private func run() {

@@ -42,6 +42,8 @@ package final class JournalWriter: Sendable {
     /// change the key count under a checkpoint being written from it.
     private let checkpointGate = Locked(())
     private let checkpointFinished = DispatchSemaphore(value: 0)
+    /// The writer's and the checkpointer's threads, joined by `close`.
+    private let threads = Locked<(writer: pthread_t, checkpointer: pthread_t)?>(nil)
 
     private struct Pending {
         var key: String
@@ -195,12 +197,7 @@ package final class JournalWriter: Sendable {
             writeCommittedMark(made, seq: recovered.lastSeq)
             let writer = JournalWriter(directory: directory, options: options, core: made, keys: recovered.keys,
                                        segments: segments, lastSeq: recovered.lastSeq)
-            let thread = Thread { writer.run() }
-            thread.name = "pushspool-journal"
-            thread.start()
-            let checkpointer = Thread { writer.runCheckpoints() }
-            checkpointer.name = "pushspool-ckpt"
-            checkpointer.start()
+            try writer.startThreads()
             return (writer, recovered.report)
         } catch {
             if let core, core.activefd >= 0 { io.close(core.activefd) }
@@ -436,6 +433,10 @@ package final class JournalWriter: Sendable {
         shared.withLock { $0.checkpointStop = true }
         checkpointWake.signal()
         checkpointFinished.wait()
+        if let (writerThread, checkpointThread) = threads.withLock({ $0 }) {
+            pthread_join(writerThread, nil)
+            pthread_join(checkpointThread, nil)
+        }
         let failure: JournalError? = shared.withLock { state in
             if case .failed(let error) = state.phase { return error }
             return nil
@@ -455,6 +456,27 @@ package final class JournalWriter: Sendable {
     }
 
     // MARK: - Writer thread
+
+    private func startThreads() throws(JournalError) {
+        do throws(SystemError) {
+            let writerThread = try PosixThread.spawn(name: "journal") { self.run() }
+            let checkpointThread: pthread_t
+            do throws(SystemError) {
+                checkpointThread = try PosixThread.spawn(name: "journal-ckpt") { self.runCheckpoints() }
+            } catch {
+                shared.withLock { state in
+                    state.joined = true
+                    state.phase = .closing
+                }
+                wake.signal()
+                pthread_join(writerThread, nil)
+                throw error
+            }
+            threads.withLock { $0 = (writerThread, checkpointThread) }
+        } catch {
+            throw JournalError(.io(error), directory: directory)
+        }
+    }
 
     private enum BatchOutcome {
         case committed(bytes: Int)

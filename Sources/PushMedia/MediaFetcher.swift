@@ -147,10 +147,8 @@ final class FetcherCore: Sendable {
     let policy: AddressPolicy
     let multi: MultiHandle
     let state = Locked(SharedState())
-    let finishers: [DispatchQueue]
-    /// Marks the finishing queues, so `shutdown` called from a completion does not wait for
-    /// the queue it runs on.
-    static let finisherKey = DispatchSpecificKey<Int>()
+    /// `shutdown` called from a completion does not wait for the finisher it runs on.
+    let finishers: [SerialWorker]
     /// `pthread_self()` of the network thread, for the same reason.
     let networkThread = Atomic<UInt>(0)
     let nextFinisher = Atomic<Int>(0)
@@ -165,9 +163,7 @@ final class FetcherCore: Sendable {
         self.policy = policy
         self.multi = MultiHandle(pointer: multi)
         finishers = (0..<max(1, options.finishThreads)).map { index in
-            let queue = DispatchQueue(label: "pushspool.media.finish.\(index)", qos: .userInitiated)
-            queue.setSpecific(key: FetcherCore.finisherKey, value: index)
-            return queue
+            SerialWorker(name: "media-finish-\(index)")
         }
         thumbnailer = options.thumbnailMaxEdge > 0 ? Thumbnailer(maxEdge: options.thumbnailMaxEdge, maxPixels: options.thumbnailMaxPixels) : nil
     }
@@ -292,13 +288,12 @@ final class FetcherCore: Sendable {
         // Called from a completion (on the network thread or a finishing queue): waiting for
         // that thread would deadlock; the loop sees `closed` as soon as the callback returns.
         if networkThread.load(ordering: .acquiring) == UInt(pthread_self()) { return }
-        let current = DispatchQueue.getSpecific(key: FetcherCore.finisherKey)
         // Every caller waits; each passes the single signal on to the next.
         stopped.wait()
         stopped.signal()
         // Finishing work already handed over completes; wait for it so no callback runs late.
-        for (index, queue) in finishers.enumerated() where index != current {
-            queue.sync {}
+        for finisher in finishers where !finisher.isCurrent {
+            finisher.waitUntilIdle()
         }
     }
 
@@ -314,7 +309,7 @@ final class FetcherCore: Sendable {
     /// Verifies, stores and thumbnails a complete body, on a finishing thread.
     func finish(_ body: FinishedBody) {
         let index = nextFinisher.add(1, ordering: .relaxed).newValue % finishers.count
-        finishers[index].async {
+        finishers[index].submit {
             self.complete(self.store(body))
         }
     }
@@ -358,7 +353,7 @@ final class FetcherCore: Sendable {
 /// thread cannot fetch anything: that is a start-up failure, not a state to limp on in.
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
     do {
-        try PosixThread.detach(body)
+        try PosixThread.detach(name: name, body)
     } catch {
         preconditionFailure("\(name): \(error)")
     }

@@ -13,11 +13,14 @@ package enum PosixThread {
     /// returned handle with `pthread_join` (see man 3 pthread_join). `niceness` > 0 lowers the
     /// thread's own scheduling priority (Linux applies setpriority(2) per thread): a follower
     /// that must never slow ingest yields the cores to it under load and catches up after.
-    package static func spawn(niceness: Int32 = 0, _ body: @escaping @Sendable () -> Void) throws(SystemError) -> pthread_t {
+    /// `name` is what the kernel shows for the thread (`top -H`, `/proc/PID/task/*/comm`, a
+    /// core dump): its first 15 bytes.
+    package static func spawn(name: String? = nil, niceness: Int32 = 0, _ body: @escaping @Sendable () -> Void) throws(SystemError) -> pthread_t {
         var run = body
-        if niceness > 0 {
+        if niceness > 0 || name != nil {
             run = {
-                _ = cposix_set_thread_niceness(niceness)
+                if let name { setCurrentName(name) }
+                if niceness > 0 { _ = cposix_set_thread_niceness(niceness) }
                 body()
             }
         }
@@ -32,6 +35,28 @@ package enum PosixThread {
             throw SystemError(call: "pthread_create", errno: result)
         }
         return thread
+    }
+
+    /// Names the calling thread; wraps pthread_setname_np(3), which takes at most 15 bytes.
+    package static func setCurrentName(_ name: String) {
+        // Whole characters only: a cut inside one would show as a broken one.
+        var bytes: [UInt8] = []
+        for scalar in name.unicodeScalars {
+            let encoded = Array(String(scalar).utf8)
+            guard bytes.count + encoded.count <= 15 else { break }
+            bytes += encoded
+        }
+        bytes.append(0)
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { _ = cposix_set_thread_name($0.baseAddress!) }
+        }
+    }
+
+    /// The calling thread's name, as the kernel keeps it.
+    package static func currentName() -> String {
+        var buffer = [CChar](repeating: 0, count: 16)
+        guard cposix_get_thread_name(&buffer, buffer.count) == 0 else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The calling thread's nice value; wraps getpriority(2) on the thread id.
@@ -78,8 +103,8 @@ package enum PosixThread {
     }
 
     /// Starts `body` on a detached thread that nobody joins.
-    package static func detach(_ body: @escaping @Sendable () -> Void) throws(SystemError) {
-        pthread_detach(try spawn(body))
+    package static func detach(name: String? = nil, _ body: @escaping @Sendable () -> Void) throws(SystemError) {
+        pthread_detach(try spawn(name: name, body))
     }
 }
 

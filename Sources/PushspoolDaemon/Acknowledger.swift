@@ -30,14 +30,14 @@ final class Acknowledger: Sendable {
     let burstGapNanos: UInt64
     /// Jobs run inline on the submitting thread: a measure of hand-offs saved, for tests.
     let inlineRuns = Atomic<Int>(0)
-    /// Serial: jobs run in submission order. A dispatch queue rather than an own thread, so an
-    /// idle acknowledger (and a `Daemon` made and dropped by a test) holds no thread.
-    private let queue: DispatchQueue
+    /// Serial: jobs run in submission order. Its thread ends with the acknowledger, so a
+    /// `Daemon` made and dropped by a test leaves none behind.
+    private let queue: SerialWorker
     /// Drains scheduled so far: a measure of wake-ups, for tests.
     let drains = Atomic<Int>(0)
 
     init(label: String, burstGapNanos: UInt64 = 500_000) {
-        queue = DispatchQueue(label: label, qos: .userInitiated)
+        queue = SerialWorker(name: label)
         self.burstGapNanos = burstGapNanos
     }
 
@@ -66,7 +66,7 @@ final class Acknowledger: Sendable {
         case .joined:
             return
         case .schedule:
-            queue.async { [self] in drain() }
+            queue.submit { [self] in drain() }
         case .inline:
             inlineRuns.add(1, ordering: .relaxed)
             job()
@@ -77,14 +77,14 @@ final class Acknowledger: Sendable {
                 }
                 return true
             }
-            if more { queue.async { [self] in drain() } }
+            if more { queue.submit { [self] in drain() } }
         }
     }
 
     /// Returns once every job submitted before the call has run (the drains are serial on
     /// `queue`, and a job submitted during a drain is run by that drain).
     func waitUntilIdle() {
-        queue.sync {}
+        queue.waitUntilIdle()
     }
 
     private func drain() {

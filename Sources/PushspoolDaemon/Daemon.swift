@@ -43,7 +43,7 @@ package final class Daemon: Sendable {
     private var state: Locked<IntakeState> { intake.state }
     /// Where claimed files are read and normalised under a burst, a chunk per lane, and handed
     /// to the journal in claim order.
-    private let processing = ProcessingLanes<PreparedFile>(label: "pushspool.process", count: ProcessingLanes<PreparedFile>.laneCount(limit: 2))
+    private let processing = ProcessingLanes<PreparedFile>(label: "lane", count: ProcessingLanes<PreparedFile>.laneCount(limit: 2))
     /// Jobs submitted to `processing` and not finished: inline processing waits for zero, so
     /// a file never overtakes files claimed before it.
     private let processingPending = Atomic<Int>(0)

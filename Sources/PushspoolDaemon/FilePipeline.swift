@@ -53,7 +53,7 @@ final class FilePipeline: Sendable {
     private let erasureSecret: ErasureSecret?
     private let erasureRequests: ErasureRequests?
     /// Unlinks and reports committed files, so the journal's writer thread goes on to its next batch.
-    private let acknowledger = Acknowledger(label: "pushspool.ack")
+    private let acknowledger = Acknowledger(label: "acknowledge")
 
     init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,

@@ -1,7 +1,7 @@
 import Dispatch
 import PushSystem
 
-/// Runs chunks of claimed files on several serial queues at once while keeping their effects
+/// Runs chunks of claimed files on several serial workers at once while keeping their effects
 /// in claim order.
 ///
 /// Each chunk has two halves: `prepare` (read, hash, normalise, build the record — the CPU of a
@@ -14,9 +14,9 @@ import PushSystem
 /// Chunks are dealt round robin, and every lane runs its chunks in the order dealt, so a chunk
 /// only ever waits for one that is already running or done: no cycle, no deadlock.
 ///
-/// `Sendable`: the dealing state (next lane, last gate) is behind a lock; the queues are serial.
+/// `Sendable`: the dealing state (next lane, last gate) is behind a lock; the workers are serial.
 final class ProcessingLanes<Prepared>: Sendable {
-    private let lanes: [DispatchQueue]
+    private let lanes: [SerialWorker]
     private struct Dealer {
         var nextLane = 0
         /// Opened when the most recently dealt chunk has finished; nil before the first.
@@ -28,7 +28,7 @@ final class ProcessingLanes<Prepared>: Sendable {
 
     /// `count` lanes (at least one).
     init(label: String, count: Int) {
-        lanes = (0..<max(1, count)).map { DispatchQueue(label: "\(label).\($0)", qos: .userInitiated) }
+        lanes = (0..<max(1, count)).map { SerialWorker(name: "\(label)-\($0)") }
     }
 
     /// One lane per CPU this process may run on, at most `limit`.
@@ -42,14 +42,14 @@ final class ProcessingLanes<Prepared>: Sendable {
                                 finish: @escaping @Sendable (Prepared) -> Void, done: @escaping @Sendable () -> Void)
     where Prepared: Sendable {
         let gate = DispatchSemaphore(value: 0)
-        let (lane, previous) = dealer.withLock { dealer -> (DispatchQueue, DispatchSemaphore?) in
+        let (lane, previous) = dealer.withLock { dealer -> (SerialWorker, DispatchSemaphore?) in
             let lane = lanes[dealer.nextLane]
             dealer.nextLane = (dealer.nextLane + 1) % lanes.count
             let previous = dealer.lastGate
             dealer.lastGate = gate
             return (lane, previous)
         }
-        lane.async {
+        lane.submit {
             let prepared = items.map(prepare)
             previous?.wait()
             for item in prepared { finish(item) }

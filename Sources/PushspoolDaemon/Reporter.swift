@@ -19,7 +19,7 @@ final class Reporter: Sendable {
     private let metrics: Metrics
     private let stateDirectory: String
     /// Where status.json and the metrics textfile are written, off the ingest path.
-    private let background = BlockingQueue(label: "pushspool.background")
+    private let background = SerialWorker(name: "background")
 
     /// How events name users (`[Log] UserIds=`).
     let userNaming: LogUserNaming

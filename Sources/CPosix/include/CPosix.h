@@ -20,6 +20,11 @@ int cposix_install_crash_mark(int fd, long offset, char mark);
 /// Names the calling thread for the crash handler (at most CPOSIX_CRASH_TAG_MAX bytes kept):
 /// a crash signal on this thread also writes `tag` at the mark's offset + CPOSIX_CRASH_TAG_OFFSET.
 void cposix_set_crash_tag(const char *tag, size_t length);
+/// pthread_setname_np(pthread_self(), name): `name` at most 15 bytes and a NUL. Returns 0 or an
+/// error number (ERANGE when too long).
+int cposix_set_thread_name(const char *name);
+/// pthread_getname_np(pthread_self(), buffer, size). Returns 0 or an error number.
+int cposix_get_thread_name(char *buffer, size_t size);
 /// setpriority(PRIO_PROCESS, gettid(), niceness): Linux applies it to the calling thread only.
 /// Returns 0, or -1 with errno set.
 int cposix_set_thread_niceness(int niceness);
