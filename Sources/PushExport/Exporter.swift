@@ -92,8 +92,6 @@ package final class Exporter: Follower, Sendable {
     /// thread: each write has two fsyncs, milliseconds on a busy disk, and a record committed
     /// meanwhile would wait for them before its publish.
     private let writes = SerialWorker(name: "export-writes")
-    /// A runner made by `start(commits:)` (tests, benchmarks); the daemon's group owns its own.
-    private let ownRunner = Locked<FollowerRunner?>(nil)
 
     private struct Control {
         var running = false
@@ -145,32 +143,6 @@ package final class Exporter: Follower, Sendable {
             ExporterStatus(acknowledgedSeq: acked, checkpointedSeq: c.checkpointed, journalLastSeq: max(last, acked), connected: c.connected,
                            pending: pending, running: c.running, published: c.published, lastError: c.lastError)
         }
-    }
-
-    /// Runs the exporter on a runner of its own, woken by `commits` (pass the writer's feed
-    /// when records are appended while it runs). For tests and the benchmark; the daemon puts
-    /// the exporter in its follower group instead. A second call while running does nothing.
-    package func start(commits: CommitFeed = CommitFeed()) {
-        ownRunner.withLock { runner in
-            guard runner == nil else { return }
-            let fresh = FollowerRunner(self, commits: commits)
-            do {
-                try fresh.start()
-                runner = fresh
-            } catch {
-                setError("\(error)")
-            }
-        }
-    }
-
-    /// Stops the runner `start(commits:)` made: waits briefly for the PubAcks in flight,
-    /// checkpoints, and joins the thread.
-    package func stop() {
-        let runner = ownRunner.withLock { runner -> FollowerRunner? in
-            defer { runner = nil }
-            return runner
-        }
-        runner?.stop()
     }
 
     // MARK: Follower

@@ -396,14 +396,6 @@ package final class JournalWriter: Sendable {
     /// Entries in the dedup index (committed keys).
     package var dedupIndexCount: Int { shared.withLock { $0.committedKeys.count } }
 
-    /// `submit` for async callers: suspends until the record is durable (or refused). The wait
-    /// costs no thread; the blocking work stays on the writer thread.
-    package func append(key: String, body: [UInt8], ingestMillis: Int64) async -> AppendResult {
-        await withCheckedContinuation { continuation in
-            submit(key: key, body: body, ingestMillis: ingestMillis) { continuation.resume(returning: $0) }
-        }
-    }
-
     /// Whether `key` is committed or pending.
     package func contains(key: String) -> Bool {
         let fingerprint = options.fingerprint(key)

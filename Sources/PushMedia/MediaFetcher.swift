@@ -47,47 +47,7 @@ package final class MediaFetcher: Sendable {
     }
 
     /// Fetches `url` (or reuses a download of it in flight or within the dedup window) and
-    /// returns the outcome. Suspends without blocking a thread. When the task is cancelled it
-    /// returns at once with a `cancelled` failure; the download itself continues for any
-    /// other payload waiting for the same URL and for the dedup window.
-    package func fetch(url: String) async -> MediaOutcome {
-        let registration = Locked(Registration.initial)
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let proceed = registration.withLock { state -> Bool in
-                    guard case .initial = state else { return false }
-                    state = .registering
-                    return true
-                }
-                guard proceed else {
-                    continuation.resume(returning: MediaOutcome(url: url, status: .failed, error: FetcherCore.taskCancelledFailure))
-                    return
-                }
-                let id = core.submit(url: url) { continuation.resume(returning: $0) }
-                let cancelledMeanwhile = registration.withLock { state -> Bool in
-                    defer { state = .registered(id) }
-                    if case .cancelled = state { return true }
-                    return false
-                }
-                if cancelledMeanwhile { core.withdraw(url: url, id: id) }
-            }
-        } onCancel: {
-            let id = registration.withLock { state -> UInt64? in
-                defer { if case .registered = state {} else { state = .cancelled } }
-                if case .registered(let id) = state { return id }
-                return nil
-            }
-            if let id { core.withdraw(url: url, id: id) }
-        }
-    }
-
-    /// Where an async fetch is between its task's cancellation handler and the fetcher.
-    private enum Registration: Sendable {
-        case initial, registering, registered(UInt64), cancelled
-    }
-
-    /// Callback form for thread-based callers. `completion` runs on a fetcher thread exactly
-    /// once; keep it short.
+    /// calls `completion` with the outcome, on a fetcher thread, exactly once; keep it short.
     package func fetch(url: String, completion: @escaping @Sendable (MediaOutcome) -> Void) {
         core.submit(url: url, completion: completion)
     }
@@ -112,18 +72,11 @@ struct MultiHandle: @unchecked Sendable {
 
 typealias Completion = @Sendable (MediaOutcome) -> Void
 
-/// One caller waiting for a URL; the id lets an async caller withdraw on task cancellation.
-struct Waiter: Sendable {
-    var id: UInt64
-    var completion: Completion
-}
-
 /// State shared between callers, the network thread and the finishing threads.
 struct SharedState: ~Copyable {
     var closed = false
     var submissions: [String] = []
-    var waiters: [String: [Waiter]] = [:]
-    var nextWaiterID: UInt64 = 0
+    var waiters: [String: [Completion]] = [:]
     var recent: [String: (outcome: MediaOutcome, expiresNanos: UInt64)] = [:]
     /// Size of `recent` at which expired entries are swept (doubles, so sweeps stay amortised O(1)).
     var sweepAt = 1024
@@ -182,11 +135,9 @@ final class FetcherCore: Sendable {
         }
     }
 
-    /// Registers `completion` for `url`; returns the waiter id (for `withdraw`).
-    @discardableResult
-    func submit(url: String, completion: @escaping Completion) -> UInt64 {
+    /// Registers `completion` for `url`.
+    func submit(url: String, completion: @escaping Completion) {
         let now = Posix.monotonicNanos()
-        var id: UInt64 = 0
         enum Action { case none, wake, cancelled, reuse(MediaOutcome) }
         let action: Action = state.withLock { state in
             if state.closed {
@@ -200,14 +151,12 @@ final class FetcherCore: Sendable {
                 }
                 state.recent[url] = nil
             }
-            state.nextWaiterID += 1
-            id = state.nextWaiterID
             if state.waiters[url] != nil {
-                state.waiters[url]!.append(Waiter(id: id, completion: completion))
+                state.waiters[url]!.append(completion)
                 state.stats.reused += 1
                 return .none
             }
-            state.waiters[url] = [Waiter(id: id, completion: completion)]
+            state.waiters[url] = [completion]
             state.submissions.append(url)
             state.stats.queued += 1
             return .wake
@@ -223,27 +172,14 @@ final class FetcherCore: Sendable {
             outcome.durationMillis = 0
             completion(outcome)
         }
-        return id
     }
-
-    /// Removes one waiter and completes it as cancelled; the download goes on for the others
-    /// (and for the dedup window). No-op when it has already completed.
-    func withdraw(url: String, id: UInt64) {
-        let waiter: Waiter? = state.withLock { state in
-            guard let index = state.waiters[url]?.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiters[url]!.remove(at: index)
-        }
-        waiter?.completion(MediaOutcome(url: url, status: .failed, error: FetcherCore.taskCancelledFailure))
-    }
-
-    static let taskCancelledFailure = MediaFailure(.cancelled, "the waiting task was cancelled; the download may still complete for other payloads", transient: true)
 
     static let cancelledFailure = MediaFailure(.cancelled, "the daemon is shutting down; the payload is kept and fetched again at next start", transient: true)
 
     /// Delivers the outcome for `url` to everyone waiting for it and records it.
     func complete(_ outcome: MediaOutcome) {
         let now = Posix.monotonicNanos()
-        let waiters: [Waiter] = state.withLock { state in
+        let waiters: [Completion] = state.withLock { state in
             let waiters = state.waiters.removeValue(forKey: outcome.url) ?? []
             switch outcome.status {
             case .stored:
@@ -266,7 +202,7 @@ final class FetcherCore: Sendable {
         for (index, waiter) in waiters.enumerated() {
             var copy = outcome
             if index > 0 { copy.reused = true }
-            waiter.completion(copy)
+            waiter(copy)
         }
     }
 

@@ -3,6 +3,8 @@ import Foundation
 import Synchronization
 import PushSystem
 import PushExport
+import PushFollow
+import PushJournal
 import PushspoolDaemon
 import TestSupport
 
@@ -119,11 +121,12 @@ private func exportBurstAndAlone(server: NatsServer, natsRoot: String, files: In
             var before = rusage(), after = rusage()
             getrusage(RUSAGE_SELF.rawValue, &before)
             let aloneStart = Posix.monotonicNanos()
-            exporter.start()
+            let exporterRunner = FollowerRunner(exporter, commits: CommitFeed())
+            try exporterRunner.start()
             while exporter.acknowledgedInMemory < lastSeq { usleep(500) }
             let elapsed = Double(Posix.monotonicNanos() - aloneStart) / 1e9
             getrusage(RUSAGE_SELF.rawValue, &after)
-            exporter.stop()
+            exporterRunner.stop()
             func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
             let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
             let aloneRate = Double(lastSeq) / elapsed
@@ -183,7 +186,13 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         trace.observe(steadyDaemon.commits)
         var usageBefore = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usageBefore)
-        exporter.start(commits: steadyDaemon.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: steadyDaemon.commits)
+        do {
+            try exporterRunner.start()
+        } catch {
+            print("cannot start the exporter: \(error)")
+            exit(1)
+        }
         let total = rate * seconds
         let interval = 1_000_000_000 / UInt64(rate)
         let begin = Posix.monotonicNanos()
@@ -201,7 +210,7 @@ private func exportSteady(server: NatsServer, rate: Int, seconds: Int, payload: 
         getrusage(RUSAGE_SELF.rawValue, &usageAfter)
         var load = [Double](repeating: 0, count: 3)
         _ = getloadavg(&load, 3)
-        exporter.stop()
+        exporterRunner.stop()
         steadyDaemon.requestStop()
         while !steadyDaemon.hasReturned { usleep(5_000) }
         let committed = commits.withLock { $0 }

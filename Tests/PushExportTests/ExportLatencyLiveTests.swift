@@ -97,7 +97,8 @@ import TestSupport
         var options = f.options()
         options.checkpointInterval = .milliseconds(50)
         let exporter = try Exporter(options: options)
-        exporter.start(commits: f.writer.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
         try await f.append(1)
         try waitFor("first record acknowledged") { exporter.acknowledgedInMemory == 1 }
         usleep(200_000)  // a checkpoint of seq 1 is due and under way: blocked in open(2)
@@ -111,7 +112,7 @@ import TestSupport
         #expect(reader >= 0)
         try waitFor("the blocked write gave up") { access(fifo, F_OK) != 0 }
         close(reader)
-        exporter.stop()
+        exporterRunner.stop()
         #expect(try ExportCursor.read(stateDirectory: f.stateDirectory) == 6)
     }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Testing
 import PushExport
+import PushFollow
 import PushJournal
 import PushSystem
 import TestSupport
@@ -87,9 +88,10 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let keys = try await f.append(500)
         let notices = NoticeLog()
         let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
-        exporter.start(commits: f.writer.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
         try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == 500 }
-        exporter.stop()
+        exporterRunner.stop()
         #expect(try ExportCursor.read(stateDirectory: f.stateDirectory) == 500)
         #expect(exporter.acknowledgedSeq() == 500)
         var stored = try f.stored()
@@ -103,9 +105,10 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try await f.append(20)
         let again = try Exporter(options: f.options())
         #expect(again.acknowledgedSeq() == 0)
-        again.start(commits: f.writer.commits)
+        let againRunner = FollowerRunner(again, commits: f.writer.commits)
+        try againRunner.start()
         try waitFor("all acknowledged again") { again.status.acknowledgedSeq == 520 }
-        again.stop()
+        againRunner.stop()
         stored = try f.stored()
         #expect(stored.count == 520)
         #expect(Set(stored.map(\.msgId)).count == 520)
@@ -116,8 +119,9 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try f.server.start()
         let notices = NoticeLog()
         let exporter = try Exporter(options: f.options(), notify: { notices.add($0) })
-        exporter.start(commits: f.writer.commits)
-        defer { exporter.stop() }
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
+        defer { exporterRunner.stop() }
         try await f.append(100)
         try waitFor("first batch") { exporter.status.acknowledgedSeq == 100 }
 
@@ -142,8 +146,9 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try await f.append(50)
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
-        defer { exporter.stop() }
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
+        defer { exporterRunner.stop() }
         usleep(1_500_000)
         #expect(exporter.status.acknowledgedSeq == 0)
         #expect(exporter.status.lastError != nil)
@@ -161,9 +166,10 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         admin.close()
         try await f.append(10)
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
         try waitFor("exported") { exporter.status.acknowledgedSeq == 10 }
-        exporter.stop()
+        exporterRunner.stop()
         #expect(try f.stored().count == 10)
     }
 
@@ -176,9 +182,10 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
                     "apns:trailing ", "apns:trailing", "apns:100%", "apns:100%25", "mindbox@10:Борис:p1"]
         try await f.append(keys: keys)
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
         try waitFor("all acknowledged") { exporter.status.acknowledgedSeq == UInt64(keys.count) }
-        exporter.stop()
+        exporterRunner.stop()
         let stored = try f.stored()
         #expect(stored.count == keys.count)
         #expect(stored.map(\.msgId) == keys.map { ExportMessage.messageId(hostId: "testhost", key: $0) })
@@ -196,8 +203,9 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try f.server.start()
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
-        defer { exporter.stop() }
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
+        defer { exporterRunner.stop() }
         try await f.append(10)
         try waitFor("first batch") { exporter.status.acknowledgedSeq == 10 }
 
@@ -226,8 +234,9 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let f = try ExportFixture()
         try f.server.start()
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
-        defer { exporter.stop() }
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
+        defer { exporterRunner.stop() }
         try await f.append(5)
         try waitFor("exported") { exporter.status.acknowledgedSeq == 5 }
 
@@ -251,9 +260,10 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         try f.server.start()
         try await f.append(30)
         let exporter = try Exporter(options: f.options())
-        exporter.start(commits: f.writer.commits)
+        let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
+        try exporterRunner.start()
         try waitFor("exported") { exporter.status.acknowledgedSeq == 30 }
-        exporter.stop()
+        exporterRunner.stop()
         let result = try Exporter.replay(options: f.options(), fromSeq: 5, toSeq: 14)
         #expect(result.published == 10)
         #expect(result.duplicates == 10)

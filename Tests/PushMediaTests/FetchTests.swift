@@ -24,7 +24,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/img"))
+        let outcome = await fetcher.fetched(url: server.url("/img"))
         #expect(outcome.status == .stored, "\(name): \(outcome.encodeJSON())")
         let sha = SHA256.hex(of: bytes)
         #expect(outcome.sha256 == sha)
@@ -48,7 +48,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         let start = Posix.monotonicNanos()
-        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        let outcome = await fetcher.fetched(url: server.url("/slow"))
         let elapsed = elapsedSeconds(since: start)
         #expect(outcome.status == .failed)
         #expect(outcome.error?.code == .timeout)
@@ -74,7 +74,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         let start = Posix.monotonicNanos()
-        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        let outcome = await fetcher.fetched(url: server.url("/slow"))
         #expect(outcome.error?.code == .timeout)
         #expect(Double(outcome.durationMillis) / 1000 < 3.5, "took \(outcome.durationMillis) ms")
         #expect(elapsedSeconds(since: start) < 13.5)
@@ -91,7 +91,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         let start = Posix.monotonicNanos()
-        let outcome = await fetcher.fetch(url: server.url("/silent"))
+        let outcome = await fetcher.fetched(url: server.url("/silent"))
         let elapsed = elapsedSeconds(since: start)
         #expect(outcome.error?.code == .timeout)
         #expect(outcome.error?.isTransient == true)
@@ -113,7 +113,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         for path in ["/endless", "/announced"] {
-            let outcome = await fetcher.fetch(url: server.url(path))
+            let outcome = await fetcher.fetched(url: server.url(path))
             #expect(outcome.status == .failed)
             #expect(outcome.error?.code == .tooLarge, "\(path): \(outcome.encodeJSON())")
             #expect(outcome.attempts == 1)
@@ -129,7 +129,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/a"))
+        let outcome = await fetcher.fetched(url: server.url("/a"))
         #expect(outcome.error?.code == .tooManyRedirects)
         #expect(outcome.attempts == 1)
         #expect(server.hits("/a") + server.hits("/b") == 6)
@@ -143,7 +143,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/r"))
+        let outcome = await fetcher.fetched(url: server.url("/r"))
         #expect(outcome.status == .stored)
         #expect(outcome.contentType == "image/gif")
     }
@@ -157,7 +157,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/r"))
+        let outcome = await fetcher.fetched(url: server.url("/r"))
         #expect(outcome.error?.code == .ssrfRefused, "\(outcome.encodeJSON())")
         #expect(outcome.attempts == 1)
         #expect(server.hits("/r") == 1)
@@ -173,7 +173,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         for path in ["/to-file", "/to-ftp"] {
-            let outcome = await fetcher.fetch(url: server.url(path))
+            let outcome = await fetcher.fetched(url: server.url(path))
             #expect(outcome.error?.code == .insecureScheme, "\(path): \(outcome.encodeJSON())")
             #expect(outcome.attempts == 1)
         }
@@ -190,7 +190,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         for host in ["127.0.0.1", "localhost"] {
-            let outcome = await fetcher.fetch(url: "http://\(host):\(server.port)/img")
+            let outcome = await fetcher.fetched(url: "http://\(host):\(server.port)/img")
             #expect(outcome.error?.code == .ssrfRefused, "\(host): \(outcome.encodeJSON())")
             #expect(outcome.error?.isTransient == false)
         }
@@ -203,7 +203,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/missing.png"))
+        let outcome = await fetcher.fetched(url: server.url("/missing.png"))
         #expect(outcome.error?.code == .httpStatus)
         #expect(outcome.error?.httpStatus == 404)
         #expect(outcome.attempts == 1)
@@ -218,7 +218,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/flaky"))
+        let outcome = await fetcher.fetched(url: server.url("/flaky"))
         #expect(outcome.status == .stored, "\(outcome.encodeJSON())")
         #expect(outcome.attempts == 2)
         #expect(server.hits("/flaky") == 2)
@@ -234,12 +234,12 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         let start = Posix.monotonicNanos()
-        let outcome = await fetcher.fetch(url: server.url("/limited"))
+        let outcome = await fetcher.fetched(url: server.url("/limited"))
         #expect(outcome.status == .stored)
         #expect(outcome.attempts == 2)
         #expect(elapsedSeconds(since: start) >= 0.95)
 
-        let noHint = await fetcher.fetch(url: server.url("/limited-no-hint"))
+        let noHint = await fetcher.fetched(url: server.url("/limited-no-hint"))
         #expect(noHint.error?.httpStatus == 429)
         #expect(noHint.attempts == 1)
     }
@@ -251,7 +251,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/down"))
+        let outcome = await fetcher.fetched(url: server.url("/down"))
         #expect(outcome.error?.httpStatus == 500)
         #expect(outcome.attempts == 3)
         #expect(server.hits("/down") == 3)
@@ -267,7 +267,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         for path in ["/fake.png", "/tiny", "/empty"] {
-            let outcome = await fetcher.fetch(url: server.url(path))
+            let outcome = await fetcher.fetched(url: server.url(path))
             #expect(outcome.error?.code == .unsupportedType, "\(path)")
             #expect(outcome.attempts == 1)
         }
@@ -283,7 +283,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/a.gif"))
+        let outcome = await fetcher.fetched(url: server.url("/a.gif"))
         #expect(outcome.error?.code == .unsupportedType)
     }
 
@@ -292,7 +292,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: "http://127.0.0.1:\(closedLoopbackPort())/a.png")
+        let outcome = await fetcher.fetched(url: "http://127.0.0.1:\(closedLoopbackPort())/a.png")
         #expect(outcome.error?.code == .connectFailed, "\(outcome.encodeJSON())")
         #expect(outcome.attempts == 3)
     }
@@ -302,7 +302,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: "https://media.pushspool.invalid/a.png")
+        let outcome = await fetcher.fetched(url: "https://media.pushspool.invalid/a.png")
         #expect(outcome.status == .failed)
         #expect(outcome.error?.code == .dnsFailed)
         #expect(outcome.error?.isTransient == false)
@@ -318,12 +318,12 @@ import TestSupport
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/a.png"))
+        let outcome = await fetcher.fetched(url: server.url("/a.png"))
         #expect(outcome.error?.code == .insecureScheme)
         #expect(outcome.attempts == 0)
         #expect(server.connections == 0)
         for url in ["ftp://127.0.0.1/a.png", "not a url", "https:///a.png", "javascript:alert(1)"] {
-            let bad = await fetcher.fetch(url: url)
+            let bad = await fetcher.fetched(url: url)
             #expect(bad.error?.code == .invalidURL, "\(url): \(bad.encodeJSON())")
         }
     }
@@ -335,11 +335,11 @@ import TestSupport
         let fetcher = try MediaFetcher(options: testOptions(dir))
         defer { fetcher.shutdown() }
 
-        let failed = await fetcher.fetch(url: server.url("/gone.png"))
+        let failed = await fetcher.fetched(url: server.url("/gone.png"))
         let fallback = try #require(MediaFallback.apply(outcome: failed, body: "See the picture", mediaAlt: "A red bicycle"))
         #expect(fallback.body == "A red bicycle")
         #expect(fallback.originalBody == "See the picture")
-        let stored = await fetcher.fetch(url: server.url("/ok.png"))
+        let stored = await fetcher.fetched(url: server.url("/ok.png"))
         #expect(MediaFallback.apply(outcome: stored, body: "See the picture", mediaAlt: "A red bicycle") == nil)
     }
 
@@ -352,7 +352,7 @@ import TestSupport
 
         let url = server.url("/slowish.png")
         let outcomes = await withTaskGroup(of: MediaOutcome.self) { group in
-            for _ in 0..<8 { group.addTask { await fetcher.fetch(url: url) } }
+            for _ in 0..<8 { group.addTask { await fetcher.fetched(url: url) } }
             var all: [MediaOutcome] = []
             for await outcome in group { all.append(outcome) }
             return all
@@ -360,7 +360,7 @@ import TestSupport
         #expect(outcomes.allSatisfy { $0.status == .stored })
         #expect(Set(outcomes.compactMap(\.path)).count == 1)
         #expect(outcomes.filter { !$0.reused }.count == 1)
-        let later = await fetcher.fetch(url: url)
+        let later = await fetcher.fetched(url: url)
         #expect(later.reused && later.status == .stored && later.attempts == 0)
         #expect(server.hits("/slowish.png") == 1)
         #expect(fetcher.stats.stored == 1)
@@ -377,9 +377,9 @@ import TestSupport
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let first = await fetcher.fetch(url: server.url("/a.png"))
-        let second = await fetcher.fetch(url: server.url("/a.png"))
-        let other = await fetcher.fetch(url: server.url("/b.png"))
+        let first = await fetcher.fetched(url: server.url("/a.png"))
+        let second = await fetcher.fetched(url: server.url("/a.png"))
+        let other = await fetcher.fetched(url: server.url("/b.png"))
         #expect(server.hits("/a.png") == 2)
         #expect(first.path == second.path && second.path == other.path)
         let stats = try MediaStore.stats(directory: dir.store)
@@ -435,7 +435,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         let start = Posix.monotonicNanos()
-        let outcome = await fetcher.fetch(url: server.url("/slow"))
+        let outcome = await fetcher.fetched(url: server.url("/slow"))
         let elapsed = elapsedSeconds(since: start)
         #expect(outcome.error?.code == .timeout)
         #expect(outcome.attempts == 2)

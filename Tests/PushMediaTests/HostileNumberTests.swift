@@ -67,9 +67,9 @@ import PushSystem
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let stored = await fetcher.fetch(url: server.url("/ok"))
+        let stored = await fetcher.fetched(url: server.url("/ok"))
         #expect(stored.status == .stored, "\(stored.encodeJSON())")
-        let limited = await fetcher.fetch(url: server.url("/limited"))
+        let limited = await fetcher.fetched(url: server.url("/limited"))
         // A parseable delay is honoured up to MaxRetryAfter= and the retry succeeds; an
         // unparseable one makes the 429 final. Either way the process lives.
         if Transfer.parseRetryAfter(header, nowEpochSeconds: 0) != nil {
@@ -97,9 +97,9 @@ import PushSystem
         options.maxConcurrent = Int.max
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
-        let first = await fetcher.fetch(url: server.url("/img"))
+        let first = await fetcher.fetched(url: server.url("/img"))
         #expect(first.status == .stored, "\(first.encodeJSON())")
-        let again = await fetcher.fetch(url: server.url("/img"))
+        let again = await fetcher.fetched(url: server.url("/img"))
         #expect(again.reused)
     }
 

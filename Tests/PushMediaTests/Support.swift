@@ -51,3 +51,13 @@ func readBytes(_ path: String) -> [UInt8]? {
     try? Posix.readFile(path)
 }
 
+
+extension MediaFetcher {
+    /// The callback form, awaited: what a test needs to read one outcome in order. Production
+    /// callers (the daemon's pipeline, pushspool-fetch) use the callback form as it is.
+    func fetched(url: String) async -> MediaOutcome {
+        await withCheckedContinuation { continuation in
+            fetch(url: url) { continuation.resume(returning: $0) }
+        }
+    }
+}

@@ -16,7 +16,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("a.jpg"))
+        let outcome = await fetcher.fetched(url: server.url("a.jpg"))
         #expect(outcome.status == .stored, "\(outcome.encodeJSON())")
         #expect(outcome.sha256 == SHA256.hex(of: ImageFixtures.jpeg))
     }
@@ -31,7 +31,7 @@ import TestSupport
         let fetcher = try MediaFetcher(options: options)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("a.jpg"))
+        let outcome = await fetcher.fetched(url: server.url("a.jpg"))
         #expect(outcome.error?.code == .tls, "\(outcome.encodeJSON())")
         #expect(outcome.error?.curlCode == 60) // CURLE_PEER_FAILED_VERIFICATION
         #expect(outcome.attempts == 1)

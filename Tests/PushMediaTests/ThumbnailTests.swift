@@ -28,7 +28,7 @@ import TestSupport
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/img"))
+        let outcome = await fetcher.fetched(url: server.url("/img"))
         #expect(outcome.status == .stored)
         #expect(outcome.decodable == true, "\(name): \(outcome.encodeJSON())")
         let thumbnail = try #require(outcome.thumbnail, "\(name)")
@@ -49,7 +49,7 @@ import TestSupport
         let fetcher = try fetcher(dir, maxEdge: 320)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/img"))
+        let outcome = await fetcher.fetched(url: server.url("/img"))
         #expect(outcome.thumbnail?.width == 64 && outcome.thumbnail?.height == 48)
     }
 
@@ -60,7 +60,7 @@ import TestSupport
         // 9 MP in 9 KB: over a 4 MP limit. With the limit raised the same file decodes, so the
         // refusal comes from the header check.
         let strict = try fetcher(dir, maxPixels: 4_000_000)
-        let refused = await strict.fetch(url: server.url("/bomb.png"))
+        let refused = await strict.fetched(url: server.url("/bomb.png"))
         strict.shutdown()
         #expect(refused.status == .stored)
         #expect(refused.decodable == false)
@@ -72,7 +72,7 @@ import TestSupport
         let otherDir = TempDir()
         let lenient = try fetcher(otherDir, maxPixels: 10_000_000)
         defer { lenient.shutdown() }
-        let decoded = await lenient.fetch(url: server.url("/bomb.png"))
+        let decoded = await lenient.fetched(url: server.url("/bomb.png"))
         #expect(decoded.decodable == true)
         #expect(decoded.thumbnail?.width == 32 && decoded.thumbnail?.height == 32)
     }
@@ -86,7 +86,7 @@ import TestSupport
         defer { fetcher.shutdown() }
 
         for path in ["/cut.jpg", "/cut.png"] {
-            let outcome = await fetcher.fetch(url: server.url(path))
+            let outcome = await fetcher.fetched(url: server.url(path))
             #expect(outcome.status == .stored)
             #expect(outcome.decodable == false, "\(path): \(outcome.encodeJSON())")
             #expect(outcome.thumbnail == nil)
@@ -104,7 +104,7 @@ import TestSupport
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/junk.gif"))
+        let outcome = await fetcher.fetched(url: server.url("/junk.gif"))
         #expect(outcome.status == .stored)
         #expect(outcome.decodable == false)
     }
@@ -116,7 +116,7 @@ import TestSupport
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
 
-        let outcome = await fetcher.fetch(url: server.url("/a.mp3"))
+        let outcome = await fetcher.fetched(url: server.url("/a.mp3"))
         #expect(outcome.status == .stored)
         #expect(outcome.contentType == "audio/mpeg")
         #expect(outcome.path?.hasSuffix(".mp3") == true)
@@ -130,8 +130,8 @@ import TestSupport
         server.route("/b", .ok(ImageFixtures.jpeg))
         let fetcher = try fetcher(dir)
         defer { fetcher.shutdown() }
-        _ = await fetcher.fetch(url: server.url("/a"))
-        _ = await fetcher.fetch(url: server.url("/b"))
+        _ = await fetcher.fetched(url: server.url("/a"))
+        _ = await fetcher.fetched(url: server.url("/b"))
         let stats = try MediaStore.stats(directory: dir.store)
         #expect(stats.files == 2)
         #expect(stats.bytes == Int64(ImageFixtures.png.count + ImageFixtures.jpeg.count))

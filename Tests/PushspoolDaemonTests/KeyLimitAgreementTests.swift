@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushJournal
+import TestSupport
 import PushPayload
 import PushConfig
 import PushModuleOptions
