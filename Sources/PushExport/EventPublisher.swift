@@ -187,7 +187,7 @@ package final class EventPublisher: Sendable {
             return !state.started
         }
         guard first else { return }
-        try PosixThread.detach { [self] in runConnector() }
+        try PosixThread.detach(name: "nats-connect") { [self] in runConnector() }
     }
 
     private var isStopped: Bool { background.withLock { $0.stopped } }

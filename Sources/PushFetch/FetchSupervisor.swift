@@ -107,7 +107,7 @@ package final class FetchSupervisor: MediaSource, Sendable {
         }
         firstStart.enter()
         do {
-            try PosixThread.detach { [self] in
+            try PosixThread.detach(name: "fetch-supervise") { [self] in
                 thread.store(UInt(pthread_self()), ordering: .releasing)
                 run()
                 stopped.signal()

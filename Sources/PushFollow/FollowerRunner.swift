@@ -181,7 +181,7 @@ package final class FollowerRunner: Sendable {
     package func start() throws(SystemError) {
         try control.withLock { control throws(SystemError) in
             guard control.thread == nil, control.status.parked == nil, !stopping.load(ordering: .acquiring) else { return }
-            control.thread = try PosixThread.spawn(niceness: niceness) { [self] in run() }
+            control.thread = try PosixThread.spawn(name: "follow-" + name, niceness: niceness) { [self] in run() }
             control.status.running = true
         }
     }

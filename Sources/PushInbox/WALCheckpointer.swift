@@ -32,7 +32,7 @@ package final class WALCheckpointer: Sendable {
         self.path = path
         wake = try Posix.selfPipe()
         do {
-            let handle = try PosixThread.spawn { [self] in run() }
+            let handle = try PosixThread.spawn(name: "wal-ckpt") { [self] in run() }
             thread.withLock { $0 = handle }
         } catch {
             Posix.close(wake.read)

@@ -201,7 +201,7 @@ final class ConnectionGuard: @unchecked Sendable {
     }
 
     func start() throws(SystemError) {
-        thread = try PosixThread.spawn { [self] in run() }
+        thread = try PosixThread.spawn(name: "conn-guard") { [self] in run() }
     }
 
     /// Ends the thread; call after libmicrohttpd stopped.

@@ -73,7 +73,7 @@ final class StatusReporter: Service, Sendable {
 
     func start() throws(ServiceError) {
         do throws(SystemError) {
-            try PosixThread.detach { [self] in run() }
+            try PosixThread.detach(name: "status") { [self] in run() }
         } catch {
             throw ServiceError(service: serviceName, message: "\(error)", errno: error.errno)
         }

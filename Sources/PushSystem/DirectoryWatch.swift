@@ -28,7 +28,7 @@ package final class DirectoryWatch: Sendable {
         self.stopRead = stopRead
         stopWrite = pipe.write
         do {
-            thread = try PosixThread.spawn {
+            thread = try PosixThread.spawn(name: "dir-watch") {
                 var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopRead, events: Int16(POLLIN), revents: 0)]
                 while true {
                     let ready = poll(&fds, 2, -1)

@@ -66,7 +66,7 @@ package final class SignalWatcher: Sendable {
         for signalNumber in Self.handled { sigaction(signalNumber, &action, nil) }
         let stopping = Stopping()
         self.stopping = stopping
-        thread = try PosixThread.spawn {
+        thread = try PosixThread.spawn(name: "signals") {
             var set = Self.signalSet()
             while !stopping.flag.load(ordering: .acquiring) {
                 var info = siginfo_t()
