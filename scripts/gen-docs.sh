@@ -8,6 +8,7 @@
 #   man/pushspool.conf.5.scd, from the schema in Sources/PushConfig/Schema.swift through
 #   `pushspoolctl config reference`. Each replaces the lines from its BEGIN marker to its END
 #   marker; the text around them is written by hand. PushConfigTests fails when either is stale;
+# - the module table of docs/architecture.md from Package.swift (scripts/gen-module-table.py);
 # - docs/architecture.svg from docs/architecture.dot (Graphviz). The SVG records the SHA-256 of
 #   the source it was made from, so DocsTests fails when the .dot changed and this was not
 #   run — without needing Graphviz on the test machine.
@@ -52,6 +53,10 @@ splice() {
 }
 splice docs/configuration.md markdown '<!-- BEGIN generated' '<!-- END generated'
 splice man/pushspool.conf.5.scd man '; BEGIN generated' '; END generated'
+
+# The Swift library table of docs/architecture.md ("Modules"): rows and dependencies from
+# Package.swift, the descriptions kept as written; DocsTests fails when it is stale.
+python3 scripts/gen-module-table.py
 
 command -v dot >/dev/null || { echo "gen-docs.sh: needs Graphviz's dot: apt-get install graphviz" >&2; exit 1; }
 source=docs/architecture.dot

@@ -36,6 +36,18 @@ import PushSystem
         #expect(missing.isEmpty, "docs/operations.md has no row for MESSAGE_ID \(missing)")
     }
 
+    /// The module table's "Depends on" column and rows are generated from Package.swift
+    /// (scripts/gen-module-table.py, run by scripts/gen-docs.sh), which records the manifest's
+    /// SHA-256: a changed Package.swift without a regenerated table fails here.
+    @Test func theModuleTableIsGeneratedFromTheCurrentManifest() throws {
+        let manifest = try #require(FileManager.default.contents(atPath: DocLinksTests.root + "/Package.swift"))
+        let architecture = try Self.read("docs/architecture.md")
+        let marker = "<!-- BEGIN generated from Package.swift, sha256 "
+        let start = try #require(architecture.range(of: marker), "docs/architecture.md's module table was not made by scripts/gen-docs.sh")
+        let recorded = String(architecture[start.upperBound...].prefix(64))
+        #expect(recorded == SHA256.hex(of: Array(manifest)), "docs/architecture.md's module table is stale: run scripts/gen-docs.sh")
+    }
+
     /// scripts/gen-docs.sh writes the source's SHA-256 into the SVG; a changed .dot without a
     /// new SVG fails here, on machines without Graphviz too.
     @Test func theArchitecturePictureIsRenderedFromItsSource() throws {
