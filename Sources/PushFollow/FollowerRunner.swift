@@ -111,6 +111,7 @@ package final class FollowerRunner: Sendable {
         /// True only while the runner waits for the others' progress
         /// (``FollowerNext/othersReach(_:)``): their progress wakes nothing else.
         let wantsProgress = Atomic<Bool>(false)
+        let commitWakeups = Atomic<Int>(0)
     }
     private let flags = Flags()
     private let stopping = Atomic<Bool>(false)
@@ -122,6 +123,8 @@ package final class FollowerRunner: Sendable {
         var status: FollowerStatus
         /// Steps taken since start (tests and the idle bench read it).
         var steps: UInt64 = 0
+        /// What the thread is blocked on now; nil while it steps.
+        var waiting: RunnerSchedule.Wait?
     }
     private let control: Locked<Control>
     private let board: ProgressBoard
@@ -176,6 +179,15 @@ package final class FollowerRunner: Sendable {
 
     /// Steps taken since start.
     package var steps: UInt64 { control.withLock { $0.steps } }
+
+    /// What the thread is blocked on now (nil while it steps or before it started): a runner
+    /// seen in `.commitAfter(seq, atMost: nil)` takes no step until a commit past `seq`, a
+    /// ``wake()`` or a stop — which is how tests see an idle runner without a sleep.
+    package var waiting: RunnerSchedule.Wait? { control.withLock { $0.waiting } }
+
+    /// Wakeups the commit feed has sent this runner: only while it waits for a commit, never
+    /// in a backoff or a timed sleep.
+    package var commitWakeups: Int { flags.commitWakeups.load(ordering: .relaxed) }
 
     /// Starts the thread; a second call does nothing. Throws when the thread cannot be made.
     package func start() throws(SystemError) {
@@ -238,7 +250,10 @@ package final class FollowerRunner: Sendable {
         Posix.setCrashTag("follower " + follower.name)
         let wakeup = wakeup, flags = flags
         let token = commits.subscribe {
-            if flags.wantsCommits.load(ordering: .acquiring) { wakeup.signal() }
+            if flags.wantsCommits.load(ordering: .acquiring) {
+                flags.commitWakeups.add(1, ordering: .relaxed)
+                wakeup.signal()
+            }
         }
         defer {
             commits.unsubscribe(token)
@@ -250,18 +265,14 @@ package final class FollowerRunner: Sendable {
         let board = board, boardID = boardID
         let othersDurable: @Sendable () -> UInt64? = { board.othersDurable(except: boardID) }
         var announced = follower.durableSeq()
-        // A follower that asks for a commit past a seq the journal has already passed, step
-        // after step, is not making progress (a failing disk it does not report): it backs
-        // off like a failed step instead of spinning.
-        var stalledAt: UInt64?
-        var stalls = 0
+        var schedule = RunnerSchedule(backoff: backoff)
         while !stopRequested() {
             let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested, othersDurable: othersDurable,
                                           announcedByTheWriter: commits.speaksForTheJournal)
             flags.poked.store(false, ordering: .releasing)
-            let next: FollowerNext
+            let wait: RunnerSchedule.Wait
             do {
-                next = try follower.step(context)
+                let next = try follower.step(context)
                 let failedBefore = control.withLock { control -> Int in
                     control.steps += 1
                     defer {
@@ -271,6 +282,14 @@ package final class FollowerRunner: Sendable {
                     return control.status.failures
                 }
                 if failedBefore > 0 { healthChanged(.recovered(follower: follower.name, failedSteps: failedBefore)) }
+                // After every successful step, not only those that applied records: an
+                // exporter's durable seq moves with the PubAcks whose arrival woke the step.
+                let durable = follower.durableSeq()
+                if let durable, announced.map({ durable > $0 }) ?? true {
+                    announced = durable
+                    board.announce(from: boardID)
+                }
+                wait = schedule.after(next, journalLastSeq: commits.lastSeq)
             } catch {
                 let text = "\(error.shortDescription): \(error.message)"
                 let failures = control.withLock { control -> Int in
@@ -281,47 +300,31 @@ package final class FollowerRunner: Sendable {
                     return control.status.failures
                 }
                 if failures == 1 { healthChanged(.failing(follower: follower.name, error: text)) }
-                sleep(for: backoff.delay(failures: failures))
-                continue
+                wait = schedule.afterFailure(failures: failures)
             }
-            // After every successful step, not only those that applied records: an exporter's
-            // durable seq moves with the PubAcks whose arrival woke the step.
-            let durable = follower.durableSeq()
-            if let durable, announced.map({ durable > $0 }) ?? true {
-                announced = durable
-                board.announce(from: boardID)
-            }
-            switch next {
-            case .again:
-                stalledAt = nil
-                stalls = 0
-                continue
-            case .commitAfter(let seq, let atMost):
-                if commits.lastSeq > seq {
-                    if stalledAt == seq {
-                        stalls += 1
-                        sleep(for: backoff.delay(failures: stalls))
-                    } else {
-                        stalledAt = seq
-                        stalls = 0
-                    }
-                    continue
-                }
-                stalledAt = nil
-                stalls = 0
-                // Armed before the check, so a commit after it signals the wakeup.
-                flags.wantsCommits.store(true, ordering: .releasing)
-                if commits.lastSeq <= seq, !flags.poked.load(ordering: .acquiring) { wakeup.wait(timeout: atMost) }
-                flags.wantsCommits.store(false, ordering: .releasing)
-            case .wake(let atMost):
-                stalledAt = nil
-                stalls = 0
-                sleep(for: atMost)
-            case .othersReach(let seq):
-                stalledAt = nil
-                stalls = 0
-                waitForOthers(toReach: seq, othersDurable: othersDurable)
-            }
+            perform(wait, othersDurable: othersDurable)
+        }
+    }
+
+    /// Blocks for `wait`, published in ``waiting`` meanwhile.
+    private func perform(_ wait: RunnerSchedule.Wait, othersDurable: @Sendable () -> UInt64?) {
+        guard wait != .none else { return }
+        control.withLock { $0.waiting = wait }
+        defer { control.withLock { $0.waiting = nil } }
+        switch wait {
+        case .none:
+            return
+        case .backoff(let delay):
+            sleep(for: delay)
+        case .commitAfter(let seq, let atMost):
+            // Armed before the check, so a commit after it signals the wakeup.
+            flags.wantsCommits.store(true, ordering: .releasing)
+            if commits.lastSeq <= seq, !flags.poked.load(ordering: .acquiring) { wakeup.wait(timeout: atMost) }
+            flags.wantsCommits.store(false, ordering: .releasing)
+        case .sleep(let atMost):
+            sleep(for: atMost)
+        case .othersReach(let seq):
+            waitForOthers(toReach: seq, othersDurable: othersDurable)
         }
     }
 

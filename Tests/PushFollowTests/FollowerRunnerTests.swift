@@ -45,6 +45,16 @@ private final class CountingFollower: Follower, Sendable {
     func finish() { finished.withLock { $0 = true } }
 }
 
+private func isBackoff(_ wait: RunnerSchedule.Wait) -> Bool {
+    if case .backoff = wait { return true }
+    return false
+}
+
+private func sleepsAtLeast(_ wait: RunnerSchedule.Wait, _ least: Duration) -> Bool {
+    if case .sleep(let atMost?) = wait { return atMost >= least }
+    return false
+}
+
 private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
     while Posix.monotonicNanos() < deadline {
@@ -61,10 +71,9 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let runner = FollowerRunner(follower, commits: feed)
         try runner.start()
         #expect(waitFor { follower.durableSeq() == 25 })
-        // Idle: no step happens without a commit (a polling loop would keep stepping).
-        let before = follower.stepsTaken.withLock { $0 }
-        usleep(300_000)
-        #expect(follower.stepsTaken.withLock { $0 } == before)
+        // Idle: asleep for a commit past 25 with no timer, so no step happens without one (a
+        // polling runner would wait with a timeout, or not at all).
+        #expect(waitFor { runner.waiting == .commitAfter(25, atMost: nil) })
         feed.announce(31)
         #expect(waitFor { follower.durableSeq() == 31 })
         #expect(runner.status.lag == 0)
@@ -137,9 +146,12 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(waitFor { runner.status.failures >= 1 })
         #expect(runner.status.lastError == "test_failure: injected")
         #expect(runner.status.summary.contains("failing: test_failure"))
-        // Commits do not cut a backoff short (a failing follower would retry at the ingest rate).
+        // Commits do not cut a backoff short (a failing follower would retry at the ingest rate):
+        // the feed sends a backing-off runner no wakeup at all.
+        #expect(waitFor { runner.waiting.map(isBackoff) == true })
         for seq in 6...50 as ClosedRange<UInt64> { feed.announce(seq) }
-        usleep(100_000)
+        #expect(runner.commitWakeups == 0)
+        #expect(runner.waiting.map(isBackoff) == true)
         #expect(follower.stepsTaken.withLock { $0 } == 1)
         // In a 30 s backoff: the stop wakes it.
         let started = Posix.monotonicNanos()
@@ -165,9 +177,11 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     @Test func aStepThatOutlivesTheDeadlineIsReported() throws {
         final class Stuck: Follower, Sendable {
             let name = "stuck"
+            let entered = DispatchSemaphore(value: 0)
             let release = DispatchSemaphore(value: 0)
             func durableSeq() -> UInt64? { 0 }
             func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
+                entered.signal()
                 release.wait()
                 return .wake(atMost: nil)
             }
@@ -175,7 +189,7 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let stuck = Stuck()
         let group = FollowerGroup([stuck], commits: CommitFeed())
         try group.start()
-        usleep(50_000)
+        stuck.entered.wait()
         #expect(group.stop(deadline: Posix.monotonicNanos() + 200_000_000) == ["stuck"])
         stuck.release.signal()
         #expect(group.runners[0].stop())
@@ -200,7 +214,8 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let runner = FollowerRunner(follower, commits: CommitFeed())
         try runner.start()
         #expect(waitFor { follower.passes == 1 })
-        usleep(200_000)
+        // Asleep until the next pass is due, about an hour away.
+        #expect(waitFor { runner.waiting.map { sleepsAtLeast($0, .seconds(3_000)) } == true })
         #expect(follower.passes == 1)
         runner.wake()
         #expect(waitFor { follower.passes == 2 })
@@ -216,9 +231,9 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let follower = PeriodicFollower(name: "retention", interval: .seconds(3600)) {}
         let runner = FollowerRunner(follower, commits: feed)
         try runner.start()
-        #expect(waitFor { follower.passes == 1 })
+        #expect(waitFor { runner.waiting.map { sleepsAtLeast($0, .seconds(3_000)) } == true })
         for seq in 1...200 as ClosedRange<UInt64> { feed.announce(seq) }
-        usleep(200_000)
+        #expect(runner.commitWakeups == 0)
         #expect(follower.passes == 1)
         runner.wake()
         #expect(waitFor { follower.passes == 2 })
@@ -240,9 +255,50 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let stalled = Stalled()
         let runner = FollowerRunner(stalled, commits: CommitFeed(lastSeq: 5), backoff: Backoff(base: .milliseconds(50), ceiling: .seconds(1)))
         try runner.start()
-        usleep(500_000)
-        // 50, 100, 200 ms... a spinning runner would have stepped many thousands of times.
-        #expect(stalled.steps.withLock { $0 } < 12)
+        // The first repeat of seq 0 is stepped again at once, the second backs off
+        // (RunnerScheduleTests has the whole sequence).
+        #expect(waitFor { runner.waiting.map(isBackoff) == true })
+        #expect(stalled.steps.withLock { $0 } == 2)
         #expect(runner.stop(deadline: Posix.monotonicNanos() + 5_000_000_000))
+    }
+}
+
+/// The runner's scheduling rules, as values: no thread, no clock.
+@Suite struct RunnerScheduleTests {
+    let backoff = Backoff(base: .milliseconds(50), ceiling: .seconds(1))
+
+    @Test func eachAnswerBecomesItsWait() {
+        var schedule = RunnerSchedule(backoff: backoff)
+        #expect(schedule.after(.again, journalLastSeq: 9) == .none)
+        #expect(schedule.after(.commitAfter(9, atMost: nil), journalLastSeq: 9) == .commitAfter(9, atMost: nil))
+        #expect(schedule.after(.commitAfter(9, atMost: .seconds(2)), journalLastSeq: 9) == .commitAfter(9, atMost: .seconds(2)))
+        #expect(schedule.after(.wake(atMost: .seconds(60)), journalLastSeq: 9) == .sleep(atMost: .seconds(60)))
+        #expect(schedule.after(.wake(atMost: nil), journalLastSeq: 9) == .sleep(atMost: nil))
+        #expect(schedule.after(.othersReach(4), journalLastSeq: 9) == .othersReach(4))
+    }
+
+    @Test func aFailureBacksOffByItsCountInARow() {
+        let schedule = RunnerSchedule(backoff: backoff)
+        #expect(schedule.afterFailure(failures: 1, unit: 0) == .backoff(.milliseconds(25)))
+        #expect(schedule.afterFailure(failures: 2, unit: 0) == .backoff(.milliseconds(50)))
+        #expect(schedule.afterFailure(failures: 30, unit: 0) == .backoff(.milliseconds(500)))
+    }
+
+    /// A follower that keeps asking for a commit the journal has passed: stepped again once
+    /// (the record may have come during the step), then backed off longer each time, and
+    /// reset by any other answer.
+    @Test func aFollowerThatMakesNoProgressBacksOffLongerEachTime() {
+        var schedule = RunnerSchedule(backoff: backoff)
+        var waits: [RunnerSchedule.Wait] = []
+        for _ in 0..<7 { waits.append(schedule.after(.commitAfter(3, atMost: nil), journalLastSeq: 5, unit: 0)) }
+        #expect(waits == [.none, .backoff(.milliseconds(25)), .backoff(.milliseconds(50)), .backoff(.milliseconds(100)),
+                          .backoff(.milliseconds(200)), .backoff(.milliseconds(400)), .backoff(.milliseconds(500))])
+        // Progress (a later seq asked) starts over.
+        #expect(schedule.after(.commitAfter(4, atMost: nil), journalLastSeq: 5, unit: 0) == .none)
+        #expect(schedule.after(.commitAfter(4, atMost: nil), journalLastSeq: 5, unit: 0) == .backoff(.milliseconds(25)))
+        #expect(schedule.after(.again, journalLastSeq: 5, unit: 0) == .none)
+        #expect(schedule.after(.commitAfter(4, atMost: nil), journalLastSeq: 5, unit: 0) == .none)
+        // Caught up is not stalled.
+        #expect(schedule.after(.commitAfter(5, atMost: nil), journalLastSeq: 5, unit: 0) == .commitAfter(5, atMost: nil))
     }
 }
