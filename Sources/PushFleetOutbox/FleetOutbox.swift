@@ -109,6 +109,8 @@ package struct FleetOutboxStatus: Sendable, Equatable {
 ///   after `MaxAttempts=` hand-outs it is parked;
 /// - the node dies or stops answering mid-POST: the server hands it to another node once
 ///   ``FleetOutboxOptions/ackWait`` passed — the vendor may see that event twice (same ids).
+/// An event of several deliveries (a Mindbox open and its push click) is answered once, after
+/// all of them (`FleetWorker.sendChain`).
 ///
 /// Events an exporter took from a journal (they carry `Pushspool-Seq`) are acknowledged
 /// without work: the outbox of the pushspoold that journaled them delivers them, and their
