@@ -315,6 +315,20 @@ package struct OutboxSettings: Sendable, Equatable {
     /// `mobPushTranslateName` from the push name; `none` sends the name as it came. Checked
     /// with ICU when the configuration is loaded.
     package var mindboxTransliteration = "Any-Latin; Latin-ASCII"
+    /// `MindboxOperationNCOpen=` / `MindboxOperationNCPushOpen=`: the system names of the
+    /// project's two Notification Center operations (a project names its own; the guide's
+    /// names are the defaults).
+    package var mindboxOperationNCOpen = "mobileapp.NCOpen"
+    package var mindboxOperationNCPushOpen = "mobileapp.NCPushOpen"
+    /// `MindboxCustomerIdKey=`: the system name of the Mindbox customer identifier that holds
+    /// pushspool's user id (NCOpen/NCPushOpen carry `customer.ids.<name>`); empty = no
+    /// `customer` block.
+    package var mindboxCustomerIdKey = ""
+    /// `MindboxPushClicks=`: report an item opened or a button acted on also as the SDK's push
+    /// click (`MobilePush.TrackClick`). Off by default: the SDK reports a click for a tap on the
+    /// system notification, and the guide reports an open in the Notification Center as
+    /// NCPushOpen only; a project that counts both as clicks turns it on.
+    package var mindboxPushClicks = false
     /// `MindboxSecretKeyFile=`: a file holding the secret key, readable only by the service;
     /// empty = Mindbox events are not delivered.
     package var mindboxSecretKeyFile = ""

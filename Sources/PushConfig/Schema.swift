@@ -163,6 +163,19 @@ extension KeySpec {
         }, render: { [$0[keyPath: field]] })
     }
 
+    /// A Mindbox system name (an operation, a customer identifier): it goes into a query string
+    /// or is a JSON member name the project defined in Mindbox, from the same alphabet as the
+    /// endpoint ids.
+    static func mindboxSystemName(_ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable, allowEmpty: Bool) -> KeySpec {
+        KeySpec(section: "Outbox", key: key, invalidExample: "has space", valuesText: allowEmpty ? "`[A-Za-z0-9._-]`, up to 128, or empty" : "`[A-Za-z0-9._-]`, 1 to 128", apply: { config, text in
+            guard text.count <= 128, allowEmpty || !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+                return ValueError("expected \(allowEmpty ? "up to" : "1 to") 128 characters of [A-Za-z0-9._-], got '\(text)'")
+            }
+            config[keyPath: field] = text
+            return nil
+        }, render: { [$0[keyPath: field]] })
+    }
+
     static func endpointURL(_ section: String, _ key: String, _ field: WritableKeyPath<Configuration, String> & Sendable) -> KeySpec {
         KeySpec(section: section, key: key, invalidExample: "ftp://example.com", valuesText: "http(s) base URL", apply: { config, text in
             var value = text
@@ -385,6 +398,14 @@ enum Schema {
             return nil
         }, render: { [$0.outbox.mindboxTransliteration] })
             .described("how NCPushOpen's `mobPushTranslateName` is made from the push name (ICU from Debian's libicu; \"Весенняя распродажа\" → \"Vesennaa rasprodaza\"); checked with ICU when the configuration loads; `none` sends the name as the push had it. See [vendor-rules.md](vendor-rules.md#mindbox)", values: "an ICU transform id, or `none`"),
+        .mindboxSystemName("MindboxOperationNCOpen", \.outbox.mindboxOperationNCOpen, allowEmpty: false)
+            .described("the system name of the project's \"Notification Center opened\" operation (`nc.opened`); projects name their operations themselves. See [vendor-rules.md](vendor-rules.md#mindbox)"),
+        .mindboxSystemName("MindboxOperationNCPushOpen", \.outbox.mindboxOperationNCPushOpen, allowEmpty: false)
+            .described("the system name of the project's \"push opened from the Notification Center\" operation (`nc.open` of a Mindbox push)"),
+        .mindboxSystemName("MindboxCustomerIdKey", \.outbox.mindboxCustomerIdKey, allowEmpty: true)
+            .described("the system name of the Mindbox customer identifier (an external id such as `websiteID`) that holds pushspool's user id: NCOpen and NCPushOpen of an event with a user carry `customer: {ids: {<name>: <user>}}`, as the SDK's operations do; empty = no `customer` block (Mindbox knows the customer by the device only)"),
+        .boolean("Outbox", "MindboxPushClicks", \.outbox.mindboxPushClicks)
+            .described("also report an item opened (`nc.open`) or a Mindbox button acted on (`nc.action`) as the SDK's push click: `MobilePush.TrackClick` with the push's `uniqueKey` and the button's. Off: the SDK reports a click for a tap on the system notification, and the guide reports an open in the Notification Center as NCPushOpen only. See [vendor-rules.md](vendor-rules.md#mindbox)"),
         .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile)
             .described("file holding the Mindbox secret key, mode 0600 or stricter, owned by the daemon's user; empty = Mindbox events are not sent"),
         .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL)

@@ -109,6 +109,8 @@ package struct FleetOutboxStatus: Sendable, Equatable {
 ///   after `MaxAttempts=` hand-outs it is parked;
 /// - the node dies or stops answering mid-POST: the server hands it to another node once
 ///   ``FleetOutboxOptions/ackWait`` passed — the vendor may see that event twice (same ids).
+/// An event of several deliveries (a Mindbox open and its push click) is answered once, after
+/// all of them (`FleetWorker.sendChain`).
 ///
 /// Events an exporter took from a journal (they carry `Pushspool-Seq`) are acknowledged
 /// without work: the outbox of the pushspoold that journaled them delivers them, and their
@@ -287,8 +289,7 @@ final class FleetWorker {
         self.erased = erased
         self.store = store
         let outbox = options.outbox
-        mapper = EventMapper(mindbox: outbox.mindboxEnabled, infobip: outbox.infobipEnabled,
-                             mindboxFields: MindboxFields(transliterator: try outbox.transliterator()))
+        mapper = try outbox.eventMapper()
         poster = HTTPPoster(options: outbox, shouldStop: shouldStop)
         redactor = Redactor(secrets: [outbox.mindboxSecret?.value, outbox.infobipAppKey?.value].compactMap { $0 })
         status.parked = (try? store.names(store.parkedDirectory).count) ?? 0
@@ -364,6 +365,9 @@ final class FleetWorker {
     struct Entry {
         var message: WorkMessage
         var delivery: OutboxDelivery
+        /// The message's further deliveries (a Mindbox push open is an NCPushOpen and the
+        /// push's click), sent after `delivery` before the message is answered.
+        var rest: [OutboxDelivery] = []
     }
 
     /// Works the queue in stream order up to the first event the index has not applied yet;
@@ -405,7 +409,12 @@ final class FleetWorker {
                 continue
             }
             delivery.attempts = Int(clamping: message.deliveries) - 1
-            entries.append(Entry(message: message, delivery: delivery))
+            let rest = mapping.deliveries.dropFirst().map { further in
+                var further = further
+                further.attempts = delivery.attempts
+                return further
+            }
+            entries.append(Entry(message: message, delivery: delivery, rest: rest))
         }
         queue.removeFirst(taken)
         try deliver(entries, consumer: consumer, notices: &notices, stopRequested: stopRequested)
@@ -462,9 +471,10 @@ final class FleetWorker {
                 continue
             }
             var batch = [head]
-            if head.delivery.target.batchable {
+            if head.delivery.target.batchable, head.rest.isEmpty {
                 for next in entries[(position + 1)...] where batch.count < outbox.batchLimit && !done.contains(next.message.streamSeq) {
                     guard next.delivery.orderKey == head.delivery.orderKey else { continue }
+                    guard next.rest.isEmpty else { break }
                     guard next.delivery.target == head.delivery.target, next.delivery.device == head.delivery.device,
                           next.message.deliveries <= UInt64(outbox.maxAttempts),
                           now - next.delivery.createdMillis <= outbox.maxAge.clampedMilliseconds else { break }
@@ -478,6 +488,7 @@ final class FleetWorker {
 
     /// POSTs one batch and answers its messages; returns what to log.
     func send(_ batch: [Entry], now: Int64, consumer: NatsWorkConsumer, heldBack: inout [String: Int64]) throws(ExportError) -> OutboxNotice? {
+        if batch.count == 1, !batch[0].rest.isEmpty { return try sendChain(batch[0], now: now, consumer: consumer, heldBack: &heldBack) }
         let head = batch[0].delivery
         let outbox = options.outbox
         guard let request = outbox.request(for: batch.map(\.delivery), now: now) else {
@@ -525,6 +536,91 @@ final class FleetWorker {
         status.retried += batch.count
         status.lastError = "\(head.id) \(head.target.rawValue): \(message)"
         return .failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay)
+    }
+
+    /// POSTs the deliveries of one message in order and answers the message once: acknowledged
+    /// when each got a 2xx or was parked (a dead letter here, as a lone one is); handed back
+    /// whole at the first failure worth retrying. The node that takes it then sends the ones
+    /// already delivered again, with the same `transactionId`s: Mindbox takes them as repeats,
+    /// as it does when a node dies mid-POST.
+    func sendChain(_ entry: Entry, now: Int64, consumer: NatsWorkConsumer, heldBack: inout [String: Int64]) throws(ExportError) -> OutboxNotice? {
+        let outbox = options.outbox
+        var notice: OutboxNotice?
+        for delivery in [entry.delivery] + entry.rest {
+            guard let request = outbox.request(for: [delivery], now: now) else {
+                guard let parked = deadLetter(Entry(message: entry.message, delivery: delivery), reason: "unconfigured", status: 0,
+                                              message: OutboxOptions.unconfiguredMessage(delivery), now: now) else {
+                    consumer.release(entry.message.streamSeq)
+                    return notice
+                }
+                notice = parked
+                continue
+            }
+            try extendHeld(consumer)
+            publish()
+            let response = poster.post(url: request.url, headers: request.headers, body: request.body)
+            if response.aborted {
+                try consumer.refuse(entry.message.streamSeq, delay: .zero)
+                return notice
+            }
+            if response.error == nil, (200..<300).contains(response.status) {
+                status.delivered += 1
+                continue
+            }
+            if erased.covers(delivery) {
+                try consumer.acknowledge(entry.message.streamSeq)
+                status.erased += 1
+                return notice
+            }
+            let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+            let message = response.error.map { redactor.clean($0) } ?? "HTTP \(response.status)"
+            let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
+            let attempts = entry.message.deliveries
+            if !retryable || attempts >= UInt64(outbox.maxAttempts) {
+                guard let parked = deadLetter(Entry(message: entry.message, delivery: delivery),
+                                              reason: retryable ? "attempts" : "http_\(response.status)", status: response.status,
+                                              message: message, now: now, response: snippet) else {
+                    consumer.release(entry.message.streamSeq)
+                    return notice
+                }
+                notice = parked
+                continue
+            }
+            var delay = outbox.backoffMillis(attempts: Int(clamping: attempts))
+            if let asked = outbox.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
+                delay = max(delay, asked)
+                holds[delivery.target.vendor] = now + delay
+            }
+            heldBack[delivery.orderKey] = delay
+            try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(delay))
+            status.retried += 1
+            status.lastError = "\(delivery.id) \(delivery.target.rawValue): \(message)"
+            return .failed(id: delivery.id, target: delivery.target.rawValue, status: response.status, message: message, retryInMillis: delay)
+        }
+        try consumer.acknowledge(entry.message.streamSeq)
+        return notice
+    }
+
+    /// Writes one delivery of `entry`'s message as a dead letter here without answering the
+    /// message; `nil` when the write failed (the caller lets the message come back after the
+    /// ack wait rather than lose it, as ``park(_:reason:status:message:now:consumer:response:)`` does).
+    func deadLetter(_ entry: Entry, reason: String, status code: Int, message: String, now: Int64, response: String? = nil) -> OutboxNotice? {
+        var delivery = entry.delivery
+        delivery.attempts = Int(clamping: entry.message.deliveries)
+        delivery.parkedReason = reason
+        delivery.parkedAtMillis = now
+        delivery.lastStatus = code == 0 ? nil : code
+        if let response, !response.isEmpty { delivery.lastResponse = response }
+        delivery.lastError = message
+        do {
+            try store.write(delivery, in: store.parkedDirectory)
+            status.parked += 1
+            status.lastError = "\(delivery.id) \(delivery.target.rawValue) parked (\(reason)): \(message)"
+        } catch {
+            status.lastError = error.description
+            return nil
+        }
+        return .parked(id: delivery.id, target: delivery.target.rawValue, status: code, reason: reason, message: message)
     }
 
     /// The queue's head is past what the index applied: keep what is held from going to

@@ -11,13 +11,60 @@ package struct EventMapper: Sendable {
     /// to nothing (they are not queued to wait for a key that may never come).
     package var mindbox: Bool
     package var infobip: Bool
+    /// What the Mindbox reports are made of: operation names, customer identifier, fields.
+    package var mindboxReports: MindboxReports
     /// How NCPushOpen's custom fields are made from the push (transliteration, date form).
-    package var mindboxFields: MindboxFields
+    package var mindboxFields: MindboxFields {
+        get { mindboxReports.fields }
+        set { mindboxReports.fields = newValue }
+    }
 
     package init(mindbox: Bool, infobip: Bool, mindboxFields: MindboxFields = MindboxFields(transliterator: nil)) {
+        self.init(mindbox: mindbox, infobip: infobip, mindboxReports: MindboxReports(fields: mindboxFields))
+    }
+
+    package init(mindbox: Bool, infobip: Bool, mindboxReports: MindboxReports) {
         self.mindbox = mindbox
         self.infobip = infobip
-        self.mindboxFields = mindboxFields
+        self.mindboxReports = mindboxReports
+    }
+
+    /// The Mindbox side of `[Outbox]`: docs/vendor-rules.md, "Mindbox", states the rules.
+    ///
+    /// `Sendable`: a plain value (the transliterator locks internally).
+    package struct MindboxReports: Sendable {
+        package var fields: MindboxFields
+        /// `MindboxOperationNCOpen=` / `MindboxOperationNCPushOpen=`: projects name their
+        /// operations themselves; the guide's names are the defaults.
+        package var ncOpenOperation = "mobileapp.NCOpen"
+        package var ncPushOpenOperation = "mobileapp.NCPushOpen"
+        /// `MindboxCustomerIdKey=`: the customer identifier the event's user is sent under
+        /// (`customer.ids.<key>`); `nil` = no `customer` block.
+        package var customerIdKey: String?
+        /// `MindboxPushClicks=`: an open or a button action is also the SDK's push click.
+        package var pushClicks = false
+        /// Mindbox's own push-click operation, the one both SDKs send (iOS `Event.Operation.trackClick`,
+        /// Android `EventType.PushClicked`); not a project's name, so not configurable.
+        package static let trackClickOperation = "MobilePush.TrackClick"
+
+        package init(fields: MindboxFields) {
+            self.fields = fields
+        }
+
+        /// `customer: {ids: {<key>: <user>}}` for an event of `user`, as the SDK's
+        /// `CustomerRequest.ids` encodes it (values are strings); `nil` without a key or user.
+        func customer(user: String?) -> JSONValue? {
+            guard let customerIdKey, let user else { return nil }
+            return .object(["ids": .object([customerIdKey: .string(user)])])
+        }
+
+        /// The SDK's `TrackClick` body: the push's `uniqueKey` and, for a button, its `uniqueKey`
+        /// (left out for the push itself, as both SDKs' encoders leave a nil out).
+        static func click(push: String, button: String?) -> JSONValue {
+            var body: [String: JSONValue] = ["messageUniqueKey": .string(push)]
+            if let button { body["buttonUniqueKey"] = .string(button) }
+            return .object(body)
+        }
     }
 
     /// What one record maps to: its deliveries, and the fields that could not be normalised
@@ -59,7 +106,10 @@ package struct EventMapper: Sendable {
             // The guide's NCOpen carries no data: `data: {}`. It names no push: the event's own
             // `platform` (the app's) picks the endpoint; without one only `MindboxEndpointId=` can.
             let platform = event["platform"]?.stringValue.flatMap { $0 == "ios" || $0 == "android" ? $0 : nil }
-            return Mapping(deliveries: [make(.mindbox, operation: "mobileapp.NCOpen", payload: .object([:]), index: 0, platform: platform)])
+            var body: [String: JSONValue] = [:]
+            if let customer = mindboxReports.customer(user: user) { body["customer"] = customer }
+            return Mapping(deliveries: [make(.mindbox, operation: mindboxReports.ncOpenOperation, payload: .object(body), index: 0,
+                                             platform: platform)])
         case "nc.open", "nc.action":
             guard let itemSeq = event["item"]?.numberLexeme.flatMap({ UInt64($0) }), itemSeq < seq,
                   let item = lookup(itemSeq), EventMapper.isNotification(item),
@@ -68,19 +118,35 @@ package struct EventMapper: Sendable {
             if type == "nc.open" {
                 if vendor == "mindbox", mindbox {
                     let (fields, problems) = mindboxFields.customFields(item["customPayload"])
-                    let body: JSONValue = .object(["customerAction": .object(["customFields": .object(fields)])])
-                    let delivery = make(.mindbox, operation: "mobileapp.NCPushOpen", payload: body, index: 0,
-                                        platform: EventMapper.platform(item))
+                    var body: [String: JSONValue] = ["customerAction": .object(["customFields": .object(fields)])]
+                    if let customer = mindboxReports.customer(user: user) { body["customer"] = customer }
+                    let platform = EventMapper.platform(item)
+                    let delivery = make(.mindbox, operation: mindboxReports.ncPushOpenOperation, payload: .object(body), index: 0,
+                                        platform: platform)
                     let notices = problems.map {
                         OutboxNotice.fieldProblem(id: delivery.id, target: delivery.target.rawValue, field: $0.field, reason: $0.reason,
                                                   message: $0.message)
                     }
-                    return Mapping(deliveries: [delivery], notices: notices)
+                    var deliveries = [delivery]
+                    // Opening the item is a tap on the push: the click the SDK reports for it.
+                    if mindboxReports.pushClicks, let push = EventMapper.mindboxUniqueKey(item) {
+                        deliveries.append(make(.mindbox, operation: MindboxReports.trackClickOperation,
+                                               payload: MindboxReports.click(push: push, button: nil), index: 1, platform: platform))
+                    }
+                    return Mapping(deliveries: deliveries, notices: notices)
                 }
                 if vendor == "infobip", infobip, let messageId = item["id"]?.stringValue {
                     return Mapping(deliveries: [make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0)])
                 }
                 return Mapping()
+            }
+            if vendor == "mindbox" {
+                // A button tapped: the SDK's click with the button's own uniqueKey.
+                guard mindbox, mindboxReports.pushClicks, let action = event["action"]?.stringValue, let push = EventMapper.mindboxUniqueKey(item),
+                      EventMapper.hasButton(item, id: action) else { return Mapping() }
+                return Mapping(deliveries: [make(.mindbox, operation: MindboxReports.trackClickOperation,
+                                                 payload: MindboxReports.click(push: push, button: action), index: 0,
+                                                 platform: EventMapper.platform(item))])
             }
             guard vendor == "infobip", infobip, let action = event["action"]?.stringValue,
                   let messageId = item["id"]?.stringValue, EventMapper.requiresMO(item, action: action) else { return Mapping() }
@@ -107,6 +173,19 @@ package struct EventMapper: Sendable {
         if format.hasPrefix("mindbox-ios") { return "ios" }
         if format.hasPrefix("mindbox-android") { return "android" }
         return nil
+    }
+
+    /// The push's `uniqueKey`, the key Mindbox knows it by; `nil` when pushspool derived the
+    /// id (an iOS push without `uniqueKey`): a click on a key Mindbox never issued counts nowhere.
+    static func mindboxUniqueKey(_ item: JSONValue) -> String? {
+        guard let id = item["id"]?.stringValue, !id.isEmpty else { return nil }
+        if item["warnings"]?.arrayValue?.contains(.string("derived_id")) == true { return nil }
+        return id
+    }
+
+    /// Whether the push offered a button with this id (a Mindbox button's `uniqueKey`).
+    static func hasButton(_ item: JSONValue, id: String) -> Bool {
+        item["buttons"]?.arrayValue?.contains { $0["id"]?.stringValue == id } == true
     }
 
     static func isNotification(_ record: JSONValue) -> Bool {

@@ -45,7 +45,7 @@ package struct MindboxFields: Sendable {
                 // Mindbox would refuse a date-and-time field it cannot read, and with it the
                 // whole action: the open still counts without the date.
                 problems.append(Problem(field: "mobPushSendDateTime", reason: "unparseable_date",
-                                        message: "the push's date \(MindboxFields.excerpt(date)) is not a date pushspool reads (ISO-8601, dd.MM.yyyy HH:mm, epoch seconds); NCPushOpen went without mobPushSendDateTime"))
+                                        message: "the push's date \(MindboxFields.excerpt(date)) is not a date pushspool reads (ISO-8601, dd.MM.yyyy HH:mm, epoch seconds or milliseconds up to 9999); NCPushOpen went without mobPushSendDateTime"))
             }
         }
         if let name = custom?.first(of: "pushName", "push_name") {
@@ -117,15 +117,16 @@ package struct MindboxFields: Sendable {
 ///
 /// Read: ISO-8601 (`2026-03-01T10:00:00Z`, with `+03:00`, `+0300`, `+03` or no offset, a
 /// space instead of `T`, with or without seconds and fractions, or a date alone);
-/// `dd.MM.yyyy` with an optional `HH:mm[:ss[.fff]]` (and offset); epoch seconds as a JSON
-/// number or a string of digits. A form without an offset is UTC. Every field is checked
+/// `dd.MM.yyyy` with an optional `HH:mm[:ss[.fff]]` (and offset); epoch seconds or
+/// milliseconds (``EpochNumber``: 10^12 and more is milliseconds) as a JSON integer or a
+/// string of digits. A form without an offset is UTC. Every field is checked
 /// (31.02.2026 is no date); results outside 1970-01-01 to 9999-12-31 are refused.
 ///
 /// Written: ISO-8601 in UTC with milliseconds, `2026-03-01T10:00:00.000Z`, the form the
 /// Mindbox SDK reads date-times from its API in (`yyyy-MM-dd'T'HH:mm:ss.SSSXXXXX`).
 package enum MindboxDate {
     /// 9999-12-31T23:59:59.999Z.
-    static let maxMillis: Int64 = 253_402_300_799_999
+    static let maxMillis = EpochNumber.maxMillis
     /// Longer text is no date of any accepted form.
     static let maxTextBytes = 64
 
@@ -133,7 +134,7 @@ package enum MindboxDate {
     package static func epochMillis(_ value: JSONValue) -> Int64? {
         switch value {
         case .string(let text): return epochMillis(text: text)
-        case .number(let lexeme): return epochSeconds(Array(lexeme.utf8))
+        case .number(let lexeme): return EpochNumber.millis(digits: lexeme.utf8)
         default: return nil
         }
     }
@@ -146,7 +147,7 @@ package enum MindboxDate {
         while bytes.first == UInt8(ascii: " ") { bytes.removeFirst() }
         while bytes.last == UInt8(ascii: " ") { bytes.removeLast() }
         guard !bytes.isEmpty, bytes.count <= maxTextBytes else { return nil }
-        if bytes.allSatisfy(isDigit) { return epochSeconds(bytes) }
+        if bytes.allSatisfy(isDigit) { return EpochNumber.millis(digits: bytes) }
         var scanner = Scanner(bytes: bytes)
         return scanner.dateTime()
     }
@@ -154,16 +155,6 @@ package enum MindboxDate {
     /// `2026-03-01T10:00:00.000Z`.
     package static func format(_ millis: Int64) -> String {
         Timestamp.iso8601(millis: millis)
-    }
-
-    /// Whole epoch seconds (digits only, as the lexeme of a JSON integer); no sign, fraction
-    /// or exponent.
-    static func epochSeconds(_ digits: [UInt8]) -> Int64? {
-        guard !digits.isEmpty, digits.count <= 12, digits.allSatisfy(isDigit) else { return nil }
-        var seconds: Int64 = 0
-        for digit in digits { seconds = seconds * 10 + Int64(digit - 48) }
-        let millis = seconds * 1000
-        return millis <= maxMillis ? millis : nil
     }
 
     static func isDigit(_ byte: UInt8) -> Bool { byte >= 48 && byte <= 57 }

@@ -255,8 +255,7 @@ final class Worker {
         self.shouldStop = shouldStop
         self.retryChanged = retryChanged
         self.listDirectory = listDirectory
-        mapper = EventMapper(mindbox: options.mindboxEnabled, infobip: options.infobipEnabled,
-                             mindboxFields: MindboxFields(transliterator: try options.transliterator()))
+        mapper = try options.eventMapper()
         poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
                             requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
                             allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks),

@@ -26,6 +26,13 @@ package struct OutboxOptions: Sendable {
     /// `MindboxTransliteration=`: the ICU transform for NCPushOpen's push name; `none` = the
     /// name as the push had it.
     package var mindboxTransliteration: String
+    /// `MindboxOperationNCOpen=` / `MindboxOperationNCPushOpen=`: the project's operation names.
+    package var mindboxOperationNCOpen: String
+    package var mindboxOperationNCPushOpen: String
+    /// `MindboxCustomerIdKey=`: the identifier the user id is sent under; empty = no `customer`.
+    package var mindboxCustomerIdKey: String
+    /// `MindboxPushClicks=`: opens and button actions are also reported as push clicks.
+    package var mindboxPushClicks: Bool
     package var mindboxSecret: Secret?
     package var infobipURL: String
     package var infobipAppKey: Secret?
@@ -51,6 +58,10 @@ package struct OutboxOptions: Sendable {
         mindboxEndpointIOS = settings.mindboxEndpointIOS
         mindboxEndpointAndroid = settings.mindboxEndpointAndroid
         mindboxTransliteration = settings.mindboxTransliteration
+        mindboxOperationNCOpen = settings.mindboxOperationNCOpen
+        mindboxOperationNCPushOpen = settings.mindboxOperationNCPushOpen
+        mindboxCustomerIdKey = settings.mindboxCustomerIdKey
+        mindboxPushClicks = settings.mindboxPushClicks
         infobipURL = settings.infobipURL
         allowHTTP = settings.allowHTTP
         allowNetworks = settings.allowNetworks
@@ -101,6 +112,18 @@ package struct OutboxOptions: Sendable {
         }
     }
     package var infobipEnabled: Bool { infobipAppKey != nil }
+
+    /// The mapper both outboxes (the journal's and the fleet's) run with these options, so
+    /// they make the same deliveries from the same events.
+    /// - Throws: `configuration` when ICU has no such transform.
+    package func eventMapper() throws(OutboxError) -> EventMapper {
+        var mindbox = EventMapper.MindboxReports(fields: MindboxFields(transliterator: try transliterator()))
+        mindbox.ncOpenOperation = mindboxOperationNCOpen
+        mindbox.ncPushOpenOperation = mindboxOperationNCPushOpen
+        mindbox.customerIdKey = mindboxCustomerIdKey.isEmpty ? nil : mindboxCustomerIdKey
+        mindbox.pushClicks = mindboxPushClicks
+        return EventMapper(mindbox: mindboxEnabled, infobip: infobipEnabled, mindboxReports: mindbox)
+    }
 
     /// Loads the key files named by `[Outbox] MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
     /// (empty = that vendor is off) and checks the URLs against `AllowHTTP=`.

@@ -87,8 +87,11 @@ package struct OutboxDelivery: Sendable, Equatable {
         return fileName(seq: seq, index: index)
     }
 
-    /// A stable per-event idempotency id: a replayed or crash-repeated POST carries the same one.
-    package var transactionId: String { eventId }
+    /// A stable per-delivery idempotency id: a replayed or crash-repeated POST carries the same
+    /// one. The event's first delivery carries the event id; a further one (the push click
+    /// after an NCPushOpen) carries `<event id>.<index>`, or Mindbox would take it for a repeat
+    /// of the first and drop it.
+    package var transactionId: String { index == 0 ? eventId : "\(eventId).\(index)" }
 
     package var jsonValue: JSONValue {
         var object: [String: JSONValue] = [

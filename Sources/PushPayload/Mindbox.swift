@@ -132,10 +132,22 @@ extension Session {
         var decoded = decodeEmbedded(text)
         if case .object = decoded {} else { decoded = .string(text) }
         n.customPayload = decoded
-        for key in ["pushDate", "push_date"] {
-            if case .string(let date)? = decoded[key], !date.isEmpty {
+        dates: for key in ["pushDate", "push_date"] {
+            switch decoded[key] {
+            case .string(let date)? where !date.isEmpty:
                 n.sentAt = date
-                break
+                break dates
+            case .number(let lexeme)?:
+                // A number is an epoch, seconds or milliseconds (EpochNumber tells them apart);
+                // as ISO-8601 it reads like every other vendor's sentAt.
+                if let millis = EpochNumber.millis(digits: lexeme.utf8), let iso = EpochTime.iso8601(milliseconds: millis) {
+                    n.sentAt = iso
+                } else {
+                    warn(.invalidValue, "payload.\(key)")
+                }
+                break dates
+            default:
+                continue
             }
         }
     }

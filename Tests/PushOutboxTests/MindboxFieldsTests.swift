@@ -32,6 +32,10 @@ import PushTransliteration
         (.string("1772359200"), "2026-03-01T10:00:00.000Z"),
         (.number("0"), "1970-01-01T00:00:00.000Z"),
         (.number("253402300799"), "9999-12-31T23:59:59.000Z"),
+        (.number("1772359200000"), "2026-03-01T10:00:00.000Z"),
+        (.string("1772359200123"), "2026-03-01T10:00:00.123Z"),
+        (.number("1000000000000"), "2001-09-09T01:46:40.000Z"),
+        (.number("253402300799999"), "9999-12-31T23:59:59.999Z"),
         (.string("2000-01-01T00:00:00+23:59"), "1999-12-31T00:01:00.000Z"),
     ])
     func everyAcceptedFormBecomesOneForm(input: JSONValue, expected: String) {
@@ -49,7 +53,7 @@ import PushTransliteration
         .string("1969-12-31T23:59:59Z"), .string("1970-01-01T00:30:00+01:00"), .string("9999-12-31T23:59:59-00:01"),
         .string("0001-01-01"), .string("10000-01-01"), .string(""), .string("   "), .string("tomorrow"), .string("test date push open"),
         .string("２０２６-０３-０１"), .string("2026-03-01T10:00:00\u{0}Z"), .string("1.03.2026"), .string("2026-3-1"),
-        .number("-1"), .number("1.5"), .number("1e9"), .number("253402300800"), .number("99999999999999"),
+        .number("-1"), .number("1.5"), .number("1e9"), .number("253402300800"), .number("253402300800000"), .string("9999999999999999"),
         .number(String(repeating: "9", count: 400)), .string("-1772359200"), .string(String(repeating: "1", count: 1 << 20)),
         .string(String(repeating: " ", count: 1 << 20) + "2026-03-01"), .bool(true), .null, .array([]), .object([:]),
     ])
