@@ -26,9 +26,12 @@ struct frame_header {
     uint64_t reserved;
 };
 
-/* What both loops share: the directory fds, the log, and the batch being built. */
+/* What every loop shares: the directory fds, the log, and the batch being built. `claim`
+ * says which protocol it follows: rename each file into processing/ first (loop a), or read
+ * it where it lies in incoming/ and unlink it there once its batch is durable (loop b). */
 struct loop {
     int in_fd, proc_fd, log_fd;
+    int claim;
     char *frames;
     size_t frame_bytes, capacity;
     char (*names)[256];
@@ -39,8 +42,9 @@ struct loop {
 
 enum { max_file = 65536 };
 
-static int loop_open(struct loop *l, const char *incoming, const char *processing, const char *log_path) {
+static int loop_open(struct loop *l, const char *incoming, const char *processing, const char *log_path, int claim) {
     memset(l, 0, sizeof *l);
+    l->claim = claim;
     l->in_fd = open(incoming, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     l->proc_fd = open(processing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     l->log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -61,11 +65,16 @@ static void loop_close(struct loop *l) {
     if (l->log_fd >= 0) close(l->log_fd);
 }
 
-/* Claims, reads and frames one file into the batch. 1 when added, 0 when it was gone or
- * unreadable, -1 on an allocation failure. */
+/* The directory a taken file lies in until its batch is durable. */
+static int loop_dir(const struct loop *l) {
+    return l->claim ? l->proc_fd : l->in_fd;
+}
+
+/* Claims (loop a), reads and frames one file into the batch. 1 when added, 0 when it was gone
+ * or unreadable, -1 on an allocation failure. */
 static int loop_take(struct loop *l, const char *name) {
-    if (syscall(SYS_renameat2, l->in_fd, name, l->proc_fd, name, RENAME_NOREPLACE) != 0) return 0;
-    int fd = openat(l->proc_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (l->claim && syscall(SYS_renameat2, l->in_fd, name, l->proc_fd, name, RENAME_NOREPLACE) != 0) return 0;
+    int fd = openat(loop_dir(l), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, l->buffer, max_file);
     close(fd);
@@ -101,7 +110,7 @@ static int loop_flush(struct loop *l) {
         off += (size_t)w;
     }
     if (fdatasync(l->log_fd) != 0) return -1;
-    for (int i = 0; i < l->count; i++) unlinkat(l->proc_fd, l->names[i], 0);
+    for (int i = 0; i < l->count; i++) unlinkat(loop_dir(l), l->names[i], 0);
     return 0;
 }
 
@@ -111,9 +120,13 @@ static void loop_reset(struct loop *l) {
 }
 
 long baseline_ingest(const char *incoming, const char *processing, const char *log_path) {
+    return baseline_ingest_protocol(incoming, processing, log_path, BASELINE_RENAME_CLAIM);
+}
+
+long baseline_ingest_protocol(const char *incoming, const char *processing, const char *log_path, int claim) {
     struct loop l;
     long done = -1;
-    if (loop_open(&l, incoming, processing, log_path) != 0) goto out;
+    if (loop_open(&l, incoming, processing, log_path, claim) != 0) goto out;
     DIR *dir = fdopendir(dup(l.in_fd));
     if (!dir) goto out;
     done = 0;
@@ -170,7 +183,7 @@ long baseline_follow(int watch_fd, const char *incoming, const char *processing,
     long done = -1;
     char *events = malloc(65536);
     long *indexes = calloc(BASELINE_RECORDS_PER_SYNC, sizeof(long));
-    if (loop_open(&l, incoming, processing, log_path) != 0 || !events || !indexes) goto out;
+    if (loop_open(&l, incoming, processing, log_path, BASELINE_RENAME_CLAIM) != 0 || !events || !indexes) goto out;
     done = 0;
     while (done < count) {
         /* Everything that arrived since the last read is one batch: group commit, as a
@@ -202,5 +215,74 @@ out:
     loop_close(&l);
     free(events);
     free(indexes);
+    return done;
+}
+
+/* Takes every file a fresh directory read finds, flushing full batches, then flushes the rest:
+ * once it returns, nothing it took is still in a batch, so a late event naming one of those
+ * files finds it gone instead of framing it twice. -1 on an error, else the files taken. */
+static long burst_rescan(struct loop *l) {
+    DIR *dir = fdopendir(dup(l->in_fd));
+    if (!dir) return -1;
+    long done = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] == '.') continue;
+        int taken = loop_take(l, entry->d_name);
+        if (taken < 0) { done = -1; break; }
+        if (taken == 1 && l->count == BASELINE_RECORDS_PER_SYNC) {
+            if (loop_flush(l) != 0) { done = -1; break; }
+            done += l->count;
+            loop_reset(l);
+        }
+    }
+    closedir(dir);
+    if (done >= 0 && l->count > 0) {
+        if (loop_flush(l) != 0) return -1;
+        done += l->count;
+        loop_reset(l);
+    }
+    return done;
+}
+
+long baseline_burst(int watch_fd, const char *incoming, const char *processing, const char *log_path, int claim, long count) {
+    struct loop l;
+    long done = -1;
+    char *events = malloc(65536);
+    if (loop_open(&l, incoming, processing, log_path, claim) != 0 || !events) goto out;
+    /* Whatever arrived before the watch was armed. */
+    done = burst_rescan(&l);
+    while (done >= 0 && done < count) {
+        ssize_t n = read(watch_fd, events, 65536);
+        if (n <= 0) { done = -1; break; }
+        int overflowed = 0;
+        for (char *p = events; p < events + n;) {
+            struct inotify_event *event = (struct inotify_event *)p;
+            p += sizeof *event + event->len;
+            if (event->mask & IN_Q_OVERFLOW) { overflowed = 1; continue; }
+            if (event->len == 0 || event->name[0] == '.') continue;
+            int taken = loop_take(&l, event->name);
+            if (taken < 0) { done = -1; goto out; }
+            if (taken == 1 && l.count == BASELINE_RECORDS_PER_SYNC) {
+                if (loop_flush(&l) != 0) { done = -1; goto out; }
+                done += l.count;
+                loop_reset(&l);
+            }
+        }
+        if (l.count > 0) {
+            if (loop_flush(&l) != 0) { done = -1; break; }
+            done += l.count;
+            loop_reset(&l);
+        }
+        if (overflowed) {
+            /* Events were lost: the directory itself says what is left. */
+            long found = burst_rescan(&l);
+            if (found < 0) { done = -1; break; }
+            done += found;
+        }
+    }
+out:
+    loop_close(&l);
+    free(events);
     return done;
 }

@@ -104,4 +104,48 @@ import Testing
         #expect(try spool.names(spool.processing).isEmpty)
         #expect(try spool.frames().count == count)
     }
+
+    /// Loop (b), the no-claim protocol, does the same work without processing/: every file
+    /// framed, none left in either directory, processing/ never used.
+    @Test func noClaimDrainLoopFramesEveryFileWhereItLies() throws {
+        let spool = try Spool()
+        defer { spool.remove() }
+        let count = 600
+        for i in 0..<count { try spool.publish(i) }
+        #expect(baseline_ingest_protocol(spool.incoming, spool.processing, spool.log, BASELINE_NO_CLAIM) == count)
+        #expect(try spool.names(spool.incoming).isEmpty)
+        #expect(try spool.names(spool.processing).isEmpty)
+        let bodies = try spool.frames()
+        #expect(bodies.count == count)
+        #expect(Set((0..<count).map(spool.payload)).subtracting(bodies).isEmpty, "every payload framed")
+    }
+
+    /// The burst loops the external benchmark times: files already there when the loop starts
+    /// and files published while it runs are each framed exactly once, by both protocols.
+    @Test(arguments: [BASELINE_RENAME_CLAIM, BASELINE_NO_CLAIM])
+    func burstLoopFramesEveryFileOnce(claim: Int32) throws {
+        let spool = try Spool()
+        defer { spool.remove() }
+        let before = 100, count = 2_100
+        for i in 0..<before { try spool.publish(i) }
+        let watch = baseline_watch(spool.incoming)
+        try #require(watch >= 0)
+        defer { close(watch) }
+        let result = Locked<Int?>(nil)
+        let (incoming, processing, log) = (spool.incoming, spool.processing, spool.log)
+        let follower = Thread {
+            let moved = baseline_burst(watch, incoming, processing, log, claim, count)
+            result.withLock { $0 = moved }
+        }
+        follower.start()
+        for i in before..<count { try spool.publish(i) }
+        let deadline = Posix.monotonicNanos() + 60_000_000_000
+        while result.withLock({ $0 }) == nil && Posix.monotonicNanos() < deadline { usleep(2_000) }
+        #expect(result.withLock { $0 } == count)
+        #expect(try spool.names(spool.incoming).isEmpty)
+        #expect(try spool.names(spool.processing).isEmpty)
+        let bodies = try spool.frames()
+        #expect(bodies.count == count, "no file framed twice")
+        #expect(Set((0..<count).map(spool.payload)).subtracting(bodies).isEmpty, "every payload framed")
+    }
 }
