@@ -118,7 +118,17 @@ package final class Daemon: Sendable {
         do {
             try Posix.mkdirs(stateDirectory)
             var options = JournalOptions(settings: configuration.journal, quarantine: arguments.quarantineCorruptSegments)
-            options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
+            let journalEvents = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
+            options.eventHandler = { event in
+                journalEvents(event)
+                // The ingest thread waits for these, not on a timer: claiming stops at a full
+                // disk and starts again once the writer has written its queued batch.
+                switch event {
+                case .pausedNoSpace: intake.journalPauseChanged(true)
+                case .resumed: intake.journalPauseChanged(false)
+                case .slowSync, .checkpointFailed: break
+                }
+            }
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             // After an erasure a redelivered erased push is still a duplicate.
             options.erasureSecret = secret
@@ -357,9 +367,15 @@ package final class Daemon: Sendable {
             let paused = journal.stats.paused
             state.withLock { $0.journalPausedChanged(paused) }
             if paused {
-                // Disk full: claim nothing new; the journal retries its queued batch itself.
+                // Disk full: claim nothing new; the journal retries its queued batch itself and
+                // rings the doorbell when it has written it (`resumed`). Until then the loop
+                // wakes for what is due (watchdog, metrics, the status line) or a stop.
                 clock.statusSettled = false
-                usleep(100_000)
+                var due = now &+ Self.longestIdleWait
+                due = min(due, clock.lastStatus &+ statusInterval)
+                due = min(due, clock.lastMetrics &+ metricsInterval)
+                if let watchdog = reporter.notifier.watchdogInterval { due = min(due, now &+ watchdog.clampedUInt64Nanoseconds) }
+                intake.waitForDoorbell(timeout: .nanoseconds(Int64(clamping: due > now ? due - now : 0)))
                 continue
             }
             let retryPending = state.withLock { $0.retryPending }
@@ -449,13 +465,21 @@ package final class Daemon: Sendable {
             reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
             crashGuard.withLock { $0.isolating(name) }
             submit([name])
-            // Alone means alone: the next one starts when this one is journaled or refused.
-            while state.withLock({ $0.inFlight > 0 && !$0.isStopping && !$0.isFailed && !$0.journalPaused }) {
+            // Alone means alone: the next one starts when this one is journaled or refused. Its
+            // end rings the doorbell, as do a stop, a failure and a paused journal; the wait
+            // wakes on its own only to keep systemd's start timeout extended (sent when a
+            // third of the extension has passed) and the watchdog fed.
+            while state.withLock({ state in
+                let alone = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
+                if alone { state.awaitFinish() }
+                return alone
+            }) {
                 reporter.notifier.watchdogPing()
                 reporter.notifier.extendTimeoutIfDue(by: .seconds(10))
                 let paused = journal.stats.paused
                 state.withLock { $0.journalPausedChanged(paused) }
-                usleep(1_000)
+                if paused { continue }
+                intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
             }
             crashGuard.withLock { $0.isolating(nil) }
         }
@@ -504,6 +528,8 @@ package final class Daemon: Sendable {
                 _ = try? spool.reopenIfReplaced()
                 feed = try makeFeed()
             } catch {
+                // The kernel refused the watch (out of inotify instances or watches, incoming/
+                // not creatable): nothing will ring, so this one wait is on the clock.
                 reporter.error("re-watching incoming/: \(error)")
                 usleep(1_000_000)
             }
@@ -553,6 +579,10 @@ package final class Daemon: Sendable {
     /// How long a stop waits for the followers after the journal is closed: they were asked to
     /// stop when the drain began, and each stops within its current step.
     static let followerStopLimit: UInt64 = 5_000_000_000
+
+    /// While a leftover is processed alone at start-up, how often the wait for its end wakes
+    /// without it: `EXTEND_TIMEOUT_USEC` of 10 s is renewed after a third of it.
+    static let isolationHeartbeat: Duration = .seconds(3)
 
     /// The whole stop: the drain (at most 30 s), the followers (5 s), the journal's close.
     /// Past it, the parts still running are named and left to end with the process.
@@ -665,7 +695,9 @@ package final class Daemon: Sendable {
                 return false
             case .full:
                 beforeWaiting()
-                intake.waitForSlot(timeout: .now() + .milliseconds(100))
+                // A finish rings the doorbell (`.full` asked for it), as do a stop and a
+                // failure; the watchdog's interval bounds the wait so it is fed meanwhile.
+                intake.waitForDoorbell(timeout: reporter.notifier.watchdogInterval)
                 reporter.notifier.watchdogPing()
             }
         }
@@ -686,12 +718,20 @@ package final class Daemon: Sendable {
                 // A journal paused on a full disk will not drain by waiting: `close` retries
                 // once and hands the files back, and they stay in processing/ for the next start.
                 state.journalPausedChanged(paused)
-                return state.drainStep(deadlinePassed: Posix.monotonicNanos() >= deadline)
+                let step = state.drainStep(deadlinePassed: Posix.monotonicNanos() >= deadline)
+                if step == .wait { state.awaitFinish() }
+                return step
             }
             switch step {
             case .wait:
                 reporter.notifier.watchdogPing()
-                usleep(5_000)
+                // Until a file in flight ends (its finish rings the doorbell: `awaitFinish`
+                // below), the journal pauses or fails, or the drain's deadline; at most the
+                // watchdog's interval, which must be fed meanwhile.
+                let now = Posix.monotonicNanos()
+                var timeout = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
+                if let watchdog = reporter.notifier.watchdogInterval { timeout = min(timeout, watchdog) }
+                intake.waitForDoorbell(timeout: timeout)
             case .fail(let failure):
                 media?.shutdown()
                 return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
