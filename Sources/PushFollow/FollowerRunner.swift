@@ -380,6 +380,15 @@ package final class FollowerGroup: Service, Sendable {
 
     package var serviceName: String { "followers" }
 
+    /// Followers do not end by themselves: a failing one backs off or parks and says so.
+    package func start(ending: ServiceEnding) throws(ServiceError) { try start() }
+
+    /// Asks every runner to stop after its current step, without waiting: an outbox POST in
+    /// flight is abandoned while the services after the followers stop.
+    package func requestStop() {
+        for runner in runners { runner.requestStop() }
+    }
+
     /// Starts every runner in order; on a failure, stops those started and throws.
     package func start() throws(ServiceError) {
         for (index, runner) in runners.enumerated() {

@@ -170,7 +170,7 @@ package enum InboxServerMain {
         let indexPath = InboxIndex.path(stateDirectory: state)
         // SIGTERM/SIGINT stop; so does a stream follower that finds the stream no longer holds
         // what the index needs (exit 78, like a configuration the host cannot serve).
-        let stop = DispatchSemaphore(value: 0)
+        let stop = CallbackSlot<Void>()
         let exitStatus = Locked<Int32>(0)
         // Events the hub reads from the journal carry journal seqs; an index built from the
         // stream numbers items by stream seq, so there the hub learns of state changes from
@@ -228,41 +228,31 @@ package enum InboxServerMain {
                 + "\(hub.openStreams) streams, \(stats.totalRequests) requests, \(stats.authFailures) refused" + outbox)
             return summaryPending
         }
+        let hubService = EventHubService(hub)
         streamChanged.set { status.changed() }
         stats.onChange.set { status.changed() }
         fleetOutbox?.observe { status.changed() }
-        hub.onStreamsChanged.set { status.changed() }
-        let members: [(any Service)?] = [streamFollower, HTTPService(server), EventHubService(hub), status]
-        let services = ServiceGroup(members.compactMap { $0 })
+        hub.onStreamsChanged.set {
+            status.changed()
+            hubService.streamCountChanged()
+        }
         // SIGHUP reloads (what pushspool-inbox can apply running: [Inbox] RetentionSec=).
         let reloadEvents = EventLog(identifier: "pushspool-inbox")
         let reloadStatus = where_
-        let signals: SignalWatcher
-        do {
-            signals = try SignalWatcher { signalNumber in
-                if signalNumber == SIGHUP {
-                    reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus)
-                } else {
-                    stop.signal()
-                }
-            }
-        } catch {
-            err("pushspool-inbox: cannot start the signal thread: \(error)\n")
-            return 1
-        }
-        defer { signals.stop() }
-        do {
-            try services.start()
-        } catch {
+        // Started in this order, stopped in reverse; the group takes SIGTERM/SIGINT (stop) and SIGHUP.
+        let members: [(any Service)?] = [streamFollower, HTTPService(server), hubService, status]
+        let services = ServiceGroup(members.compactMap { $0 }, gracefulStop: .seconds(10),
+                                    reload: { reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus) },
+                                    escalated: { err("pushspool-inbox: still busy at the stop deadline: \($0.joined(separator: ", "))\n") })
+        stop.set { services.stop() }
+        let stopped = services.run(onReady: {
+            out("listening on \(where_)\n")
+            Listener.notify("READY=1\nSTATUS=serving on \(where_)")
+        }, onStopping: { Listener.notify("STOPPING=1") })
+        if case .startFailed(let error) = stopped.reason {
             err("pushspool-inbox: \(error)\n")
             return 1
         }
-        out("listening on \(where_)\n")
-        Listener.notify("READY=1\nSTATUS=serving on \(where_)")
-        stop.wait()
-        Listener.notify("STOPPING=1")
-        let stuck = services.stop(within: .seconds(10))
-        if !stuck.isEmpty { err("pushspool-inbox: still busy at the stop deadline: \(stuck.joined(separator: ", "))\n") }
         stats.flushAuthLog(all: true)
         return exitStatus.withLock { $0 }
     }
@@ -301,7 +291,7 @@ package enum InboxServerMain {
     /// stream. A stream that no longer holds what the index needs refuses the start (78), now
     /// or later (then `stop` is signalled with 78 as the status); NATS out of reach only
     /// delays the index (the follower keeps trying) and answers events with 503.
-    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: DispatchSemaphore,
+    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: CallbackSlot<Void>,
                                     exitStatus: Locked<Int32>, changed: CallbackSlot<Void>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
         var options: StreamInboxOptions
@@ -324,7 +314,7 @@ package enum InboxServerMain {
             follower = try StreamInboxFollower(options: options, refused: { error in
                 refusedStart(error, events: events)
                 exitStatus.withLock { $0 = 78 }
-                stop.signal()
+                stop()
             }, observer: { event in
                 switch event {
                 case .resumed(let seq): hub.followerResumed(at: seq)

@@ -2,8 +2,8 @@
 import Dispatch
 import PushSystem
 
-// pushspool-inbox's parts as services of one ServiceGroup, the lifecycle pushspoold's
-// followers use too: started in order (HTTP, event hub, status), stopped in reverse.
+// pushspool-inbox's parts as services of one ServiceGroup, the lifecycle pushspoold runs
+// too: started in order (stream follower, HTTP, event hub, status), stopped in reverse.
 
 /// The HTTP server as a service.
 ///
@@ -14,7 +14,7 @@ final class HTTPService: Service, Sendable {
 
     var serviceName: String { "http" }
 
-    func start() throws(ServiceError) {
+    func start(ending: ServiceEnding) throws(ServiceError) {
         do throws(HTTPServerError) {
             try server.start()
         } catch {
@@ -35,18 +35,35 @@ final class EventHubService: Service, Sendable {
     let hub: EventHub
     init(_ hub: EventHub) { self.hub = hub }
 
+    /// Rung when a stream opens or closes.
+    private let streamsChanged = Wakeup()
+
     var serviceName: String { "event hub" }
 
-    func start() throws(ServiceError) { hub.start() }
+    func start(ending: ServiceEnding) throws(ServiceError) { hub.start() }
 
-    /// Ends every stream; they need a moment to send their end before the server closes
-    /// their connections (libmicrohttpd requires resumed connections at its stop).
+    /// A stream opened or closed (the hub's `onStreamsChanged`).
+    func streamCountChanged() { streamsChanged.signal() }
+
+    /// Ends every stream: each sends its end once resumed.
+    func requestStop() { hub.shutdown() }
+
+    /// Waits for the streams to close before the server (stopped next) closes their
+    /// connections, which libmicrohttpd requires to be resumed by then: at most
+    /// ``endGrace`` (a client that does not read its end does not hold the stop), and never
+    /// past `deadline`. Returns true: the hub's thread ends by itself once it sees the stop.
     func stop(deadline: UInt64) -> Bool {
-        hub.shutdown()
-        let now = Posix.monotonicNanos()
-        if deadline > now { usleep(UInt32(clamping: min(deadline - now, 100_000_000) / 1000)) }
+        let limit = min(deadline, Posix.monotonicNanos() &+ Self.endGrace)
+        while hub.openStreams > 0 {
+            let now = Posix.monotonicNanos()
+            guard now < limit else { break }
+            streamsChanged.wait(timeout: .nanoseconds(Int64(clamping: limit - now)))
+        }
         return true
     }
+
+    /// How long the streams get to send their end.
+    static let endGrace: UInt64 = 100_000_000
 }
 
 /// STATUS= for systemd (connections, streams, requests, refusals) and the auth-failure
@@ -71,7 +88,7 @@ final class StatusReporter: Service, Sendable {
     /// Something the status line counts changed.
     func changed() { wakeup.signal() }
 
-    func start() throws(ServiceError) {
+    func start(ending: ServiceEnding) throws(ServiceError) {
         do throws(SystemError) {
             try PosixThread.detach(name: "status") { [self] in run() }
         } catch {

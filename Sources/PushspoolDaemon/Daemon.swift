@@ -55,6 +55,14 @@ package final class Daemon: Sendable {
     private let onCommitted: (@Sendable (String, UInt64) -> Void)?
     /// Takes each claimed file to its end and reports that end to `intake`.
     private let pipeline: FilePipeline
+    /// 1 once a failure was reported (``fail(errno:_:)``): the exit status, and nothing more is written.
+    private let exitStatus = Locked<Int32>(0)
+    /// The group `run()` runs, for ``requestStop()``.
+    private let runningGroup = Locked<ServiceGroup?>(nil)
+    /// How the previous run ended and its crash suspects, read by the run marker's start.
+    private let previousRun = Locked<(previous: CrashTriage.PreviousEnd, triage: CrashTriage)?>(nil)
+    /// Files the drain left in processing/ (a full disk, the drain's deadline).
+    private let leftInFlight = Locked(0)
 
     package var counters: Counters { reporter.counters }
 
@@ -67,6 +75,7 @@ package final class Daemon: Sendable {
     /// Asks `run()` to drain and return, as SIGTERM does.
     package func requestStop() {
         intake.requestStop()
+        runningGroup.withLock { $0 }?.stop()
     }
 
     /// The journal's announcements of durable batches (in-process followers sleep on them).
@@ -109,7 +118,17 @@ package final class Daemon: Sendable {
         do {
             try Posix.mkdirs(stateDirectory)
             var options = JournalOptions(settings: configuration.journal, quarantine: arguments.quarantineCorruptSegments)
-            options.eventHandler = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
+            let journalEvents = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
+            options.eventHandler = { event in
+                journalEvents(event)
+                // The ingest thread waits for these, not on a timer: claiming stops at a full
+                // disk and starts again once the writer has written its queued batch.
+                switch event {
+                case .pausedNoSpace: intake.journalPauseChanged(true)
+                case .resumed: intake.journalPauseChanged(false)
+                case .slowSync, .checkpointFailed: break
+                }
+            }
             options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
             // After an erasure a redelivered erased push is still a duplicate.
             options.erasureSecret = secret
@@ -201,15 +220,96 @@ package final class Daemon: Sendable {
     // MARK: - Lifecycle
 
     /// Runs until SIGTERM/SIGINT (exit 0 after a clean drain) or a fatal journal error
-    /// (exit 1, nothing more written). Call from one thread; it blocks.
+    /// (exit 1, nothing more written). Call from one thread; it blocks while the parts run
+    /// as one ``ServiceGroup`` (``services(crashGuard:)``), which owns the signals.
     package func run() -> Int32 {
         defer { returnedFlag.store(true, ordering: .releasing) }
-        guard let signals = installSignalHandlers() else {
-            return fail(errno: EAGAIN, "cannot start the signal thread")
+        let crashGuard = Locked(CrashGuard(stateDirectory: stateDirectory))
+        let group = ServiceGroup(services(crashGuard: crashGuard), gracefulStop: Self.stopLimit,
+                                 reload: { [intake] in intake.requestReload() },
+                                 escalated: { [reporter] names in
+                                     reporter.events.log(.stopping, "still busy at the stop deadline, left to end with the process: "
+                                                         + names.joined(separator: ", "), priority: 4,
+                                                         fields: [("SERVICES", names.joined(separator: " "))])
+                                 })
+        runningGroup.withLock { $0 = group }
+        defer { runningGroup.withLock { $0 = nil } }
+        let stopped = group.run(onStopping: { [self] in
+            // A failure already told systemd why (ERRNO=, STATUS=); only a stop drains.
+            guard exitStatus.withLock({ $0 }) == 0, !state.withLock({ $0.isFailed }) else { return }
+            reporter.notifier.stopping(status: "stopping: draining in-flight files")
+            reporter.events.log(.stopping, "pushspoold stopping", fields: [])
+        })
+        let status = exitStatus.withLock { $0 }
+        if status != 0 { return status }
+        if let failure = stopped.reason.failure {
+            return fail(errno: failure.errno ?? EIO, failure.message)
         }
-        defer { signals.stop() }
-        let crashGuard = CrashGuard(stateDirectory: stateDirectory)
-        defer { crashGuard.end() }
+        publishMetrics(store.current)
+        reporter.flush()
+        let left = leftInFlight.withLock { $0 }
+        if left > 0 {
+            reporter.events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
+                                fields: [("IN_FLIGHT", String(left))])
+        }
+        return 0
+    }
+
+    /// pushspoold's parts in the order they start; the group stops them in the reverse order,
+    /// after asking all of them at once to wind down (downloads cancelled, follower steps
+    /// abandoned, intake draining):
+    /// 1. the run marker (``CrashGuard``): first up, last down, so a crash anywhere between is
+    ///    seen at the next start; a deliberate exit removes it;
+    /// 2. the journal, recovered by `init`: closed once nothing writes it, then the close's
+    ///    acknowledgements run;
+    /// 3. media (with `[Media] Enabled=yes`): its downloads are cancelled as the stop begins,
+    ///    their files going back to `incoming/`;
+    /// 4. the followers (crashing ones parked first): stopped before the journal closes, since
+    ///    retention deletes segments under the journal's lock;
+    /// 5. intake, the ingest loop on a thread of its own: leftovers, READY, feed and claim
+    ///    until the stop, then the drain. Its end (a fatal journal error) stops the group.
+    private func services(crashGuard: Locked<CrashGuard>) -> [ServiceGroup.Entry] {
+        var parts: [any Service] = []
+        parts.append(DaemonPart("run marker", start: { [self] (_: ServiceEnding) throws(ServiceError) in
+            do throws(SystemError) {
+                let begun = try crashGuard.withLock { guardian throws(SystemError) in try guardian.begin() }
+                previousRun.withLock { $0 = begun }
+            } catch {
+                throw ServiceError(service: "run marker", message: "cannot write the run marker in \(stateDirectory): \(error)",
+                                   errno: error.errno)
+            }
+        }, stop: { _ in
+            crashGuard.withLock { $0.end() }
+            return true
+        }))
+        parts.append(DaemonPart("journal", stop: { [self] _ in
+            closeJournal()
+            return true
+        }))
+        if let media {
+            parts.append(DaemonPart("media", requestStop: { media.shutdown() }))
+        }
+        parts.append(DaemonPart("followers", start: { [self] (_: ServiceEnding) throws(ServiceError) in
+            parkCrashingFollowers(crashGuard)
+            do throws(ServiceError) {
+                try followers.start()
+            } catch {
+                throw ServiceError(service: "followers", message: "cannot start the journal's followers: \(error)", errno: error.errno ?? EAGAIN)
+            }
+        }, requestStop: { [followers] in followers.requestStop() }, stop: { [self] deadline in
+            stopFollowers(deadline: deadline)
+        }))
+        parts.append(ThreadPart("intake", requestStop: { [intake] in intake.requestStop() }, body: { [self] in
+            let status = ingest(crashGuard)
+            // `fail` has told systemd and the journal why.
+            return status == 0 ? nil : ServiceError(service: "intake", message: "stopped on a failure", errno: EIO)
+        }))
+        return parts.map { ServiceGroup.Entry($0) }
+    }
+
+    /// The ingest thread: leftovers of the last run, the watch and READY, then feed and claim
+    /// until a stop or a failure, then the drain. Returns the exit status.
+    private func ingest(_ crashGuard: Locked<CrashGuard>) -> Int32 {
         // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
         _ = try? spool.cleanTmp()
         if let failure = recoverLeftovers(crashGuard) { return failure }
@@ -228,13 +328,6 @@ package final class Daemon: Sendable {
             readyFlag.store(true, ordering: .releasing)
             reporter.events.log(.ready, "pushspoold ready",
                                 fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
-        }
-        parkCrashingFollowers(crashGuard)
-        // After READY: catching up on a long journal is the followers' business, not start-up's.
-        do {
-            try followers.start()
-        } catch {
-            return fail(errno: error.errno ?? EAGAIN, "cannot start the journal's followers: \(error)")
         }
 
         // The notifier throttles STATUS= to the interval it was made with; a reload of
@@ -274,9 +367,15 @@ package final class Daemon: Sendable {
             let paused = journal.stats.paused
             state.withLock { $0.journalPausedChanged(paused) }
             if paused {
-                // Disk full: claim nothing new; the journal retries its queued batch itself.
+                // Disk full: claim nothing new; the journal retries its queued batch itself and
+                // rings the doorbell when it has written it (`resumed`). Until then the loop
+                // wakes for what is due (watchdog, metrics, the status line) or a stop.
                 clock.statusSettled = false
-                usleep(100_000)
+                var due = now &+ Self.longestIdleWait
+                due = min(due, clock.lastStatus &+ statusInterval)
+                due = min(due, clock.lastMetrics &+ metricsInterval)
+                if let watchdog = reporter.notifier.watchdogInterval { due = min(due, now &+ watchdog.clampedUInt64Nanoseconds) }
+                intake.waitForDoorbell(timeout: .nanoseconds(Int64(clamping: due > now ? due - now : 0)))
                 continue
             }
             let retryPending = state.withLock { $0.retryPending }
@@ -298,13 +397,13 @@ package final class Daemon: Sendable {
             if !batch.names.isEmpty || feed.scanning { clock.statusSettled = false }
             claimAndProcess(batch.names, feed: feed)
         }
-        return shutdown()
+        return drain()
     }
 
     /// A follower whose thread crashed the process at its last starts is not started again:
     /// it would crash this run too and take ingest down with it (``FollowerCrashCounts``).
-    private func parkCrashingFollowers(_ crashGuard: CrashGuard) {
-        let crashes = crashGuard.followerCrashes()
+    private func parkCrashingFollowers(_ crashGuard: Locked<CrashGuard>) {
+        let crashes = crashGuard.withLock { $0.followerCrashes() }
         for name in crashes.parked.sorted() {
             guard let runner = followers.group.runner(named: name) else { continue }
             let count = crashes.crashes[name] ?? 0
@@ -319,14 +418,9 @@ package final class Daemon: Sendable {
     /// journal's id index makes re-processing idempotent). After an unclean end, `CrashTriage`
     /// decides which leftovers are processed alone and which crashed the daemon before.
     /// Returns an exit status when start-up cannot go on.
-    private func recoverLeftovers(_ crashGuard: CrashGuard) -> Int32? {
-        let previous: CrashTriage.PreviousEnd
-        let triage: CrashTriage
-        do {
-            (previous, triage) = try crashGuard.begin()
-        } catch {
-            return fail(errno: error.errno, "cannot write the run marker in \(stateDirectory): \(error)")
-        }
+    private func recoverLeftovers(_ crashGuard: Locked<CrashGuard>) -> Int32? {
+        // The run marker, first of the services, has begun the run.
+        let (previous, triage) = previousRun.withLock { $0 } ?? (.clean, CrashTriage())
         reporter.notifier.status("re-processing files left in processing/")
         if previous == .clean {
             // Streamed: after a clean exit nothing needs the whole list at once.
@@ -352,7 +446,7 @@ package final class Daemon: Sendable {
         }
         let plan = triage.plan(previous: previous, leftovers: leftovers)
         do {
-            try crashGuard.save(plan.next)
+            try crashGuard.withLock { guardian throws(SystemError) in try guardian.save(plan.next) }
         } catch {
             return fail(errno: error.errno, "cannot record crash suspects in \(stateDirectory): \(error)")
         }
@@ -369,17 +463,25 @@ package final class Daemon: Sendable {
         for (index, name) in plan.isolate.enumerated() {
             guard state.withLock({ $0.admitLeftover() }) else { break }
             reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
-            crashGuard.isolating(name)
+            crashGuard.withLock { $0.isolating(name) }
             submit([name])
-            // Alone means alone: the next one starts when this one is journaled or refused.
-            while state.withLock({ $0.inFlight > 0 && !$0.isStopping && !$0.isFailed && !$0.journalPaused }) {
+            // Alone means alone: the next one starts when this one is journaled or refused. Its
+            // end rings the doorbell, as do a stop, a failure and a paused journal; the wait
+            // wakes on its own only to keep systemd's start timeout extended (sent when a
+            // third of the extension has passed) and the watchdog fed.
+            while state.withLock({ state in
+                let alone = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
+                if alone { state.awaitFinish() }
+                return alone
+            }) {
                 reporter.notifier.watchdogPing()
                 reporter.notifier.extendTimeoutIfDue(by: .seconds(10))
                 let paused = journal.stats.paused
                 state.withLock { $0.journalPausedChanged(paused) }
-                usleep(1_000)
+                if paused { continue }
+                intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
             }
-            crashGuard.isolating(nil)
+            crashGuard.withLock { $0.isolating(nil) }
         }
         if let failure = fatalFailure() { return failure }
         for name in plan.normal where state.withLock({ $0.admitLeftover() }) {
@@ -426,6 +528,8 @@ package final class Daemon: Sendable {
                 _ = try? spool.reopenIfReplaced()
                 feed = try makeFeed()
             } catch {
+                // The kernel refused the watch (out of inotify instances or watches, incoming/
+                // not creatable): nothing will ring, so this one wait is on the clock.
                 reporter.error("re-watching incoming/: \(error)")
                 usleep(1_000_000)
             }
@@ -475,6 +579,14 @@ package final class Daemon: Sendable {
     /// How long a stop waits for the followers after the journal is closed: they were asked to
     /// stop when the drain began, and each stops within its current step.
     static let followerStopLimit: UInt64 = 5_000_000_000
+
+    /// While a leftover is processed alone at start-up, how often the wait for its end wakes
+    /// without it: `EXTEND_TIMEOUT_USEC` of 10 s is renewed after a third of it.
+    static let isolationHeartbeat: Duration = .seconds(3)
+
+    /// The whole stop: the drain (at most 30 s), the followers (5 s), the journal's close.
+    /// Past it, the parts still running are named and left to end with the process.
+    static let stopLimit: Duration = .seconds(60)
 
     /// The longest the ingest loop sleeps with nothing due (the feed's periodic rescan and the
     /// watchdog come sooner when set).
@@ -583,7 +695,9 @@ package final class Daemon: Sendable {
                 return false
             case .full:
                 beforeWaiting()
-                intake.waitForSlot(timeout: .now() + .milliseconds(100))
+                // A finish rings the doorbell (`.full` asked for it), as do a stop and a
+                // failure; the watchdog's interval bounds the wait so it is fed meanwhile.
+                intake.waitForDoorbell(timeout: reporter.notifier.watchdogInterval)
                 reporter.notifier.watchdogPing()
             }
         }
@@ -593,60 +707,70 @@ package final class Daemon: Sendable {
 
     // MARK: - The way out
 
-    /// Stops intake, cancels downloads (their files go back to `incoming/`), waits for every
-    /// queued record to be durable, closes the journal. Exit 0 when all of that worked.
-    private func shutdown() -> Int32 {
-        reporter.notifier.stopping(status: "stopping: draining in-flight files")
-        reporter.events.log(.stopping, "pushspoold stopping", fields: [])
-        followers.requestStop()
-        media?.shutdown()
+    /// Intake's part of a stop: claims nothing more and waits for every file in flight to be
+    /// journaled or refused (downloads were cancelled as the stop began; their files went back
+    /// to `incoming/`). The journal closes after the followers stop (``services(crashGuard:)``).
+    private func drain() -> Int32 {
         let deadline = Posix.monotonicNanos() + 30_000_000_000
-        var left = 0
-        drain: while true {
+        while true {
             let paused = journal.stats.paused
             let step = state.withLock { state in
                 // A journal paused on a full disk will not drain by waiting: `close` retries
                 // once and hands the files back, and they stay in processing/ for the next start.
                 state.journalPausedChanged(paused)
-                return state.drainStep(deadlinePassed: Posix.monotonicNanos() >= deadline)
+                let step = state.drainStep(deadlinePassed: Posix.monotonicNanos() >= deadline)
+                if step == .wait { state.awaitFinish() }
+                return step
             }
             switch step {
             case .wait:
                 reporter.notifier.watchdogPing()
-                usleep(5_000)
+                // Until a file in flight ends (its finish rings the doorbell: `awaitFinish`
+                // below), the journal pauses or fails, or the drain's deadline; at most the
+                // watchdog's interval, which must be fed meanwhile.
+                let now = Posix.monotonicNanos()
+                var timeout = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
+                if let watchdog = reporter.notifier.watchdogInterval { timeout = min(timeout, watchdog) }
+                intake.waitForDoorbell(timeout: timeout)
             case .fail(let failure):
                 media?.shutdown()
                 return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
-            case .close(let leftInFlight):
-                left = leftInFlight
-                break drain
+            case .close(let left):
+                leftInFlight.withLock { $0 = left }
+                return 0
             }
         }
-        // Retention deletes segments: it must be done before the journal's lock is released.
-        followers.stopRetention(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
+    }
+
+    /// Closes the journal once nothing writes it; the close commits what was queued, and its
+    /// acknowledgements run before the exit. After a failure nothing more is written: the
+    /// journal stays as it is for the next start's recovery.
+    private func closeJournal() {
+        guard exitStatus.withLock({ $0 }) == 0, !state.withLock({ $0.isFailed }) else { return }
         do {
             try journal.close()
         } catch {
-            return fail(errno: error.errno, "journal close failed: \(error)")
+            _ = fail(errno: error.errno, "journal close failed: \(error)")
+            return
         }
-        // Close commits what was queued; its acknowledgements run before the exit.
         pipeline.flushAcknowledgements()
-        let stuck = followers.stop(deadline: Posix.monotonicNanos() &+ Self.followerStopLimit)
+    }
+
+    /// Waits for the followers (asked to stop as the stop began), each within its current
+    /// step, at most ``followerStopLimit``. Those still busy are named here and left to end with
+    /// the process; the group need not escalate them again.
+    private func stopFollowers(deadline: UInt64) -> Bool {
+        let stuck = followers.stop(deadline: min(deadline, Posix.monotonicNanos() &+ Self.followerStopLimit))
         if !stuck.isEmpty {
             reporter.events.log(.stopping, "followers still busy at the stop deadline, left to end with the process: "
                                 + stuck.joined(separator: ", "), priority: 4, fields: [("FOLLOWERS", stuck.joined(separator: " "))])
         }
-        publishMetrics(store.current)
-        reporter.flush()
-        if left > 0 {
-            reporter.events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
-                                fields: [("IN_FLIGHT", String(left))])
-        }
-        return 0
+        return true
     }
 
     /// Logs, tells systemd why, and returns the exit status for a failing exit.
     private func fail(errno code: Int32, _ message: String) -> Int32 {
+        exitStatus.withLock { $0 = 1 }
         pipeline.flushAcknowledgements()
         reporter.events.log(.fatal, message, fields: [(EventField.errno, String(code))])
         reporter.notifier.failing(errno: code, status: "failed: \(message)")
@@ -657,24 +781,6 @@ package final class Daemon: Sendable {
         guard let failure = state.withLock({ $0.failure }) else { return nil }
         media?.shutdown()
         return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
-    }
-
-    /// Starts taking SIGTERM/SIGINT (drain and stop) and SIGHUP (reload) on a thread of
-    /// their own; `SignalWatcher` says why not a dispatch source. Nil (and an error logged)
-    /// when the thread cannot be made: the caller stops then, since it could not be stopped.
-    private func installSignalHandlers() -> SignalWatcher? {
-        do {
-            return try SignalWatcher { [self] signalNumber in
-                if signalNumber == SIGHUP {
-                    intake.requestReload()
-                } else {
-                    intake.requestStop()
-                }
-            }
-        } catch {
-            reporter.error("cannot start the signal thread: \(error)")
-            return nil
-        }
     }
 
     // MARK: - Reload

@@ -191,6 +191,12 @@ struct IntakeState: Sendable {
         return true
     }
 
+    /// The ingest thread is about to wait for files in flight to end (the drain, a leftover
+    /// processed alone): the next `finish` returns `.wakeAdmitter` for it.
+    mutating func awaitFinish() {
+        admitterWaiting = true
+    }
+
     /// A file taken by `admit`/`admitLeftover` reached its end: `.wakeAdmitter` when the
     /// admitter waits for a slot.
     mutating func finish() -> IntakeAction {
