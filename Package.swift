@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
         // every reader above the journal.
-        .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
+        .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal", "PushPayload"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushTransliterationTests", dependencies: ["PushTransliteration"]),
-        .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushPayload", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
