@@ -109,7 +109,7 @@ let package = Package(
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
-        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
+        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
