@@ -182,7 +182,7 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushUserData",
+            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
