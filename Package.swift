@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
         // every reader above the journal.
-        .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal"]),
+        .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal", "PushPayload"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
         .target(name: "PushInbox", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
@@ -109,7 +109,7 @@ let package = Package(
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
-        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
+        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
         .testTarget(name: "PushTransliterationTests", dependencies: ["PushTransliteration"]),
-        .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushSystem", "TestSupport"]),
+        .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushPayload", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: [
@@ -182,7 +182,7 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushUserData",
+            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: [
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",

@@ -1,5 +1,6 @@
 import PushSystem
 import PushPayload
+import PushFollow
 import PushJournal
 
 /// The subject template of `[Export] Subject=`: dot-separated tokens where `{vendor}` and
@@ -60,11 +61,21 @@ package struct ExportMessage: Sendable, Equatable {
         msgId = Self.messageId(hostId: hostId, key: record.key)
         body = record.body
         let vendor = DedupKey.parse(record.key)?.vendor ?? "unknown"
-        var platform = "none"
-        if template.usesPlatform, let object = try? JSONParser().parse(record.body).objectValue {
-            platform = object["platform"]?.stringValue ?? (object["kind"]?.stringValue == "event" ? "event" : "none")
-        }
+        // Decoded only for a subject that names the platform: otherwise the bytes go as they are.
+        let platform = template.usesPlatform ? Self.platform(RecordBody(decoding: record.body)) : "none"
         subject = template.subject(vendor: vendor, platform: platform)
+    }
+
+    /// The `{platform}` of a record's subject: a push's platform, `event` for an event (or
+    /// the platform an `nc.opened` names), `none` for anything else.
+    static func platform(_ body: RecordBody) -> String {
+        switch body {
+        case .notification(let notification): notification["platform"]?.stringValue ?? "none"
+        case .event(let event): event["platform"]?.stringValue ?? "event"
+        // An event of a type this version does not know is still an event.
+        case .undecodable(.unknownEventType), .undecodable(.eventWithoutType): "event"
+        case .erasure, .tombstone, .undecodable: "none"
+        }
     }
 
     /// `<host id>:<journal key>`, the key percent-encoded (``headerSafe(_:)``). The key is

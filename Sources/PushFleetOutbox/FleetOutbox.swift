@@ -2,6 +2,7 @@
 import PushConfig
 import PushExport
 import PushFollow
+import PushJournal
 import PushOutbox
 import PushOutboxStore
 import PushSystem
@@ -391,11 +392,13 @@ final class FleetWorker {
             }
             taken += 1
             var lookupFailure: ExportError?
-            let mapping = mapper.map(seq: message.streamSeq, ingestMillis: message.ingestMillis, body: message.body) { seq in
+            let record = FollowedRecord(JournalRecord(seq: message.streamSeq, ingestMillis: message.ingestMillis, key: "",
+                                                      body: message.body, segment: "", offset: 0))
+            let mapping = mapper.map(record) { seq in
                 guard let client else { return nil }
                 do throws(ExportError) {
                     guard let stored = try client.message(consumer.stream, seq: seq) else { return nil }
-                    return try? JSONParser(maxDepth: 64).parse(stored.body)
+                    return RecordBody(decoding: stored.body)
                 } catch {
                     lookupFailure = error
                     return nil

@@ -1,3 +1,4 @@
+import PushPayload
 import PushSystem
 
 /// The titles the Infobip SDKs give their predefined buttons: Accept and Decline of the
@@ -242,9 +243,9 @@ package struct InAppAction: Sendable, Equatable {
     /// The event type a tap writes.
     package var event: String {
         switch kind {
-        case .dismiss: "nc.inapp-shown"
-        case .open: "nc.open"
-        case .category: "nc.action"
+        case .dismiss: EventType.inAppShown.rawValue
+        case .open: EventType.open.rawValue
+        case .category: EventType.action.rawValue
         }
     }
 

@@ -53,7 +53,7 @@ package final class InboxFollower: Follower, Sendable {
     private struct Worker: ~Copyable {
         var handle: InboxIndexHandle
         /// Kept between polls; `readerNextSeq` is where it stands.
-        var reader: JournalReader?
+        var reader: FollowedReader?
         var readerNextSeq: UInt64 = 0
     }
 
@@ -164,7 +164,7 @@ package final class InboxFollower: Follower, Sendable {
                 let next = try index.appliedSeq() + 1
                 if worker.reader == nil || worker.readerNextSeq != next {
                     if worker.reader == nil {
-                        do throws(JournalError) { worker.reader = try JournalReader(directory: journalDirectory, fromSeq: next) } catch {
+                        do throws(JournalError) { worker.reader = try FollowedReader(directory: journalDirectory, fromSeq: next) } catch {
                             throw InboxError(.journal(error), path: indexPath)
                         }
                     }

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushFollow
 import PushJournal
 import PushPayload
 import PushSystem
@@ -389,6 +390,12 @@ package final class InboxIndex {
     /// Returns how many records were past the applied seq.
     @discardableResult
     package func apply(_ records: [JournalRecord]) throws(InboxError) -> Int {
+        try apply(records.map(FollowedRecord.init))
+    }
+
+    /// ``apply(_:)`` of records the follower runtime decoded (``FollowedRecord``).
+    @discardableResult
+    package func apply(_ records: [FollowedRecord]) throws(InboxError) -> Int {
         do {
             let (applied, last) = try db.transaction { () throws(SQLiteError) -> (Int, UInt64) in
                 let last = UInt64(clamping: try Self.meta(db, "last_seq") ?? 0)
@@ -422,16 +429,16 @@ package final class InboxIndex {
     @discardableResult
     package func apply(record: JournalRecord) throws(InboxError) -> Int { try apply([record]) }
 
-    private static let parser = JSONParser(maxDepth: 64)
-
-    private func applyOne(_ record: JournalRecord, seq: Int64) throws(SQLiteError) {
-        guard let value = try? Self.parser.parse(record.body), case .object(let body) = value else { return }
-        switch body["kind"] {
-        case nil, .string("notification")?:
-            try insertItem(body, seq: seq, ingestMillis: record.ingestMillis)
-        case .string("event")?:
-            try applyEvent(body, clock: record.ingestMillis)
-        default:
+    private func applyOne(_ record: FollowedRecord, seq: Int64) throws(SQLiteError) {
+        switch record.body {
+        case .notification(let notification):
+            try insertItem(notification.members, seq: seq, ingestMillis: record.ingestMillis)
+        case .event(let event):
+            try applyEvent(event, clock: record.ingestMillis)
+        // An erasure's effect on the index is the eraser's (it waits for the index to pass the
+        // record); a tombstone names nobody; a body this version cannot read changes nothing
+        // but the applied seq, so that a newer writer's records do not stop the index.
+        case .erasure, .tombstone, .undecodable:
             return
         }
     }
@@ -850,9 +857,9 @@ package final class InboxIndex {
         }
     }
 
-    private func applyEvent(_ body: [String: JSONValue], clock: Int64) throws(SQLiteError) {
-        guard let typeText = body["type"]?.stringValue,
-              let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
+    private func applyEvent(_ event: EventBody, clock: Int64) throws(SQLiteError) {
+        let body = event.members
+        guard let owner = Self.owner(user: body["user"]?.stringValue, device: body["device"]?.stringValue) else { return }
         // A bulk change limited to a feed names it; the feed as this index defines it now
         // decides (a name it does not know changes nothing).
         var feed: Int64? = nil
@@ -860,9 +867,7 @@ package final class InboxIndex {
             guard let bit = feeds.firstIndex(where: { $0.name == name }) else { return }
             feed = Int64(bit)
         }
-        // Future types change no inbox state.
-        guard let type = EventType(rawValue: typeText) else { return }
-        switch type {
+        switch event.type {
         // Bulk changes are the inbox's: they leave what it does not list (a MODAL waiting to
         // be presented in-app, a muted category's items, which come back as they were) alone.
         case .readAll:
@@ -909,9 +914,9 @@ package final class InboxIndex {
             // Only a plain decimal seq names an item: 1e3, -1, 1.5 and 2^64 are ignored.
             guard let lexeme = body["item"]?.numberLexeme, lexeme.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let item = Int64(lexeme), item > 0,
-                  let event = InboxItemEvent(type, action: body["action"]?.stringValue, text: body["text"]?.stringValue,
-                                             until: body["until"]?.stringValue.flatMap(ISO8601.millis), at: clock) else { return }
-            try updateItem(item, owner: owner, event)
+                  let change = InboxItemEvent(event.type, action: body["action"]?.stringValue, text: body["text"]?.stringValue,
+                                              until: body["until"]?.stringValue.flatMap(ISO8601.millis), at: clock) else { return }
+            try updateItem(item, owner: owner, change)
         case .opened:
             return  // the Notification Center screen: no inbox state
         }
@@ -936,8 +941,8 @@ package final class InboxIndex {
     /// `batchSize` records (one transaction each); returns how many were applied.
     @discardableResult
     package func catchUp(journalDirectory: String, batchSize: Int = 2000, shouldStop: () -> Bool = { false }) throws(InboxError) -> Int {
-        let reader: JournalReader
-        do { reader = try JournalReader(directory: journalDirectory, fromSeq: try appliedSeq() + 1) } catch let error as JournalError {
+        let reader: FollowedReader
+        do { reader = try FollowedReader(directory: journalDirectory, fromSeq: try appliedSeq() + 1) } catch let error as JournalError {
             throw InboxError(.journal(error), path: path)
         } catch let error as InboxError {
             throw error
@@ -951,9 +956,9 @@ package final class InboxIndex {
     /// between calls (positioned at the applied seq + 1), so a follower does not re-read the
     /// newest segment on every poll.
     @discardableResult
-    package func catchUp(reader: JournalReader, batchSize: Int, shouldStop: () -> Bool = { false }) throws(InboxError) -> Int {
+    package func catchUp(reader: FollowedReader, batchSize: Int, shouldStop: () -> Bool = { false }) throws(InboxError) -> Int {
         var total = 0
-        var batch: [JournalRecord] = []
+        var batch: [FollowedRecord] = []
         batch.reserveCapacity(max(1, batchSize))
         while !shouldStop() {
             batch.removeAll(keepingCapacity: true)

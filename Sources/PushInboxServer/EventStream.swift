@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushFollow
 import PushInbox
 import PushJournal
 import PushPayload
@@ -234,7 +235,12 @@ package final class EventHub: Sendable {
     /// `appliedSeq`: their state changes join the ring and streams wake. Called after the
     /// commit, so a stream never reads a change the index has not applied.
     package func followerApplied(_ records: [JournalRecord], appliedSeq: UInt64) {
-        record(records.compactMap(Self.change), readSeq: appliedSeq)
+        followerApplied(records.map(FollowedRecord.init), appliedSeq: appliedSeq)
+    }
+
+    /// ``followerApplied(_:appliedSeq:)`` of the records the follower decoded.
+    package func followerApplied(_ records: [FollowedRecord], appliedSeq: UInt64) {
+        record(records.compactMap { Self.change($0) }, readSeq: appliedSeq)
         wakeStreams()
     }
 
@@ -279,21 +285,28 @@ package final class EventHub: Sendable {
         }
     }
 
-    private static let parser = JSONParser(maxDepth: 16)
-
     /// The inbox change a record is, if any. An event record is known by its body's
     /// `"kind": "event"`: records read back from the stream carry no journal key.
-    static func change(_ record: JournalRecord) -> Change? {
-        guard let body = try? parser.parse(record.body), body["kind"]?.stringValue == "event",
-              let user = body["user"]?.stringValue, let type = body["type"]?.stringValue.flatMap(EventType.init(rawValue:)) else { return nil }
-        // By what the event changes, as the index applies it (InboxItemState.swift).
-        switch type.inboxScope {
-        case .item:
-            guard let item = body["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
-            return Change(seq: record.seq, user: user, item: item, type: type.rawValue)
-        case .inbox:
-            return Change(seq: record.seq, user: user, item: nil, type: type.rawValue)
-        case .none:
+    static func change(_ record: JournalRecord) -> Change? { change(FollowedRecord(record)) }
+
+    /// The inbox change a record decoded by the follower runtime is, if any.
+    static func change(_ record: FollowedRecord) -> Change? {
+        switch record.body {
+        case .event(let event):
+            guard let user = event["user"]?.stringValue else { return nil }
+            // By what the event changes, as the index applies it (InboxItemState.swift).
+            switch event.type.inboxScope {
+            case .item:
+                guard let item = event["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
+                return Change(seq: record.seq, user: user, item: item, type: event.type.rawValue)
+            case .inbox:
+                return Change(seq: record.seq, user: user, item: nil, type: event.type.rawValue)
+            case .none:
+                return nil
+            }
+        // A new push reaches a stream through the index's APPLIED mark, not as a change;
+        // erasures, tombstones and unreadable bodies change nothing a stream shows.
+        case .notification, .erasure, .tombstone, .undecodable:
             return nil
         }
     }

@@ -162,7 +162,7 @@ package enum StreamApplyEvent: Sendable {
     /// is not reported.
     case resumed(appliedSeq: UInt64)
     /// `records` (stream seqs, no journal key) were committed; the index is at `appliedSeq`.
-    case applied([JournalRecord], appliedSeq: UInt64)
+    case applied([FollowedRecord], appliedSeq: UInt64)
     /// The erasure record at `streamSeq` was applied to this node (before the index moves
     /// past it): what the owner holds in memory of an ``NodeErasure/Outcome/erased(subject:status:)``
     /// subject must go too; an unmatched one is logged.
@@ -394,12 +394,13 @@ package final class StreamInboxFollower: Follower, Sendable {
             // that would silently lose items: refused as at start.
             try checkStreamStillHolds(appliedSeq: max(session.consumerNext, 1) - 1, session: &session)
         }
+        // Decoded once here: the index applies them and the event hub reads their changes.
         let journalRecords = records.map { record in
-            JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0)
+            FollowedRecord(JournalRecord(seq: record.streamSeq, ingestMillis: record.ingestMillis, key: "", body: record.body, segment: "", offset: 0))
         }
         let before = session.consumerNext - min(session.consumerNext, 1)
         var applied = before
-        func commit(_ chunk: ArraySlice<JournalRecord>) throws(InboxStreamError) {
+        func commit(_ chunk: ArraySlice<FollowedRecord>) throws(InboxStreamError) {
             guard !chunk.isEmpty else { return }
             do throws(InboxError) {
                 try index.apply(Array(chunk))
@@ -418,8 +419,8 @@ package final class StreamInboxFollower: Follower, Sendable {
         var start = 0
         if let erasure = options.erasure {
             for (position, record) in records.enumerated() where record.streamSeq > before {
-                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
-                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                guard let key = record.exportedKey,
+                      let announced = ErasureRecord.parse(key: key, body: journalRecords[position].body) else { continue }
                 try commit(journalRecords[start..<position])
                 start = position
                 options.erasureHook("erasure-received")
@@ -665,15 +666,15 @@ package final class StreamInboxFollower: Follower, Sendable {
     /// came before an erasure record is committed, then erased, then the record applied.
     private static func applyRebuilding(_ index: InboxIndex, _ records: [StreamRecord], options: StreamInboxOptions) throws {
         let journalRecords = records.map {
-            JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0)
+            FollowedRecord(JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0))
         }
         var start = 0
         if var erasure = options.erasure {
             // The file being built, not the one in place.
             erasure.indexPath = index.path
             for (position, record) in records.enumerated() {
-                guard let key = record.exportedKey, key.hasPrefix("erasure:"),
-                      let announced = ErasureRecord.parse(key: key, body: record.body) else { continue }
+                guard let key = record.exportedKey,
+                      let announced = ErasureRecord.parse(key: key, body: journalRecords[position].body) else { continue }
                 if position > start { try index.apply(Array(journalRecords[start..<position])) }
                 start = position
                 _ = try erasure.apply(erasureID: announced.erasureID, scope: announced.scope, subjectHash: announced.subject,

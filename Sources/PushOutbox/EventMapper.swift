@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import PushFollow
+import PushJournal
 import PushOutboxStore
 import PushSystem
 
@@ -85,8 +87,25 @@ package struct EventMapper: Sendable {
 
     /// ``deliveries(seq:ingestMillis:body:lookup:)`` with the notices about its fields.
     package func map(seq: UInt64, ingestMillis: Int64, body: [UInt8], lookup: (UInt64) -> JSONValue?) -> Mapping {
-        guard let event = try? JSONParser(maxDepth: 64).parse(body), event["kind"]?.stringValue == "event",
-              let type = event["type"]?.stringValue, let eventId = event["eventId"]?.stringValue else { return Mapping() }
+        let record = FollowedRecord(JournalRecord(seq: seq, ingestMillis: ingestMillis, key: "", body: body, segment: "", offset: 0))
+        return map(record) { lookup($0).map(RecordBody.init(decoded:)) }
+    }
+
+    /// What one decoded record maps to. `lookup(seq)` returns the decoded body of the record
+    /// at `seq` (the item an event names).
+    package func map(_ record: FollowedRecord, lookup: (UInt64) -> RecordBody?) -> Mapping {
+        switch record.body {
+        case .event(let event):
+            return map(event, seq: record.seq, ingestMillis: record.ingestMillis, lookup: lookup)
+        // Only an app's event is reported to a vendor.
+        case .notification, .erasure, .tombstone, .undecodable:
+            return Mapping()
+        }
+    }
+
+    private func map(_ event: EventBody, seq: UInt64, ingestMillis: Int64, lookup: (UInt64) -> RecordBody?) -> Mapping {
+        guard let eventId = event["eventId"]?.stringValue else { return Mapping() }
+        let type = event.type.rawValue
         let user = event["user"]?.stringValue
         let device = event["device"]?.stringValue
         let orderKey: String
@@ -100,8 +119,8 @@ package struct EventMapper: Sendable {
             return delivery
         }
 
-        switch type {
-        case "nc.opened":
+        switch event.type {
+        case .opened:
             guard mindbox else { return Mapping() }
             // The guide's NCOpen carries no data: `data: {}`. It names no push: the event's own
             // `platform` (the app's) picks the endpoint; without one only `MindboxEndpointId=` can.
@@ -110,12 +129,13 @@ package struct EventMapper: Sendable {
             if let customer = mindboxReports.customer(user: user) { body["customer"] = customer }
             return Mapping(deliveries: [make(.mindbox, operation: mindboxReports.ncOpenOperation, payload: .object(body), index: 0,
                                              platform: platform)])
-        case "nc.open", "nc.action":
+        case .open, .action:
             guard let itemSeq = event["item"]?.numberLexeme.flatMap({ UInt64($0) }), itemSeq < seq,
-                  let item = lookup(itemSeq), EventMapper.isNotification(item),
-                  EventMapper.belongs(item, user: user, device: device) else { return Mapping() }
+                  case .notification(let notification)? = lookup(itemSeq) else { return Mapping() }
+            let item = notification.json
+            guard EventMapper.belongs(item, user: user, device: device) else { return Mapping() }
             let vendor = item["vendor"]?.stringValue
-            if type == "nc.open" {
+            if event.type == .open {
                 if vendor == "mindbox", mindbox {
                     let (fields, problems) = mindboxFields.customFields(item["customPayload"])
                     var body: [String: JSONValue] = ["customerAction": .object(["customFields": .object(fields)])]
@@ -160,7 +180,9 @@ package struct EventMapper: Sendable {
             if let category = item["category"]?.stringValue { custom["category"] = .string(category) }
             message["customPayload"] = .object(custom)
             return Mapping(deliveries: [make(.infobipMO, operation: nil, payload: .object(message), index: 0)])
-        default:
+        // Inbox state only: no vendor hears of these.
+        case .seen, .read, .archive, .readAll, .archiveRead, .actionRevert, .inAppShown, .inAppOptOut, .unread, .unarchive,
+             .delete, .pin, .unpin, .preferences, .snooze, .unsnooze:
             return Mapping()
         }
     }
@@ -186,12 +208,6 @@ package struct EventMapper: Sendable {
     /// Whether the push offered a button with this id (a Mindbox button's `uniqueKey`).
     static func hasButton(_ item: JSONValue, id: String) -> Bool {
         item["buttons"]?.arrayValue?.contains { $0["id"]?.stringValue == id } == true
-    }
-
-    static func isNotification(_ record: JSONValue) -> Bool {
-        guard case .object = record else { return false }
-        let kind = record["kind"]?.stringValue
-        return kind == nil || kind == "notification"
     }
 
     /// User isolation: an event may only use an item of its own inbox, so one user cannot make

@@ -210,7 +210,7 @@ final class Worker {
     var sweptGeneration: UInt64 = 0
     /// Deliveries dropped because their subject was erased, since start.
     var erasedCount = 0
-    var reader: JournalReader?
+    var reader: FollowedReader?
     var lookupReader: JournalReader?
     /// Every record up to it is mapped (its deliveries pending or delivered).
     var cursor: UInt64
@@ -348,7 +348,7 @@ final class Worker {
     func enqueueFromJournal(limit: Int, announcedLastSeq: UInt64? = nil) -> Bool {
         do throws(OutboxError) {
             if reader == nil {
-                do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: cursor + 1) } catch {
+                do { reader = try FollowedReader(directory: options.journalDirectory, fromSeq: cursor + 1) } catch {
                     throw OutboxError(.journal, "opening \(options.journalDirectory): \(error)")
                 }
             }
@@ -359,7 +359,7 @@ final class Worker {
             var queued = false
             // A stop ends the batch early; the cursor still covers exactly what was queued.
             while count < limit, !shouldStop() {
-                let record: JournalRecord?
+                let record: FollowedRecord?
                 do { record = try reader.next() } catch { throw OutboxError(.journal, "reading \(options.journalDirectory): \(error)") }
                 guard let record else { break }
                 count += 1
@@ -367,7 +367,7 @@ final class Worker {
                     // The erasure covers the records below this one; later ones are new data.
                     erased.journaled(erasureID: String(record.key.dropFirst(Worker.erasureKeyPrefix.count)), seq: record.seq)
                 }
-                let mapping = mapper.map(seq: record.seq, ingestMillis: record.ingestMillis, body: record.body, lookup: lookup)
+                let mapping = mapper.map(record, lookup: lookup)
                 mappingNotices += mapping.notices.map { (record.seq, $0) }
                 for delivery in mapping.deliveries {
                     if erased.covers(delivery) {
@@ -434,13 +434,13 @@ final class Worker {
         pending.sort { ($0.seq, $0.index) < ($1.seq, $1.index) }
     }
 
-    /// The notification record at `seq`, for the item an event names.
-    func lookup(_ seq: UInt64) -> JSONValue? {
+    /// The record at `seq`, decoded, for the item an event names.
+    func lookup(_ seq: UInt64) -> RecordBody? {
         if lookupReader == nil { lookupReader = try? JournalReader(directory: options.journalDirectory) }
         guard let lookupReader else { return nil }
         lookupReader.seek(toSeq: seq)
         guard let record = try? lookupReader.next(), record.seq == seq else { return nil }
-        return try? JSONParser(maxDepth: 64).parse(record.body)
+        return RecordBody(decoding: record.body)
     }
 
     func deliverDue(now: Int64) -> [OutboxNotice] {

@@ -24,15 +24,13 @@ package struct FleetErasureNotice: Sendable, Equatable {
     /// a tombstone) and for a body that does not hold a well-formed one.
     package static func parse(_ body: [UInt8]) -> FleetErasureNotice? {
         // Most messages of an unfiltered consumer are pushes: skip them without parsing.
-        guard UserDataExport.containsMember(body, name: "kind", value: Array(#""erasure""#.utf8)),
-              case .object(let object)? = try? JSONParser(maxDepth: 4).parse(body),
-              object["kind"]?.stringValue == "erasure",
-              let id = object["erasureId"]?.stringValue, ErasureRequest.isValidErasureId(id),
-              let scope = object["scope"]?.stringValue.flatMap(ErasureScope.init(rawValue:)),
-              let subject = object["subject"]?.stringValue, subject.utf8.count == 64,
-              subject.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) })
-        else { return nil }
-        return FleetErasureNotice(erasureID: id, scope: scope, subject: subject)
+        guard UserDataExport.containsMember(body, name: "kind", value: Array(#""erasure""#.utf8)) else { return nil }
+        switch RecordBody(decoding: body) {
+        case .erasure(let erasure):
+            return FleetErasureNotice(erasureID: erasure.erasureID, scope: erasure.scope, subject: erasure.subject)
+        case .notification, .event, .tombstone, .undecodable:
+            return nil
+        }
     }
 
     /// The journal key this host gives the erasure when it performs it (`erasure:<id>`).

@@ -265,13 +265,20 @@ package enum ErasureRecord {
     /// message whose `Nats-Msg-Id` carries the key), or nil for any other. The key must be
     /// `erasure:<the body's erasureId>`: a body alone could be anyone's.
     package static func parse(key: String, body bytes: [UInt8]) -> (erasureID: String, scope: ErasureScope, subject: String)? {
-        guard key.hasPrefix("erasure:"), case .object(let body)? = try? JSONParser(maxDepth: 4).parse(bytes),
-              body["kind"]?.stringValue == "erasure", let id = body["erasureId"]?.stringValue, ErasureRequest.isValidErasureId(id),
-              let scope = body["scope"]?.stringValue.flatMap(ErasureScope.init(rawValue:)),
-              let subject = body["subject"]?.stringValue, key == "erasure:" + id,
-              subject.utf8.count == 64,
-              subject.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
-        return (id, scope, subject)
+        // Most records are not erasures: known by the key without decoding the body.
+        guard key.hasPrefix("erasure:") else { return nil }
+        return parse(key: key, body: RecordBody(decoding: bytes))
+    }
+
+    /// ``parse(key:body:)`` of a body the follower runtime decoded.
+    package static func parse(key: String, body: RecordBody) -> (erasureID: String, scope: ErasureScope, subject: String)? {
+        switch body {
+        case .erasure(let erasure):
+            guard key == "erasure:" + erasure.erasureID else { return nil }
+            return (erasure.erasureID, erasure.scope, erasure.subject)
+        case .notification, .event, .tombstone, .undecodable:
+            return nil
+        }
     }
 }
 
