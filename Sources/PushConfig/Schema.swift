@@ -409,7 +409,7 @@ enum Schema {
         .optionalAbsolutePath("Outbox", "MindboxSecretKeyFile", \.outbox.mindboxSecretKeyFile)
             .described("file holding the Mindbox secret key, mode 0600 or stricter, owned by the daemon's user; empty = Mindbox events are not sent"),
         .endpointURL("Outbox", "InfobipURL", \.outbox.infobipURL)
-            .described("Infobip Mobile Messaging API base; seen reports go to `/mobile/1/messages/seen`, MO to `/mobile/1/messages/mo`"),
+            .described("Infobip Mobile Messaging API base; seen reports go to `/mobile/2/messages/seen`, MO to `/mobile/1/messages/mo`"),
         .optionalAbsolutePath("Outbox", "InfobipAppKeyFile", \.outbox.infobipAppKeyFile)
             .described("file holding the Infobip application code, mode 0600 or stricter, owned by the daemon's user; empty = Infobip reports are not sent"),
         .boolean("Outbox", "AllowHTTP", \.outbox.allowHTTP)

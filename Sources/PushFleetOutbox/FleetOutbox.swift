@@ -234,6 +234,7 @@ package final class FleetOutbox: Follower, Sendable {
         let applied = appliedSeq()
         let result = work.withLock { $0.step(applied: applied, interrupt: interrupt, stopRequested: context.stopRequested) }
         Self.store(result.status, in: snapshot, onChange: onChange)
+        if result.handedOff { retrySender.pendingAdded() }
         for notice in result.notices { onNotice(notice) }
         if let failure = result.failure { throw FollowerError("fleet_outbox_nats", failure) }
         // Waiting for the index: `indexAdvanced()` wakes the runner; the bound only covers a
@@ -276,12 +277,16 @@ final class FleetWorker {
     var lastExtended: UInt64 = 0
     /// Since when the head of the queue waits for the index (monotonic ns).
     var waitingSince: UInt64?
+    /// Deliveries written to `pending/` for the retry sender since it was last woken.
+    var handedOff = 0
 
     struct StepResult {
         var status: FleetOutboxStatus
         var notices: [OutboxNotice] = []
         var waitingForIndex = false
         var failure: String?
+        /// Deliveries were written to `pending/`: the retry sender should look.
+        var handedOff = false
     }
 
     init(options: FleetOutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool,
@@ -338,7 +343,8 @@ final class FleetWorker {
             let waiting = try work(applied: applied, consumer: consumer, notices: &notices, stopRequested: stopRequested)
             if waiting { try waitForIndex(consumer) } else { waitingSince = nil }
             publish()
-            return StepResult(status: status, notices: notices, waitingForIndex: waiting)
+            defer { handedOff = 0 }
+            return StepResult(status: status, notices: notices, waitingForIndex: waiting, handedOff: handedOff > 0)
         } catch {
             let text = "\(error)"
             status.lastError = text
@@ -411,6 +417,13 @@ final class FleetWorker {
                 status.skipped += 1
                 continue
             }
+            // Two ways for an event of several POSTs, merged from two branches on the same day:
+            // Infobip's seen + MO are handed to this node's pending/ (each retried on its own),
+            // a Mindbox open + its click go as one chain (`sendChain`). One of them should go.
+            if mapping.deliveries.count > 1, mapping.deliveries.contains(where: { $0.target != .mindbox }) {
+                try handOff(mapping.deliveries, of: message, consumer: consumer)
+                continue
+            }
             delivery.attempts = Int(clamping: message.deliveries) - 1
             let rest = mapping.deliveries.dropFirst().map { further in
                 var further = further
@@ -422,6 +435,44 @@ final class FleetWorker {
         queue.removeFirst(taken)
         try deliver(entries, consumer: consumer, notices: &notices, stopRequested: stopRequested)
         return waiting
+    }
+
+    /// An event that needs more than one POST (an Infobip action: seen, then the MO) becomes
+    /// this node's: its deliveries are written to `pending/`, where the retry sender posts each
+    /// once with the outbox's backoff, erasure check and parking, and only then is the message
+    /// acknowledged. The stream's message can only be answered as a whole, so a POST that
+    /// succeeded must not be repeated because the other one failed. A crash between the writes
+    /// and the acknowledgement hands the message out again: on this node it rewrites the same
+    /// files (named by stream seq and index); on another the vendor may see the reports twice,
+    /// with the same ids, as after a node dying mid-POST. These reports do not wait for the
+    /// user's earlier ones still being retried on the stream.
+    func handOff(_ deliveries: [OutboxDelivery], of message: WorkMessage, consumer: NatsWorkConsumer) throws(ExportError) {
+        let now = Posix.wallClockMillis()
+        var written = 0
+        for var delivery in deliveries {
+            if erased.covers(delivery) {
+                status.erased += 1
+                continue
+            }
+            var directory = store.pendingDirectory
+            if now - delivery.createdMillis > options.outbox.maxAge.clampedMilliseconds {
+                delivery.parkedReason = "max_age"
+                delivery.parkedAtMillis = now
+                delivery.lastError = "older than [Outbox] MaxAgeSec=; not sent stale"
+                directory = store.parkedDirectory
+            }
+            do {
+                try store.write(delivery, in: directory)
+            } catch {
+                // Not acknowledged: it comes back after the ack wait rather than being lost.
+                status.lastError = error.description
+                consumer.release(message.streamSeq)
+                return
+            }
+            if directory == store.parkedDirectory { status.parked += 1 } else { written += 1 }
+        }
+        try consumer.acknowledge(message.streamSeq)
+        handedOff += written
     }
 
     /// POSTs `entries` (one fetch, stream order), batching a user's consecutive Infobip

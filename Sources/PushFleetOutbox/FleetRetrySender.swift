@@ -18,7 +18,9 @@ package struct FleetRetryCounts: Sendable, Equatable {
 }
 
 /// Sends the fleet outbox's dead letters that `pushspoolctl outbox retry` handed back (renamed
-/// into `<dir>/retry/`), with fresh attempts, from this node alone.
+/// into `<dir>/retry/`), with fresh attempts, from this node alone; and the deliveries the
+/// fleet outbox handed to this node (`FleetWorker.handOff`: the reports of an event that needs
+/// more than one POST), which it writes to `pending/` directly.
 ///
 /// Not republished to the stream: the stream's message was acknowledged when it was parked,
 /// so no other node holds it, and the file is in exactly one directory at a time (`retry/` →
@@ -52,6 +54,10 @@ package final class FleetRetrySender: Follower, Sendable {
 
     /// The counts; cheap, never waits for a POST.
     package var counts: FleetRetryCounts { snapshot.withLock { $0 } }
+
+    /// The fleet outbox wrote deliveries to `pending/` (an event that needs more than one
+    /// POST): send them now rather than at the next backoff's end.
+    package func pendingAdded() { wake() }
 
     /// `change` is called (on this follower's thread) when the counts change.
     package func observe(_ change: @escaping @Sendable () -> Void) { onChange.set(change) }

@@ -39,7 +39,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items WHERE owner = ?1 ORDER BY seq
                 """)
             case .device: try db.statement("""
@@ -48,7 +48,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items WHERE device = ?1 ORDER BY seq
                 """)
             }

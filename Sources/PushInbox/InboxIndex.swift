@@ -118,10 +118,11 @@ package final class InboxIndex {
     /// 7: media that is not served (`media_source_url`, `media_reason`): the push's image
     /// URL and why pushspool holds no image to show for it (not fetched, fetch failed,
     /// undecodable), so an app can fetch it itself.
-    package static let schemaVersion: Int64 = 7
+    /// 8: SFMC's request and hash ids (`request_id`, `hash_id`), for attribution.
+    package static let schemaVersion: Int64 = 8
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
-    static let columnCount = 54
+    static let columnCount = 56
 
     /// `<stateDirectory>/inbox/index.sqlite`.
     package static func path(stateDirectory: String) -> String { StateLayout(root: stateDirectory).inboxIndex }
@@ -273,7 +274,8 @@ package final class InboxIndex {
                     pinned INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0, feeds INTEGER NOT NULL DEFAULT 0,
                     muted INTEGER NOT NULL DEFAULT 0,
                     collapse_id TEXT, thread_id TEXT, acted_action TEXT, acted_text TEXT, replaces INTEGER, replaced_by INTEGER,
-                    snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0, media_source_url TEXT, media_reason TEXT)
+                    snoozed_until INTEGER, expired INTEGER NOT NULL DEFAULT 0, media_source_url TEXT, media_reason TEXT,
+                    request_id TEXT, hash_id TEXT)
                 """)
             try db.execute("CREATE INDEX IF NOT EXISTS items_owner ON items(owner, seq) WHERE owner IS NOT NULL")
             // A device's items, for its erasure (InboxErasure.swift); added to schema 6 files by
@@ -565,9 +567,9 @@ package final class InboxIndex {
                 buttons, actions, actions_cut, presentation, inapp_open_title, inapp_dismiss_title, media_path,
                 thumbnail_path, expires_at, ingested_at, push_name, push_date, hidden, listed, sound, badge,
                 loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url, browser_url, custom_payload, feeds, muted,
-                collapse_id, thread_id, replaces, pinned, expired, media_source_url, media_reason)
+                collapse_id, thread_id, replaces, pinned, expired, media_source_url, media_reason, request_id, hash_id)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44)
+                ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46)
             """)
         try statement.bind(1, seq)
         try statement.bind(2, owner)
@@ -623,6 +625,8 @@ package final class InboxIndex {
         let unserved = Self.unservedMedia(media)
         try statement.bind(43, media?["url"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
         try statement.bind(44, unserved)
+        try statement.bind(45, key("requestId"))
+        try statement.bind(46, key("hashId"))
         try statement.run()
         guard db.changes == 1, let owner else { return }
         if let holder { try replace(holder, by: seq, owner: owner) }

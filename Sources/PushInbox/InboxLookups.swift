@@ -16,7 +16,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items WHERE seq = ?1 AND owner = ?2 AND (?3 = 1 OR deleted = 0)
                 """)
             defer { statement.reset() }
@@ -53,7 +53,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items
                 WHERE owner = ?1 AND seq > ?2 AND seq <= ?3 AND hidden = 0 ORDER BY seq ASC LIMIT ?4
                 """)

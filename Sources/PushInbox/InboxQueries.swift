@@ -120,6 +120,10 @@ package struct InboxItem: Sendable, Equatable {
     /// `customPayload`, SFMC and APNs custom keys, the FCM data map): an object, or a string
     /// when the vendor sent text that is not a JSON object.
     package var customPayload: JSONValue?
+    /// SFMC's request id (`_r`) and hash id (`_h`), for attribution of what the app reports
+    /// about the item (with `id`, SFMC's `_m`).
+    package var requestId: String?
+    package var hashId: String?
 
     package func jsonValue() -> JSONValue {
         var o: [String: JSONValue] = [
@@ -154,6 +158,8 @@ package struct InboxItem: Sendable, Equatable {
         put("browserUrl", browserUrl)
         put("collapseId", collapseId)
         put("threadId", threadId)
+        put("requestId", requestId)
+        put("hashId", hashId)
         if let replaces { o["replaces"] = .string(String(replaces)) }
         if let badge { o["badge"] = .integer(badge) }
         if let locArgs { o["locArgs"] = .array(locArgs.map { .string($0) }) }
@@ -294,7 +300,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -306,7 +312,7 @@ extension InboxIndex {
                     i.expires_at, i.ingested_at, i.push_name, i.push_date, i.seen, i.read, i.archived, i.acted, i.inapp_shown,
                     i.listed, i.sound, i.badge, i.loc_key, i.loc_args, i.title_loc_key, i.title_loc_args, i.deeplink, i.web_view_url,
                     i.browser_url, i.custom_payload, i.pinned, i.deleted, i.acted_action, i.acted_text, i.collapse_id, i.thread_id,
-                    i.replaces, i.replaced_by, i.media_source_url, i.media_reason
+                    i.replaces, i.replaced_by, i.media_source_url, i.media_reason, i.request_id, i.hash_id
                 FROM item_feeds f CROSS JOIN items i ON i.seq = f.seq
                 WHERE f.owner = ?1 AND f.feed = ?8 AND f.seq < ?2 AND i.hidden = 0 AND i.pinned = 0 AND (?3 = 0 OR i.read = 0)
                     AND (?4 IS NULL OR i.category = ?4) AND (i.expires_at IS NULL OR i.expires_at >= ?5) AND i.ingested_at >= ?6
@@ -317,7 +323,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items INDEXED BY items_pinned
                 WHERE owner = ?1 AND seq < ?2 AND pinned = 1 AND hidden = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -328,7 +334,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason
+                    media_source_url, media_reason, request_id, hash_id
                 FROM items
                 WHERE owner = ?1 AND seq < ?2 AND hidden = 0 AND pinned = 0 AND (?3 = 0 OR read = 0)
                     AND (?4 IS NULL OR category = ?4) AND (expires_at IS NULL OR expires_at >= ?5) AND ingested_at >= ?6
@@ -394,6 +400,8 @@ extension InboxIndex {
         item.replacedBy = s.optionalInt64(45).map { UInt64(clamping: $0) }
         item.mediaSourceUrl = s.text(46)
         item.mediaNotStoredReason = s.text(47)
+        item.requestId = s.text(48)
+        item.hashId = s.text(49)
         return item
     }
 
@@ -457,7 +465,7 @@ extension InboxIndex {
                     expires_at, ingested_at, push_name, push_date, seen, read, archived, acted, inapp_shown,
                     listed, sound, badge, loc_key, loc_args, title_loc_key, title_loc_args, deeplink, web_view_url,
                     browser_url, custom_payload, pinned, deleted, acted_action, acted_text, collapse_id, thread_id, replaces, replaced_by,
-                    media_source_url, media_reason, expired, snoozed_until
+                    media_source_url, media_reason, request_id, hash_id, expired, snoozed_until
                 FROM items INDEXED BY items_modal
                 WHERE owner = ?1 AND presentation = 'modal' AND muted = 0 ORDER BY seq DESC LIMIT 1
                 """)
@@ -467,7 +475,7 @@ extension InboxIndex {
             let item = Self.item(statement)
             if item.inAppShown || item.acted || item.read || item.archived || item.deleted { return nil }
             // Expired (applied at its moment) or snoozed: not presented.
-            if statement.bool(48) || !statement.isNull(49) { return nil }
+            if statement.bool(50) || !statement.isNull(51) { return nil }
             if let expires = item.expiresAtMillis, expires < now { return nil }
             if item.ingestedAtMillis < Self.cutoff(now: now, retention: retention) { return nil }
             return item

@@ -726,6 +726,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         switch type {
         case .open: event = .ncOpen(item: seq, user: user, device: device, at: now)
         case .inAppShown: event = .ncInAppShown(item: seq, user: user, device: device, at: now)
+        // An action names its device too: Infobip's seen report and MO carry it as the push
+        // registration id.
+        case .action: event = PushEvent(type: type, eventId: "", user: user, device: device, item: seq, at: now)
         default: event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
         }
         if type == .action || type == .actionRevert {

@@ -156,7 +156,10 @@ package struct EventMapper: Sendable {
                     return Mapping(deliveries: deliveries, notices: notices)
                 }
                 if vendor == "infobip", infobip, let messageId = item["id"]?.stringValue {
-                    return Mapping(deliveries: [make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0)])
+                    var seen = make(.infobipSeen, operation: nil, payload: .object(["messageId": .string(messageId)]), index: 0,
+                                    platform: EventMapper.platform(item))
+                    seen.device = EventMapper.registrationId(device: device, item: item)
+                    return Mapping(deliveries: [seen])
                 }
                 return Mapping()
             }
@@ -169,17 +172,13 @@ package struct EventMapper: Sendable {
                                                  platform: EventMapper.platform(item))])
             }
             guard vendor == "infobip", infobip, let action = event["action"]?.stringValue,
-                  let messageId = item["id"]?.stringValue, EventMapper.requiresMO(item, action: action) else { return Mapping() }
-            var custom: [String: JSONValue] = ["actionId": .string(action)]
-            var message: [String: JSONValue] = [
-                "messageId": .string(eventId), "initialMessageId": .string(messageId), "text": .string(action),
-            ]
-            if let text = event["text"]?.stringValue {
-                custom["text"] = .string(text)
-            }
-            if let category = item["category"]?.stringValue { custom["category"] = .string(category) }
-            message["customPayload"] = .object(custom)
-            return Mapping(deliveries: [make(.infobipMO, operation: nil, payload: .object(message), index: 0)])
+                  let messageId = item["id"]?.stringValue else { return Mapping() }
+            let registrationId = EventMapper.registrationId(device: device, item: item)
+            return Mapping(deliveries: infobipActionReports(item: item, messageId: messageId, action: action, eventId: eventId) {
+                var delivery = make($0, operation: nil, payload: $1, index: $2, platform: $3)
+                delivery.device = registrationId
+                return delivery
+            })
         // Inbox state only: no vendor hears of these.
         case .seen, .read, .archive, .readAll, .archiveRead, .actionRevert, .inAppShown, .inAppOptOut, .unread, .unarchive,
              .delete, .pin, .unpin, .preferences, .snooze, .unsnooze:
@@ -187,13 +186,51 @@ package struct EventMapper: Sendable {
         }
     }
 
+    /// What the Infobip SDKs report when a category action of `item` is tapped: the message
+    /// seen at once (iOS `NotificationsInteractionService.handleAnyMessage` → `setSeen`,
+    /// Android `MobileInteractiveImpl.triggerSdkActionsFor` → `markAsSeen`), then, for an action
+    /// with `moRequired`, an MO in the SDK's shape (iOS `MM_MOMessage` built in
+    /// `handleAnyMessage`, Android `MobileInteractiveImpl.messageFor` → `MoMessageMapper.body`):
+    /// `text` "<category> <action id>" (iOS writes `n/a` for a missing category, Android sends
+    /// no MO without one: pushspool follows Android, as an action outside a category cannot be
+    /// told from a Mindbox-style button), the push's own `customPayload`, its `bulkId`, and
+    /// `initialMessageId`. The MO's `messageId` is the event id, so a repeated POST is the same
+    /// MO; the SDK makes a new UUID per MO.
+    func infobipActionReports(item: JSONValue, messageId: String, action: String, eventId: String,
+                              make: (OutboxTarget, JSONValue, Int, String?) -> OutboxDelivery) -> [OutboxDelivery] {
+        let platform = EventMapper.platform(item)
+        var deliveries = [make(.infobipSeen, .object(["messageId": .string(messageId)]), 0, platform)]
+        guard EventMapper.requiresMO(item, action: action), let category = item["category"]?.stringValue, !category.isEmpty else {
+            return deliveries
+        }
+        var message: [String: JSONValue] = [
+            "messageId": .string(eventId), "initialMessageId": .string(messageId), "text": .string(category + " " + action),
+        ]
+        if case .object(let custom)? = item["customPayload"] { message["customPayload"] = .object(custom) }
+        if let bulkId = item["bulkId"]?.stringValue, !bulkId.isEmpty { message["bulkId"] = .string(bulkId) }
+        deliveries.append(make(.infobipMO, .object(message), 1, platform))
+        return deliveries
+    }
+
+    /// The Infobip push registration id an event's reports name (`pushregistrationid`, the MO's
+    /// `from`): the device the event came from (its envelope's `device`, which an app using
+    /// Infobip sets to its installation's push registration id), else the device the push was
+    /// for. `nil` when neither names one; the MO is then parked (Infobip needs `from`).
+    static func registrationId(device: String?, item: JSONValue) -> String? {
+        if let device, !device.isEmpty { return device }
+        if let pushDevice = item["device"]?.stringValue, !pushDevice.isEmpty { return pushDevice }
+        return nil
+    }
+
     /// The push's platform as detected at ingest (`ios`/`android`), which picks the Mindbox
-    /// endpoint; records without `platform` fall back to their format name.
+    /// endpoint and Infobip's `platformType`; records without `platform` fall back to their
+    /// format name.
     static func platform(_ item: JSONValue) -> String? {
         if let platform = item["platform"]?.stringValue, platform == "ios" || platform == "android" { return platform }
         guard let format = item["format"]?.stringValue else { return nil }
         if format.hasPrefix("mindbox-ios") { return "ios" }
-        if format.hasPrefix("mindbox-android") { return "android" }
+        if format.hasPrefix("mindbox-android") || format == "infobip-android" { return "android" }
+        if format == "infobip-ios" { return "ios" }
         return nil
     }
 

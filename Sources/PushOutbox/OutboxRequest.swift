@@ -47,19 +47,38 @@ extension OutboxOptions {
             var body: [String: JSONValue] = ["messages": .array(messages)]
             var headers = ["Content-Type: application/json; charset=utf-8", "Accept: application/json", "Authorization: App \(key.value)"]
             if let device = head.device, Self.isHeaderSafe(device) { headers.append("pushregistrationid: \(device)") }
-            let path: String
+            var path: String
             if head.target == .infobipMO {
+                // Infobip refuses an MO without its sender: park it, saying what to send.
+                guard let device = head.device else { return nil }
                 path = "/mobile/1/messages/mo"
-                if let device = head.device { body["from"] = .string(device) }
+                if let platformType = Self.infobipPlatformType(head.platform) { path += "?platformType=" + platformType }
+                body["from"] = .string(device)
             } else {
-                path = "/mobile/1/messages/seen"
+                // Both SDKs report seen on version 2 of the route (iOS `APIPath.SeenMessages`,
+                // Android `MobileApiMessages.reportSeen`), with the same body as version 1.
+                path = "/mobile/2/messages/seen"
             }
             return OutboxRequest(url: infobipURL + path, headers: headers, body: JSONValue.object(body).serialized())
         }
     }
 
+    /// The `platformType` the SDKs send with an MO: `APNS` from iOS (`Consts.APIValues.platformType`),
+    /// `GCM` from Android (`MobileApiMessages.sendMO`'s default); none for a push of unknown platform.
+    static func infobipPlatformType(_ platform: String?) -> String? {
+        switch platform {
+        case "ios"?: "APNS"
+        case "android"?: "GCM"
+        default: nil
+        }
+    }
+
     /// Why `request(for:)` gave nothing for a delivery like `head`, for the dead letter.
     package static func unconfiguredMessage(_ head: OutboxDelivery) -> String {
+        if head.target == .infobipMO, head.device == nil {
+            return "the MO names no Infobip push registration id: send the event with the app's registration id as its device "
+                + "(envelope device, X-Pushspool-Device, pushspoolctl nc action --device)"
+        }
         if head.target == .mindbox, head.platform == "android" {
             return "no Mindbox endpoint for Android pushes: set [Outbox] MindboxEndpointAndroid= or MindboxEndpointId="
         }

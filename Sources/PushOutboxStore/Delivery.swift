@@ -4,9 +4,9 @@ import PushSystem
 package enum OutboxTarget: String, Sendable, CaseIterable {
     /// `POST {MindboxURL}/v3/operations/async?endpointId=…&operation=…&deviceUUID=…&transactionId=…`
     case mindbox
-    /// `POST {InfobipURL}/mobile/1/messages/seen`, body `{"messages":[…]}`.
+    /// `POST {InfobipURL}/mobile/2/messages/seen`, body `{"messages":[…]}`.
     case infobipSeen = "infobip-seen"
-    /// `POST {InfobipURL}/mobile/1/messages/mo`, body `{"from":…,"messages":[…]}`.
+    /// `POST {InfobipURL}/mobile/1/messages/mo?platformType=APNS|GCM`, body `{"from":…,"messages":[…]}`.
     case infobipMO = "infobip-mo"
 
     /// Whether consecutive deliveries of one user to this target may share one POST: Infobip's
@@ -32,11 +32,12 @@ package struct OutboxDelivery: Sendable, Equatable {
     package var createdMillis: Int64
     /// The event's `at` (or ingest time), epoch ms: Infobip's `timestampDelta` counts from here.
     package var atMillis: Int64
-    /// Mindbox: operation name and device. Infobip MO: `from` = the device.
+    /// Mindbox: operation name and device. Infobip: the push registration id (`from` of an MO).
     package var operation: String?
     package var device: String?
-    /// Mindbox: the platform of the push the event is about (`ios`/`android`), which picks the
-    /// endpoint; `nil` for an event without a push (NCOpen) and for files written before it.
+    /// The platform of the push the event is about (`ios`/`android`): Mindbox's endpoint,
+    /// Infobip's `platformType`; `nil` for an event without a push (NCOpen) and for files
+    /// written before it.
     package var platform: String?
     /// Mindbox: the whole request body. Infobip: this delivery's element of `messages`.
     package var payload: JSONValue

@@ -29,6 +29,7 @@ extension Session {
         n.sentAt = epochMillis(internalData["sendDateTime"], "internalData.sendDateTime", loose: false)
         n.expiresAt = epochMillis(internalData["inAppExpiryDateTime"], "internalData.inAppExpiryDateTime", loose: false)
         n.messageType = string(internalData["messageType"], "internalData.messageType")
+        n.bulkId = nonEmpty(string(internalData["bulkId"], "internalData.bulkId"))
         n.inAppOpenTitle = string(internalData["inAppOpenTitle"], "internalData.inAppOpenTitle")
         n.inAppDismissTitle = string(internalData["inAppDismissTitle"], "internalData.inAppDismissTitle")
         if case .array(let atts)? = internalData["atts"], let first = atts.first {
@@ -116,6 +117,7 @@ extension Session {
         n.sentAt = epochMillis(internals["sendDateTime"], "org_ib_d.internal.sendDateTime", loose: true)
         n.expiresAt = epochMillis(internals["inAppExpiryDateTime"], "org_ib_d.internal.inAppExpiryDateTime", loose: true)
         n.messageType = text(internals["messageType"], "org_ib_d.internal.messageType")
+        n.bulkId = nonEmpty(text(internals["bulkId"], "org_ib_d.internal.bulkId"))
         n.inAppOpenTitle = text(internals["inAppOpenTitle"], "org_ib_d.internal.inAppOpenTitle")
         n.inAppDismissTitle = text(internals["inAppDismissTitle"], "org_ib_d.internal.inAppDismissTitle")
         n.deeplink = clickURL(text(internals["deeplink"], "org_ib_d.internal.deeplink"), "org_ib_d.internal.deeplink")

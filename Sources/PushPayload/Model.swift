@@ -256,6 +256,13 @@ package struct PushNotification: Sendable, Equatable {
     package var titleLocArgs: [String]?
     /// Vendor message type (SFMC `_mt`, Infobip `messageType`).
     package var messageType: String?
+    /// SFMC's request id (`_r`) and hash id (`_h`): with `_m` (the ``id``) they name the send
+    /// a push belongs to, for attribution (SFMC's SDK keeps them with the message).
+    package var requestId: String?
+    package var hashId: String?
+    /// Infobip's `bulkId` (`internalData.bulkId`, Android `org_ib_d.internal.bulkId`): the
+    /// send the message was part of; the SDKs put it into the MO an action sends.
+    package var bulkId: String?
     /// Replaces the inbox's earlier item with the same id (the same owner and vendor), as the
     /// device replaces a shown notification: the envelope's `collapseId`, else FCM's
     /// `android.collapse_key` / `collapse_key` or APNs' `apns-collapse-id` where the payload
@@ -321,6 +328,9 @@ package struct PushNotification: Sendable, Equatable {
         put("titleLocKey", titleLocKey)
         put("titleLocArgs", titleLocArgs)
         put("messageType", messageType)
+        put("requestId", requestId)
+        put("hashId", hashId)
+        put("bulkId", bulkId)
         put("collapseId", collapseId)
         put("threadId", threadId)
         put("user", user)

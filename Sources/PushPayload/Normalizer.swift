@@ -240,6 +240,12 @@ struct Session {
         }
     }
 
+    /// `text` unless it is empty: an empty id names nothing to attribute to.
+    func nonEmpty(_ text: String?) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        return text
+    }
+
     /// An integral number (iOS SDKs read `as? Int`: no string coercion).
     mutating func int(_ value: JSONValue?, _ path: String) -> Int? {
         switch value {

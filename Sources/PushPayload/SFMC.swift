@@ -24,6 +24,8 @@ extension Session {
             n.sound = text(map["sound"], "sound")
         }
         n.messageType = text(map["_mt"], "_mt")
+        n.requestId = nonEmpty(text(map["_r"], "_r"))
+        n.hashId = nonEmpty(text(map["_h"], "_h"))
         n.clickUrl = clickURL(text(map["_od"], "_od"), "_od") ?? clickURL(text(map["_x"], "_x"), "_x")
         readMediaKeys(into: &n)
         let custom = map.filter { !Session.sfmcReserved.contains($0.key) }

@@ -265,7 +265,7 @@ extension InboxFromStreamTests {
         try server.start()
         defer { server.stop() }
         let vendor = try LoopbackHTTPServer()
-        vendor.route("/mobile/1/messages/seen", .ok(Array("{}".utf8), contentType: "application/json"))
+        vendor.route("/mobile/2/messages/seen", .ok(Array("{}".utf8), contentType: "application/json"))
         let ingest = try DaemonHarness(name: "fleet-ib-ingest", config: Self.ingestConfig(url: server.url))
         try ingest.start()
         defer { ingest.stop() }
@@ -325,7 +325,7 @@ extension InboxFromStreamTests {
         process2 = try Self.launchInbox(nodes[1])
         ports = [try Self.port(nodes[0], process1), try Self.port(nodes[1], process2)]
         func reported() -> [String] {
-            vendor.requests("/mobile/1/messages/seen").flatMap { request -> [String] in
+            vendor.requests("/mobile/2/messages/seen").flatMap { request -> [String] in
                 let messages = (try? JSONParser().parse(request.body))?["messages"]?.arrayValue ?? []
                 return messages.compactMap { $0["messageId"]?.stringValue }
             }
@@ -334,11 +334,86 @@ extension InboxFromStreamTests {
         // Past any second copy a node working the same message would have sent by now.
         usleep(3_000_000)
         #expect(reported().sorted() == (0..<20).map { "ib-msg-\($0)" }.sorted(), "each message reported once fleet-wide")
-        let requests = vendor.requests("/mobile/1/messages/seen")
+        let requests = vendor.requests("/mobile/2/messages/seen")
         for request in requests {
             #expect(request.header("Authorization") == "App infobip-app-key")
         }
         #expect(requests.count < 20, "a user's reports of one fetch share a POST (\(requests.count) POSTs)")
         #expect(Self.parked(nodes[0]).isEmpty && Self.parked(nodes[1]).isEmpty)
+    }
+
+    /// Issue 37: an Infobip action taken on a fleet node reports what the SDK reports — the
+    /// message seen, then the MO in the SDK's shape (`text` "<category> <action>", the push's
+    /// `customPayload` and `bulkId`, the registration id from `X-Pushspool-Device`) — each once,
+    /// through the node's pending deliveries (the stream's message is answered only after both
+    /// are written there).
+    @Test func anInfobipActionOnAFleetNodeReportsSeenAndTheMOOnce() throws {
+        let temp = TempDir()
+        let server = try NatsServer(storeDirectory: temp.appending("nats"))
+        try server.start()
+        defer { server.stop() }
+        let vendor = try LoopbackHTTPServer()
+        vendor.route("/mobile/2/messages/seen", .ok(Array("{}".utf8), contentType: "application/json"))
+        vendor.route("/mobile/1/messages/mo", .ok(Array("{}".utf8), contentType: "application/json"))
+        let ingest = try DaemonHarness(name: "fleet-ibmo-ingest", config: Self.ingestConfig(url: server.url))
+        try ingest.start()
+        defer { ingest.stop() }
+        let json = """
+            {"pushspool":1,"user":"ib-mo-user","platform":"ios","payload":{"aps":{"alert":{"title":"Invite","body":"Join?"},\
+            "category":"mm_accept_decline"},"messageId":"ib-mo-1","customPayload":{"promo":"spring"},"internalData":{"bulkId":"bulk-9"}}}
+            """
+        try ingest.drop(Array(json.utf8), name: "ibmo.json")
+        try Self.waitIngestedAndExported(ingest, count: 1)
+
+        let node = try Self.node("fleet-ibmo-node", url: server.url)
+        let keyFile = node.root + "/infobip.key"
+        try "infobip-app-key\n".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        let config = try String(contentsOfFile: node.config, encoding: .utf8) + """
+            [Outbox]
+            Enabled=yes
+            AllowHTTP=yes
+            AllowNetworks=127.0.0.1/32
+            InfobipURL=\(vendor.url(""))
+            InfobipAppKeyFile=\(keyFile)
+            ConnectTimeoutSec=1s
+            RequestTimeoutSec=10s
+            RetryBaseSec=200ms
+
+            """
+        try config.write(toFile: node.config, atomically: true, encoding: .utf8)
+        let process = try Self.launchInbox(node)
+        defer { Self.stopInbox(process) }
+        let port = try Self.port(node, process)
+        try waitUntil(timeout: 60, "the node at stream seq 1") { Self.appliedSeq(node) == 1 }
+        let items = try #require(try Self.http(port, "GET", "/v1/inbox", user: "ib-mo-user").json?["items"]?.arrayValue)
+        let seq = try #require(items.first?["item"]?.stringValue)
+        let action = try Self.http(port, "POST", "/v1/inbox/\(seq)/actions/mm_accept", user: "ib-mo-user",
+                                   headers: ["X-Pushspool-Device: reg-fleet-1"])
+        #expect(action.status == 202, "\(action.body)")
+
+        try waitUntil(timeout: 60, "the seen report and the MO") {
+            vendor.hits("/mobile/2/messages/seen") >= 1 && vendor.hits("/mobile/1/messages/mo") >= 1
+        }
+        // Past any second copy the node would have sent by now.
+        usleep(2_000_000)
+        let seen = vendor.requests("/mobile/2/messages/seen")
+        try #require(seen.count == 1)
+        let seenMessages = try #require((try? JSONParser().parse(seen[0].body))?["messages"]?.arrayValue)
+        #expect(seenMessages.compactMap { $0["messageId"]?.stringValue } == ["ib-mo-1"])
+        #expect(seen[0].header("pushregistrationid") == "reg-fleet-1")
+        let mo = vendor.requests("/mobile/1/messages/mo")
+        try #require(mo.count == 1)
+        #expect(mo[0].target == "/mobile/1/messages/mo?platformType=APNS")
+        #expect(mo[0].header("Authorization") == "App infobip-app-key")
+        let body = try #require(try? JSONParser().parse(mo[0].body))
+        #expect(body["from"] == .string("reg-fleet-1"))
+        let message = try #require(body["messages"]?.arrayValue?.first)
+        #expect(message["text"] == .string("mm_accept_decline mm_accept"))
+        #expect(message["initialMessageId"] == .string("ib-mo-1") && message["bulkId"] == .string("bulk-9"))
+        #expect(message["customPayload"] == .object(["promo": .string("spring")]))
+        #expect(message["messageId"]?.stringValue?.isEmpty == false)
+        #expect(Set(message.objectValue?.keys.map { $0 } ?? []) == ["bulkId", "customPayload", "initialMessageId", "messageId", "text"])
+        #expect(Self.parked(node).isEmpty)
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// The outbox against a real HTTP receiver on 127.0.0.1: URLs, headers and bodies as sent.
 @Suite struct OutboxDeliveryTests {
     static let mindboxPath = "/v3/operations/async"
-    static let seenPath = "/mobile/1/messages/seen"
+    static let seenPath = "/mobile/2/messages/seen"
     static let moPath = "/mobile/1/messages/mo"
 
     @Test func requestsCarryExactURLsHeadersAndBodies() async throws {
@@ -30,7 +30,8 @@ import Testing
         ])
         let follower = try OutboxFollower(options: fixture.options())
         let status = follower.catchUp()
-        #expect(status.delivered == 4)
+        // Mindbox 2; Infobip: seen for ev-3, seen and MO for ev-4, seen for ev-5.
+        #expect(status.delivered == 6)
         #expect(status.pending == 0 && status.parked == 0)
         #expect(status.cursor == 9)
 
@@ -45,25 +46,93 @@ import Testing
         #expect(String(decoding: mindbox[1].body, as: UTF8.self)
             == #"{"customerAction":{"customFields":{"mobPushSendDateTime":"2026-11-30T10:00:00.000Z","mobPushTranslateName":"sale_november"}}}"#)
 
+        // The open's and the first action's seen share a POST; the MO between them and the
+        // second action's seen come after, in the user's order.
         let seen = fixture.server.requests(Self.seenPath)
-        try #require(seen.count == 1)
+        try #require(seen.count == 2)
         #expect(seen[0].method == "POST")
         #expect(seen[0].header("Authorization") == "App \(OutboxFixture.infobipKey)")
         let seenBody = try #require(parse(seen[0].body))
         let seenMessages = try #require(seenBody["messages"]?.arrayValue)
-        #expect(seenMessages.count == 1)
+        #expect(seenMessages.count == 2)
         #expect(seenMessages[0]["messageId"] == .string("ib-msg-1"))
         #expect((seenMessages[0]["timestampDelta"]?.intValue ?? -1) >= 0)
 
         let mo = fixture.server.requests(Self.moPath)
         try #require(mo.count == 1)
+        #expect(mo[0].target == Self.moPath + "?platformType=APNS")
         #expect(mo[0].header("Authorization") == "App \(OutboxFixture.infobipKey)")
+        // The typed text is not in the MO: the SDK does not send it either.
         #expect(String(decoding: mo[0].body, as: UTF8.self)
-            == #"{"from":"dev-1","messages":[{"customPayload":{"actionId":"mm_accept","category":"mm_accept_decline","text":"see you"},"initialMessageId":"ib-msg-1","messageId":"ev-4","text":"mm_accept"}]}"#)
+            == #"{"from":"dev-1","messages":[{"initialMessageId":"ib-msg-1","messageId":"ev-4","text":"mm_accept_decline mm_accept"}]}"#)
 
         // Nothing is sent again on a later pass.
         follower.catchUp()
         #expect(fixture.server.requests(Self.mindboxPath).count == 2)
+    }
+
+    /// An action with `moRequired` on an Infobip push: a seen report at once, then the MO the
+    /// SDK sends (iOS `NotificationsInteractionService.handleAnyMessage`, Android
+    /// `MobileInteractiveImpl.triggerSdkActionsFor`): `text` "<category> <action>", the push's
+    /// own `customPayload`, its `bulkId`, the registration id as `from` and header, and
+    /// `platformType` by the push's platform. An action without `moRequired` sends only the seen.
+    @Test func anInfobipActionReportsSeenThenTheMOInTheSDKShape() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.seenPath, .ok(Array("{}".utf8), contentType: "application/json"))
+        fixture.server.route(Self.moPath, .ok(Array("{}".utf8), contentType: "application/json"))
+        let ios = merging(infobipItem(id: "ib-ios"), ["customPayload": .object(["promo": .string("spring"), "tier": .integer(2)]),
+                                                      "bulkId": .string("bulk-7")])
+        let android = merging(infobipItem(id: "ib-android", user: "bob"), ["platform": .string("android"), "format": .string("infobip-android"),
+                                                                           "customPayload": .object(["k": .string("v")])])
+        try await fixture.journal([
+            ("i1", ios, now), ("i2", android, now),                                                               // 1, 2
+            ("e1", event("nc.action", "ev-ios", device: "reg-ios-1", item: 1, action: "mm_accept", text: "typed"), now), // 3
+            ("e2", event("nc.action", "ev-android", user: "bob", device: "reg-android-1", item: 2, action: "mm_accept"), now), // 4
+            ("e3", event("nc.action", "ev-later", device: "reg-ios-1", item: 1, action: "later"), now),            // 5
+        ])
+        let follower = try OutboxFollower(options: fixture.options())
+        let status = follower.catchUp()
+        #expect(status.delivered == 5 && status.pending == 0 && status.parked == 0)
+
+        let seen = fixture.server.requests(Self.seenPath)
+        let seenIds = seen.flatMap { request in (parse(request.body)?["messages"]?.arrayValue ?? []).compactMap { $0["messageId"]?.stringValue } }
+        #expect(seenIds.sorted() == ["ib-android", "ib-ios", "ib-ios"])
+        for request in seen {
+            let body = try #require(parse(request.body))
+            #expect(Set(body.objectValue?.keys.map { $0 } ?? []) == ["messages"])
+            for message in body["messages"]?.arrayValue ?? [] {
+                #expect(Set(message.objectValue?.keys.map { $0 } ?? []) == ["messageId", "timestampDelta"])
+            }
+        }
+        #expect(seen.first { $0.header("pushregistrationid") == "reg-android-1" } != nil)
+
+        let mos = fixture.server.requests(Self.moPath)
+        #expect(mos.count == 2)
+        let iosMO = mos.filter { $0.target == Self.moPath + "?platformType=APNS" }
+        try #require(iosMO.count == 1)
+        #expect(iosMO[0].header("pushregistrationid") == "reg-ios-1")
+        #expect(iosMO[0].header("Authorization") == "App \(OutboxFixture.infobipKey)")
+        #expect(String(decoding: iosMO[0].body, as: UTF8.self)
+            == #"{"from":"reg-ios-1","messages":[{"bulkId":"bulk-7","customPayload":{"promo":"spring","tier":2},"initialMessageId":"ib-ios","messageId":"ev-ios","text":"mm_accept_decline mm_accept"}]}"#)
+        let androidMO = mos.filter { $0.target == Self.moPath + "?platformType=GCM" }
+        try #require(androidMO.count == 1)
+        #expect(String(decoding: androidMO[0].body, as: UTF8.self)
+            == #"{"from":"reg-android-1","messages":[{"customPayload":{"k":"v"},"initialMessageId":"ib-android","messageId":"ev-android","text":"mm_accept_decline mm_accept"}]}"#)
+    }
+
+    /// Without a push registration id (no device on the event or the push) Infobip cannot take
+    /// the MO: it is parked, saying what to send, and never guessed.
+    @Test func anInfobipMOWithoutARegistrationIdIsParked() async throws {
+        let fixture = try OutboxFixture()
+        fixture.server.route(Self.seenPath, .ok([]))
+        fixture.server.route(Self.moPath, .ok([]))
+        try await fixture.journal([("i1", infobipItem(), now), ("e1", event("nc.action", "ev-1", device: nil, item: 1, action: "mm_accept"), now)])
+        let follower = try OutboxFollower(options: fixture.options())
+        let status = follower.catchUp()
+        #expect(status.delivered == 1 && status.parked == 1)
+        #expect(fixture.server.hits(Self.moPath) == 0)
+        let parked = try OutboxStore(directory: fixture.state + "/outbox").list(fixture.state + "/outbox/parked")
+        #expect(parked.first?.lastError?.contains("push registration id") == true)
     }
 
     @Test func infobipSeenReportsOfOneUserShareOnePost() async throws {

@@ -92,6 +92,13 @@ func infobipItem(id: String = "ib-msg-1", user: String = "alice") -> JSONValue {
     ])
 }
 
+/// `record` with the members of `extra` added or replaced.
+func merging(_ record: JSONValue, _ extra: [String: JSONValue]) -> JSONValue {
+    guard case .object(var members) = record else { return record }
+    for (key, value) in extra { members[key] = value }
+    return .object(members)
+}
+
 /// A contract-shaped event record body.
 func event(_ type: String, _ eventId: String, user: String? = "alice", device: String? = "dev-1", item: UInt64? = nil,
            action: String? = nil, text: String? = nil) -> JSONValue {

@@ -237,6 +237,16 @@ import PushSystem
         #expect(n.customPayload == .object(["k": .string("v")]))
     }
 
+    /// The SDKs put the push's `bulkId` into the MO an action sends; the record keeps it
+    /// (iOS `internalData.bulkId`, Android `org_ib_d.internal.bulkId`).
+    @Test func bulkIdIsKeptOnBothPlatforms() throws {
+        let ios = try accept(#"{"messageId": "IB9", "aps": {"alert": {"body": "b"}}, "internalData": {"bulkId": "bulk-ios"}}"#)
+        #expect(ios.jsonValue()["bulkId"] == .string("bulk-ios"))
+        let inner = #"{\"messageId\":\"IA9\",\"text\":\"Hello\",\"internal\":{\"bulkId\":\"bulk-android\"}}"#
+        let android = try accept(#"{"data": {"org_ib_d": ""# + inner + #""}}"#)
+        #expect(android.jsonValue()["bulkId"] == .string("bulk-android"))
+    }
+
     @Test(arguments: [(#""MODAL""#, Presentation.modal), (#""0""#, .modal), ("0", .modal), (#""1""#, .banner), ("1", .banner)])
     func androidInAppStyleVariants(_ style: String, _ expected: Presentation) throws {
         let orgIbD = JSONValue.object([
@@ -306,6 +316,18 @@ import PushSystem
         #expect(n.platform == .android && n.format == "sfmc-android")
         #expect(n.title == "T" && n.subtitle == "S" && n.body == "B" && n.messageType == "8" && n.mediaUrl == "https://cdn.example/a.png")
         #expect(n.customPayload == .object(["k": .string("v")]))
+    }
+
+    /// `_r` and `_h` name the send with `_m`: the record keeps them for attribution (they
+    /// were dropped before: reserved, so not custom data either), on both platforms.
+    @Test func requestAndHashIdsAreKept() throws {
+        let ios = try accept(#"{"_sid": "SFMC", "_m": "S7", "_r": "req-1", "_h": "hash-1", "aps": {"alert": "x"}}"#)
+        #expect(ios.jsonValue()["requestId"] == .string("req-1") && ios.jsonValue()["hashId"] == .string("hash-1"))
+        #expect(ios.customPayload == nil)
+        let android = try accept(#"{"data": {"_sid": "SFMC", "_m": "SA7", "_r": "req-2", "_h": "hash-2", "alert": "B"}}"#)
+        #expect(android.jsonValue()["requestId"] == .string("req-2") && android.jsonValue()["hashId"] == .string("hash-2"))
+        let without = try accept(#"{"_sid": "SFMC", "_m": "S8", "_r": "", "aps": {"alert": "x"}}"#)
+        #expect(without.jsonValue()["requestId"] == nil && without.jsonValue()["hashId"] == nil)
     }
 
     @Test func androidNumericIdIsAccepted() throws {
