@@ -41,7 +41,7 @@ import TestSupport
         .archiveRead: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [], stream: .refresh, before: [.read]),
         .opened: Row(index: false, mapperOnMindbox: [.mindbox], mapperOnInfobip: [.mindbox], stream: .nothing),
         .open: Row(index: true, mapperOnMindbox: [.mindbox], mapperOnInfobip: [.infobipSeen], stream: .item),
-        .action: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [.infobipMO], stream: .item),
+        .action: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [.infobipSeen, .infobipMO], stream: .item),
         .actionRevert: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [], stream: .item, before: [.action]),
         .inAppShown: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [], stream: .item),
         .inAppOptOut: Row(index: true, mapperOnMindbox: [], mapperOnInfobip: [], stream: .nothing),
