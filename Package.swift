@@ -153,6 +153,9 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PushSystem", "PushJournal"], path: "Tests/TestSupport"),
         // An in-memory file system behind PushSystem's `FileSystem` seam that models power cuts
         // (unsynced data and directory entries) and injected I/O errors, for crash enumeration.
+        // The tags that set slow, NATS and root-only suites apart (scripts/test-sets.py turns
+        // them into the names scripts/test.sh runs after the fast set).
+        .target(name: "TestTraits", path: "Tests/TestTraits"),
         .target(name: "SimulatedFS", dependencies: ["PushSystem"], path: "Tests/SimulatedFS"),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport", "PushSystem"]),
         .testTarget(name: "PushSystemTests", dependencies: ["PushSystem"]),
@@ -162,7 +165,7 @@ let package = Package(
             "PushCLI", "PushspoolCtl", "PushspoolDaemon", "PushInboxServer", "PushFetchServer",
         ]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushJournalTests", dependencies: ["PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
+        .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushFetchTests", dependencies: [
@@ -175,21 +178,21 @@ let package = Package(
         .testTarget(name: "PushFollowTests", dependencies: ["PushFollow", "PushJournal", "PushPayload", "PushSystem", "TestSupport"]),
         // The outbox in a child process the crash tests can SIGKILL.
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
-        .testTarget(name: "PushOutboxTests", dependencies: [
+        .testTarget(name: "PushOutboxTests", dependencies: ["TestTraits",
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
             "pushspool-outbox-child", "PushModuleOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
-        .testTarget(name: "PushInboxTests", dependencies: ["PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
+        .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
             "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox",
         ]),
-        .testTarget(name: "PushspoolDaemonTests", dependencies: [
+        .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions",
         ]),
-        .testTarget(name: "PushExportTests", dependencies: ["PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
-        .testTarget(name: "PushUserDataTests", dependencies: [
+        .testTarget(name: "PushExportTests", dependencies: ["TestTraits", "PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
+        .testTarget(name: "PushUserDataTests", dependencies: ["TestTraits",
             "PushUserData", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
             "PushModuleOptions", "PushFollow", "TestSupport",
         ]),
@@ -197,7 +200,7 @@ let package = Package(
         // README.md and docs/: links and anchors resolve, nothing points outside the repository,
         // the module table, the MESSAGE_ID runbook and the architecture picture are complete.
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
-        .testTarget(name: "IntegrationTests", dependencies: [
+        .testTarget(name: "IntegrationTests", dependencies: ["TestTraits",
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
             "PushExport", "PushInbox", "PushInboxStream", "PushConfig",
         ]),

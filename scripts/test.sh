@@ -73,14 +73,22 @@ stage no-vips needs-build -- daemon_links_no_vips
 # catalog): seconds, and needs no build.
 stage unit-files -- ./scripts/check-units.sh
 
-# Three runs. The media tests await real downloads against deadlines; on two cores the
+# The media tests run alone: they await real downloads against deadlines; on two cores the
 # cooperative thread pool has two threads, and long synchronous suites (200,000-file scans,
 # fault loops) occupy them for many seconds, so those awaits would resume late. They run
-# alone, after the other unit tests, and before the integration tests, which drive the real
-# daemon (10,000-file ingest, 20 SIGKILL cycles) and load both cores.
-stage unit needs-build -- swift test --skip-build --parallel --skip IntegrationTests --skip PushMediaTests
+# after the fast unit tests and before the integration tests, which drive the real daemon
+# (10,000-file ingest, 20 SIGKILL cycles) and load both cores.
+#
+# Fast set first: suites tagged `.slow` (crash enumerations, fault loops), `.nats` (a real
+# nats-server) or `.root` (Tests/TestTraits) run after the rest of their kind, in the -slow
+# stages; scripts/test-sets.py turns the tags into suite names, since `swift test` filters by
+# name only. A red fast test shows in a minute or two instead of after the slow ones.
+tagged_suites=$(python3 scripts/test-sets.py)
+stage unit needs-build -- swift test --skip-build --parallel --skip IntegrationTests --skip PushMediaTests --skip "$tagged_suites"
 stage media needs-build -- swift test --skip-build --parallel --filter PushMediaTests
-stage integration needs-build -- swift test --skip-build --parallel --filter IntegrationTests
+stage integration needs-build -- swift test --skip-build --parallel --filter IntegrationTests --skip "$tagged_suites"
+stage unit-slow needs-build -- swift test --skip-build --parallel --filter "$tagged_suites" --skip IntegrationTests
+stage integration-slow needs-build -- swift test --skip-build --parallel --filter "$(python3 scripts/test-sets.py --targets IntegrationTests)"
 
 # The server against its document: Schemathesis (every check) and a generated Python client
 # against a live pushspoold and pushspool-inbox of this debug build (about 40 s).

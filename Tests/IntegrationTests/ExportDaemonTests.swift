@@ -5,10 +5,11 @@ import TestSupport
 import PushSystem
 import PushJournal
 import PushExport
+import TestTraits
 
 /// pushspoold exporting to real nats-server processes on 127.0.0.1, started and stopped here.
 /// Serialized: each test runs servers and daemons of its own and the cores are few.
-@Suite(.serialized) struct ExportDaemonTests {
+@Suite(.serialized, .tags(.nats)) struct ExportDaemonTests {
     static func config(urls: [String], hostId: String, stream: String = "ITEXPORT", replicas: Int = 1) -> String {
         """
         [Media]

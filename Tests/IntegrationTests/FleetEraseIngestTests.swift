@@ -4,6 +4,7 @@ import Testing
 import PushJournal
 import PushSystem
 import TestSupport
+import TestTraits
 
 /// Issue 26 across a fleet of ingest hosts: two pushspoold (hosts a and b, one stream, one
 /// `erase.key` copied into both state directories) hold pushes of ulla and vera; ulla is
@@ -13,7 +14,7 @@ import TestSupport
 /// spool, while vera's records stay on both; a kill -9 of b between its drop of the request and
 /// its acknowledgement ends with the erasure done once after the restart; and an erasure whose
 /// hash names nobody on b leaves b's journal byte for byte as it was.
-@Suite struct FleetEraseIngestTests {
+@Suite(.tags(.nats)) struct FleetEraseIngestTests {
     static func config(nats: String, host: String, metrics: String, subject: String) -> String {
         """
         [Spool]

@@ -5,13 +5,14 @@ import TestSupport
 import PushSystem
 import PushExport
 import PushInbox
+import TestTraits
 
 /// An inbox node must know which stream its index was built from (a stream deleted and
 /// created again numbers its messages from 1, under the same name), and must not share its
 /// host id (and so its durable consumer) with another live node. A real nats-server on
 /// 127.0.0.1, pushspoold exporting, pushspool-inbox nodes. Serialized: servers and daemons of
 /// their own, few cores.
-@Suite(.serialized) struct FleetStreamIdentityTests {
+@Suite(.serialized, .tags(.nats)) struct FleetStreamIdentityTests {
     typealias Node = InboxFromStreamTests
 
     static func streamCreated(_ harness: DaemonHarness) -> Int64? {

@@ -5,11 +5,12 @@ import TestSupport
 import PushSystem
 import PushExport
 import PushInbox
+import TestTraits
 
 /// An inbox node that builds its index from the export stream (`[Inbox] Source=nats`):
 /// pushspoold exports into a real nats-server, and pushspool-inbox on a second state
 /// directory follows the stream. Serialized: servers and daemons of their own, few cores.
-@Suite(.serialized) struct InboxFromStreamTests {
+@Suite(.serialized, .tags(.nats)) struct InboxFromStreamTests {
     static let stream = "ITINBOX"
     static let secret = "test-secret-0123456789abcdef-0123456789"
 

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import PushSystem
 import PushJournal
+import TestTraits
 
 /// The real `pushspoold` binary under real faults (issue 13, item 4): a really full ext4 and
 /// tmpfs, an ext4 that turns itself read-only under the daemon, and SIGKILL at the named points
@@ -16,7 +17,7 @@ import PushJournal
 /// each test loads both cores with a daemon and they would only slow one another.
 /// `PUSHSPOOL_REAL_FAULT_ROUNDS` (default 3) sets the kills per named point,
 /// `PUSHSPOOL_KILL_SOAK_CYCLES` (default 40) the cycles of the kill soak.
-@Suite(.serialized) struct RealFaultTests {
+@Suite(.serialized, .tags(.root)) struct RealFaultTests {
     static let isRoot = geteuid() == 0
 
     /// Whether a tmpfs can be mounted here, tried for real.

@@ -4,13 +4,14 @@ import Testing
 import PushExport
 import PushSystem
 import TestSupport
+import TestTraits
 
 /// Issue 26, the export stream, end to end: pushspoold exports alice's and bob's pushes to a
 /// real nats-server; `pushspoolctl user erase alice` (daemon stopped, `[Export] Enabled=yes`)
 /// first meets NATS down — exit 1, the erasure incomplete — then, run again with NATS up,
 /// erases alice's messages, so the server's store directory keeps no byte of them while all
 /// of bob's stay; a third run is a no-op.
-@Suite struct UserEraseStreamTests {
+@Suite(.tags(.nats)) struct UserEraseStreamTests {
     static func config(nats: String) -> String {
         """
         [Spool]

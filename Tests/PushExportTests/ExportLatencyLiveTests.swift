@@ -5,11 +5,12 @@ import PushFollow
 import PushJournal
 import PushSystem
 import TestSupport
+import TestTraits
 
 /// What a record's way from commit to PubAck may not wait for: libnats' flusher, a niced
 /// thread while ingest is steady, a cursor write. Serialized like ``ExporterLiveTests``: each
 /// test runs its own nats-server.
-@Suite(.serialized) struct ExportLatencyLiveTests {
+@Suite(.serialized, .tags(.nats)) struct ExportLatencyLiveTests {
     @Test func aPublishIsOnTheWireWhenTheCallReturns() throws {
         // libnats' flusher thread would write it up to a millisecond later (it waits for
         // company), and every record's PubAck with it.

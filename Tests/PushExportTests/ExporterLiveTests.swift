@@ -7,6 +7,7 @@ import PushSystem
 import TestSupport
 import PushConfig
 import PushModuleOptions
+import TestTraits
 
 /// A state directory with a journal written by the real writer, and a real nats-server.
 final class ExportFixture {
@@ -81,7 +82,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
 
 /// Against a real single-node JetStream on 127.0.0.1. Serialized: each test runs its own
 /// nats-server, and the machine's cores are few.
-@Suite(.serialized) struct ExporterLiveTests {
+@Suite(.serialized, .tags(.nats)) struct ExporterLiveTests {
     @Test func everyRecordIsExportedExactlyOnceEvenWhenTheCursorIsLost() async throws {
         let f = try ExportFixture()
         try f.server.start()

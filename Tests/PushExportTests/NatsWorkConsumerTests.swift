@@ -3,12 +3,13 @@ import Testing
 import PushExport
 import PushSystem
 import TestSupport
+import TestTraits
 
 /// The shared durable consumer the fleet outbox works from, against a real nats-server: each
 /// message goes to one worker, comes back after a refusal's delay or an unanswered ack wait
 /// (with its delivery count), not past `maxDeliver`, and a second worker with other limits
 /// binds to the same consumer.
-@Suite(.serialized) struct NatsWorkConsumerTests {
+@Suite(.serialized, .tags(.nats)) struct NatsWorkConsumerTests {
     static func config(ackWait: Duration = .seconds(2), maxDeliver: Int = 3) -> WorkConsumerConfig {
         WorkConsumerConfig(name: "work-test", filterSubject: "w.event", ackWait: ackWait, maxDeliver: maxDeliver, maxAckPending: 100,
                            startMillis: 0)

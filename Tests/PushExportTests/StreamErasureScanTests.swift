@@ -3,12 +3,13 @@ import Testing
 import PushExport
 import PushSystem
 import TestSupport
+import TestTraits
 
 /// The erasure's scan of the export stream against a real nats-server: it reads the stream in
 /// batches through an ephemeral consumer, so it must cross batch boundaries, skip interior
 /// holes (messages erased before), stop at the last seq it saw at the start, and erase exactly
 /// the chosen messages — no more, no fewer.
-@Suite struct StreamErasureScanTests {
+@Suite(.tags(.nats)) struct StreamErasureScanTests {
     @Test(arguments: [1, 64, 1024])
     func everyChosenMessageGoesAndEveryOtherStays(batch: Int) throws {
         let temp = TempDir()

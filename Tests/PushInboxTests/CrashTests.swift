@@ -5,8 +5,9 @@ import PushJournal
 import PushSystem
 import Testing
 import TestSupport
+import TestTraits
 
-@Suite struct InboxCrashTests {
+@Suite(.tags(.slow)) struct InboxCrashTests {
     /// `pushspoolctl nc update` applies the journal into the live index in batches; SIGKILL
     /// it mid-way, run it again, and the index equals a rebuild from the journal.
     @Test func killDuringIndexingLosesNothing() async throws {

@@ -7,6 +7,7 @@ import PushSystem
 import SimulatedFS
 import PushConfig
 import PushModuleOptions
+import TestTraits
 
 /// The journal's directory on the simulated file system.
 let simJournal = "/state/journal"
@@ -137,7 +138,7 @@ func envCount(_ name: String, default value: Int) -> Int {
     getenv(name).flatMap { Int(String(cString: $0)) }.map { max(1, $0) } ?? value
 }
 
-@Suite(.serialized) struct CrashEnumerationTests {
+@Suite(.serialized, .tags(.slow)) struct CrashEnumerationTests {
     /// Runs the workload once on a recording simulated file system, then for every mutating
     /// call k crashes there under each damage model (zero and scramble with several seeds),
     /// recovers, and checks: every payload acknowledged by k present exactly once, nothing

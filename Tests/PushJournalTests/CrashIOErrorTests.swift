@@ -4,11 +4,12 @@ import Testing
 @testable import PushJournal
 import PushSystem
 import SimulatedFS
+import TestTraits
 
 /// I/O errors through the file-system seam: EIO, ENOSPC, EDQUOT and short writes at the N-th
 /// call, once and persistently, for every N the workload reaches (the SQLite ioerr loop, over
 /// all calls rather than one name at a time).
-@Suite(.serialized) struct CrashIOErrorTests {
+@Suite(.serialized, .tags(.slow)) struct CrashIOErrorTests {
     enum Fault: String, CaseIterable, Sendable {
         case eio, enospc, edquot, short
 

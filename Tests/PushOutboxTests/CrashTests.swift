@@ -7,10 +7,11 @@ import PushOutboxStore
 import PushSystem
 import TestSupport
 import Testing
+import TestTraits
 
 /// The outbox killed with SIGKILL in a child process (`pushspool-outbox-child`), then
 /// restarted over the same state directory.
-@Suite struct OutboxCrashTests {
+@Suite(.tags(.slow)) struct OutboxCrashTests {
     static let path = "/v3/operations/async"
 
     func spawnChild(_ fixture: OutboxFixture, renames: Int? = nil) throws -> Process {

@@ -6,12 +6,13 @@ import PushExport
 import PushSystem
 import PushUserData
 import TestSupport
+import TestTraits
 
 /// Issue 26, the export stream: `user erase` with a stream configured erases the subject's
 /// messages from a real nats-server's JetStream stream — records exported by pushspoold and
 /// events published by an inbox node on `[Inbox] Source=nats` — with the server's secure
 /// erase, so its store directory keeps no byte of them; the other user's messages stay.
-@Suite struct UserDataStreamErasureTests {
+@Suite(.tags(.nats)) struct UserDataStreamErasureTests {
     static let stream = "PUSHSPOOL"
 
     /// What the exporter and an inbox node publish, for `user`: exported push records

@@ -10,6 +10,7 @@ import PushSystemd
 import SimulatedFS
 import PushConfig
 import PushModuleOptions
+import TestTraits
 
 /// Where the intake crash tests put the spool and the journal on the simulated file system.
 private let simSpool = SpoolLayout(root: "/spool")
@@ -237,7 +238,7 @@ private func restartAndCheck(_ fs: SimulatedFileSystem, plan: IntakePlan) -> [St
     return problems
 }
 
-@Suite(.serialized) struct IntakeCrashEnumerationTests {
+@Suite(.serialized, .tags(.slow)) struct IntakeCrashEnumerationTests {
     /// Drops ~150 payloads (durably), runs the daemon's intake over them once on a recording
     /// simulated file system, then for every mutating call k of that run crashes there under
     /// each damage model (zero and scramble with several seeds), restarts (journal recovery,
