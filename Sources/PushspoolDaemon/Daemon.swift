@@ -14,18 +14,15 @@ import PushUserData
 
 /// The running daemon's lifecycle: recovery, intake, reload and the way out.
 ///
-/// Three parts, one role each: `IntakeState` decides (capacity, READY, drain, retries — pure,
-/// under one lock), `FilePipeline` takes each claimed file to its end (read → normalise →
-/// media → journal → finish), `Reporter` tells the outside (events, STATUS=, metrics). This
-/// type wires them: the ingest loop (feed and claim) runs on the thread that calls `run()`,
-/// the main thread in `pushspoold`; a serial processing queue runs the pipeline; the
-/// journal's writer thread and media threads finish files through the pipeline's completions.
+/// Wiring and lifecycle only: `init` opens the parts in a safe order, `run()` runs them as one
+/// ``ServiceGroup``. `IntakeState` decides (capacity, READY, drain, retries — pure, under one
+/// lock), `FilePipeline` takes each claimed file to its end, `Reporter` tells the outside, and
+/// ``IngestLoop`` — the intake service, on a thread of its own — feeds, claims, reloads and drains.
 package final class Daemon: Sendable {
     package let arguments: DaemonArguments
     private let store: ConfigurationStore
     private let layout: SpoolLayout
     private let stateDirectory: String
-    private let spool: Spool
     private let journal: JournalWriter
     private let media: (any MediaSource)?
     private let reporter: Reporter
@@ -37,32 +34,24 @@ package final class Daemon: Sendable {
     /// Held by a retention pass and by the eraser's rewrite of sealed segments: retention must
     /// not archive or retire a segment while it is rewritten.
     private let retentionGate = Locked(())
-    private let erasureSecret: ErasureSecret?
-    /// Capacity, READY, drain and retries: the intake state, its wake-ups, and the pipeline's sink.
-    private let intake: Intake
-    private var state: Locked<IntakeState> { intake.state }
-    /// Where claimed files are read and normalised under a burst, a chunk per lane, and handed
-    /// to the journal in claim order.
-    private let processing = ProcessingLanes<PreparedFile>(label: "lane", count: ProcessingLanes<PreparedFile>.laneCount(limit: 2))
-    /// Jobs submitted to `processing` and not finished: inline processing waits for zero, so
-    /// a file never overtakes files claimed before it.
-    private let processingPending = Atomic<Int>(0)
-    /// Files processed on the ingest thread itself (a quiet spool): for tests and benchmarks.
-    package let inlineProcessed = Atomic<Int>(0)
-    /// Ends the watcher's wait early on SIGTERM/SIGHUP; set by the ingest thread, used by the signal queue.
-    private let readyFlag = Atomic<Bool>(false)
+    /// Leftovers, READY, feed and claim, reload, the drain: runs on the intake service's thread.
+    private let loop: IngestLoop
     private let returnedFlag = Atomic<Bool>(false)
-    private let onCommitted: (@Sendable (String, UInt64) -> Void)?
-    /// Takes each claimed file to its end and reports that end to `intake`.
-    private let pipeline: FilePipeline
-    /// 1 once a failure was reported (``fail(errno:_:)``): the exit status, and nothing more is written.
-    private let exitStatus = Locked<Int32>(0)
     /// The group `run()` runs, for ``requestStop()``.
     private let runningGroup = Locked<ServiceGroup?>(nil)
     /// How the previous run ended and its crash suspects, read by the run marker's start.
     private let previousRun = Locked<(previous: CrashTriage.PreviousEnd, triage: CrashTriage)?>(nil)
-    /// Files the drain left in processing/ (a full disk, the drain's deadline).
-    private let leftInFlight = Locked(0)
+
+    /// Files processed on the ingest thread itself (a quiet spool): for tests and benchmarks.
+    package var inlineProcessed: InlineProcessed { InlineProcessed(loop: loop) }
+
+    /// A read-only view of the loop's count (an `Atomic` cannot be handed out by value).
+    package struct InlineProcessed: Sendable {
+        fileprivate let loop: IngestLoop
+        /// Always an acquiring load (the ordering must be a constant where the atomic is read),
+        /// at least as strong as any ordering asked for.
+        package func load(ordering _: AtomicLoadOrdering) -> Int { loop.inlineProcessed.load(ordering: .acquiring) }
+    }
 
     package var counters: Counters { reporter.counters }
 
@@ -70,11 +59,11 @@ package final class Daemon: Sendable {
     package var hasReturned: Bool { returnedFlag.load(ordering: .acquiring) }
 
     /// True once READY=1 was sent.
-    package var isReady: Bool { readyFlag.load(ordering: .acquiring) }
+    package var isReady: Bool { loop.readyFlag.load(ordering: .acquiring) }
 
     /// Asks `run()` to drain and return, as SIGTERM does.
     package func requestStop() {
-        intake.requestStop()
+        loop.intake.requestStop()
         runningGroup.withLock { $0 }?.stop()
     }
 
@@ -93,63 +82,16 @@ package final class Daemon: Sendable {
         let configuration = store.current
         self.arguments = arguments
         self.store = store
-        self.onCommitted = onCommitted
         self.layout = SpoolLayout(root: configuration.spool.directory)
         self.stateDirectory = configuration.journal.stateDirectory
         let intake = Intake(capacityLimit: 4096)
-        self.intake = intake
-        // The erasure secret keys both the tombstones' dedup check and the user hashes in
-        // events; under UserIds=hash it is made now, so the first event can carry one.
-        // Created at the first start, not at the first erasure: the writer that journals an
-        // erasure already checks its tombstones, and the first event can carry a user hash.
-        let secret: ErasureSecret
-        do {
-            try Posix.mkdirs(configuration.journal.stateDirectory)
-            secret = try ErasureSecret.loadOrCreate(stateDirectory: configuration.journal.stateDirectory)
-        } catch {
-            throw DaemonError(stage: "erasure secret", message: "\(error)", errno: EIO)
-        }
+        let secret = try Self.loadErasureSecret(stateDirectory: configuration.journal.stateDirectory)
         self.reporter = Reporter(counters: Counters(), events: events, notifier: notifier, metrics: metrics,
                                  stateDirectory: configuration.journal.stateDirectory,
                                  userNaming: configuration.log.userIds == .hash ? LogUserNaming(secret: secret) : .plain)
 
-        notifier.status("recovering journal")
-        let started = Posix.monotonicNanos()
-        do {
-            try Posix.mkdirs(stateDirectory)
-            var options = JournalOptions(settings: configuration.journal, quarantine: arguments.quarantineCorruptSegments)
-            let journalEvents = Reporter.journalEventHandler(events: events, journalDirectory: StateLayout(root: stateDirectory).journal)
-            options.eventHandler = { event in
-                journalEvents(event)
-                // The ingest thread waits for these, not on a timer: claiming stops at a full
-                // disk and starts again once the writer has written its queued batch.
-                switch event {
-                case .pausedNoSpace: intake.journalPauseChanged(true)
-                case .resumed: intake.journalPauseChanged(false)
-                case .slowSync, .checkpointFailed: break
-                }
-            }
-            options.syncObserver = { nanos in metrics.observeFsync(seconds: Double(nanos) / 1e9) }
-            // After an erasure a redelivered erased push is still a duplicate.
-            options.erasureSecret = secret
-            erasureSecret = secret
-            let (journal, report) = try JournalWriter.open(directory: StateLayout(root: stateDirectory).journal, options: options)
-            self.journal = journal
-            Reporter.logRecovery(report, events: events, durationNanos: Posix.monotonicNanos() - started)
-        } catch let error as JournalError {
-            if case .corrupt(let segment, let offset, _) = error.kind {
-                events.log(.corruption, "refusing to start on a damaged journal: \(error)",
-                           fields: [("JOURNAL_SEGMENT", segment), ("JOURNAL_OFFSET", String(offset))])
-                throw DaemonError(stage: "journal", message: "\(error) (start with `pushspoold --quarantine-corrupt-segment` "
-                                  + "or set [Journal] CorruptionPolicy=quarantine-segment to move the segment to journal/quarantine/)",
-                                  errno: error.errno)
-            }
-            throw DaemonError(stage: "journal", message: "\(error)", errno: error.errno)
-        } catch let error as SystemError {
-            throw DaemonError(stage: "state directory", message: "\(error)", errno: error.errno)
-        } catch {
-            throw DaemonError(stage: "journal", message: "\(error)", errno: EIO)
-        }
+        journal = try Self.openJournal(configuration: configuration, arguments: arguments, events: events, notifier: notifier,
+                                       metrics: metrics, intake: intake, secret: secret)
 
         let retention = RetentionPass.follower(configuration: configuration, journal: journal, journalDirectory: StateLayout(root: stateDirectory).journal,
                                                layout: layout, mediaDirectory: configuration.media.enabled ? StateLayout(root: stateDirectory).media : nil,
@@ -170,19 +112,11 @@ package final class Daemon: Sendable {
         let erasureRequests = ErasureRequests(stateDirectory: stateDirectory)
         followers = try Followers(configuration: configuration, journal: journal, events: events, retention: retention,
                                   eraser: eraserJournal, erasureRequests: erasureRequests, spool: layout, erasureSecret: secret, eraserHook: EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } }))
-        if configuration.outbox.enabled, let problem = NetworkProbe.problem(feature: "[Outbox]") {
-            // Not fatal: the outbox keeps its events pending and delivers once the network is allowed.
-            reporter.error(problem)
-            events.log(.outboxFailed, problem, fields: [(EventField.reasonCode, "network_denied")])
-        }
-        if configuration.export.enabled, let problem = NetworkProbe.problem(feature: "[Export]") {
-            // Not fatal either: ingest goes on, export lag grows and shows in STATUS= and the metrics.
-            reporter.error(problem)
-            events.log(.exportLag, problem, fields: [(EventField.reasonCode, "network_denied")])
-        }
+        Self.reportNetworkProblems(configuration: configuration, reporter: reporter, events: events)
         let followers = followers
         retentionFloor.set { followers.retentionFloor() }
 
+        let spool: Spool
         do {
             try layout.create()
             spool = try Spool(layout: layout, maxFileBytes: configuration.spool.maxFileBytes)
@@ -206,15 +140,18 @@ package final class Daemon: Sendable {
             media = nil
         }
         let capacityLimit = intake.state.withLock { $0.capacityLimit }
-        pipeline = FilePipeline(
+        let pipeline = FilePipeline(
             spool: spool, journal: journal, media: media, reporter: reporter,
             options: normalizerOptions,
             mediaAllowsHTTP: configuration.media.allowHTTP,
             mediaMaxWaiting: min(configuration.media.maxWaiting, capacityLimit / 2),
             onCommitted: onCommitted,
             crashMarker: FaultHook.crashMarker(environment: { getenv($0).map { String(cString: $0) } }),
-            erasureSecret: erasureSecret, erasureRequests: erasureRequests,
+            erasureSecret: secret, erasureRequests: erasureRequests,
             sink: intake)
+        loop = IngestLoop(arguments: arguments, store: store, layout: layout, stateDirectory: stateDirectory, spool: spool,
+                          journal: journal, media: media, reporter: reporter, followers: followers,
+                          intake: intake, pipeline: pipeline)
     }
 
     // MARK: - Lifecycle
@@ -226,7 +163,7 @@ package final class Daemon: Sendable {
         defer { returnedFlag.store(true, ordering: .releasing) }
         let crashGuard = Locked(CrashGuard(stateDirectory: stateDirectory))
         let group = ServiceGroup(services(crashGuard: crashGuard), gracefulStop: Self.stopLimit,
-                                 reload: { [intake] in intake.requestReload() },
+                                 reload: { [loop] in loop.intake.requestReload() },
                                  escalated: { [reporter] names in
                                      reporter.events.log(.stopping, "still busy at the stop deadline, left to end with the process: "
                                                          + names.joined(separator: ", "), priority: 4,
@@ -236,18 +173,18 @@ package final class Daemon: Sendable {
         defer { runningGroup.withLock { $0 = nil } }
         let stopped = group.run(onStopping: { [self] in
             // A failure already told systemd why (ERRNO=, STATUS=); only a stop drains.
-            guard exitStatus.withLock({ $0 }) == 0, !state.withLock({ $0.isFailed }) else { return }
+            guard !loop.hasFailed else { return }
             reporter.notifier.stopping(status: "stopping: draining in-flight files")
             reporter.events.log(.stopping, "pushspoold stopping", fields: [])
         })
-        let status = exitStatus.withLock { $0 }
+        let status = loop.exitStatus.withLock { $0 }
         if status != 0 { return status }
         if let failure = stopped.reason.failure {
-            return fail(errno: failure.errno ?? EIO, failure.message)
+            return loop.fail(errno: failure.errno ?? EIO, failure.message)
         }
-        publishMetrics(store.current)
+        loop.publishMetrics(store.current)
         reporter.flush()
-        let left = leftInFlight.withLock { $0 }
+        let left = loop.leftInFlight.withLock { $0 }
         if left > 0 {
             reporter.events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
                                 fields: [("IN_FLIGHT", String(left))])
@@ -283,7 +220,7 @@ package final class Daemon: Sendable {
             return true
         }))
         parts.append(DaemonPart("journal", stop: { [self] _ in
-            closeJournal()
+            loop.closeJournal()
             return true
         }))
         if let media {
@@ -299,106 +236,14 @@ package final class Daemon: Sendable {
         }, requestStop: { [followers] in followers.requestStop() }, stop: { [self] deadline in
             stopFollowers(deadline: deadline)
         }))
-        parts.append(ThreadPart("intake", requestStop: { [intake] in intake.requestStop() }, body: { [self] in
-            let status = ingest(crashGuard)
+        parts.append(ThreadPart("intake", requestStop: { [loop] in loop.intake.requestStop() }, body: { [self] in
+            let status = loop.run(crashGuard, previousRun: previousRun.withLock { $0 })
             // `fail` has told systemd and the journal why.
             return status == 0 ? nil : ServiceError(service: "intake", message: "stopped on a failure", errno: EIO)
         }))
         return parts.map { ServiceGroup.Entry($0) }
     }
 
-    /// The ingest thread: leftovers of the last run, the watch and READY, then feed and claim
-    /// until a stop or a failure, then the drain. Returns the exit status.
-    private func ingest(_ crashGuard: Locked<CrashGuard>) -> Int32 {
-        // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
-        _ = try? spool.cleanTmp()
-        if let failure = recoverLeftovers(crashGuard) { return failure }
-
-        var feed: IncomingFeed
-        do {
-            feed = try makeFeed()
-        } catch {
-            return fail(errno: error.system?.errno ?? EIO, "cannot watch \(layout.incoming): \(error)")
-        }
-        // Intake runs: the watch is armed and the start-up scan begins with the next batch.
-        // What waits in incoming/ is as safe there as it will be in the journal, so READY
-        // does not wait for the backlog; STATUS= shows it draining.
-        if state.withLock({ $0.intakeArmed() }) {
-            reporter.notifier.ready(status: statusLine())
-            readyFlag.store(true, ordering: .releasing)
-            reporter.events.log(.ready, "pushspoold ready",
-                                fields: [("SPOOL_DIR", layout.root), ("STATE_DIR", stateDirectory)])
-        }
-
-        // The notifier throttles STATUS= to the interval it was made with; a reload of
-        // [Status] IntervalSec is reported as needing a restart, so the loop keeps it too.
-        let statusInterval = store.current.status.interval.clampedUInt64Nanoseconds
-        var clock = LoopClock(now: Posix.monotonicNanos())
-        while !state.withLock({ $0.isStopping }) {
-            if let failure = fatalFailure() { return failure }
-            reporter.notifier.watchdogPing()
-            if state.withLock({ $0.takeReload() }) {
-                reload()
-                // New rescan interval or stable age: a feed made with them, and a rescan.
-                if let rebuilt = try? makeFeed() { feed = rebuilt }
-                clock.statusSettled = false
-            }
-
-            let now = Posix.monotonicNanos()
-            let configuration = store.current
-            // A settled line is still checked at every wake-up (the metrics tick bounds how
-            // long that takes): a follower can change it with no file arriving (NATS gone,
-            // an outbox failing and recovering).
-            if clock.statusSettled, statusLine() != clock.lastStatusLine { clock.statusSettled = false }
-            if !clock.statusSettled, now &- clock.lastStatus >= statusInterval {
-                let line = statusLine()
-                reporter.notifier.status(line)
-                // Refreshed each interval while it changes (followers catching up, a backlog
-                // draining); once it holds still, the loop stops waking for it.
-                clock.statusSettled = line == clock.lastStatusLine
-                clock.lastStatusLine = line
-                clock.lastStatus = now
-            }
-            let metricsInterval = configuration.metrics.interval.clampedUInt64Nanoseconds
-            if now &- clock.lastMetrics >= metricsInterval {
-                publishMetrics(configuration)
-                clock.lastMetrics = now
-            }
-            let paused = journal.stats.paused
-            state.withLock { $0.journalPausedChanged(paused) }
-            if paused {
-                // Disk full: claim nothing new; the journal retries its queued batch itself and
-                // rings the doorbell when it has written it (`resumed`). Until then the loop
-                // wakes for what is due (watchdog, metrics, the status line) or a stop.
-                clock.statusSettled = false
-                var due = now &+ Self.longestIdleWait
-                due = min(due, clock.lastStatus &+ statusInterval)
-                due = min(due, clock.lastMetrics &+ metricsInterval)
-                if let watchdog = reporter.notifier.watchdogInterval { due = min(due, now &+ watchdog.clampedUInt64Nanoseconds) }
-                intake.waitForDoorbell(timeout: .nanoseconds(Int64(clamping: due > now ? due - now : 0)))
-                continue
-            }
-            let retryPending = state.withLock { $0.retryPending }
-            if retryPending, now &- clock.lastRetry >= 1_000_000_000 {
-                retryHandedBack()
-                retryBusyNames(feed)
-                clock.lastRetry = now
-            }
-            // Sleep until the next thing that is due, not on a fixed tick: an idle daemon wakes
-            // for the watchdog, the metrics file and a status line that still changes, and
-            // otherwise only when a file arrives or a signal comes.
-            var due = now &+ Self.longestIdleWait
-            if !clock.statusSettled { due = min(due, clock.lastStatus &+ statusInterval) }
-            due = min(due, clock.lastMetrics &+ metricsInterval)
-            if let watchdog = reporter.notifier.watchdogInterval { due = min(due, now &+ watchdog.clampedUInt64Nanoseconds) }
-            if state.withLock({ $0.retryPending }) { due = min(due, clock.lastRetry &+ 1_000_000_000) }
-            let waitMillis = Int32(clamping: (due > now ? due - now : 0) / 1_000_000)
-            guard let batch = nextBatch(&feed, timeoutMillis: waitMillis) else { continue }
-            if !batch.names.isEmpty || feed.scanning { clock.statusSettled = false }
-            claimAndProcess(batch.names, feed: feed)
-        }
-        return drain()
-    }
 
     /// A follower whose thread crashed the process at its last starts is not started again:
     /// it would crash this run too and take ingest down with it (``FollowerCrashCounts``).
@@ -414,347 +259,6 @@ package final class Daemon: Sendable {
         }
     }
 
-    /// Takes what a previous run left in `processing/`: claimed, maybe journaled already (the
-    /// journal's id index makes re-processing idempotent). After an unclean end, `CrashTriage`
-    /// decides which leftovers are processed alone and which crashed the daemon before.
-    /// Returns an exit status when start-up cannot go on.
-    private func recoverLeftovers(_ crashGuard: Locked<CrashGuard>) -> Int32? {
-        // The run marker, first of the services, has begun the run.
-        let (previous, triage) = previousRun.withLock { $0 } ?? (.clean, CrashTriage())
-        reporter.notifier.status("re-processing files left in processing/")
-        if previous == .clean {
-            // Streamed: after a clean exit nothing needs the whole list at once.
-            do {
-                let leftovers = try spool.scanProcessing()
-                while let batch = try leftovers.next() {
-                    for entry in batch where state.withLock({ $0.admitLeftover() }) {
-                        submit([entry.name])
-                    }
-                    reporter.notifier.watchdogPing()
-                }
-            } catch {
-                return fail(errno: error.system?.errno ?? EIO, "cannot read \(layout.processing): \(error)")
-            }
-            return nil
-        }
-
-        let leftovers: [String]
-        do {
-            leftovers = try spool.processingNames()
-        } catch {
-            return fail(errno: error.system?.errno ?? EIO, "cannot read \(layout.processing): \(error)")
-        }
-        let plan = triage.plan(previous: previous, leftovers: leftovers)
-        do {
-            try crashGuard.withLock { guardian throws(SystemError) in try guardian.save(plan.next) }
-        } catch {
-            return fail(errno: error.errno, "cannot record crash suspects in \(stateDirectory): \(error)")
-        }
-        reporter.events.log(.recovery, "previous run ended without a clean exit (\(previous)); \(plan.quarantine.count) file(s) "
-                            + "crashed it and are quarantined, \(plan.isolate.count) are processed one at a time first",
-                            priority: plan.quarantine.isEmpty ? 5 : 2,
-                            fields: [("QUARANTINED", String(plan.quarantine.count)), ("ISOLATED", String(plan.isolate.count))])
-        for name in plan.quarantine where state.withLock({ $0.admitLeftover() }) {
-            pipeline.quarantine(name, code: ReasonCode.crashedDaemon.rawValue,
-                                message: "the daemon died while processing this file alone after it had already been in "
-                                + "flight at an earlier crash; quarantined so that it cannot stop the daemon again "
-                                + "(report it: it is a bug in pushspoold)")
-        }
-        for (index, name) in plan.isolate.enumerated() {
-            guard state.withLock({ $0.admitLeftover() }) else { break }
-            reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
-            crashGuard.withLock { $0.isolating(name) }
-            submit([name])
-            // Alone means alone: the next one starts when this one is journaled or refused. Its
-            // end rings the doorbell, as do a stop, a failure and a paused journal; the wait
-            // wakes on its own only to keep systemd's start timeout extended (sent when a
-            // third of the extension has passed) and the watchdog fed.
-            while state.withLock({ state in
-                let alone = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
-                if alone { state.awaitFinish() }
-                return alone
-            }) {
-                reporter.notifier.watchdogPing()
-                reporter.notifier.extendTimeoutIfDue(by: .seconds(10))
-                let paused = journal.stats.paused
-                state.withLock { $0.journalPausedChanged(paused) }
-                if paused { continue }
-                intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
-            }
-            crashGuard.withLock { $0.isolating(nil) }
-        }
-        if let failure = fatalFailure() { return failure }
-        for name in plan.normal where state.withLock({ $0.admitLeftover() }) {
-            submit([name])
-        }
-        return nil
-    }
-
-    /// A feed over a fresh watcher: inotify events, start-up/overflow/periodic rescans and the
-    /// stable-age rule for files a rescan finds, with the configuration in force.
-    private func makeFeed() throws(SpoolError) -> IncomingFeed {
-        let configuration = store.current
-        let watcher = try IncomingWatcher(layout: layout)
-        let newWaker = try watcher.makeWaker()
-        intake.use(newWaker)
-        return IncomingFeed(spool: spool, watcher: watcher,
-                            rescanIntervalNanos: configuration.spool.rescanInterval.clampedNanoseconds,
-                            stableAgeNanos: configuration.spool.stableAge.clampedNanoseconds)
-    }
-
-    /// The feed's next batch; rebuilds layout and watcher when `incoming/` was removed or
-    /// replaced. `nil` when the feed failed and had to be rebuilt (the caller goes round again;
-    /// a failed feed never counts as a finished scan).
-    private func nextBatch(_ feed: inout IncomingFeed, timeoutMillis: Int32) -> IncomingFeed.Batch? {
-        var lost = false
-        var result: IncomingFeed.Batch?
-        do {
-            let batch = try feed.next(timeoutMillis: timeoutMillis)
-            counters.backlog.store(batch.names.count + (feed.scanning ? 1 : 0), ordering: .relaxed)
-            lost = batch.watchLost || (batch.scanCompleted && ((try? spool.reopenIfReplaced()) ?? false))
-            if !lost {
-                state.withLock { $0.feedDelivered(scanCompleted: batch.scanCompleted) }
-            }
-            result = batch
-        } catch {
-            reporter.error("incoming/: \(error)")
-            lost = true
-        }
-        if lost {
-            reporter.events.log(.inotifyOverflow, "incoming/ was removed or replaced; recreating it and rescanning",
-                                fields: [("SPOOL_DIR", layout.incoming)])
-            do {
-                try layout.create()
-                _ = try? spool.reopenIfReplaced()
-                feed = try makeFeed()
-            } catch {
-                // The kernel refused the watch (out of inotify instances or watches, incoming/
-                // not creatable): nothing will ring, so this one wait is on the clock.
-                reporter.error("re-watching incoming/: \(error)")
-                usleep(1_000_000)
-            }
-        }
-        return result
-    }
-
-    /// Claims and processes each name; a name whose twin is still in `processing/` waits.
-    /// Adaptive: a small batch (a quiet spool, files arriving one by one) while the processing
-    /// queue is idle is processed right here on the ingest thread — a hand-off would cost a
-    /// wake-up and two context switches per file for a few microseconds of work. Under a
-    /// burst, claimed names go to the processing queue in chunks: one hand-off (and at most
-    /// one wake-up of that thread) per chunk instead of per file, while renames of the next
-    /// chunk overlap with reading the last.
-    private func claimAndProcess(_ names: [String], feed: IncomingFeed) {
-        if names.count <= Self.inlineBatchLimit && processingPending.load(ordering: .acquiring) == 0 {
-            for name in names {
-                guard admit() else { return }
-                if claim(name, feed: feed, handOver: false) {
-                    inlineProcessed.add(1, ordering: .relaxed)
-                    processClaimed(name)
-                }
-            }
-            return
-        }
-        var claimed: [String] = []
-        claimed.reserveCapacity(Self.claimChunk)
-        for name in names {
-            // Never wait for a slot while holding claimed files back: they may be what frees one.
-            guard admit(beforeWaiting: {
-                if !claimed.isEmpty {
-                    submit(claimed)
-                    claimed.removeAll(keepingCapacity: true)
-                }
-            }) else { break }
-            if claim(name, feed: feed, handOver: false) {
-                claimed.append(name)
-                if claimed.count >= Self.claimChunk {
-                    submit(claimed)
-                    claimed.removeAll(keepingCapacity: true)
-                }
-            }
-        }
-        if !claimed.isEmpty { submit(claimed) }
-    }
-
-    /// How long a stop waits for the followers after the journal is closed: they were asked to
-    /// stop when the drain began, and each stops within its current step.
-    static let followerStopLimit: UInt64 = 5_000_000_000
-
-    /// While a leftover is processed alone at start-up, how often the wait for its end wakes
-    /// without it: `EXTEND_TIMEOUT_USEC` of 10 s is renewed after a third of it.
-    static let isolationHeartbeat: Duration = .seconds(3)
-
-    /// The whole stop: the drain (at most 30 s), the followers (5 s), the journal's close.
-    /// Past it, the parts still running are named and left to end with the process.
-    static let stopLimit: Duration = .seconds(60)
-
-    /// The longest the ingest loop sleeps with nothing due (the feed's periodic rescan and the
-    /// watchdog come sooner when set).
-    static let longestIdleWait: UInt64 = 60_000_000_000
-
-    /// When the ingest loop last did its periodic chores, and whether the status line has
-    /// stopped changing.
-    private struct LoopClock {
-        var lastStatus: UInt64 = 0
-        var lastStatusLine = ""
-        var statusSettled = false
-        var lastMetrics: UInt64
-        var lastRetry: UInt64
-
-        init(now: UInt64) {
-            lastMetrics = now
-            lastRetry = now
-        }
-    }
-
-    /// Batches up to this size are processed inline when the processing queue is idle: more
-    /// than a file or two at once means a burst has begun, and both cores should work.
-    static let inlineBatchLimit = 2
-
-    /// Files claimed before the processing queue gets them. Small enough that the first of a
-    /// chunk does not wait long for the renames of the rest.
-    static let claimChunk = 32
-
-    /// Claims one admitted name: processed when claimed, queued when busy, its slot given back
-    /// otherwise. With `handOver: false` a claimed name is not submitted: the caller does it
-    /// (returns true then).
-    @discardableResult
-    private func claim(_ name: String, feed: IncomingFeed, handOver: Bool = true) -> Bool {
-        let outcome: ClaimOutcome
-        do {
-            outcome = try spool.claimOutcome(name)
-        } catch {
-            finish()
-            reporter.error("claim \(name): \(error)")
-            reporter.events.log(.refused, "cannot claim file, leaving it in incoming/: \(error)", fields: [(EventField.spoolFile, name)])
-            return false
-        }
-        switch outcome {
-        case .claimed:
-            // Reading, hashing and normalising run on their own thread, so claiming the
-            // next file (a rename) overlaps with them: the pipeline uses both cores.
-            if handOver { submit([name]) }
-            return true
-        case .busy:
-            finish()
-            if state.withLock({ $0.nameBusy(name) }) == .rescanNeeded { feed.requestRescan() }
-        case .vanished, .ignored:
-            finish()
-        }
-        return false
-    }
-
-    /// Names that met a same-named file still in flight get another try; one still busy
-    /// goes back on the list through `claim`.
-    private func retryBusyNames(_ feed: IncomingFeed) {
-        for name in state.withLock({ $0.takeBusyNames() }) {
-            guard admit() else { return }
-            claim(name, feed: feed)
-        }
-    }
-
-    /// Files a full journal disk or a failed quarantine handed back, taken again.
-    private func retryHandedBack() {
-        for name in state.withLock({ $0.takeHandedBack() }) {
-            guard admit() else { return }
-            submit([name])
-        }
-    }
-
-    private func submit(_ names: [String]) {
-        processingPending.add(1, ordering: .relaxed)
-        processing.submit(names, prepare: { [self] name in pipeline.prepare(name) },
-                          finish: { [self] prepared in finishClaimed(prepared) },
-                          done: { [self] in processingPending.subtract(1, ordering: .releasing) })
-    }
-
-    /// One claimed file through the pipeline, on whichever thread decided to run it.
-    private func processClaimed(_ name: String) {
-        finishClaimed(pipeline.prepare(name))
-    }
-
-    private func finishClaimed(_ prepared: PreparedFile) {
-        if state.withLock({ $0.isFailed }) {
-            // The journal stopped for good: touch nothing more; the file stays in processing/.
-            intake.fileEnded(prepared.name, .leftForNextStart)
-        } else {
-            pipeline.finish(prepared)
-        }
-    }
-
-    // MARK: - Capacity
-
-    /// Takes a slot for one file, waiting while all are taken and petting the watchdog while
-    /// it waits (a full batch is not a wedged loop). False when stopping or failed: no slot.
-    private func admit(beforeWaiting: () -> Void = {}) -> Bool {
-        while true {
-            switch state.withLock({ $0.admit() }) {
-            case .granted:
-                    return true
-            case .refused:
-                return false
-            case .full:
-                beforeWaiting()
-                // A finish rings the doorbell (`.full` asked for it), as do a stop and a
-                // failure; the watchdog's interval bounds the wait so it is fed meanwhile.
-                intake.waitForDoorbell(timeout: reporter.notifier.watchdogInterval)
-                reporter.notifier.watchdogPing()
-            }
-        }
-    }
-
-    private func finish() { intake.finish() }
-
-    // MARK: - The way out
-
-    /// Intake's part of a stop: claims nothing more and waits for every file in flight to be
-    /// journaled or refused (downloads were cancelled as the stop began; their files went back
-    /// to `incoming/`). The journal closes after the followers stop (``services(crashGuard:)``).
-    private func drain() -> Int32 {
-        let deadline = Posix.monotonicNanos() + 30_000_000_000
-        while true {
-            let paused = journal.stats.paused
-            let step = state.withLock { state in
-                // A journal paused on a full disk will not drain by waiting: `close` retries
-                // once and hands the files back, and they stay in processing/ for the next start.
-                state.journalPausedChanged(paused)
-                let step = state.drainStep(deadlinePassed: Posix.monotonicNanos() >= deadline)
-                if step == .wait { state.awaitFinish() }
-                return step
-            }
-            switch step {
-            case .wait:
-                reporter.notifier.watchdogPing()
-                // Until a file in flight ends (its finish rings the doorbell: `awaitFinish`
-                // below), the journal pauses or fails, or the drain's deadline; at most the
-                // watchdog's interval, which must be fed meanwhile.
-                let now = Posix.monotonicNanos()
-                var timeout = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
-                if let watchdog = reporter.notifier.watchdogInterval { timeout = min(timeout, watchdog) }
-                intake.waitForDoorbell(timeout: timeout)
-            case .fail(let failure):
-                media?.shutdown()
-                return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
-            case .close(let left):
-                leftInFlight.withLock { $0 = left }
-                return 0
-            }
-        }
-    }
-
-    /// Closes the journal once nothing writes it; the close commits what was queued, and its
-    /// acknowledgements run before the exit. After a failure nothing more is written: the
-    /// journal stays as it is for the next start's recovery.
-    private func closeJournal() {
-        guard exitStatus.withLock({ $0 }) == 0, !state.withLock({ $0.isFailed }) else { return }
-        do {
-            try journal.close()
-        } catch {
-            _ = fail(errno: error.errno, "journal close failed: \(error)")
-            return
-        }
-        pipeline.flushAcknowledgements()
-    }
 
     /// Waits for the followers (asked to stop as the stop began), each within its current
     /// step, at most ``followerStopLimit``. Those still busy are named here and left to end with
@@ -768,79 +272,12 @@ package final class Daemon: Sendable {
         return true
     }
 
-    /// Logs, tells systemd why, and returns the exit status for a failing exit.
-    private func fail(errno code: Int32, _ message: String) -> Int32 {
-        exitStatus.withLock { $0 = 1 }
-        pipeline.flushAcknowledgements()
-        reporter.events.log(.fatal, message, fields: [(EventField.errno, String(code))])
-        reporter.notifier.failing(errno: code, status: "failed: \(message)")
-        return 1
-    }
 
-    private func fatalFailure() -> Int32? {
-        guard let failure = state.withLock({ $0.failure }) else { return nil }
-        media?.shutdown()
-        return fail(errno: failure.errno, "journal can no longer be trusted, stopping without writing more: \(failure.message)")
-    }
+    /// How long a stop waits for the followers after the journal is closed: they were asked to
+    /// stop when the drain began, and each stops within its current step.
+    static let followerStopLimit: UInt64 = 5_000_000_000
 
-    // MARK: - Reload
-
-    /// Re-reads the configuration; the new one replaces the old only if it loads whole.
-    private func reload() {
-        reporter.notifier.reloading()
-        switch store.reload() {
-        case .applied(let changed, let needsRestart):
-            let configuration = store.current
-            do {
-                pipeline.update(options: try Self.normalizerOptions(for: configuration))
-            } catch {
-                reporter.events.log(.reloadFailed, "configuration reload could not build the category table, keeping the previous "
-                                    + "one: \(error)", fields: [("CONFIG_FILE", arguments.configFile)])
-            }
-            spool.maxFileBytes = configuration.spool.maxFileBytes
-            var fields: [(String, String)] = [("CONFIG_FILE", arguments.configFile), ("CHANGED", changed.joined(separator: " "))]
-            if !needsRestart.isEmpty { fields.append(("RESTART_NEEDED_FOR", needsRestart.joined(separator: " "))) }
-            reporter.events.log(.reload, needsRestart.isEmpty
-                ? "configuration reloaded (\(changed.count) changed)"
-                : "configuration reloaded; \(needsRestart.joined(separator: ", ")) take effect at the next restart",
-                fields: fields)
-        case .rejected(let error):
-            reporter.error("reload failed: \(error)")
-            reporter.events.log(.reloadFailed, "configuration reload failed, keeping the previous one: \(error)",
-                                fields: [("CONFIG_FILE", arguments.configFile)])
-        }
-        reporter.notifier.ready(status: statusLine())
-    }
-
-    // MARK: - Reporting
-
-    private func statusLine() -> String {
-        let (prefix, paused) = state.withLock { ($0.statusPrefix, $0.journalPaused) }
-        return reporter.statusLine(prefix: prefix, journalPaused: paused) + followers.statusSuffix
-    }
-
-    private func publishMetrics(_ configuration: Configuration) {
-        reporter.publish(textfilePath: configuration.metrics.textfilePath, journal: journal.stats, media: media?.stats,
-                         inFlight: state.withLock { $0.inFlight }, statusMembers: followers.statusMembers,
-                         more: followers.publish(to:))
-    }
-}
-
-/// Why the daemon could not start or had to stop.
-package struct DaemonError: Error, Sendable, CustomStringConvertible {
-    package var stage: String
-    package var message: String
-    package var errno: Int32
-    package var description: String { "\(stage): \(message)" }
-}
-
-extension JournalError {
-    /// The errno behind the error, for `ERRNO=` and the exit path; EIO when there is none.
-    var errno: Int32 {
-        switch kind {
-        case .io(let error), .noSpace(let error), .syncFailed(let error): error.errno
-        case .locked: EWOULDBLOCK
-        default: EIO
-        }
-    }
+    /// The whole stop: the drain (at most 30 s), the followers (5 s), the journal's close.
+    /// Past it, the parts still running are named and left to end with the process.
+    static let stopLimit: Duration = .seconds(60)
 }
