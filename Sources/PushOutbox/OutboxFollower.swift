@@ -198,8 +198,8 @@ final class Worker {
     let options: OutboxOptions
     let store: OutboxStore
     let mapper: EventMapper
-    let poster: HTTPPoster
-    let redactor: Redactor
+    /// Makes the POSTs and decides what each answer means (shared with the fleet outbox).
+    let engine: DeliveryEngine
     let shouldStop: @Sendable () -> Bool
     /// Whether to look in `retry/` at the next step (``OutboxFollower``'s watch sets it).
     let retryChanged: ChangeFlag
@@ -222,9 +222,6 @@ final class Worker {
     /// them and advancing the cursor), by file name. The journal maps those records again;
     /// each takes its file from here rather than being queued a second time.
     var unconfirmed: [String: OutboxDelivery] = [:]
-    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time
-    /// (epoch ms), from any user: the limit is the vendor's, not one user's.
-    var holds: [String: Int64] = [:]
     var parkedCount = 0
     var delivered = 0
     var retried = 0
@@ -256,11 +253,7 @@ final class Worker {
         self.retryChanged = retryChanged
         self.listDirectory = listDirectory
         mapper = try options.eventMapper()
-        poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
-                            requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
-                            allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks),
-                            shouldStop: shouldStop)
-        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
+        engine = DeliveryEngine(options: options, erased: erased, shouldStop: shouldStop)
         cursor = try store.cursor()
         persistedCursor = cursor
         // A crash between writing a dead letter and removing its pending file leaves both:
@@ -301,7 +294,7 @@ final class Worker {
         result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
         mappingNotices = []
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
-        if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
+        if let next = (pending.map(\.notBeforeMillis) + engine.holds.values).filter({ $0 > now }).min() {
             result.sleepMillis = max(1, next - now)
         }
         return result
@@ -462,7 +455,7 @@ final class Worker {
                                     message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
                 continue  // park removed it from `pending`; the same index is the next one
             }
-            if head.notBeforeMillis > now || (holds[Worker.vendor(head.target)] ?? 0) > now {
+            if head.notBeforeMillis > now || engine.heldUntil(head.target, now: now) != nil {
                 blocked.insert(head.orderKey)
                 index += 1
                 continue
@@ -492,63 +485,15 @@ final class Worker {
         return notices
     }
 
-    /// POSTs one batch; returns a notice and whether it left `pending` (delivered or parked).
+    /// POSTs one batch through the engine; returns a notice and whether it left `pending`
+    /// (delivered, parked or erased).
     func send(_ batch: [OutboxDelivery], now: Int64) -> (OutboxNotice?, Bool) {
-        let head = batch[0]
-        guard let request = buildRequest(batch, now: now) else {
-            // The vendor was unconfigured since queuing (restart with a new configuration).
-            return (park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now), true)
+        var ledger = JournalLedger(worker: self, batch: batch, now: now)
+        let (outcome, notice) = engine.deliver([batch], now: now, into: &ledger)
+        switch outcome {
+        case .finished, .erased, .released: return (notice, true)
+        case .handedBack, .aborted: return (notice, false)
         }
-        let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-        // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
-        // as it was and goes first after the restart.
-        if response.aborted { return (nil, false) }
-        // Erased while the POST was out (a hung vendor): what failed is not written back,
-        // parked or tried again.
-        if !(response.error == nil && (200..<300).contains(response.status)), batch.contains(where: erased.covers) {
-            dropErased(batch, in: store.pendingDirectory)
-            return (nil, true)
-        }
-        if response.error == nil, (200..<300).contains(response.status) {
-            for delivery in batch {
-                do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
-            }
-            let names = Set(batch.map(\.fileName))
-            pending.removeAll { names.contains($0.fileName) }
-            delivered += batch.count
-            return (nil, true)
-        }
-        // Redacted over the whole capture, then cut to the kept KiB (see `Redactor`).
-        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-        let errorText = response.error.map { redactor.clean($0) }
-        let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
-        let message = errorText ?? "HTTP \(response.status)"
-        if !retryable {
-            return (park(batch, reason: "http_\(response.status)", status: response.status, message: message, now: now,
-                         response: snippet), true)
-        }
-        let attempts = head.attempts + 1
-        if attempts >= options.maxAttempts {
-            return (park(batch, reason: "attempts", status: response.status, message: message, now: now, response: snippet, attempts: attempts), true)
-        }
-        var delay = backoffMillis(attempts: attempts)
-        if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
-            // The vendor said when to come back: not sooner than that, not later than the ceiling.
-            delay = max(delay, asked)
-            holds[Worker.vendor(head.target)] = now + delay
-        }
-        lastError = "\(head.id) \(head.target.rawValue): \(message)"
-        retried += 1
-        for var delivery in batch {
-            delivery.attempts = attempts
-            delivery.notBeforeMillis = now + delay
-            delivery.lastStatus = response.status
-            delivery.lastResponse = snippet.isEmpty ? nil : snippet
-            delivery.lastError = errorText
-            do { try store.write(delivery, in: store.pendingDirectory) } catch { lastError = error.description }
-            if let at = pending.firstIndex(where: { $0.fileName == delivery.fileName }) { pending[at] = delivery }
-        }
-        return (.failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay), false)
     }
 
     func backoffMillis(attempts: Int) -> Int64 { options.backoffMillis(attempts: attempts) }
@@ -621,8 +566,53 @@ final class Worker {
         return .parked(id: batch[0].id, target: batch[0].target.rawValue, status: status, reason: reason, message: message)
     }
 
-    func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> OutboxRequest? { options.request(for: batch, now: now) }
+}
 
-    /// Which vendor (and so which rate limit) a target's POSTs go to.
-    static func vendor(_ target: OutboxTarget) -> String { target.vendor }
+/// How the journal outbox records the engine's decisions for one batch of `pending/`: a
+/// delivered one's file is removed, a failed one written back with its backoff, a dead letter
+/// moved to `parked/`.
+struct JournalLedger: DeliveryLedger {
+    typealias Failure = Never
+    let worker: Worker
+    let batch: [OutboxDelivery]
+    let now: Int64
+
+    func willPost() {}
+
+    func delivered(_ deliveries: [OutboxDelivery]) {
+        for delivery in deliveries {
+            do { try worker.store.remove(delivery.fileName, in: worker.store.pendingDirectory) } catch { worker.lastError = error.description }
+        }
+        let names = Set(deliveries.map(\.fileName))
+        worker.pending.removeAll { names.contains($0.fileName) }
+        worker.delivered += deliveries.count
+    }
+
+    func park(_ deliveries: [OutboxDelivery], _ parking: Parking) -> Bool {
+        // The attempts are counted into the file only when they are the reason.
+        _ = worker.park(deliveries, reason: parking.reason, status: parking.status, message: parking.message, now: now,
+                        response: parking.response, attempts: parking.reason == "attempts" ? parking.attempts : nil)
+        return true
+    }
+
+    func finished() {}
+
+    func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) {
+        let head = batch[0]
+        worker.lastError = "\(head.id) \(head.target.rawValue): \(retry.message)"
+        worker.retried += 1
+        for var delivery in batch {
+            delivery.attempts = retry.attempts
+            delivery.notBeforeMillis = now + retry.delayMillis
+            delivery.lastStatus = retry.status
+            delivery.lastResponse = retry.response.isEmpty ? nil : retry.response
+            delivery.lastError = retry.error
+            do { try worker.store.write(delivery, in: worker.store.pendingDirectory) } catch { worker.lastError = error.description }
+            if let at = worker.pending.firstIndex(where: { $0.fileName == delivery.fileName }) { worker.pending[at] = delivery }
+        }
+    }
+
+    func erased() { worker.dropErased(batch, in: worker.store.pendingDirectory) }
+
+    func aborted() {}
 }

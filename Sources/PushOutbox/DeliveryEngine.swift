@@ -1,0 +1,191 @@
+import PushOutboxStore
+import PushSystem
+
+/// Makes one POST: ``HTTPPoster`` in the daemons, a stand-in in tests.
+package protocol DeliveryPoster {
+    func post(url: String, headers: [String], body: [UInt8]) -> PostResult
+}
+
+extension HTTPPoster: DeliveryPoster {}
+
+/// Why deliveries are parked, with what the vendor said. `Sendable` value.
+package struct Parking: Sendable, Equatable {
+    /// `http_<status>`, `attempts`, `unconfigured`.
+    package var reason: String
+    /// The HTTP status; 0 when no answer came or no POST was made.
+    package var status: Int
+    package var message: String
+    /// The response body, redacted and cut; `nil` when no POST was made.
+    package var response: String?
+    /// The attempts made, this one included; `nil` when no POST was made.
+    package var attempts: Int?
+}
+
+/// A failed POST worth trying again: when, and what the vendor said. `Sendable` value.
+package struct HandBack: Sendable, Equatable {
+    /// The attempts made, this one included.
+    package var attempts: Int
+    /// The backoff, or a `Retry-After` when longer (up to the ceiling).
+    package var delayMillis: Int64
+    /// The HTTP status; 0 when no answer came.
+    package var status: Int
+    /// curl's error text, else `HTTP <status>`; redacted.
+    package var message: String
+    /// curl's error text, redacted; `nil` when a response came.
+    package var error: String?
+    /// The response body, redacted and cut (empty when none).
+    package var response: String
+}
+
+/// What became of one work item. `Sendable` value.
+package enum DeliveryOutcome: Sendable, Equatable {
+    /// Every POST got a 2xx or was parked; the ledger answered the item (`finished()`).
+    case finished
+    /// A POST failed in a way worth retrying: the whole item was handed back.
+    case handedBack
+    /// Its subject was erased while a POST was out: dropped unsent.
+    case erased
+    /// Stopping cut a POST short: no attempt, the item is as it was.
+    case aborted
+    /// A dead letter could not be written: the ledger let the item go unanswered (it comes
+    /// back), and no further POST of it was made.
+    case released
+}
+
+/// The source's side of a delivery: how it records what the engine decides for the item it
+/// handed over. The journal follower writes files in `pending/` and `parked/`; the stream's
+/// work consumer answers the message (acknowledge, hand back with a delay) and writes dead
+/// letters. One ledger value serves one item.
+package protocol DeliveryLedger {
+    associatedtype Failure: Error
+    /// Right before each POST (the stream extends what it holds).
+    mutating func willPost() throws(Failure)
+    /// These deliveries got a 2xx. In an item of several POSTs the item is not answered yet.
+    mutating func delivered(_ deliveries: [OutboxDelivery]) throws(Failure)
+    /// Writes dead letters; returns whether anything of the item is left to answer (false: the
+    /// ledger let it go unanswered, so it comes back rather than being lost).
+    mutating func park(_ deliveries: [OutboxDelivery], _ parking: Parking) throws(Failure) -> Bool
+    /// Every POST of the item is done (2xx or parked): answer it.
+    mutating func finished() throws(Failure)
+    /// Try the whole item again after `retry.delayMillis`; `failed` are the deliveries of the
+    /// POST that failed.
+    mutating func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) throws(Failure)
+    /// Its subject was erased while a POST was out: drop the whole item unsent.
+    mutating func erased() throws(Failure)
+    /// Stopping cut a POST short: leave the item as it was (not an attempt).
+    mutating func aborted() throws(Failure)
+}
+
+/// The one delivery engine of the journal outbox (pushspoold) and the fleet outbox (inbox
+/// nodes): given the mapped deliveries of one work item it makes the POSTs, decides what each
+/// answer means — delivered, parked with a reason, handed back with a backoff (a 429/503
+/// `Retry-After` honoured and held against the vendor), dropped because its subject was erased
+/// meanwhile — and tells the source's ``DeliveryLedger``. Sources own ordering, batching and
+/// where state lives; the engine owns what an answer means, so both behave alike.
+///
+/// An item is a list of POSTs made in order: a batch (one POST of several deliveries of one
+/// user) or one event's several POSTs (Infobip's seen then MO; a Mindbox open then its click,
+/// `transactionId` `<event>.1`). Such an event is one item everywhere and answered once, after
+/// its last POST: the first failure worth retrying hands the whole item back, and the repeat
+/// carries the same ids (as after a crash mid-POST), so a source that can only answer an item
+/// whole — a stream message — loses nothing and keeps no local state for it.
+///
+/// Not `Sendable`: owns the poster and the vendor holds; one thread uses it.
+package final class DeliveryEngine {
+    package let options: OutboxOptions
+    package let erased: ErasedSubjects
+    private let poster: any DeliveryPoster
+    private let redactor: Redactor
+    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time
+    /// (epoch ms), from any user: the limit is the vendor's, not one user's.
+    package private(set) var holds: [String: Int64] = [:]
+
+    package init(options: OutboxOptions, poster: any DeliveryPoster, erased: ErasedSubjects = ErasedSubjects()) {
+        self.options = options
+        self.poster = poster
+        self.erased = erased
+        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
+    }
+
+    /// With a curl poster that `shouldStop` aborts mid-POST.
+    package convenience init(options: OutboxOptions, erased: ErasedSubjects = ErasedSubjects(), shouldStop: @escaping @Sendable () -> Bool) {
+        self.init(options: options, poster: HTTPPoster(options: options, shouldStop: shouldStop), erased: erased)
+    }
+
+    /// Until when (epoch ms) `target`'s vendor asked to be left alone; `nil` when it did not
+    /// or that time passed.
+    package func heldUntil(_ target: OutboxTarget, now: Int64) -> Int64? {
+        guard let until = holds[target.vendor], until > now else { return nil }
+        return until
+    }
+
+    /// Makes the POSTs of one item in order (each inner array is one POST) and tells `ledger`
+    /// what became of it; returns that and what to log (the last park or the failure).
+    package func deliver<Ledger: DeliveryLedger>(_ posts: [[OutboxDelivery]], now: Int64,
+                                                 into ledger: inout Ledger) throws(Ledger.Failure) -> (DeliveryOutcome, OutboxNotice?) {
+        var notice: OutboxNotice?
+        for batch in posts where !batch.isEmpty {
+            let head = batch[0]
+            guard let request = options.request(for: batch, now: now) else {
+                // The vendor is not configured (or was unconfigured since queuing).
+                let parking = Parking(reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head))
+                notice = Self.notice(head, parking)
+                guard try ledger.park(batch, parking) else { return (.released, notice) }
+                continue
+            }
+            try ledger.willPost()
+            let response = poster.post(url: request.url, headers: request.headers, body: request.body)
+            // Stopping: the vendor's answer is unknown, so this was no attempt.
+            if response.aborted {
+                try ledger.aborted()
+                return (.aborted, notice)
+            }
+            if response.error == nil, (200..<300).contains(response.status) {
+                try ledger.delivered(batch)
+                continue
+            }
+            // Erased while the POST was out (a hung vendor): what failed is not handed back,
+            // parked or tried again.
+            if batch.contains(where: erased.covers) {
+                try ledger.erased()
+                return (.erased, notice)
+            }
+            // Redacted over the whole capture, then cut to the kept KiB (see `Redactor`).
+            let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
+            let errorText = response.error.map { redactor.clean($0) }
+            let message = errorText ?? "HTTP \(response.status)"
+            let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
+            let attempts = head.attempts + 1
+            if !retryable || attempts >= options.maxAttempts {
+                let parking = Parking(reason: retryable ? "attempts" : "http_\(response.status)", status: response.status,
+                                      message: message, response: snippet, attempts: attempts)
+                notice = Self.notice(head, parking)
+                guard try ledger.park(batch, parking) else { return (.released, notice) }
+                continue
+            }
+            var delay = options.backoffMillis(attempts: attempts)
+            if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
+                // The vendor said when to come back: not sooner than that, not later than the ceiling.
+                delay = max(delay, asked)
+                holds[head.target.vendor] = now + delay
+            }
+            try ledger.handBack(batch, HandBack(attempts: attempts, delayMillis: delay, status: response.status, message: message,
+                                         error: errorText, response: snippet))
+            return (.handedBack, .failed(id: head.id, target: head.target.rawValue, status: response.status, message: message,
+                                         retryInMillis: delay))
+        }
+        try ledger.finished()
+        return (.finished, notice)
+    }
+
+    /// The notice for a park of a batch headed by `head`.
+    package static func notice(_ head: OutboxDelivery, _ parking: Parking) -> OutboxNotice {
+        .parked(id: head.id, target: head.target.rawValue, status: parking.status, reason: parking.reason, message: parking.message)
+    }
+}
+
+extension Parking {
+    package init(reason: String, status: Int, message: String) {
+        self.init(reason: reason, status: status, message: message, response: nil, attempts: nil)
+    }
+}
