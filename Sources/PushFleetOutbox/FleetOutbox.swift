@@ -439,34 +439,24 @@ final class FleetWorker {
                 done.insert(head.message.streamSeq)
                 continue
             }
-            if erased.covers(head.delivery) {
+            if let delay = heldBack[head.delivery.orderKey], !erased.covers(head.delivery) {
+                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
+                done.insert(head.message.streamSeq)
+                continue
+            }
+            switch engine.triage(head.delivery, now: now, handOuts: head.message.deliveries) {
+            case .send: break
+            case .erased:
                 // Erased here since it was fetched (or before): acknowledged, never sent.
                 try consumer.acknowledge(head.message.streamSeq)
                 status.erased += 1
                 done.insert(head.message.streamSeq)
                 continue
-            }
-            if let delay = heldBack[head.delivery.orderKey] {
-                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
+            case .park(let parking):
+                notices.append(try park([head], reason: parking.reason, status: 0, message: parking.message, now: now, consumer: consumer))
                 done.insert(head.message.streamSeq)
                 continue
-            }
-            if now - head.delivery.createdMillis > outbox.maxAge.clampedMilliseconds {
-                notices.append(try park([head], reason: "max_age", status: 0, message: "older than [Outbox] MaxAgeSec=; not sent stale",
-                                        now: now, consumer: consumer))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if head.message.deliveries > UInt64(outbox.maxAttempts) {
-                // Handed out once more than MaxAttempts=: the node before did not answer on its
-                // last attempt (killed mid-POST). Parked, not sent: the vendor saw enough.
-                notices.append(try park([head], reason: "attempts", status: 0,
-                                        message: "no answer after \(outbox.maxAttempts) attempts on the fleet's nodes", now: now,
-                                        consumer: consumer))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if let until = engine.heldUntil(head.delivery.target, now: now) {
+            case .wait(let until):
                 heldBack[head.delivery.orderKey] = until - now
                 try consumer.refuse(head.message.streamSeq, delay: .milliseconds(until - now))
                 done.insert(head.message.streamSeq)
@@ -474,12 +464,10 @@ final class FleetWorker {
             }
             var batch = [head]
             if head.delivery.target.batchable, head.rest.isEmpty {
-                for next in entries[(position + 1)...] where batch.count < outbox.batchLimit && !done.contains(next.message.streamSeq) {
+                for next in entries[(position + 1)...] where !done.contains(next.message.streamSeq) {
                     guard next.delivery.orderKey == head.delivery.orderKey else { continue }
-                    guard next.rest.isEmpty else { break }
-                    guard next.delivery.target == head.delivery.target, next.delivery.device == head.delivery.device,
-                          next.message.deliveries <= UInt64(outbox.maxAttempts),
-                          now - next.delivery.createdMillis <= outbox.maxAge.clampedMilliseconds else { break }
+                    guard next.rest.isEmpty, next.message.deliveries <= UInt64(outbox.maxAttempts),
+                          engine.mayJoin(next.delivery, batchOf: head.delivery, count: batch.count, now: now) else { break }
                     batch.append(next)
                 }
             }

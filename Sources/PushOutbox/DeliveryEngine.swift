@@ -119,6 +119,50 @@ package final class DeliveryEngine {
         return until
     }
 
+    /// What to do with the head of a source's item before any POST. `Sendable` value.
+    package enum Triage: Sendable, Equatable {
+        /// Due: send it (``deliver(_:now:into:)``).
+        case send
+        /// Its subject was erased: drop it unsent.
+        case erased
+        /// Park it unsent (too old; handed out more often than there are attempts).
+        case park(Parking)
+        /// Not before this time (epoch ms): its backoff, or its vendor's `Retry-After`.
+        case wait(until: Int64)
+    }
+
+    /// Decides, in the same order for every source, what happens to `head` now: erased,
+    /// stale (`MaxAgeSec=`), out of attempts (`handOuts`: how often a work queue has handed
+    /// it out, this time included; `nil` for a source that counts attempts itself), in its
+    /// backoff or behind its vendor's hold, else due.
+    package func triage(_ head: OutboxDelivery, now: Int64, handOuts: UInt64? = nil) -> Triage {
+        if erased.covers(head) { return .erased }
+        if isStale(head, now: now) {
+            return .park(Parking(reason: "max_age", status: 0, message: "older than [Outbox] MaxAgeSec=; not sent stale"))
+        }
+        if let handOuts, handOuts > UInt64(options.maxAttempts) {
+            // The holder before did not answer on its last attempt (killed mid-POST). Parked,
+            // not sent: the vendor saw enough.
+            return .park(Parking(reason: "attempts", status: 0,
+                                 message: "no answer after \(options.maxAttempts) attempts on the fleet's nodes"))
+        }
+        let until = max(head.notBeforeMillis, heldUntil(head.target, now: now) ?? 0)
+        return until > now ? .wait(until: until) : .send
+    }
+
+    /// Whether `delivery` is older than `MaxAgeSec=` (counted from its ingest).
+    package func isStale(_ delivery: OutboxDelivery, now: Int64) -> Bool {
+        now - delivery.createdMillis > options.maxAge.clampedMilliseconds
+    }
+
+    /// Whether `next`, a later delivery of `head`'s user, may share `head`'s POST in a batch
+    /// of `count` so far: a batchable target, the same target and device, due, not stale,
+    /// within `BatchLimit`.
+    package func mayJoin(_ next: OutboxDelivery, batchOf head: OutboxDelivery, count: Int, now: Int64) -> Bool {
+        head.target.batchable && count < options.batchLimit && next.orderKey == head.orderKey && next.target == head.target
+            && next.device == head.device && next.notBeforeMillis <= now && !isStale(next, now: now)
+    }
+
     /// Makes the POSTs of one item in order (each inner array is one POST) and tells `ledger`
     /// what became of it; returns that and what to log (the last park or the failure).
     package func deliver<Ledger: DeliveryLedger>(_ posts: [[OutboxDelivery]], now: Int64,

@@ -446,16 +446,16 @@ final class Worker {
             if sweepErased() { index = 0; continue }
             let head = pending[index]
             if blocked.contains(head.orderKey) { index += 1; continue }
-            if erased.covers(head) {
+            switch engine.triage(head, now: now) {
+            case .send: break
+            case .erased:
                 dropErased([head], in: store.pendingDirectory)
                 continue  // it left `pending`: the same index is the next one
-            }
-            if now - head.createdMillis > options.maxAge.clampedMilliseconds {
-                notices.append(park([head], reason: "max_age", status: head.lastStatus ?? 0,
-                                    message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
+            case .park(let parking):
+                // A dead letter keeps the status of its last attempt.
+                notices.append(park([head], reason: parking.reason, status: head.lastStatus ?? 0, message: parking.message, now: now))
                 continue  // park removed it from `pending`; the same index is the next one
-            }
-            if head.notBeforeMillis > now || engine.heldUntil(head.target, now: now) != nil {
+            case .wait:
                 blocked.insert(head.orderKey)
                 index += 1
                 continue
@@ -467,8 +467,7 @@ final class Worker {
                 while probe < pending.count, batch.count < options.batchLimit {
                     let next = pending[probe]
                     if next.orderKey == head.orderKey {
-                        guard next.target == head.target, next.device == head.device, next.notBeforeMillis <= now,
-                              now - next.createdMillis <= options.maxAge.clampedMilliseconds else { break }
+                        guard engine.mayJoin(next, batchOf: head, count: batch.count, now: now) else { break }
                         batch.append(next)
                     }
                     probe += 1

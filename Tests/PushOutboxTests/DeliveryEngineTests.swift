@@ -274,6 +274,54 @@ import Testing
         #expect(later.answers.first.map { if case .handBack = $0 { true } else { false } } == true)
     }
 
+    // MARK: Before the POST
+
+    @Test func triageDropsErasedParksStaleAndExhaustedAndWaitsForBackoffAndHolds() throws {
+        let erased = ErasedSubjects([.init(erasureID: "e1", subject: .user("gone"), before: nil)])
+        var options = try Self.options(maxAttempts: 3)
+        options.maxAge = .seconds(60)
+        let poster = ScriptedPoster([Self.status(503, retryAfter: "3")])
+        let engine = DeliveryEngine(options: options, poster: poster, erased: erased)
+        let now = Self.now
+        #expect(engine.triage(Self.mindbox(1, user: "gone"), now: now) == .erased)
+        var stale = Self.mindbox(2)
+        stale.createdMillis = now - 61_000
+        guard case .park(let parking) = engine.triage(stale, now: now) else {
+            Issue.record("stale not parked")
+            return
+        }
+        #expect(parking.reason == "max_age" && parking.attempts == nil)
+        guard case .park(let exhausted) = engine.triage(Self.mindbox(3), now: now, handOuts: 4) else {
+            Issue.record("a fourth hand-out of three attempts not parked")
+            return
+        }
+        #expect(exhausted.reason == "attempts")
+        #expect(engine.triage(Self.mindbox(3), now: now, handOuts: 3) == .send)
+        var waiting = Self.mindbox(4)
+        waiting.notBeforeMillis = now + 500
+        #expect(engine.triage(waiting, now: now) == .wait(until: now + 500))
+        // A Retry-After holds every delivery to the vendor, due or not.
+        var ledger = RecordingLedger()
+        _ = engine.deliver([[Self.mindbox(5)]], now: now, into: &ledger)
+        #expect(engine.triage(Self.mindbox(6, user: "carol"), now: now) == .wait(until: now + 3_000))
+        #expect(engine.triage(Self.infobip(7, index: 0, target: .infobipSeen), now: now) == .send)
+    }
+
+    @Test func onlyAUsersDueReportsToTheSameTargetAndDeviceShareAPost() throws {
+        var options = try Self.options()
+        options.batchLimit = 2
+        let engine = DeliveryEngine(options: options, poster: ScriptedPoster([]))
+        let head = Self.infobip(1, index: 0, target: .infobipSeen)
+        #expect(engine.mayJoin(Self.infobip(2, index: 0, target: .infobipSeen), batchOf: head, count: 1, now: Self.now))
+        #expect(!engine.mayJoin(Self.infobip(2, index: 0, target: .infobipSeen), batchOf: head, count: 2, now: Self.now), "BatchLimit")
+        #expect(!engine.mayJoin(Self.infobip(2, index: 0, target: .infobipSeen, user: "dave"), batchOf: head, count: 1, now: Self.now))
+        #expect(!engine.mayJoin(Self.infobip(2, index: 1, target: .infobipMO), batchOf: head, count: 1, now: Self.now))
+        var later = Self.infobip(2, index: 0, target: .infobipSeen)
+        later.notBeforeMillis = Self.now + 1
+        #expect(!engine.mayJoin(later, batchOf: head, count: 1, now: Self.now))
+        #expect(!engine.mayJoin(Self.mindbox(2), batchOf: Self.mindbox(1), count: 1, now: Self.now), "one Mindbox operation a POST")
+    }
+
     // MARK: A source over the engine
 
     /// A source in the shape of both outboxes: items in order, each handed to the engine; one
