@@ -267,9 +267,6 @@ final class FleetWorker {
     var consumer: NatsWorkConsumer?
     /// Fetched messages not yet worked (an event past the index's applied seq waits here).
     var queue: [WorkMessage] = []
-    /// Users whose earlier delivery in the fetch being worked was handed back, and for how
-    /// long (ms): theirs later in the fetch follow it.
-    var heldBack: [String: Int64] = [:]
     var status = FleetOutboxStatus()
     /// Told the counts after each change within a step.
     var report: @Sendable (FleetOutboxStatus) -> Void = { _ in }
@@ -424,69 +421,13 @@ final class FleetWorker {
         return waiting
     }
 
-    /// POSTs `entries` (one fetch, stream order), batching a user's consecutive Infobip
-    /// reports, and answers each message.
+    /// One pass of the engine over `entries` (one fetch, stream order), batching a user's
+    /// consecutive Infobip reports, answering each message.
     func deliver(_ entries: [Entry], consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
                  stopRequested: @Sendable () -> Bool) throws(ExportError) {
-        let outbox = options.outbox
-        var done = Set<UInt64>()
-        heldBack = [:]
-        for (position, head) in entries.enumerated() where !done.contains(head.message.streamSeq) {
-            let now = Posix.wallClockMillis()
-            if stopRequested() {
-                // Not attempted: another node (or this one restarted) takes it at once.
-                try consumer.refuse(head.message.streamSeq, delay: .zero)
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if let delay = heldBack[head.delivery.orderKey], !erased.covers(head.delivery) {
-                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            switch engine.triage(head.delivery, now: now, handOuts: head.message.deliveries) {
-            case .send: break
-            case .erased:
-                // Erased here since it was fetched (or before): acknowledged, never sent.
-                try consumer.acknowledge(head.message.streamSeq)
-                status.erased += 1
-                done.insert(head.message.streamSeq)
-                continue
-            case .park(let parking):
-                notices.append(try park([head], reason: parking.reason, status: 0, message: parking.message, now: now, consumer: consumer))
-                done.insert(head.message.streamSeq)
-                continue
-            case .wait(let until):
-                heldBack[head.delivery.orderKey] = until - now
-                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(until - now))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            var batch = [head]
-            if head.delivery.target.batchable, head.rest.isEmpty {
-                for next in entries[(position + 1)...] where !done.contains(next.message.streamSeq) {
-                    guard next.delivery.orderKey == head.delivery.orderKey else { continue }
-                    guard next.rest.isEmpty, next.message.deliveries <= UInt64(outbox.maxAttempts),
-                          engine.mayJoin(next.delivery, batchOf: head.delivery, count: batch.count, now: now) else { break }
-                    batch.append(next)
-                }
-            }
-            for entry in batch { done.insert(entry.message.streamSeq) }
-            if let notice = try send(batch, now: now, consumer: consumer) { notices.append(notice) }
-        }
-    }
-
-    /// POSTs one batch (or one event's several POSTs, in order) through the engine and answers
-    /// its messages; returns what to log.
-    func send(_ batch: [Entry], now: Int64, consumer: NatsWorkConsumer) throws(ExportError) -> OutboxNotice? {
-        let posts: [[OutboxDelivery]]
-        if batch.count == 1, !batch[0].rest.isEmpty {
-            posts = ([batch[0].delivery] + batch[0].rest).map { [$0] }
-        } else {
-            posts = [batch.map(\.delivery)]
-        }
-        var ledger = StreamLedger(worker: self, consumer: consumer, entries: batch, now: now)
-        return try engine.deliver(posts, now: now, into: &ledger).1
+        var source = StreamSource(worker: self, consumer: consumer, entries: entries)
+        let items = entries.map { DeliveryItem(deliveries: [$0.delivery] + $0.rest, handOuts: $0.message.deliveries) }
+        notices += try engine.pass(items, source: &source, now: { Posix.wallClockMillis() }, shouldStop: stopRequested)
     }
 
     /// The queue's head is past what the index applied: keep what is held from going to
@@ -523,6 +464,37 @@ final class FleetWorker {
         let parking = Parking(reason: reason, status: code, message: message)
         if ledger.park(batch.flatMap { [$0.delivery] + $0.rest }, parking) { try ledger.finished() }
         return DeliveryEngine.notice(batch[0].delivery, parking)
+    }
+}
+
+/// The fleet outbox as the engine's source: the messages of one fetch, each an item with all
+/// its deliveries. Held back = handed back to the stream with the delay, for any node.
+struct StreamSource: DeliverySource {
+    let worker: FleetWorker
+    let consumer: NatsWorkConsumer
+    let entries: [FleetWorker.Entry]
+
+    func sweep() {}
+
+    func isWaiting(_ index: Int) -> Bool { true }
+
+    func holdBack(_ index: Int, delayMillis: Int64) throws(ExportError) {
+        try consumer.refuse(entries[index].message.streamSeq, delay: .milliseconds(delayMillis))
+    }
+
+    /// Erased here since it was fetched (or before): acknowledged, never sent.
+    func dropErased(_ index: Int) throws(ExportError) {
+        try consumer.acknowledge(entries[index].message.streamSeq)
+        worker.status.erased += 1
+    }
+
+    func park(_ index: Int, _ parking: Parking, now: Int64) throws(ExportError) -> OutboxNotice {
+        try worker.park([entries[index]], reason: parking.reason, status: parking.status, message: parking.message, now: now,
+                        consumer: consumer)
+    }
+
+    func ledger(for indices: [Int], now: Int64) -> StreamLedger {
+        StreamLedger(worker: worker, consumer: consumer, entries: indices.map { entries[$0] }, now: now)
     }
 }
 
@@ -580,7 +552,6 @@ struct StreamLedger: DeliveryLedger {
 
     func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) throws(ExportError) {
         guard let head = failed.first else { return }
-        worker.heldBack[head.orderKey] = retry.delayMillis
         for entry in entries { try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(retry.delayMillis)) }
         worker.status.retried += entries.count
         worker.status.lastError = "\(head.id) \(head.target.rawValue): \(retry.message)"

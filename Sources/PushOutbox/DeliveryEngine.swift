@@ -76,6 +76,45 @@ package protocol DeliveryLedger {
     mutating func aborted() throws(Failure)
 }
 
+/// One item a source offers the engine: a delivery waiting in `pending/`, or the deliveries
+/// of one stream message (an event of several POSTs, in their order). `Sendable` value.
+package struct DeliveryItem: Sendable, Equatable {
+    /// In the order of their POSTs; never empty. The first heads the item.
+    package var deliveries: [OutboxDelivery]
+    /// How often a work queue has handed the item out, this time included; `nil` for a
+    /// source that counts attempts in the delivery itself.
+    package var handOuts: UInt64?
+
+    package init(deliveries: [OutboxDelivery], handOuts: UInt64? = nil) {
+        self.deliveries = deliveries
+        self.handOuts = handOuts
+    }
+
+    /// The first delivery: its user, target and age decide for the item.
+    package var head: OutboxDelivery { deliveries[0] }
+}
+
+/// Where the engine's work comes from and how it is answered: the journal follower's
+/// `pending/`, the stream's work consumer. A pass (``DeliveryEngine/pass(_:source:now:shouldStop:)``)
+/// takes the source's items in order and tells it, per item, to hold it back, drop it, park it
+/// unsent, or hands it to the POSTs with a ``DeliveryLedger`` from ``ledger(for:now:)``.
+package protocol DeliverySource {
+    associatedtype Ledger: DeliveryLedger
+    /// Called before each item: an erasure added meanwhile may take items out of the pass.
+    mutating func sweep()
+    /// Whether item `index` still waits (false: a sweep took it since the pass began).
+    func isWaiting(_ index: Int) -> Bool
+    /// Not now: the item waits behind an earlier one of its user or a stop (`delayMillis`: how
+    /// long, 0 for "another may take it at once"). Nothing about it changes.
+    mutating func holdBack(_ index: Int, delayMillis: Int64) throws(Ledger.Failure)
+    /// Its subject was erased: drop it unsent.
+    mutating func dropErased(_ index: Int) throws(Ledger.Failure)
+    /// Park it unsent (too old, out of attempts); returns what to log.
+    mutating func park(_ index: Int, _ parking: Parking, now: Int64) throws(Ledger.Failure) -> OutboxNotice
+    /// What answers for the items `indices` (one batch, or one item of several POSTs).
+    mutating func ledger(for indices: [Int], now: Int64) -> Ledger
+}
+
 /// The one delivery engine of the journal outbox (pushspoold) and the fleet outbox (inbox
 /// nodes): given the mapped deliveries of one work item it makes the POSTs, decides what each
 /// answer means — delivered, parked with a reason, handed back with a backoff (a 429/503
@@ -117,6 +156,71 @@ package final class DeliveryEngine {
     package func heldUntil(_ target: OutboxTarget, now: Int64) -> Int64? {
         guard let until = holds[target.vendor], until > now else { return nil }
         return until
+    }
+
+    /// One pass over `items` (the source's, in its order) at `now()`: each is held back behind
+    /// an earlier one of its user that waits or was handed back in this pass (a user's
+    /// deliveries go out in order), dropped when erased, parked when stale or out of
+    /// attempts, held back in its backoff or behind its vendor's `Retry-After`, else sent —
+    /// a single delivery together with its user's following ones the vendor takes in one POST
+    /// (``mayJoin(_:batchOf:count:now:)``), an item of several POSTs on its own. After a stop
+    /// every item left is held back at once. Returns what to log.
+    package func pass<Source: DeliverySource>(_ items: [DeliveryItem], source: inout Source, now: () -> Int64,
+                                              shouldStop: () -> Bool) throws(Source.Ledger.Failure) -> [OutboxNotice] {
+        var notices: [OutboxNotice] = []
+        /// Users held back for the rest of the pass, with the delay their next item waits.
+        var held: [String: Int64] = [:]
+        var done = Set<Int>()
+        for index in items.indices where !done.contains(index) {
+            source.sweep()
+            guard source.isWaiting(index) else { continue }
+            let now = now()
+            let head = items[index].head
+            if shouldStop() {
+                // Not attempted: taken again at once (another node, or this one restarted).
+                try source.holdBack(index, delayMillis: 0)
+                continue
+            }
+            if let delay = held[head.orderKey], !erased.covers(head) {
+                try source.holdBack(index, delayMillis: delay)
+                continue
+            }
+            switch triage(head, now: now, handOuts: items[index].handOuts) {
+            case .send: break
+            case .erased:
+                try source.dropErased(index)
+                continue
+            case .park(let parking):
+                notices.append(try source.park(index, parking, now: now))
+                continue
+            case .wait(let until):
+                held[head.orderKey] = until - now
+                try source.holdBack(index, delayMillis: until - now)
+                continue
+            }
+            var batch = [index]
+            if items[index].deliveries.count == 1 {
+                for probe in items.indices[(index + 1)...] where !done.contains(probe) && source.isWaiting(probe) {
+                    let next = items[probe]
+                    guard next.head.orderKey == head.orderKey else { continue }
+                    guard next.deliveries.count == 1, (next.handOuts ?? 0) <= UInt64(options.maxAttempts),
+                          mayJoin(next.head, batchOf: head, count: batch.count, now: now) else { break }
+                    batch.append(probe)
+                }
+            }
+            done.formUnion(batch)
+            let posts = batch.count == 1 ? items[index].deliveries.map { [$0] } : [batch.map { items[$0].head }]
+            var ledger = source.ledger(for: batch, now: now)
+            let (outcome, notice) = try deliver(posts, now: now, into: &ledger)
+            if let notice { notices.append(notice) }
+            switch outcome {
+            case .finished, .erased, .released: break
+            case .aborted: held[head.orderKey] = 0
+            case .handedBack:
+                if case .failed(_, _, _, _, let delay)? = notice { held[head.orderKey] = delay } else { held[head.orderKey] = 0 }
+            }
+        }
+        return notices
     }
 
     /// What to do with the head of a source's item before any POST. `Sendable` value.

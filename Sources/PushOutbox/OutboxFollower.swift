@@ -436,63 +436,10 @@ final class Worker {
         return RecordBody(decoding: record.body)
     }
 
+    /// One pass of the engine over `pending/` in journal order (see ``DeliveryEngine/pass(_:source:now:shouldStop:)``).
     func deliverDue(now: Int64) -> [OutboxNotice] {
-        var notices: [OutboxNotice] = []
-        var blocked: Set<String> = []
-        var index = 0
-        while index < pending.count, !shouldStop() {
-            // An erasure accepted since the last POST: its subject's files go first. What is
-            // before `index` is blocked for this pass, so starting over skips it.
-            if sweepErased() { index = 0; continue }
-            let head = pending[index]
-            if blocked.contains(head.orderKey) { index += 1; continue }
-            switch engine.triage(head, now: now) {
-            case .send: break
-            case .erased:
-                dropErased([head], in: store.pendingDirectory)
-                continue  // it left `pending`: the same index is the next one
-            case .park(let parking):
-                // A dead letter keeps the status of its last attempt.
-                notices.append(park([head], reason: parking.reason, status: head.lastStatus ?? 0, message: parking.message, now: now))
-                continue  // park removed it from `pending`; the same index is the next one
-            case .wait:
-                blocked.insert(head.orderKey)
-                index += 1
-                continue
-            }
-            // Batch: the same user's following deliveries to the same batchable target (and device).
-            var batch = [head]
-            if head.target.batchable {
-                var probe = index + 1
-                while probe < pending.count, batch.count < options.batchLimit {
-                    let next = pending[probe]
-                    if next.orderKey == head.orderKey {
-                        guard engine.mayJoin(next, batchOf: head, count: batch.count, now: now) else { break }
-                        batch.append(next)
-                    }
-                    probe += 1
-                }
-            }
-            let (notice, done) = send(batch, now: now)
-            if let notice { notices.append(notice) }
-            if !done {
-                blocked.insert(head.orderKey)
-                index += 1
-            }
-            // When done, the batch left `pending`: `index` now points at the next delivery.
-        }
-        return notices
-    }
-
-    /// POSTs one batch through the engine; returns a notice and whether it left `pending`
-    /// (delivered, parked or erased).
-    func send(_ batch: [OutboxDelivery], now: Int64) -> (OutboxNotice?, Bool) {
-        var ledger = JournalLedger(worker: self, batch: batch, now: now)
-        let (outcome, notice) = engine.deliver([batch], now: now, into: &ledger)
-        switch outcome {
-        case .finished, .erased, .released: return (notice, true)
-        case .handedBack, .aborted: return (notice, false)
-        }
+        var source = JournalSource(worker: self, items: pending)
+        return engine.pass(pending.map { DeliveryItem(deliveries: [$0]) }, source: &source, now: { now }, shouldStop: shouldStop)
     }
 
     func backoffMillis(attempts: Int) -> Int64 { options.backoffMillis(attempts: attempts) }
@@ -565,6 +512,37 @@ final class Worker {
         return .parked(id: batch[0].id, target: batch[0].target.rawValue, status: status, reason: reason, message: message)
     }
 
+}
+
+/// The journal outbox as the engine's source: the deliveries `pending/` held when the pass
+/// began, one item each (an event's further deliveries are items of their own, after it in
+/// journal order, so each POST is durable on its own).
+struct JournalSource: DeliverySource {
+    let worker: Worker
+    let items: [OutboxDelivery]
+    /// After a sweep in this pass: the names still pending; `nil` while no sweep took any.
+    var alive: Set<String>?
+
+    /// An erasure accepted since the last POST: its subject's files go first.
+    mutating func sweep() {
+        if worker.sweepErased() { alive = Set(worker.pending.map(\.fileName)) }
+    }
+
+    func isWaiting(_ index: Int) -> Bool { alive?.contains(items[index].fileName) ?? true }
+
+    /// Its file stays as it is; the next pass looks again.
+    func holdBack(_ index: Int, delayMillis: Int64) {}
+
+    func dropErased(_ index: Int) { worker.dropErased([items[index]], in: worker.store.pendingDirectory) }
+
+    func park(_ index: Int, _ parking: Parking, now: Int64) -> OutboxNotice {
+        // A dead letter keeps the status of its last attempt.
+        worker.park([items[index]], reason: parking.reason, status: items[index].lastStatus ?? 0, message: parking.message, now: now)
+    }
+
+    func ledger(for indices: [Int], now: Int64) -> JournalLedger {
+        JournalLedger(worker: worker, batch: indices.map { items[$0] }, now: now)
+    }
 }
 
 /// How the journal outbox records the engine's decisions for one batch of `pending/`: a

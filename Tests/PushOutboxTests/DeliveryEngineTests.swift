@@ -324,72 +324,135 @@ import Testing
 
     // MARK: A source over the engine
 
-    /// A source in the shape of both outboxes: items in order, each handed to the engine; one
-    /// handed back waits for its delay and holds back its user's later ones.
+    /// A source like both outboxes, in memory: items in order; one handed back waits for its
+    /// delay; what it was told is recorded.
     final class FakeSource {
-        struct Item {
-            var posts: [[OutboxDelivery]]
-            var notBefore: Int64 = 0
+        var queue: [DeliveryItem]
+        var notBefore: [String: Int64] = [:]
+        var delivered: [String] = []
+        var parked: [String: String] = [:]
+        var erased: [String] = []
+        var heldBack: [String: Int64] = [:]
+        /// Items a "sweep" takes out of the pass (an erasure seen between items).
+        var sweptOut: Set<String> = []
+
+        init(_ items: [DeliveryItem]) { queue = items }
+
+        /// One pass of `engine` over what is queued; what was answered leaves the queue.
+        func pass(_ engine: DeliveryEngine, now: Int64, stopAfter: Int = .max) -> [OutboxNotice] {
+            var items = queue
+            for at in items.indices {
+                for d in items[at].deliveries.indices { items[at].deliveries[d].notBeforeMillis = notBefore[items[at].head.id] ?? 0 }
+            }
+            var source = Source(owner: self, items: items)
+            var checks = 0
+            let notices = engine.pass(items, source: &source, now: { now }, shouldStop: {
+                checks += 1
+                return checks > stopAfter
+            })
+            let answered = Set(delivered + parked.keys + erased)
+            queue.removeAll { item in item.deliveries.allSatisfy { answered.contains($0.id) } }
+            return notices
         }
 
-        var queue: [Item]
-        var done: [String] = []
-        var parked: [String: String] = [:]
+        struct Source: DeliverySource {
+            typealias Ledger = FakeLedger
+            let owner: FakeSource
+            let items: [DeliveryItem]
+            func sweep() {}
+            func isWaiting(_ index: Int) -> Bool { !owner.sweptOut.contains(items[index].head.id) }
+            func holdBack(_ index: Int, delayMillis: Int64) { owner.heldBack[items[index].head.id] = delayMillis }
+            func dropErased(_ index: Int) { owner.erased += items[index].deliveries.map(\.id) }
+            func park(_ index: Int, _ parking: Parking, now: Int64) -> OutboxNotice {
+                for delivery in items[index].deliveries { owner.parked[delivery.id] = parking.reason }
+                return DeliveryEngine.notice(items[index].head, parking)
+            }
+            func ledger(for indices: [Int], now: Int64) -> FakeLedger {
+                FakeLedger(owner: owner, deliveries: indices.flatMap { items[$0].deliveries }, now: now)
+            }
+        }
 
-        init(_ items: [[[OutboxDelivery]]]) { queue = items.map { Item(posts: $0) } }
-
-        struct Ledger: DeliveryLedger {
+        /// Answers a whole item as the stream does: delivered parts are kept only at `finished`.
+        struct FakeLedger: DeliveryLedger {
             typealias Failure = Never
-            let source: FakeSource
-            let index: Int
+            let owner: FakeSource
+            let deliveries: [OutboxDelivery]
             let now: Int64
+            var sent: [String] = []
             func willPost() {}
-            func delivered(_ deliveries: [OutboxDelivery]) { source.done += deliveries.map(\.id) }
+            mutating func delivered(_ deliveries: [OutboxDelivery]) { sent += deliveries.map(\.id) }
             func park(_ deliveries: [OutboxDelivery], _ parking: Parking) -> Bool {
-                for delivery in deliveries { source.parked[delivery.id] = parking.reason }
+                for delivery in deliveries { owner.parked[delivery.id] = parking.reason }
                 return true
             }
-            func finished() { source.queue[index].posts = [] }
+            func finished() { owner.delivered += sent }
             func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) {
-                source.queue[index].notBefore = now + retry.delayMillis
-                source.queue[index].posts = source.queue[index].posts.map { $0.map { var d = $0; d.attempts = retry.attempts; return d } }
-            }
-            func erased() { source.queue[index].posts = [] }
-            func aborted() {}
-        }
-
-        /// One pass over what is due at `now`, in order; a user with an item waiting holds back.
-        func pass(_ engine: DeliveryEngine, now: Int64) {
-            var blocked: Set<String> = []
-            for index in queue.indices where !queue[index].posts.isEmpty {
-                let key = queue[index].posts[0][0].orderKey
-                if blocked.contains(key) || queue[index].notBefore > now {
-                    blocked.insert(key)
-                    continue
+                for delivery in deliveries { owner.notBefore[delivery.id] = now + retry.delayMillis }
+                if let at = owner.queue.firstIndex(where: { $0.head.id == deliveries[0].id }) {
+                    for d in owner.queue[at].deliveries.indices { owner.queue[at].deliveries[d].attempts = retry.attempts }
                 }
-                var ledger = Ledger(source: self, index: index, now: now)
-                if engine.deliver(queue[index].posts, now: now, into: &ledger).0 == .handedBack { blocked.insert(key) }
             }
-            queue.removeAll { $0.posts.isEmpty }
+            func erased() { owner.erased += deliveries.map(\.id) }
+            func aborted() {}
         }
     }
 
-    @Test func aSourceKeepsAUsersOrderAcrossAHandBack() throws {
+    @Test func aPassKeepsAUsersOrderAcrossAHandBack() throws {
         // alice's first event fails once; her second waits for it, bob's goes at once.
         let poster = ScriptedPoster([Self.status(500), Self.ok(), Self.ok(), Self.ok()])
         let engine = DeliveryEngine(options: try Self.options(), poster: poster)
         let source = FakeSource([
-            [[Self.mindbox(1)]],
-            [[Self.mindbox(2)]],
-            [[Self.mindbox(3, user: "bob")]],
+            DeliveryItem(deliveries: [Self.mindbox(1)]),
+            DeliveryItem(deliveries: [Self.mindbox(2)]),
+            DeliveryItem(deliveries: [Self.mindbox(3, user: "bob")]),
         ])
-        source.pass(engine, now: Self.now)
-        #expect(source.done == ["3-0"])
-        source.pass(engine, now: Self.now + 40)
-        #expect(source.done == ["3-0"], "not before the backoff")
-        source.pass(engine, now: Self.now + 100)  // the backoff of a first failure is at most the base
-        #expect(source.done == ["3-0", "1-0", "2-0"])
+        let first = source.pass(engine, now: Self.now)
+        #expect(source.delivered == ["3-0"])
+        #expect(first.count == 1 && source.heldBack.keys.sorted() == ["2-0"], "alice's second waits behind her first")
+        _ = source.pass(engine, now: Self.now + 40)
+        #expect(source.delivered == ["3-0"], "not before the backoff")
+        _ = source.pass(engine, now: Self.now + 100)  // the backoff of a first failure is at most the base
+        #expect(source.delivered == ["3-0", "1-0", "2-0"])
         #expect(source.queue.isEmpty && source.parked.isEmpty)
         #expect(poster.posted.filter { $0.contains("transactionId=ev-1") }.count == 2, "the repeat carries the same id")
+    }
+
+    @Test func aPassBatchesAUsersReportsAndSendsAnEventOfSeveralPOSTsAlone() throws {
+        let poster = ScriptedPoster([])
+        let engine = DeliveryEngine(options: try Self.options(), poster: poster)
+        let source = FakeSource([
+            DeliveryItem(deliveries: [Self.infobip(1, index: 0, target: .infobipSeen)]),
+            DeliveryItem(deliveries: [Self.infobip(2, index: 0, target: .infobipSeen)]),
+            DeliveryItem(deliveries: [Self.infobip(3, index: 0, target: .infobipSeen), Self.infobip(3, index: 1, target: .infobipMO)]),
+            DeliveryItem(deliveries: [Self.infobip(4, index: 0, target: .infobipSeen)]),
+        ])
+        _ = source.pass(engine, now: Self.now)
+        #expect(poster.posted.map { $0.hasSuffix("/mo") ? "mo" : "seen" } == ["seen", "seen", "mo", "seen"])
+        #expect(poster.bodies[0].contains("m-1") && poster.bodies[0].contains("m-2"), "one POST for 1 and 2")
+        #expect(source.delivered == ["1-0", "2-0", "3-0", "3-1", "4-0"])
+    }
+
+    @Test func aPassDropsErasedParksStaleAndHoldsEverythingBackOnStop() throws {
+        let erasedSubjects = ErasedSubjects([.init(erasureID: "e1", subject: .user("gone"), before: nil)])
+        var options = try Self.options()
+        options.maxAge = .seconds(60)
+        let poster = ScriptedPoster([])
+        let engine = DeliveryEngine(options: options, poster: poster, erased: erasedSubjects)
+        var stale = Self.mindbox(2)
+        stale.createdMillis = Self.now - 61_000
+        let source = FakeSource([
+            DeliveryItem(deliveries: [Self.mindbox(1, user: "gone")]),
+            DeliveryItem(deliveries: [stale]),
+            DeliveryItem(deliveries: [Self.mindbox(3, user: "swept")]),
+            DeliveryItem(deliveries: [Self.mindbox(4, user: "carol")]),
+            DeliveryItem(deliveries: [Self.mindbox(5, user: "dave")]),
+        ])
+        source.sweptOut = ["3-0"]
+        let notices = source.pass(engine, now: Self.now, stopAfter: 3)
+        #expect(source.erased == ["1-0"])
+        #expect(source.parked == ["2-0": "max_age"])
+        #expect(notices.count == 1)
+        #expect(source.delivered == ["4-0"] && poster.posted.count == 1)
+        #expect(source.heldBack == ["5-0": 0], "after the stop: taken again at once")
     }
 }
