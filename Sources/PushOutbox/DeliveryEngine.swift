@@ -115,19 +115,26 @@ package protocol DeliverySource {
     mutating func ledger(for indices: [Int], now: Int64) -> Ledger
 }
 
-/// The one delivery engine of the journal outbox (pushspoold) and the fleet outbox (inbox
-/// nodes): given the mapped deliveries of one work item it makes the POSTs, decides what each
-/// answer means — delivered, parked with a reason, handed back with a backoff (a 429/503
-/// `Retry-After` honoured and held against the vendor), dropped because its subject was erased
-/// meanwhile — and tells the source's ``DeliveryLedger``. Sources own ordering, batching and
-/// where state lives; the engine owns what an answer means, so both behave alike.
+/// The one delivery engine of the journal outbox (pushspoold), the fleet outbox (inbox
+/// nodes) and the fleet's retry sender. A pass (``pass(_:source:now:shouldStop:)``) walks a
+/// ``DeliverySource``'s items in order, keeping each user's order, and decides before any POST
+/// (``triage(_:now:handOuts:)``: erased, stale, out of attempts, in backoff or behind a vendor's
+/// hold) and how a user's reports share a POST (``mayJoin(_:batchOf:count:now:)``); for each
+/// item sent it makes the POSTs and decides what each answer means (``deliver(_:now:into:)``:
+/// delivered, parked with a reason, handed back with a backoff — a 429/503 `Retry-After`
+/// honoured and held against the vendor — dropped because its subject was erased while the
+/// POST was out, or aborted by a stop) and tells the source's ``DeliveryLedger``. The sources
+/// own only where their state lives and how they answer, so both outboxes behave alike.
 ///
-/// An item is a list of POSTs made in order: a batch (one POST of several deliveries of one
-/// user) or one event's several POSTs (Infobip's seen then MO; a Mindbox open then its click,
-/// `transactionId` `<event>.1`). Such an event is one item everywhere and answered once, after
+/// Mapping stays with ``EventMapper`` (shared too): a source hands the engine mapped
+/// deliveries. An item is a list of POSTs made in order: a batch (one POST of several
+/// deliveries of one user) or one event's several POSTs (Infobip's seen then MO; a Mindbox
+/// open then its click, `transactionId` `<event>.1`). Such an event is answered once, after
 /// its last POST: the first failure worth retrying hands the whole item back, and the repeat
 /// carries the same ids (as after a crash mid-POST), so a source that can only answer an item
-/// whole — a stream message — loses nothing and keeps no local state for it.
+/// whole — a stream message — loses nothing and keeps no state for it on one node. The journal
+/// offers each delivery of `pending/` as an item of its own (each file is already durable, and
+/// the user's order keeps the event's POSTs in index order).
 ///
 /// Not `Sendable`: owns the poster and the vendor holds; one thread uses it.
 package final class DeliveryEngine {
