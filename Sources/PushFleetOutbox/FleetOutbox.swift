@@ -423,7 +423,7 @@ final class FleetWorker {
 
     /// One pass of the engine over `entries` (one fetch, stream order), batching a user's
     /// consecutive Infobip reports, answering each message.
-    func deliver(_ entries: [Entry], consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
+    func deliver(_ entries: [Entry], consumer: any HeldMessages, notices: inout [OutboxNotice],
                  stopRequested: @Sendable () -> Bool) throws(ExportError) {
         var source = StreamSource(worker: self, consumer: consumer, entries: entries)
         let items = entries.map { DeliveryItem(deliveries: [$0.delivery] + $0.rest, handOuts: $0.message.deliveries) }
@@ -449,7 +449,7 @@ final class FleetWorker {
 
     /// Tells the server this node still works on everything it holds, at most once a second,
     /// before a POST: messages waiting behind a slow vendor must not be handed to another node.
-    func extendHeld(_ consumer: NatsWorkConsumer) throws(ExportError) {
+    func extendHeld(_ consumer: any HeldMessages) throws(ExportError) {
         let now = Posix.monotonicNanos()
         guard now &- lastExtended >= 1_000_000_000 else { return }
         for seq in consumer.heldSeqs { try consumer.extend(seq) }
@@ -459,7 +459,7 @@ final class FleetWorker {
     /// Parks `batch` before any POST (too old, or handed out too often), every delivery of
     /// each message, then acknowledges it: parked once, on this node.
     func park(_ batch: [Entry], reason: String, status code: Int, message: String, now: Int64,
-              consumer: NatsWorkConsumer) throws(ExportError) -> OutboxNotice {
+              consumer: any HeldMessages) throws(ExportError) -> OutboxNotice {
         var ledger = StreamLedger(worker: self, consumer: consumer, entries: batch, now: now)
         let parking = Parking(reason: reason, status: code, message: message)
         if ledger.park(batch.flatMap { [$0.delivery] + $0.rest }, parking) { try ledger.finished() }
@@ -467,11 +467,28 @@ final class FleetWorker {
     }
 }
 
+/// What the fleet outbox asks of the work queue for the messages it holds: answered by the
+/// ``PushExport/NatsWorkConsumer`` in pushspool-inbox, by a recording stand-in in tests.
+protocol HeldMessages: AnyObject {
+    /// Done: the server forgets it (waits for the server's confirmation).
+    func acknowledge(_ seq: UInt64) throws(ExportError)
+    /// Not now: handed out again, to any node, after `delay`.
+    func refuse(_ seq: UInt64, delay: Duration) throws(ExportError)
+    /// Still working on it: its ack wait starts again.
+    func extend(_ seq: UInt64) throws(ExportError)
+    /// Let go unanswered: handed out again after the ack wait.
+    func release(_ seq: UInt64)
+    /// Fetched and not yet answered.
+    var heldSeqs: [UInt64] { get }
+}
+
+extension NatsWorkConsumer: HeldMessages {}
+
 /// The fleet outbox as the engine's source: the messages of one fetch, each an item with all
 /// its deliveries. Held back = handed back to the stream with the delay, for any node.
 struct StreamSource: DeliverySource {
     let worker: FleetWorker
-    let consumer: NatsWorkConsumer
+    let consumer: any HeldMessages
     let entries: [FleetWorker.Entry]
 
     func sweep() {}
@@ -506,7 +523,7 @@ struct StreamSource: DeliverySource {
 struct StreamLedger: DeliveryLedger {
     typealias Failure = ExportError
     let worker: FleetWorker
-    let consumer: NatsWorkConsumer
+    let consumer: any HeldMessages
     /// The item's messages not yet let go.
     var entries: [FleetWorker.Entry]
     let now: Int64
