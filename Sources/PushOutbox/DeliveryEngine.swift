@@ -206,7 +206,7 @@ package final class DeliveryEngine {
                 continue
             }
             var batch = [index]
-            if items[index].deliveries.count == 1 {
+            if items[index].deliveries.count == 1, head.target.batchable {
                 for probe in items.indices[(index + 1)...] where !done.contains(probe) && source.isWaiting(probe) {
                     let next = items[probe]
                     guard next.head.orderKey == head.orderKey else { continue }
