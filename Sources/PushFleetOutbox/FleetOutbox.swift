@@ -110,8 +110,9 @@ package struct FleetOutboxStatus: Sendable, Equatable {
 ///   after `MaxAttempts=` hand-outs it is parked;
 /// - the node dies or stops answering mid-POST: the server hands it to another node once
 ///   ``FleetOutboxOptions/ackWait`` passed — the vendor may see that event twice (same ids).
-/// An event of several deliveries (a Mindbox open and its push click) is answered once, after
-/// all of them (`FleetWorker.sendChain`).
+/// An event of several deliveries (a Mindbox open and its push click; an Infobip seen and its
+/// MO) is one item of the ``PushOutbox/DeliveryEngine``: its POSTs go in order and the message
+/// is answered once, after the last; a failure worth retrying hands the whole message back.
 ///
 /// Events an exporter took from a journal (they carry `Pushspool-Seq`) are acknowledged
 /// without work: the outbox of the pushspoold that journaled them delivers them, and their
@@ -234,7 +235,6 @@ package final class FleetOutbox: Follower, Sendable {
         let applied = appliedSeq()
         let result = work.withLock { $0.step(applied: applied, interrupt: interrupt, stopRequested: context.stopRequested) }
         Self.store(result.status, in: snapshot, onChange: onChange)
-        if result.handedOff { retrySender.pendingAdded() }
         for notice in result.notices { onNotice(notice) }
         if let failure = result.failure { throw FollowerError("fleet_outbox_nats", failure) }
         // Waiting for the index: `indexAdvanced()` wakes the runner; the bound only covers a
@@ -260,16 +260,13 @@ final class FleetWorker {
     let options: FleetOutboxOptions
     let store: OutboxStore
     let mapper: EventMapper
-    let poster: HTTPPoster
-    let redactor: Redactor
+    /// Makes the POSTs and decides what each answer means (shared with the journal outbox).
+    let engine: DeliveryEngine
     let erased: ErasedSubjects
     var client: NatsClient?
     var consumer: NatsWorkConsumer?
     /// Fetched messages not yet worked (an event past the index's applied seq waits here).
     var queue: [WorkMessage] = []
-    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing from this node before
-    /// this time (epoch ms).
-    var holds: [String: Int64] = [:]
     var status = FleetOutboxStatus()
     /// Told the counts after each change within a step.
     var report: @Sendable (FleetOutboxStatus) -> Void = { _ in }
@@ -277,16 +274,12 @@ final class FleetWorker {
     var lastExtended: UInt64 = 0
     /// Since when the head of the queue waits for the index (monotonic ns).
     var waitingSince: UInt64?
-    /// Deliveries written to `pending/` for the retry sender since it was last woken.
-    var handedOff = 0
 
     struct StepResult {
         var status: FleetOutboxStatus
         var notices: [OutboxNotice] = []
         var waitingForIndex = false
         var failure: String?
-        /// Deliveries were written to `pending/`: the retry sender should look.
-        var handedOff = false
     }
 
     init(options: FleetOutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool,
@@ -296,8 +289,7 @@ final class FleetWorker {
         self.store = store
         let outbox = options.outbox
         mapper = try outbox.eventMapper()
-        poster = HTTPPoster(options: outbox, shouldStop: shouldStop)
-        redactor = Redactor(secrets: [outbox.mindboxSecret?.value, outbox.infobipAppKey?.value].compactMap { $0 })
+        engine = DeliveryEngine(options: outbox, erased: erased, shouldStop: shouldStop)
         status.parked = (try? store.names(store.parkedDirectory).count) ?? 0
     }
 
@@ -343,8 +335,7 @@ final class FleetWorker {
             let waiting = try work(applied: applied, consumer: consumer, notices: &notices, stopRequested: stopRequested)
             if waiting { try waitForIndex(consumer) } else { waitingSince = nil }
             publish()
-            defer { handedOff = 0 }
-            return StepResult(status: status, notices: notices, waitingForIndex: waiting, handedOff: handedOff > 0)
+            return StepResult(status: status, notices: notices, waitingForIndex: waiting)
         } catch {
             let text = "\(error)"
             status.lastError = text
@@ -417,13 +408,6 @@ final class FleetWorker {
                 status.skipped += 1
                 continue
             }
-            // Two ways for an event of several POSTs, merged from two branches on the same day:
-            // Infobip's seen + MO are handed to this node's pending/ (each retried on its own),
-            // a Mindbox open + its click go as one chain (`sendChain`). One of them should go.
-            if mapping.deliveries.count > 1, mapping.deliveries.contains(where: { $0.target != .mindbox }) {
-                try handOff(mapping.deliveries, of: message, consumer: consumer)
-                continue
-            }
             delivery.attempts = Int(clamping: message.deliveries) - 1
             let rest = mapping.deliveries.dropFirst().map { further in
                 var further = further
@@ -437,244 +421,13 @@ final class FleetWorker {
         return waiting
     }
 
-    /// An event that needs more than one POST (an Infobip action: seen, then the MO) becomes
-    /// this node's: its deliveries are written to `pending/`, where the retry sender posts each
-    /// once with the outbox's backoff, erasure check and parking, and only then is the message
-    /// acknowledged. The stream's message can only be answered as a whole, so a POST that
-    /// succeeded must not be repeated because the other one failed. A crash between the writes
-    /// and the acknowledgement hands the message out again: on this node it rewrites the same
-    /// files (named by stream seq and index); on another the vendor may see the reports twice,
-    /// with the same ids, as after a node dying mid-POST. These reports do not wait for the
-    /// user's earlier ones still being retried on the stream.
-    func handOff(_ deliveries: [OutboxDelivery], of message: WorkMessage, consumer: NatsWorkConsumer) throws(ExportError) {
-        let now = Posix.wallClockMillis()
-        var written = 0
-        for var delivery in deliveries {
-            if erased.covers(delivery) {
-                status.erased += 1
-                continue
-            }
-            var directory = store.pendingDirectory
-            if now - delivery.createdMillis > options.outbox.maxAge.clampedMilliseconds {
-                delivery.parkedReason = "max_age"
-                delivery.parkedAtMillis = now
-                delivery.lastError = "older than [Outbox] MaxAgeSec=; not sent stale"
-                directory = store.parkedDirectory
-            }
-            do {
-                try store.write(delivery, in: directory)
-            } catch {
-                // Not acknowledged: it comes back after the ack wait rather than being lost.
-                status.lastError = error.description
-                consumer.release(message.streamSeq)
-                return
-            }
-            if directory == store.parkedDirectory { status.parked += 1 } else { written += 1 }
-        }
-        try consumer.acknowledge(message.streamSeq)
-        handedOff += written
-    }
-
-    /// POSTs `entries` (one fetch, stream order), batching a user's consecutive Infobip
-    /// reports, and answers each message.
-    func deliver(_ entries: [Entry], consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
+    /// One pass of the engine over `entries` (one fetch, stream order), batching a user's
+    /// consecutive Infobip reports, answering each message.
+    func deliver(_ entries: [Entry], consumer: any HeldMessages, notices: inout [OutboxNotice],
                  stopRequested: @Sendable () -> Bool) throws(ExportError) {
-        let outbox = options.outbox
-        var done = Set<UInt64>()
-        /// Users whose earlier delivery was handed back: theirs later in the fetch follow it.
-        var heldBack: [String: Int64] = [:]
-        for (position, head) in entries.enumerated() where !done.contains(head.message.streamSeq) {
-            let now = Posix.wallClockMillis()
-            if stopRequested() {
-                // Not attempted: another node (or this one restarted) takes it at once.
-                try consumer.refuse(head.message.streamSeq, delay: .zero)
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if erased.covers(head.delivery) {
-                // Erased here since it was fetched (or before): acknowledged, never sent.
-                try consumer.acknowledge(head.message.streamSeq)
-                status.erased += 1
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if let delay = heldBack[head.delivery.orderKey] {
-                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(delay))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if now - head.delivery.createdMillis > outbox.maxAge.clampedMilliseconds {
-                notices.append(try park([head], reason: "max_age", status: 0, message: "older than [Outbox] MaxAgeSec=; not sent stale",
-                                        now: now, consumer: consumer))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if head.message.deliveries > UInt64(outbox.maxAttempts) {
-                // Handed out once more than MaxAttempts=: the node before did not answer on its
-                // last attempt (killed mid-POST). Parked, not sent: the vendor saw enough.
-                notices.append(try park([head], reason: "attempts", status: 0,
-                                        message: "no answer after \(outbox.maxAttempts) attempts on the fleet's nodes", now: now,
-                                        consumer: consumer))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            if let until = holds[head.delivery.target.vendor], until > now {
-                heldBack[head.delivery.orderKey] = until - now
-                try consumer.refuse(head.message.streamSeq, delay: .milliseconds(until - now))
-                done.insert(head.message.streamSeq)
-                continue
-            }
-            var batch = [head]
-            if head.delivery.target.batchable, head.rest.isEmpty {
-                for next in entries[(position + 1)...] where batch.count < outbox.batchLimit && !done.contains(next.message.streamSeq) {
-                    guard next.delivery.orderKey == head.delivery.orderKey else { continue }
-                    guard next.rest.isEmpty else { break }
-                    guard next.delivery.target == head.delivery.target, next.delivery.device == head.delivery.device,
-                          next.message.deliveries <= UInt64(outbox.maxAttempts),
-                          now - next.delivery.createdMillis <= outbox.maxAge.clampedMilliseconds else { break }
-                    batch.append(next)
-                }
-            }
-            for entry in batch { done.insert(entry.message.streamSeq) }
-            if let notice = try send(batch, now: now, consumer: consumer, heldBack: &heldBack) { notices.append(notice) }
-        }
-    }
-
-    /// POSTs one batch and answers its messages; returns what to log.
-    func send(_ batch: [Entry], now: Int64, consumer: NatsWorkConsumer, heldBack: inout [String: Int64]) throws(ExportError) -> OutboxNotice? {
-        if batch.count == 1, !batch[0].rest.isEmpty { return try sendChain(batch[0], now: now, consumer: consumer, heldBack: &heldBack) }
-        let head = batch[0].delivery
-        let outbox = options.outbox
-        guard let request = outbox.request(for: batch.map(\.delivery), now: now) else {
-            return try park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now, consumer: consumer)
-        }
-        try extendHeld(consumer)
-        publish()
-        let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-        if response.aborted {
-            // Stopping: the vendor's answer is unknown; another node sends it now (same ids).
-            for entry in batch { try consumer.refuse(entry.message.streamSeq, delay: .zero) }
-            return nil
-        }
-        if response.error == nil, (200..<300).contains(response.status) {
-            for entry in batch { try consumer.acknowledge(entry.message.streamSeq) }
-            status.delivered += batch.count
-            return nil
-        }
-        // Erased while the POST was out: not handed back for another attempt, nor parked.
-        if batch.contains(where: { erased.covers($0.delivery) }) {
-            for entry in batch { try consumer.acknowledge(entry.message.streamSeq) }
-            status.erased += batch.count
-            return nil
-        }
-        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-        let errorText = response.error.map { redactor.clean($0) }
-        let message = errorText ?? "HTTP \(response.status)"
-        let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
-        if !retryable {
-            return try park(batch, reason: "http_\(response.status)", status: response.status, message: message, now: now,
-                            consumer: consumer, response: snippet)
-        }
-        let attempts = batch[0].message.deliveries
-        if attempts >= UInt64(outbox.maxAttempts) {
-            return try park(batch, reason: "attempts", status: response.status, message: message, now: now, consumer: consumer,
-                            response: snippet)
-        }
-        var delay = outbox.backoffMillis(attempts: Int(clamping: attempts))
-        if let asked = outbox.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
-            delay = max(delay, asked)
-            holds[head.target.vendor] = now + delay
-        }
-        heldBack[head.orderKey] = delay
-        for entry in batch { try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(delay)) }
-        status.retried += batch.count
-        status.lastError = "\(head.id) \(head.target.rawValue): \(message)"
-        return .failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay)
-    }
-
-    /// POSTs the deliveries of one message in order and answers the message once: acknowledged
-    /// when each got a 2xx or was parked (a dead letter here, as a lone one is); handed back
-    /// whole at the first failure worth retrying. The node that takes it then sends the ones
-    /// already delivered again, with the same `transactionId`s: Mindbox takes them as repeats,
-    /// as it does when a node dies mid-POST.
-    func sendChain(_ entry: Entry, now: Int64, consumer: NatsWorkConsumer, heldBack: inout [String: Int64]) throws(ExportError) -> OutboxNotice? {
-        let outbox = options.outbox
-        var notice: OutboxNotice?
-        for delivery in [entry.delivery] + entry.rest {
-            guard let request = outbox.request(for: [delivery], now: now) else {
-                guard let parked = deadLetter(Entry(message: entry.message, delivery: delivery), reason: "unconfigured", status: 0,
-                                              message: OutboxOptions.unconfiguredMessage(delivery), now: now) else {
-                    consumer.release(entry.message.streamSeq)
-                    return notice
-                }
-                notice = parked
-                continue
-            }
-            try extendHeld(consumer)
-            publish()
-            let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-            if response.aborted {
-                try consumer.refuse(entry.message.streamSeq, delay: .zero)
-                return notice
-            }
-            if response.error == nil, (200..<300).contains(response.status) {
-                status.delivered += 1
-                continue
-            }
-            if erased.covers(delivery) {
-                try consumer.acknowledge(entry.message.streamSeq)
-                status.erased += 1
-                return notice
-            }
-            let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-            let message = response.error.map { redactor.clean($0) } ?? "HTTP \(response.status)"
-            let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
-            let attempts = entry.message.deliveries
-            if !retryable || attempts >= UInt64(outbox.maxAttempts) {
-                guard let parked = deadLetter(Entry(message: entry.message, delivery: delivery),
-                                              reason: retryable ? "attempts" : "http_\(response.status)", status: response.status,
-                                              message: message, now: now, response: snippet) else {
-                    consumer.release(entry.message.streamSeq)
-                    return notice
-                }
-                notice = parked
-                continue
-            }
-            var delay = outbox.backoffMillis(attempts: Int(clamping: attempts))
-            if let asked = outbox.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
-                delay = max(delay, asked)
-                holds[delivery.target.vendor] = now + delay
-            }
-            heldBack[delivery.orderKey] = delay
-            try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(delay))
-            status.retried += 1
-            status.lastError = "\(delivery.id) \(delivery.target.rawValue): \(message)"
-            return .failed(id: delivery.id, target: delivery.target.rawValue, status: response.status, message: message, retryInMillis: delay)
-        }
-        try consumer.acknowledge(entry.message.streamSeq)
-        return notice
-    }
-
-    /// Writes one delivery of `entry`'s message as a dead letter here without answering the
-    /// message; `nil` when the write failed (the caller lets the message come back after the
-    /// ack wait rather than lose it, as ``park(_:reason:status:message:now:consumer:response:)`` does).
-    func deadLetter(_ entry: Entry, reason: String, status code: Int, message: String, now: Int64, response: String? = nil) -> OutboxNotice? {
-        var delivery = entry.delivery
-        delivery.attempts = Int(clamping: entry.message.deliveries)
-        delivery.parkedReason = reason
-        delivery.parkedAtMillis = now
-        delivery.lastStatus = code == 0 ? nil : code
-        if let response, !response.isEmpty { delivery.lastResponse = response }
-        delivery.lastError = message
-        do {
-            try store.write(delivery, in: store.parkedDirectory)
-            status.parked += 1
-            status.lastError = "\(delivery.id) \(delivery.target.rawValue) parked (\(reason)): \(message)"
-        } catch {
-            status.lastError = error.description
-            return nil
-        }
-        return .parked(id: delivery.id, target: delivery.target.rawValue, status: code, reason: reason, message: message)
+        var source = StreamSource(worker: self, consumer: consumer, entries: entries)
+        let items = entries.map { DeliveryItem(deliveries: [$0.delivery] + $0.rest, handOuts: $0.message.deliveries) }
+        notices += try engine.pass(items, source: &source, now: { Posix.wallClockMillis() }, shouldStop: stopRequested)
     }
 
     /// The queue's head is past what the index applied: keep what is held from going to
@@ -696,38 +449,139 @@ final class FleetWorker {
 
     /// Tells the server this node still works on everything it holds, at most once a second,
     /// before a POST: messages waiting behind a slow vendor must not be handed to another node.
-    func extendHeld(_ consumer: NatsWorkConsumer) throws(ExportError) {
+    func extendHeld(_ consumer: any HeldMessages) throws(ExportError) {
         let now = Posix.monotonicNanos()
         guard now &- lastExtended >= 1_000_000_000 else { return }
         for seq in consumer.heldSeqs { try consumer.extend(seq) }
         lastExtended = now
     }
 
-    /// Writes `batch` as dead letters here, then acknowledges it: parked once, on this node.
-    func park(_ batch: [Entry], reason: String, status code: Int, message: String, now: Int64, consumer: NatsWorkConsumer,
-              response: String? = nil) throws(ExportError) -> OutboxNotice {
-        for entry in batch {
-            var delivery = entry.delivery
-            delivery.attempts = Int(clamping: entry.message.deliveries)
-            delivery.parkedReason = reason
+    /// Parks `batch` before any POST (too old, or handed out too often), every delivery of
+    /// each message, then acknowledges it: parked once, on this node.
+    func park(_ batch: [Entry], reason: String, status code: Int, message: String, now: Int64,
+              consumer: any HeldMessages) throws(ExportError) -> OutboxNotice {
+        var ledger = StreamLedger(worker: self, consumer: consumer, entries: batch, now: now)
+        let parking = Parking(reason: reason, status: code, message: message)
+        if ledger.park(batch.flatMap { [$0.delivery] + $0.rest }, parking) { try ledger.finished() }
+        return DeliveryEngine.notice(batch[0].delivery, parking)
+    }
+}
+
+/// What the fleet outbox asks of the work queue for the messages it holds: answered by the
+/// ``PushExport/NatsWorkConsumer`` in pushspool-inbox, by a recording stand-in in tests.
+protocol HeldMessages: AnyObject {
+    /// Done: the server forgets it (waits for the server's confirmation).
+    func acknowledge(_ seq: UInt64) throws(ExportError)
+    /// Not now: handed out again, to any node, after `delay`.
+    func refuse(_ seq: UInt64, delay: Duration) throws(ExportError)
+    /// Still working on it: its ack wait starts again.
+    func extend(_ seq: UInt64) throws(ExportError)
+    /// Let go unanswered: handed out again after the ack wait.
+    func release(_ seq: UInt64)
+    /// Fetched and not yet answered.
+    var heldSeqs: [UInt64] { get }
+}
+
+extension NatsWorkConsumer: HeldMessages {}
+
+/// The fleet outbox as the engine's source: the messages of one fetch, each an item with all
+/// its deliveries. Held back = handed back to the stream with the delay, for any node.
+struct StreamSource: DeliverySource {
+    let worker: FleetWorker
+    let consumer: any HeldMessages
+    let entries: [FleetWorker.Entry]
+
+    func sweep() {}
+
+    func isWaiting(_ index: Int) -> Bool { true }
+
+    func holdBack(_ index: Int, delayMillis: Int64) throws(ExportError) {
+        try consumer.refuse(entries[index].message.streamSeq, delay: .milliseconds(delayMillis))
+    }
+
+    /// Erased here since it was fetched (or before): acknowledged, never sent.
+    func dropErased(_ index: Int) throws(ExportError) {
+        try consumer.acknowledge(entries[index].message.streamSeq)
+        worker.status.erased += 1
+    }
+
+    func park(_ index: Int, _ parking: Parking, now: Int64) throws(ExportError) -> OutboxNotice {
+        try worker.park([entries[index]], reason: parking.reason, status: parking.status, message: parking.message, now: now,
+                        consumer: consumer)
+    }
+
+    func ledger(for indices: [Int], now: Int64) -> StreamLedger {
+        StreamLedger(worker: worker, consumer: consumer, entries: indices.map { entries[$0] }, now: now)
+    }
+}
+
+/// How the fleet outbox records the engine's decisions for the messages of one item: a
+/// message is acknowledged once every POST of it got a 2xx or was parked here, handed back
+/// whole with the delay when a POST failed in a way worth retrying, and acknowledged unsent when
+/// its subject was erased meanwhile. A dead letter that cannot be written leaves its message
+/// unanswered: it comes back after the ack wait rather than being lost.
+struct StreamLedger: DeliveryLedger {
+    typealias Failure = ExportError
+    let worker: FleetWorker
+    let consumer: any HeldMessages
+    /// The item's messages not yet let go.
+    var entries: [FleetWorker.Entry]
+    let now: Int64
+
+    func willPost() throws(ExportError) {
+        try worker.extendHeld(consumer)
+        worker.publish()
+    }
+
+    func delivered(_ deliveries: [OutboxDelivery]) { worker.status.delivered += deliveries.count }
+
+    mutating func park(_ deliveries: [OutboxDelivery], _ parking: Parking) -> Bool {
+        var wrote = false
+        for var delivery in deliveries {
+            // A message's deliveries carry its stream seq.
+            guard let at = entries.firstIndex(where: { $0.message.streamSeq == delivery.seq }) else { continue }
+            delivery.attempts = Int(clamping: entries[at].message.deliveries)
+            delivery.parkedReason = parking.reason
             delivery.parkedAtMillis = now
-            delivery.lastStatus = code == 0 ? nil : code
-            if let response, !response.isEmpty { delivery.lastResponse = response }
-            delivery.lastError = message
+            delivery.lastStatus = parking.status == 0 ? nil : parking.status
+            if let response = parking.response, !response.isEmpty { delivery.lastResponse = response }
+            delivery.lastError = parking.message
             do {
-                try store.write(delivery, in: store.parkedDirectory)
+                try worker.store.write(delivery, in: worker.store.parkedDirectory)
+                worker.status.parked += 1
+                wrote = true
             } catch {
                 // Not acknowledged: it comes back after the ack wait rather than being lost.
-                status.lastError = error.description
-                consumer.release(entry.message.streamSeq)
-                continue
+                worker.status.lastError = error.description
+                consumer.release(entries[at].message.streamSeq)
+                entries.remove(at: at)
             }
-            try consumer.acknowledge(entry.message.streamSeq)
-            status.parked += 1
         }
-        let head = batch[0].delivery
-        status.lastError = "\(head.id) \(head.target.rawValue) parked (\(reason)): \(message)"
-        return .parked(id: head.id, target: head.target.rawValue, status: code, reason: reason, message: message)
+        if wrote, let head = deliveries.first {
+            worker.status.lastError = "\(head.id) \(head.target.rawValue) parked (\(parking.reason)): \(parking.message)"
+        }
+        return !entries.isEmpty
+    }
+
+    func finished() throws(ExportError) {
+        for entry in entries { try consumer.acknowledge(entry.message.streamSeq) }
+    }
+
+    func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) throws(ExportError) {
+        guard let head = failed.first else { return }
+        for entry in entries { try consumer.refuse(entry.message.streamSeq, delay: .milliseconds(retry.delayMillis)) }
+        worker.status.retried += entries.count
+        worker.status.lastError = "\(head.id) \(head.target.rawValue): \(retry.message)"
+    }
+
+    func erased() throws(ExportError) {
+        for entry in entries { try consumer.acknowledge(entry.message.streamSeq) }
+        worker.status.erased += entries.count
+    }
+
+    /// Stopping: the vendor's answer is unknown; another node sends it now (same ids).
+    func aborted() throws(ExportError) {
+        for entry in entries { try consumer.refuse(entry.message.streamSeq, delay: .zero) }
     }
 }
 

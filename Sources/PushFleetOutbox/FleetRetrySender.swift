@@ -18,9 +18,8 @@ package struct FleetRetryCounts: Sendable, Equatable {
 }
 
 /// Sends the fleet outbox's dead letters that `pushspoolctl outbox retry` handed back (renamed
-/// into `<dir>/retry/`), with fresh attempts, from this node alone; and the deliveries the
-/// fleet outbox handed to this node (`FleetWorker.handOff`: the reports of an event that needs
-/// more than one POST), which it writes to `pending/` directly.
+/// into `<dir>/retry/`), with fresh attempts, from this node alone, through the outbox's
+/// ``PushOutbox/DeliveryEngine``.
 ///
 /// Not republished to the stream: the stream's message was acknowledged when it was parked,
 /// so no other node holds it, and the file is in exactly one directory at a time (`retry/` →
@@ -54,10 +53,6 @@ package final class FleetRetrySender: Follower, Sendable {
 
     /// The counts; cheap, never waits for a POST.
     package var counts: FleetRetryCounts { snapshot.withLock { $0 } }
-
-    /// The fleet outbox wrote deliveries to `pending/` (an event that needs more than one
-    /// POST): send them now rather than at the next backoff's end.
-    package func pendingAdded() { wake() }
 
     /// `change` is called (on this follower's thread) when the counts change.
     package func observe(_ change: @escaping @Sendable () -> Void) { onChange.set(change) }
@@ -122,20 +117,17 @@ package final class FleetRetrySender: Follower, Sendable {
 final class FleetRetryWorker {
     let options: OutboxOptions
     let store: OutboxStore
-    let poster: HTTPPoster
-    let redactor: Redactor
+    /// Makes the POSTs and decides what each answer means (shared with both outboxes).
+    let engine: DeliveryEngine
     /// The erasures this node applied: their subjects' dead letters are never sent again.
     let erased: ErasedSubjects
     var counts = FleetRetryCounts()
-    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time.
-    var holds: [String: Int64] = [:]
 
     init(options: OutboxOptions, store: OutboxStore, shouldStop: @escaping @Sendable () -> Bool, erased: ErasedSubjects = ErasedSubjects()) {
         self.options = options
         self.erased = erased
         self.store = store
-        poster = HTTPPoster(options: options, shouldStop: shouldStop)
-        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
+        engine = DeliveryEngine(options: options, erased: erased, shouldStop: shouldStop)
     }
 
     func fail(_ text: String) {
@@ -164,10 +156,10 @@ final class FleetRetryWorker {
         var next: Int64?
         for delivery in (try? store.list(store.pendingDirectory)) ?? [] {
             if stopRequested() { return nil }
-            let due = max(delivery.notBeforeMillis, holds[delivery.target.vendor] ?? 0)
+            let due = max(delivery.notBeforeMillis, engine.heldUntil(delivery.target, now: now) ?? 0)
             if due <= now, let notice = send(delivery, now: now) { notices.append(notice) }
             if let pending = store.read(store.pendingDirectory + "/" + delivery.fileName) {
-                let due = max(pending.notBeforeMillis, holds[pending.target.vendor] ?? 0)
+                let due = max(pending.notBeforeMillis, engine.heldUntil(pending.target, now: now) ?? 0)
                 next = min(next ?? due, due)
             }
         }
@@ -176,66 +168,24 @@ final class FleetRetryWorker {
 
     /// One POST of a retried dead letter; the file moves according to the answer.
     func send(_ delivery: OutboxDelivery, now: Int64) -> OutboxNotice? {
-        var delivery = delivery
-        let name = delivery.fileName
-        do throws(OutboxError) {
-            // Erased since it was listed (the node's erasure removed the file, or will).
-            if erased.covers(delivery) {
-                dropErased(name)
-                return nil
-            }
-            guard let request = options.request(for: [delivery], now: now) else {
-                let message = OutboxOptions.unconfiguredMessage(delivery)
-                try park(&delivery, reason: "unconfigured", message: message, now: now)
-                return .parked(id: delivery.id, target: delivery.target.rawValue, status: 0, reason: "unconfigured", message: message)
-            }
-            let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-            // Stopping: stays pending, sent at the next start (same ids).
-            if response.aborted { return nil }
-            if response.error == nil, (200..<300).contains(response.status) {
-                try store.remove(name, in: store.pendingDirectory)
-                counts.delivered += 1
-                return nil
-            }
-            if erased.covers(delivery) {
-                dropErased(name)
-                return nil
-            }
-            let message = response.error.map { redactor.clean($0) } ?? "HTTP \(response.status)"
-            delivery.attempts += 1
-            delivery.lastStatus = response.status == 0 ? nil : response.status
-            let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-            if !snippet.isEmpty { delivery.lastResponse = snippet }
-            let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
-            if !retryable || delivery.attempts >= options.maxAttempts {
-                let reason = retryable ? "attempts" : "http_\(response.status)"
-                try park(&delivery, reason: reason, message: message, now: now)
-                return .parked(id: delivery.id, target: delivery.target.rawValue, status: response.status, reason: reason, message: message)
-            }
-            var delay = options.backoffMillis(attempts: delivery.attempts)
-            if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
-                delay = max(delay, asked)
-                holds[delivery.target.vendor] = now + delay
-            }
-            delivery.lastError = message
-            delivery.notBeforeMillis = now + delay
-            try store.write(delivery, in: store.pendingDirectory)
-            counts.retried += 1
-            fail("\(delivery.id) \(delivery.target.rawValue): \(message)")
-            return .failed(id: delivery.id, target: delivery.target.rawValue, status: response.status, message: message, retryInMillis: delay)
-        } catch {
-            fail(error.description)
+        // Erased since it was listed (the node's erasure removed the file, or will).
+        if erased.covers(delivery) {
+            dropErased(delivery.fileName)
             return nil
         }
+        var ledger = RetryLedger(worker: self, delivery: delivery, now: now)
+        let (outcome, notice) = engine.deliver([[delivery]], now: now, into: &ledger)
+        // A dead letter that could not be written stays pending: nothing to tell yet.
+        return outcome == .released ? nil : notice
     }
 
     /// Removes an erased subject's pending file unsent (gone already when the erasure was first).
-    private func dropErased(_ name: String) {
+    func dropErased(_ name: String) {
         do { try store.remove(name, in: store.pendingDirectory) } catch where error.cause?.errno != ENOENT { fail(error.description) } catch {}
     }
 
     /// Back to `parked/` (written first: a crash leaves it pending, sent again, never lost).
-    private func park(_ delivery: inout OutboxDelivery, reason: String, message: String, now: Int64) throws(OutboxError) {
+    func park(_ delivery: inout OutboxDelivery, reason: String, message: String, now: Int64) throws(OutboxError) {
         delivery.parkedReason = reason
         delivery.parkedAtMillis = now
         delivery.lastError = message
@@ -243,4 +193,64 @@ final class FleetRetryWorker {
         try store.remove(delivery.fileName, in: store.pendingDirectory)
         fail("\(delivery.id) \(delivery.target.rawValue) parked (\(reason)): \(message)")
     }
+}
+
+/// How the retry sender records the engine's decisions for one file of `pending/`: removed
+/// when delivered, written back with its backoff, moved to `parked/` again.
+struct RetryLedger: DeliveryLedger {
+    typealias Failure = Never
+    let worker: FleetRetryWorker
+    let delivery: OutboxDelivery
+    let now: Int64
+
+    func willPost() {}
+
+    func delivered(_ deliveries: [OutboxDelivery]) {
+        do throws(OutboxError) {
+            try worker.store.remove(delivery.fileName, in: worker.store.pendingDirectory)
+            worker.counts.delivered += 1
+        } catch {
+            worker.fail(error.description)
+        }
+    }
+
+    func park(_ deliveries: [OutboxDelivery], _ parking: Parking) -> Bool {
+        var delivery = delivery
+        if let attempts = parking.attempts {
+            // A POST was made: it counts, and so does its answer.
+            delivery.attempts = attempts
+            delivery.lastStatus = parking.status == 0 ? nil : parking.status
+        }
+        if let response = parking.response, !response.isEmpty { delivery.lastResponse = response }
+        do throws(OutboxError) {
+            try worker.park(&delivery, reason: parking.reason, message: parking.message, now: now)
+            return true
+        } catch {
+            worker.fail(error.description)
+            return false
+        }
+    }
+
+    func finished() {}
+
+    func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) {
+        var delivery = delivery
+        delivery.attempts = retry.attempts
+        delivery.lastStatus = retry.status == 0 ? nil : retry.status
+        if !retry.response.isEmpty { delivery.lastResponse = retry.response }
+        delivery.lastError = retry.message
+        delivery.notBeforeMillis = now + retry.delayMillis
+        do throws(OutboxError) {
+            try worker.store.write(delivery, in: worker.store.pendingDirectory)
+            worker.counts.retried += 1
+            worker.fail("\(delivery.id) \(delivery.target.rawValue): \(retry.message)")
+        } catch {
+            worker.fail(error.description)
+        }
+    }
+
+    func erased() { worker.dropErased(delivery.fileName) }
+
+    /// Stopping: stays pending, sent at the next start (same ids).
+    func aborted() {}
 }

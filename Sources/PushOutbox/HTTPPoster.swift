@@ -21,6 +21,14 @@ package struct PostResult: Sendable {
     package var retryAfter: String? = nil
     /// The transfer was cut short because the follower is stopping: no answer, not an attempt.
     package var aborted = false
+
+    package init(status: Int, body: [UInt8], error: String? = nil, retryAfter: String? = nil, aborted: Bool = false) {
+        self.status = status
+        self.body = body
+        self.error = error
+        self.retryAfter = retryAfter
+        self.aborted = aborted
+    }
 }
 
 /// Blocking POSTs with one easy handle per request, run on the outbox thread only. No

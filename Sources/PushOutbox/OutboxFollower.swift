@@ -198,8 +198,8 @@ final class Worker {
     let options: OutboxOptions
     let store: OutboxStore
     let mapper: EventMapper
-    let poster: HTTPPoster
-    let redactor: Redactor
+    /// Makes the POSTs and decides what each answer means (shared with the fleet outbox).
+    let engine: DeliveryEngine
     let shouldStop: @Sendable () -> Bool
     /// Whether to look in `retry/` at the next step (``OutboxFollower``'s watch sets it).
     let retryChanged: ChangeFlag
@@ -222,9 +222,6 @@ final class Worker {
     /// them and advancing the cursor), by file name. The journal maps those records again;
     /// each takes its file from here rather than being queued a second time.
     var unconfirmed: [String: OutboxDelivery] = [:]
-    /// A vendor that answered 429 or 503 with `Retry-After` gets nothing before this time
-    /// (epoch ms), from any user: the limit is the vendor's, not one user's.
-    var holds: [String: Int64] = [:]
     var parkedCount = 0
     var delivered = 0
     var retried = 0
@@ -256,11 +253,7 @@ final class Worker {
         self.retryChanged = retryChanged
         self.listDirectory = listDirectory
         mapper = try options.eventMapper()
-        poster = HTTPPoster(connectTimeoutMillis: Int(options.connectTimeout.clampedMilliseconds),
-                            requestTimeoutMillis: Int(options.requestTimeout.clampedMilliseconds),
-                            allowHTTP: options.allowHTTP, check: AddressCheck(allowing: options.allowNetworks),
-                            shouldStop: shouldStop)
-        redactor = Redactor(secrets: [options.mindboxSecret?.value, options.infobipAppKey?.value].compactMap { $0 })
+        engine = DeliveryEngine(options: options, erased: erased, shouldStop: shouldStop)
         cursor = try store.cursor()
         persistedCursor = cursor
         // A crash between writing a dead letter and removing its pending file leaves both:
@@ -301,7 +294,7 @@ final class Worker {
         result.notices = mappingNotices.map(\.notice) + deliverDue(now: now)
         mappingNotices = []
         parkedCount = (try? store.names(store.parkedDirectory).count) ?? parkedCount
-        if let next = (pending.map(\.notBeforeMillis) + holds.values).filter({ $0 > now }).min() {
+        if let next = (pending.map(\.notBeforeMillis) + engine.holds.values).filter({ $0 > now }).min() {
             result.sleepMillis = max(1, next - now)
         }
         return result
@@ -443,112 +436,10 @@ final class Worker {
         return RecordBody(decoding: record.body)
     }
 
+    /// One pass of the engine over `pending/` in journal order (see ``DeliveryEngine/pass(_:source:now:shouldStop:)``).
     func deliverDue(now: Int64) -> [OutboxNotice] {
-        var notices: [OutboxNotice] = []
-        var blocked: Set<String> = []
-        var index = 0
-        while index < pending.count, !shouldStop() {
-            // An erasure accepted since the last POST: its subject's files go first. What is
-            // before `index` is blocked for this pass, so starting over skips it.
-            if sweepErased() { index = 0; continue }
-            let head = pending[index]
-            if blocked.contains(head.orderKey) { index += 1; continue }
-            if erased.covers(head) {
-                dropErased([head], in: store.pendingDirectory)
-                continue  // it left `pending`: the same index is the next one
-            }
-            if now - head.createdMillis > options.maxAge.clampedMilliseconds {
-                notices.append(park([head], reason: "max_age", status: head.lastStatus ?? 0,
-                                    message: "older than [Outbox] MaxAgeSec=; not sent stale", now: now))
-                continue  // park removed it from `pending`; the same index is the next one
-            }
-            if head.notBeforeMillis > now || (holds[Worker.vendor(head.target)] ?? 0) > now {
-                blocked.insert(head.orderKey)
-                index += 1
-                continue
-            }
-            // Batch: the same user's following deliveries to the same batchable target (and device).
-            var batch = [head]
-            if head.target.batchable {
-                var probe = index + 1
-                while probe < pending.count, batch.count < options.batchLimit {
-                    let next = pending[probe]
-                    if next.orderKey == head.orderKey {
-                        guard next.target == head.target, next.device == head.device, next.notBeforeMillis <= now,
-                              now - next.createdMillis <= options.maxAge.clampedMilliseconds else { break }
-                        batch.append(next)
-                    }
-                    probe += 1
-                }
-            }
-            let (notice, done) = send(batch, now: now)
-            if let notice { notices.append(notice) }
-            if !done {
-                blocked.insert(head.orderKey)
-                index += 1
-            }
-            // When done, the batch left `pending`: `index` now points at the next delivery.
-        }
-        return notices
-    }
-
-    /// POSTs one batch; returns a notice and whether it left `pending` (delivered or parked).
-    func send(_ batch: [OutboxDelivery], now: Int64) -> (OutboxNotice?, Bool) {
-        let head = batch[0]
-        guard let request = buildRequest(batch, now: now) else {
-            // The vendor was unconfigured since queuing (restart with a new configuration).
-            return (park(batch, reason: "unconfigured", status: 0, message: OutboxOptions.unconfiguredMessage(head), now: now), true)
-        }
-        let response = poster.post(url: request.url, headers: request.headers, body: request.body)
-        // Stopping: the vendor's answer is unknown, so this was no attempt; the delivery stays
-        // as it was and goes first after the restart.
-        if response.aborted { return (nil, false) }
-        // Erased while the POST was out (a hung vendor): what failed is not written back,
-        // parked or tried again.
-        if !(response.error == nil && (200..<300).contains(response.status)), batch.contains(where: erased.covers) {
-            dropErased(batch, in: store.pendingDirectory)
-            return (nil, true)
-        }
-        if response.error == nil, (200..<300).contains(response.status) {
-            for delivery in batch {
-                do { try store.remove(delivery.fileName, in: store.pendingDirectory) } catch { lastError = error.description }
-            }
-            let names = Set(batch.map(\.fileName))
-            pending.removeAll { names.contains($0.fileName) }
-            delivered += batch.count
-            return (nil, true)
-        }
-        // Redacted over the whole capture, then cut to the kept KiB (see `Redactor`).
-        let snippet = redactor.clean(response.body, limit: HTTPPoster.bodyLimit)
-        let errorText = response.error.map { redactor.clean($0) }
-        let retryable = response.error != nil || response.status == 0 || response.status == 429 || response.status >= 500
-        let message = errorText ?? "HTTP \(response.status)"
-        if !retryable {
-            return (park(batch, reason: "http_\(response.status)", status: response.status, message: message, now: now,
-                         response: snippet), true)
-        }
-        let attempts = head.attempts + 1
-        if attempts >= options.maxAttempts {
-            return (park(batch, reason: "attempts", status: response.status, message: message, now: now, response: snippet, attempts: attempts), true)
-        }
-        var delay = backoffMillis(attempts: attempts)
-        if let asked = options.retryAfterMillis(status: response.status, header: response.retryAfter, now: now) {
-            // The vendor said when to come back: not sooner than that, not later than the ceiling.
-            delay = max(delay, asked)
-            holds[Worker.vendor(head.target)] = now + delay
-        }
-        lastError = "\(head.id) \(head.target.rawValue): \(message)"
-        retried += 1
-        for var delivery in batch {
-            delivery.attempts = attempts
-            delivery.notBeforeMillis = now + delay
-            delivery.lastStatus = response.status
-            delivery.lastResponse = snippet.isEmpty ? nil : snippet
-            delivery.lastError = errorText
-            do { try store.write(delivery, in: store.pendingDirectory) } catch { lastError = error.description }
-            if let at = pending.firstIndex(where: { $0.fileName == delivery.fileName }) { pending[at] = delivery }
-        }
-        return (.failed(id: head.id, target: head.target.rawValue, status: response.status, message: message, retryInMillis: delay), false)
+        var source = JournalSource(worker: self, items: pending)
+        return engine.pass(pending.map { DeliveryItem(deliveries: [$0]) }, source: &source, now: { now }, shouldStop: shouldStop)
     }
 
     func backoffMillis(attempts: Int) -> Int64 { options.backoffMillis(attempts: attempts) }
@@ -621,8 +512,84 @@ final class Worker {
         return .parked(id: batch[0].id, target: batch[0].target.rawValue, status: status, reason: reason, message: message)
     }
 
-    func buildRequest(_ batch: [OutboxDelivery], now: Int64) -> OutboxRequest? { options.request(for: batch, now: now) }
+}
 
-    /// Which vendor (and so which rate limit) a target's POSTs go to.
-    static func vendor(_ target: OutboxTarget) -> String { target.vendor }
+/// The journal outbox as the engine's source: the deliveries `pending/` held when the pass
+/// began, one item each (an event's further deliveries are items of their own, after it in
+/// journal order, so each POST is durable on its own).
+struct JournalSource: DeliverySource {
+    let worker: Worker
+    let items: [OutboxDelivery]
+    /// After a sweep in this pass: the names still pending; `nil` while no sweep took any.
+    var alive: Set<String>?
+
+    /// An erasure accepted since the last POST: its subject's files go first.
+    mutating func sweep() {
+        if worker.sweepErased() { alive = Set(worker.pending.map(\.fileName)) }
+    }
+
+    func isWaiting(_ index: Int) -> Bool { alive?.contains(items[index].fileName) ?? true }
+
+    /// Its file stays as it is; the next pass looks again.
+    func holdBack(_ index: Int, delayMillis: Int64) {}
+
+    func dropErased(_ index: Int) { worker.dropErased([items[index]], in: worker.store.pendingDirectory) }
+
+    func park(_ index: Int, _ parking: Parking, now: Int64) -> OutboxNotice {
+        // A dead letter keeps the status of its last attempt.
+        worker.park([items[index]], reason: parking.reason, status: items[index].lastStatus ?? 0, message: parking.message, now: now)
+    }
+
+    func ledger(for indices: [Int], now: Int64) -> JournalLedger {
+        JournalLedger(worker: worker, batch: indices.map { items[$0] }, now: now)
+    }
+}
+
+/// How the journal outbox records the engine's decisions for one batch of `pending/`: a
+/// delivered one's file is removed, a failed one written back with its backoff, a dead letter
+/// moved to `parked/`.
+struct JournalLedger: DeliveryLedger {
+    typealias Failure = Never
+    let worker: Worker
+    let batch: [OutboxDelivery]
+    let now: Int64
+
+    func willPost() {}
+
+    func delivered(_ deliveries: [OutboxDelivery]) {
+        for delivery in deliveries {
+            do { try worker.store.remove(delivery.fileName, in: worker.store.pendingDirectory) } catch { worker.lastError = error.description }
+        }
+        let names = Set(deliveries.map(\.fileName))
+        worker.pending.removeAll { names.contains($0.fileName) }
+        worker.delivered += deliveries.count
+    }
+
+    func park(_ deliveries: [OutboxDelivery], _ parking: Parking) -> Bool {
+        // The attempts are counted into the file only when they are the reason.
+        _ = worker.park(deliveries, reason: parking.reason, status: parking.status, message: parking.message, now: now,
+                        response: parking.response, attempts: parking.reason == "attempts" ? parking.attempts : nil)
+        return true
+    }
+
+    func finished() {}
+
+    func handBack(_ failed: [OutboxDelivery], _ retry: HandBack) {
+        let head = batch[0]
+        worker.lastError = "\(head.id) \(head.target.rawValue): \(retry.message)"
+        worker.retried += 1
+        for var delivery in batch {
+            delivery.attempts = retry.attempts
+            delivery.notBeforeMillis = now + retry.delayMillis
+            delivery.lastStatus = retry.status
+            delivery.lastResponse = retry.response.isEmpty ? nil : retry.response
+            delivery.lastError = retry.error
+            do { try worker.store.write(delivery, in: worker.store.pendingDirectory) } catch { worker.lastError = error.description }
+            if let at = worker.pending.firstIndex(where: { $0.fileName == delivery.fileName }) { worker.pending[at] = delivery }
+        }
+    }
+
+    func erased() { worker.dropErased(batch, in: worker.store.pendingDirectory) }
+
+    func aborted() {}
 }
