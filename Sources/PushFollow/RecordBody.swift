@@ -64,7 +64,7 @@ package enum RecordBody: Sendable, Equatable {
             }
             self = .erasure(erasure)
         case .string("erased")?:
-            self = .tombstone(TombstoneBody(erasureID: members["erasure"]?.stringValue ?? ""))
+            self = .tombstone(TombstoneBody(erasureID: Tombstone.erasureID(members: members) ?? ""))
         case .string(let kind)?:
             self = .undecodable(.unknownKind(kind))
         case let other?:
