@@ -82,7 +82,7 @@ let package = Package(
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
         // configuration check of MindboxTransliteration=.
         .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
-        .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushTransliteration", "CInih"]),
+        .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushTransliteration", "CInih"]),
         // JournalOptions and MediaOptions built from their settings: above PushConfig and the two
         // modules, so pushspool-fetch (PushMediaModel) never links PushConfig.
         .target(name: "PushModuleOptions", dependencies: ["PushSystem", "PushConfig", "PushJournal", "PushMediaModel"]),

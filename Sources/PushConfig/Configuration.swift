@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import PushSystem
+import PushJournal
 import PushPayload
 
 /// The daemon's whole configuration, with the defaults it runs with when
@@ -43,14 +44,6 @@ package struct SpoolSettings: Sendable, Equatable {
     /// `FailedRetainSec=`: quarantined files in failed/ older than this are removed with their
     /// reason files (Postfix's `maximal_queue_lifetime`); zero keeps them until an operator acts.
     package var failedRetain: Duration = .zero
-}
-
-/// How the journal treats a corrupt record found in the middle of a segment.
-package enum CorruptionPolicy: String, Sendable, Equatable, CaseIterable {
-    /// Refuse to start until an operator runs `pushspoolctl journal verify`.
-    case refuse
-    /// Move the damaged segment aside and continue with the rest.
-    case quarantineSegment = "quarantine-segment"
 }
 
 /// Where the inbox index is built from (`[Inbox] Source=`).
@@ -187,25 +180,12 @@ package struct FeedDefinition: Sendable, Equatable {
     package static let maximum = 32
 }
 
-/// One action of a category: `Action=ID:TITLE:OPTION,OPTION`, made a text-input action by
-/// `TextInput=ID:BUTTON:PLACEHOLDER` in the same section.
-package struct CategoryAction: Sendable, Equatable {
-    package var id: String
-    package var title: String
-    /// A subset of `CategoryAction.knownOptions`, in the order written.
-    package var options: [String]
-    /// Set by `TextInput=`: the send button's title and the text field's placeholder.
-    package var textInput: TextInput?
-
-    package init(id: String, title: String, options: [String], textInput: TextInput? = nil) {
-        self.id = id
-        self.title = title
-        self.options = options
-        self.textInput = textInput
-    }
-
-    /// The option flags Infobip's SDKs define for actions.
-    package static let knownOptions = ["foreground", "destructive", "authenticationRequired", "moRequired", "chatCompatible"]
+/// The configuration's rules for a category's actions (`Action=ID:TITLE:OPTION,OPTION`, made
+/// a text-input action by `TextInput=ID:BUTTON:PLACEHOLDER`). The action itself is the
+/// payload model's ``PushPayload/CategoryAction``: one definition, which the loader fills.
+extension CategoryAction {
+    /// The option words `Action=` accepts: Infobip's SDKs' action flags.
+    package static var knownOptions: [String] { ActionOption.allCases.map(\.rawValue) }
     /// iOS shows at most four actions of a category; more are an error rather than silently lost.
     package static let maximumPerCategory = 4
 }
@@ -217,10 +197,7 @@ extension Configuration {
     /// mistake; the caller reports that rather than dropping the category silently.
     package func categoryTable() throws(CategoryTableError) -> CategoryTable {
         try CategoryTable.builtIn.adding(contentsOf: categories.map { definition in
-            NotificationCategory(id: definition.id, actions: definition.actions.map {
-                PushPayload.CategoryAction(id: $0.id, title: $0.title, options: $0.options.compactMap(ActionOption.init(rawValue:)),
-                                           textInput: $0.textInput)
-            })
+            NotificationCategory(id: definition.id, actions: definition.actions)
         })
     }
 }

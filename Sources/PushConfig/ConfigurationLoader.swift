@@ -310,10 +310,10 @@ enum CategoryRules {
         let optionText = String(value[value.index(after: last)...])
         if let problem = validateIdentifier(id, what: "action id") { return .failure(ValueError(problem)) }
         if title.isEmpty { return .failure(ValueError("action '\(id)' has an empty title")) }
-        var options: [String] = []
-        for option in optionText.split(separator: ",").map({ String($0).trimmingSpaces }) where !option.isEmpty {
-            guard CategoryAction.knownOptions.contains(option) else {
-                return .failure(ValueError("unknown action option '\(option)'; known: \(CategoryAction.knownOptions.joined(separator: ", "))"))
+        var options: [ActionOption] = []
+        for word in optionText.split(separator: ",").map({ String($0).trimmingSpaces }) where !word.isEmpty {
+            guard let option = ActionOption(rawValue: word) else {
+                return .failure(ValueError("unknown action option '\(word)'; known: \(CategoryAction.knownOptions.joined(separator: ", "))"))
             }
             if !options.contains(option) { options.append(option) }
         }

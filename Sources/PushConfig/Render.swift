@@ -21,7 +21,7 @@ package func renderEffectiveConfiguration(
         out += "\n[\(section)]\n"
         out += "# \((provenance["\(section).Action"] ?? .defaultValue).description)\n"
         for action in category.actions {
-            out += "Action=\(action.id):\(action.title):\(action.options.joined(separator: ","))\n"
+            out += "Action=\(action.id):\(action.title):\(action.options.map(\.rawValue).joined(separator: ","))\n"
         }
         for action in category.actions {
             if let input = action.textInput { out += "TextInput=\(action.id):\(input.buttonTitle):\(input.placeholder)\n" }

@@ -1,3 +1,4 @@
+import PushJournal
 import PushPayload
 import PushTransliteration
 

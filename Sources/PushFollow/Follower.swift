@@ -64,13 +64,18 @@ package struct FollowerContext: Sendable {
     /// The lowest ``Follower/durableSeq()`` of the other followers of the runner's group
     /// (`nil` = none holds records), as ``FollowerNext/othersReach(_:)`` compares it.
     package let othersDurable: @Sendable () -> UInt64?
+    /// The group's decoded records: a follower reads the journal through a ``FollowedReader``
+    /// made with them, so a record the group's other followers decoded is not decoded again.
+    package let records: DecodedRecords
 
     package init(journalLastSeq: UInt64, stopRequested: @escaping @Sendable () -> Bool,
-                 othersDurable: @escaping @Sendable () -> UInt64? = { nil }, announcedByTheWriter: Bool = false) {
+                 othersDurable: @escaping @Sendable () -> UInt64? = { nil }, announcedByTheWriter: Bool = false,
+                 records: DecodedRecords = .unshared) {
         self.journalLastSeq = journalLastSeq
         announcedLastSeq = announcedByTheWriter ? journalLastSeq : nil
         self.stopRequested = stopRequested
         self.othersDurable = othersDurable
+        self.records = records
     }
 }
 

@@ -62,8 +62,12 @@ package final class ProgressBoard: Sendable {
         var progressed: @Sendable () -> Void
     }
     private let members = Locked<[Member]>([])
+    /// The records the members decoded: each is decoded once for all of them.
+    package let records: DecodedRecords
 
-    package init() {}
+    /// `records`: the group's window of decoded records; a runner alone (the default board)
+    /// keeps none.
+    package init(records: DecodedRecords = .unshared) { self.records = records }
 
     /// Adds a runner; returns its id. The closures must not hold the runner (the group holds
     /// the board through every runner: a runner held here would never be freed).
@@ -268,7 +272,7 @@ package final class FollowerRunner: Sendable {
         var schedule = RunnerSchedule(backoff: backoff)
         while !stopRequested() {
             let context = FollowerContext(journalLastSeq: commits.lastSeq, stopRequested: stopRequested, othersDurable: othersDurable,
-                                          announcedByTheWriter: commits.speaksForTheJournal)
+                                          announcedByTheWriter: commits.speaksForTheJournal, records: board.records)
             flags.poked.store(false, ordering: .releasing)
             let wait: RunnerSchedule.Wait
             do {
@@ -368,9 +372,16 @@ package final class FollowerRunner: Sendable {
 package final class FollowerGroup: Service, Sendable {
     package let runners: [FollowerRunner]
 
+    /// The records the group's followers decoded, each once (``DecodedRecords``).
+    package let records: DecodedRecords
+
+    /// - Parameter records: the group's window of decoded records, handed to every
+    ///   follower's steps (``FollowerContext/records``).
     package init(_ followers: [any Follower], commits: CommitFeed, backoff: Backoff = Backoff(), niceness: Int32 = 10,
+                 records: DecodedRecords = DecodedRecords(),
                  healthChanged: @escaping @Sendable (FollowerHealthChange) -> Void = { _ in }) {
-        let board = ProgressBoard()
+        let board = ProgressBoard(records: records)
+        self.records = records
         runners = followers.map {
             FollowerRunner($0, commits: commits, backoff: backoff, niceness: niceness, board: board, healthChanged: healthChanged)
         }

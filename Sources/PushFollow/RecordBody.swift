@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import PushJournal
 import PushPayload
 import PushSystem
@@ -64,7 +65,7 @@ package enum RecordBody: Sendable, Equatable {
             }
             self = .erasure(erasure)
         case .string("erased")?:
-            self = .tombstone(TombstoneBody(erasureID: members["erasure"]?.stringValue ?? ""))
+            self = .tombstone(TombstoneBody(erasureID: Tombstone.erasureID(members: members) ?? ""))
         case .string(let kind)?:
             self = .undecodable(.unknownKind(kind))
         case let other?:
@@ -177,22 +178,125 @@ package struct FollowedRecord: Sendable, Equatable {
         body = RecordBody(decoding: record.body)
     }
 
+    /// `record` with a body decoded before (``DecodedRecords``): it must be `record.body`'s.
+    package init(_ record: JournalRecord, body: RecordBody) {
+        self.record = record
+        self.body = body
+    }
+
     package var seq: UInt64 { record.seq }
     package var ingestMillis: Int64 { record.ingestMillis }
     package var key: String { record.key }
 }
 
+/// The records the followers of one group decoded, by seq: the first follower to read a
+/// record decodes it, the others (the inbox index, the outbox: each on its own runner, at its
+/// own position) are handed the same ``FollowedRecord``. One per ``FollowerGroup``, on its
+/// ``ProgressBoard``; every runner passes it to its follower's steps
+/// (``FollowerContext/records``), and a ``FollowedReader`` made with it decodes through it.
+///
+/// A window, not a store: it keeps the `capacity` records (and `byteCapacity` body bytes)
+/// decoded last, and a follower further behind than that decodes for itself (and does not
+/// push the leaders' records out). A hit is checked against the bytes just read: an erasure
+/// rewrites a record in place with a tombstone, and what was decoded before must not outlive
+/// it. The decode runs under the lock, so that two followers reading one record at once
+/// decode it once: the decode count is exactly the records read (``decodes``).
+///
+/// `Sendable`: the window is behind a lock.
+package final class DecodedRecords: Sendable {
+    private struct State {
+        var bySeq: [UInt64: FollowedRecord] = [:]
+        /// Seqs in the order they were kept, the oldest at `head`: the next to go.
+        var order: [UInt64] = []
+        var head = 0
+        var bytes = 0
+        var decodes: UInt64 = 0
+        var hits: UInt64 = 0
+
+        mutating func evictOldest() {
+            let seq = order[head]
+            head += 1
+            if let gone = bySeq.removeValue(forKey: seq) { bytes -= gone.record.body.count }
+            if head > 1024, head * 2 > order.count {
+                order.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    package let capacity: Int
+    package let byteCapacity: Int
+    private let state = Locked(State())
+
+    /// - Parameters:
+    ///   - capacity: records kept; 0 keeps none (every read decodes: a runner alone).
+    ///   - byteCapacity: body bytes kept (the decoded values take a few times that).
+    package init(capacity: Int = 2048, byteCapacity: Int = 8 << 20) {
+        self.capacity = max(0, capacity)
+        self.byteCapacity = max(0, byteCapacity)
+    }
+
+    /// Keeps nothing: each read decodes (a runner or a reader without a group).
+    package static var unshared: DecodedRecords { DecodedRecords(capacity: 0, byteCapacity: 0) }
+
+    /// Bodies decoded since start.
+    package var decodes: UInt64 { state.withLock { $0.decodes } }
+    /// Reads handed a body decoded before.
+    package var hits: UInt64 { state.withLock { $0.hits } }
+    /// Records kept now.
+    package var count: Int { state.withLock { $0.bySeq.count } }
+
+    /// `record` decoded: the body decoded before when the window holds this seq with the same
+    /// key and bytes, else decoded now (and kept, unless it is older than all the window holds).
+    package func decoded(_ record: JournalRecord) -> FollowedRecord {
+        state.withLock { state in
+            if let kept = state.bySeq[record.seq], kept.record.key == record.key, Self.same(kept.record.body, record.body) {
+                state.hits += 1
+                return FollowedRecord(record, body: kept.body)
+            }
+            let followed = FollowedRecord(record)
+            state.decodes += 1
+            guard capacity > 0, record.body.count <= byteCapacity else { return followed }
+            if let replaced = state.bySeq[record.seq] {
+                // Rewritten since (a tombstone): the seq keeps its place in the order.
+                state.bySeq[record.seq] = followed
+                state.bytes += record.body.count - replaced.record.body.count
+            } else {
+                let full = state.bySeq.count >= capacity || state.bytes + record.body.count > byteCapacity
+                // A follower far behind the window decodes for itself: the window is the leaders'.
+                if full, state.head < state.order.count, record.seq < state.order[state.head] { return followed }
+                state.bySeq[record.seq] = followed
+                state.order.append(record.seq)
+                state.bytes += record.body.count
+            }
+            while state.bySeq.count > capacity || state.bytes > byteCapacity, state.head < state.order.count {
+                state.evictOldest()
+            }
+            return followed
+        }
+    }
+
+    private static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { a in b.withUnsafeBytes { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
+    }
+}
+
 /// A ``JournalReader`` that hands out ``FollowedRecord``s: the runtime's one place where a
-/// follower's records are read and decoded.
+/// follower's records are read and decoded, through the group's ``DecodedRecords``.
 ///
 /// Not `Sendable`: the reader is, like ``JournalReader``, one follower's, on its thread.
 package final class FollowedReader {
     package let journal: JournalReader
+    package let records: DecodedRecords
 
-    package init(_ journal: JournalReader) { self.journal = journal }
+    package init(_ journal: JournalReader, records: DecodedRecords = .unshared) {
+        self.journal = journal
+        self.records = records
+    }
 
-    package convenience init(directory: String, fromSeq: UInt64 = 0) throws(JournalError) {
-        self.init(try JournalReader(directory: directory, fromSeq: fromSeq))
+    package convenience init(directory: String, fromSeq: UInt64 = 0, records: DecodedRecords = .unshared) throws(JournalError) {
+        self.init(try JournalReader(directory: directory, fromSeq: fromSeq), records: records)
     }
 
     /// ``JournalReader/announcedLastSeq``.
@@ -203,8 +307,9 @@ package final class FollowedReader {
 
     package func seek(toSeq seq: UInt64) { journal.seek(toSeq: seq) }
 
-    /// The next committed record, decoded; `nil` at the end of what is committed.
+    /// The next committed record, decoded (or handed over decoded); `nil` at the end of what
+    /// is committed.
     package func next() throws(JournalError) -> FollowedRecord? {
-        try journal.next().map(FollowedRecord.init)
+        try journal.next().map(records.decoded)
     }
 }

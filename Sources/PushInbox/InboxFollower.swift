@@ -152,8 +152,9 @@ package final class InboxFollower: Follower, Sendable {
     /// Applies the journal past the index, then what fell due by now (expiries, snoozes'
     /// ends: InboxTimed.swift); returns how many records applied and how long the follower
     /// may sleep before something else falls due (`nil`: nothing pending).
-    private func runBatches(shouldStop: @escaping @Sendable () -> Bool,
-                            announcedLastSeq: UInt64? = nil) throws(InboxError) -> (applied: Int, dueIn: Duration?) {
+    /// `records`: the follower group's decoded records, which the reader decodes through.
+    private func runBatches(shouldStop: @escaping @Sendable () -> Bool, announcedLastSeq: UInt64? = nil,
+                            records: DecodedRecords = .unshared) throws(InboxError) -> (applied: Int, dueIn: Duration?) {
         var notice: InboxNotice?
         let outcome: Result<(Int, UInt64, Duration?), InboxError> = worker.withLock { worker in
             do throws(InboxError) {
@@ -164,7 +165,7 @@ package final class InboxFollower: Follower, Sendable {
                 let next = try index.appliedSeq() + 1
                 if worker.reader == nil || worker.readerNextSeq != next {
                     if worker.reader == nil {
-                        do throws(JournalError) { worker.reader = try FollowedReader(directory: journalDirectory, fromSeq: next) } catch {
+                        do throws(JournalError) { worker.reader = try FollowedReader(directory: journalDirectory, fromSeq: next, records: records) } catch {
                             throw InboxError(.journal(error), path: indexPath)
                         }
                     }
@@ -248,7 +249,8 @@ package final class InboxFollower: Follower, Sendable {
         let applied: Int
         let dueIn: Duration?
         do throws(InboxError) {
-            (applied, dueIn) = try runBatches(shouldStop: context.stopRequested, announcedLastSeq: context.announcedLastSeq)
+            (applied, dueIn) = try runBatches(shouldStop: context.stopRequested, announcedLastSeq: context.announcedLastSeq,
+                                           records: context.records)
         } catch {
             // Kept in the runner's status and retried after a backoff (the journal or the disk
             // may come back); never fatal to the daemon.

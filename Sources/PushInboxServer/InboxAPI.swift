@@ -28,8 +28,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         package var idempotencyDatabase: String?
         /// Where Last-Event-IDs are checked against the journal's end.
         package var journalDirectory: String
-        /// Where accepted events go: `nil` = into ``spool`` for pushspoold to journal.
-        package var events: (any EventSink)?
+        /// Where accepted events and erasure requests go: the one write port. Given `nil`,
+        /// the init makes it ``SpoolEventSink`` over ``spool``, for pushspoold to journal.
+        package var events: any EventSink
         /// The admin bearer token of `/v1/admin/` (`[Inbox] AdminTokenFile=`); `nil` = none,
         /// every admin request is refused unless ``selfErase`` lets a user erase themselves.
         package var adminToken: [UInt8]?
@@ -50,7 +51,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             self.spool = spool
             self.retention = retention
             self.idempotencyDatabase = idempotencyDatabase
-            self.events = events
+            self.events = events ?? SpoolEventSink(layout: spool)
         }
     }
 
@@ -553,17 +554,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
 
     // MARK: writes (events into the spool)
 
-    /// Gives `event` its id and drops it into the spool; `nil` when done, else the refusal.
-    /// Without `Idempotency-Key` the id is fresh. With one, the id is derived from the user,
-    /// the key and the request (``IdempotencyBindings``), and a key bound to another request
-    /// is refused with 422 before anything is dropped. With an event sink (`Source=nats`) the
-    /// id derives from the user and the key alone and the fingerprint goes with the event:
-    /// the stream then recognises the key whichever node saw its first use, and the sink
-    /// refuses another request with 422 (``EventSinkFailure/keyReused``).
+    /// Gives `event` its id and hands it to the event sink; `nil` when done, else the
+    /// refusal. The id is the sink's rule (``EventSink/eventID(user:idempotencyKey:fingerprint:)``).
+    /// With an `Idempotency-Key`, a key this host saw bound to another request is refused with
+    /// 422 before anything is stored (``IdempotencyBindings``); a stream sink also refuses a
+    /// key first used for another request on another node (``EventSinkFailure/keyReused``).
     private func submit(_ event: inout PushEvent, user: String, _ request: HTTPRequest) -> HTTPResponse? {
+        let sink = settings.events
         guard let key = request.headers["idempotency-key"] else {
-            event.eventId = NcEventWriter.newEventId()
-            return drop(event)
+            event.eventId = sink.eventID(user: user, idempotencyKey: nil, fingerprint: "")
+            return store(event)
         }
         guard !key.isEmpty, key.utf8.count <= 255 else { return Self.problem(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 bytes") }
         let fingerprint = IdempotencyBindings.fingerprint(event)
@@ -572,15 +572,13 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         if outcome == .conflict {
             return Self.problem(422, "idempotency_key_reused", "this Idempotency-Key was used for a different request; use a new key for a new request")
         }
-        let fleet = settings.events != nil
-        event.eventId = fleet ? IdempotencyBindings.eventId(user: user, key: key)
-            : IdempotencyBindings.eventId(user: user, key: key, fingerprint: fingerprint)
-        let refusal = drop(event, fingerprint: fingerprint)
+        event.eventId = sink.eventID(user: user, idempotencyKey: key, fingerprint: fingerprint)
+        let refusal = store(event, fingerprint: fingerprint)
         if refusal != nil, outcome == .bound { idempotency.unbind(scope, fingerprint) }
         return refusal
     }
 
-    private func drop(_ event: PushEvent, fingerprint: String? = nil) -> HTTPResponse? {
+    private func store(_ event: PushEvent, fingerprint: String? = nil) -> HTTPResponse? {
         switch Normalizer.classify(NcEventWriter.envelopeBytes(event)) {
         case .event(let checked) where checked == event: break
         case .refused(let refusal):
@@ -588,24 +586,22 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             return Self.problem(400, "invalid_event", "pushspoold would refuse the event: " + refusal.message)
         default: return Self.problem(400, "invalid_event", "pushspoold would not read the event back as it was sent")
         }
-        if let sink = settings.events {
-            guard let failure = sink.accept(event, fingerprint: fingerprint) else { return nil }
-            var response = Self.problem(failure.status, failure.code, failure.message)
-            if let seconds = failure.retryAfterSeconds { response.headers.append(("Retry-After", String(seconds))) }
-            return response
-        }
-        do {
-            try NcEventWriter.write(event, layout: settings.spool)
-            return nil
-        } catch {
-            return Self.problem(503, "spool_unavailable", error.shortDescription)
-        }
+        guard let failure = settings.events.accept(event, fingerprint: fingerprint) else { return nil }
+        return Self.problem(failure)
+    }
+
+    /// The answer to a sink's refusal, with its `Retry-After`.
+    private static func problem(_ failure: EventSinkFailure) -> HTTPResponse {
+        var response = problem(failure.status, failure.code, failure.message)
+        if let seconds = failure.retryAfterSeconds { response.headers.append(("Retry-After", String(seconds))) }
+        return response
     }
 
     // MARK: admin (erasure requests, docs/design/erasure.md)
 
-    /// `POST /v1/admin/users/{user}/erase` and `…/devices/{device}/erase`: drops an erasure
-    /// request into the spool for pushspoold, and answers 202 with its id and where to poll.
+    /// `POST /v1/admin/users/{user}/erase` and `…/devices/{device}/erase`: hands the erasure
+    /// request to the event sink (the spool for pushspoold, or the fleet stream, which every
+    /// node and ingest host applies), and answers 202 with its id and where to poll.
     /// The admin token may erase anyone; a user's token only that user, and only with
     /// `[Inbox] SelfErase=yes` (else 403).
     private func erase(_ call: Route.Call, scope: ErasureRequest.Scope) -> HTTPResponse {
@@ -623,47 +619,15 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         guard case .erasure(let checked) = Normalizer.classify(request.envelopeBytes()), checked == request else {
             return Self.problem(400, "invalid_subject", "the path parameter {\(scope.rawValue)} must be 1-\(PushEvent.maxNameBytes) bytes without control characters")
         }
-        if let events = settings.events {
-            // A stream-fed node: no pushspoold journals for it, so the node publishes the
-            // erasure record itself, naming the subject by its hash under the fleet key.
-            return publishErasure(request, events: events)
+        switch settings.events.acceptErasure(request, stateDirectory: settings.stateDirectory) {
+        case .failure(let failure):
+            return Self.problem(failure)
+        case .success(let receipt):
+            let status = "/v1/admin/erasures/" + request.erasureId
+            var answer: [String: JSONValue] = ["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]
+            if let scope = receipt.statusScope { answer["statusScope"] = .string(scope) }
+            return Self.json(202, .object(answer), headers: [("Location", status)])
         }
-        do {
-            try SpoolDropper.drop(bytes: request.envelopeBytes(), layout: settings.spool)
-        } catch {
-            return Self.problem(503, "spool_unavailable", error.shortDescription)
-        }
-        let status = "/v1/admin/erasures/" + request.erasureId
-        return Self.json(202, .object(["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]),
-                         headers: [("Location", status)])
-    }
-
-    /// `[Inbox] Source=nats`: publishes the erasure record for `request` (the subject as its
-    /// keyed hash under this node's `erase.key`, the fleet key) and answers 202 once the
-    /// stream confirmed it; every node applies it from the stream, this one included, and the
-    /// ingest hosts that follow erasures erase their journals. No key: 503, since no other
-    /// host could resolve a hash under a key of this node's own.
-    private func publishErasure(_ request: ErasureRequest, events: any EventSink) -> HTTPResponse {
-        let secret: ErasureSecret?
-        do { secret = try ErasureSecret.load(stateDirectory: settings.stateDirectory) } catch {
-            return Self.problem(503, "erasure_unavailable", "this node's erasure key cannot be read: \(error.shortDescription)")
-        }
-        guard let secret else {
-            return Self.problem(503, "erasure_unavailable", "this node has no fleet erasure key: configure [Export] ErasureKeyFile= "
-                                + "(or LoadCredential=erase-key:…) with the key every ingest host and node shares, then restart")
-        }
-        let subject: ErasureSubject = request.scope == .user ? .user(request.id) : .device(request.id)
-        let body = ErasureRecord.body(erasureID: request.erasureId, scope: subject.scope, subjectHash: secret.subjectHash(subject),
-                                      requestedAt: Timestamp.iso8601(millis: Posix.wallClockMillis()))
-        if let failure = events.acceptErasure(erasureID: request.erasureId, body: body) {
-            var response = Self.problem(failure.status, failure.code, failure.message)
-            if let seconds = failure.retryAfterSeconds { response.headers.append(("Retry-After", String(seconds))) }
-            return response
-        }
-        let status = "/v1/admin/erasures/" + request.erasureId
-        return Self.json(202, .object(["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false),
-                                       "statusScope": .string("node")]),
-                         headers: [("Location", status)])
     }
 
     /// `GET /v1/admin/erasures/{erasureId}`: the erasure's steps done and whether it is
@@ -676,9 +640,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         }
         let id = call.parameters["erasureId"] ?? ""
         guard ErasureRequest.isValidErasureId(id), let status = ErasureRequests(stateDirectory: settings.stateDirectory).status(id) else {
-            return Self.problem(404, "not_found", settings.events == nil
-                                ? "no such erasure (yet): pushspoold records it once it has journaled the request"
-                                : "no such erasure (yet): this node records it once it has applied the erasure from the stream")
+            return Self.problem(404, "not_found", settings.events.erasureNotYetRecorded)
         }
         return Self.json(200, status.jsonValue)
     }

@@ -325,7 +325,16 @@ package enum Tombstone {
 
     /// The erasure id a tombstone's JSON names, for `journal cat`; nil for other records.
     package static func erasureID(json: [UInt8]) -> String? {
-        guard case .object(let body)? = try? JSONParser(maxDepth: 4).parse(json), body["kind"]?.stringValue == "erased" else { return nil }
+        guard case .object(let body)? = try? JSONParser(maxDepth: 4).parse(json) else { return nil }
+        return erasureID(members: body)
+    }
+
+    /// The erasure id a tombstone body's members name: empty when the frame was too short to
+    /// keep it (``body(bodyLength:originalKey:erasureID:secret:)``); nil when the members are
+    /// not a tombstone's. The one reader of what ``body(bodyLength:originalKey:erasureID:secret:)``
+    /// writes, for `journal cat` and for the followers' decoded record bodies alike.
+    package static func erasureID(members body: [String: JSONValue]) -> String? {
+        guard body["kind"]?.stringValue == "erased" else { return nil }
         return body["erasure"]?.stringValue ?? ""
     }
 

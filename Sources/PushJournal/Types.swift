@@ -1,12 +1,14 @@
 import PushSystem
 
-/// What recovery does with a corrupt record that is not a torn tail.
-package enum CorruptionPolicy: String, Sendable {
+/// What recovery does with a corrupt record in the middle of a segment (not a torn tail).
+/// The one definition: `[Journal] CorruptionPolicy=` parses into it (the raw values are the
+/// setting's words), so the configuration and the journal cannot disagree on a case.
+package enum CorruptionPolicy: String, Sendable, Equatable, CaseIterable {
     /// Refuse to open (the default, like MyRocks): acknowledged data may be damaged and an
-    /// operator must decide.
+    /// operator must decide (`pushspoolctl journal verify`).
     case refuse
     /// Move the damaged segment to `quarantine/` and continue without it.
-    case quarantineSegment
+    case quarantineSegment = "quarantine-segment"
 }
 
 /// Something the writer wants an operator to hear about; the daemon routes these to journald.

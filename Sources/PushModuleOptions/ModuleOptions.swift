@@ -13,10 +13,9 @@ extension JournalOptions {
     /// The `[Journal]` settings as journal options. `quarantine` (pushspoold's
     /// `--quarantine-corrupt`) overrides `CorruptionPolicy=` with `quarantine-segment`.
     package init(settings: JournalSettings, quarantine: Bool = false) {
-        let quarantines = quarantine || settings.corruptionPolicy == PushConfig.CorruptionPolicy.quarantineSegment
         self.init(segmentBytes: Int64(settings.segmentBytes), maxBatchDelay: settings.maxBatchDelay,
                   maxBatchRecords: settings.maxBatchRecords,
-                  corruptionPolicy: quarantines ? PushJournal.CorruptionPolicy.quarantineSegment : PushJournal.CorruptionPolicy.refuse,
+                  corruptionPolicy: quarantine ? .quarantineSegment : settings.corruptionPolicy,
                   checkpointInterval: settings.checkpointInterval)
     }
 }

@@ -115,7 +115,10 @@ package final class OutboxFollower: Follower, Sendable {
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         watchRetries()
-        let result = work.withLock { $0.step(now: Posix.wallClockMillis(), announcedLastSeq: context.announcedLastSeq) }
+        let result = work.withLock { work in
+            work.records = context.records
+            return work.step(now: Posix.wallClockMillis(), announcedLastSeq: context.announcedLastSeq)
+        }
         publish(result.notices)
         // Deliveries already queued went out in this step; what failed is taking new records.
         if let failure = result.journalFailure { throw FollowerError("outbox_journal", failure) }
@@ -211,6 +214,9 @@ final class Worker {
     /// Deliveries dropped because their subject was erased, since start.
     var erasedCount = 0
     var reader: FollowedReader?
+    /// The follower group's decoded records (``FollowerContext/records``), which `reader`
+    /// decodes through.
+    var records: DecodedRecords = .unshared
     var lookupReader: JournalReader?
     /// Every record up to it is mapped (its deliveries pending or delivered).
     var cursor: UInt64
@@ -341,7 +347,7 @@ final class Worker {
     func enqueueFromJournal(limit: Int, announcedLastSeq: UInt64? = nil) -> Bool {
         do throws(OutboxError) {
             if reader == nil {
-                do { reader = try FollowedReader(directory: options.journalDirectory, fromSeq: cursor + 1) } catch {
+                do { reader = try FollowedReader(directory: options.journalDirectory, fromSeq: cursor + 1, records: records) } catch {
                     throw OutboxError(.journal, "opening \(options.journalDirectory): \(error)")
                 }
             }

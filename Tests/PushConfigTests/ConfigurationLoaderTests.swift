@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import PushConfig
+import PushPayload
 
 /// A temp directory with a main file and a drop-in directory, removed when the test ends.
 final class ConfigDirectory {
@@ -276,10 +277,10 @@ final class ConfigDirectory {
         let config = try dir.load().0
         #expect(config.categories == [
             CategoryDefinition(id: "order_ready", actions: [
-                CategoryAction(id: "pickup", title: "Pick up: now", options: ["foreground", "authenticationRequired"]),
+                CategoryAction(id: "pickup", title: "Pick up: now", options: [.foreground, .authenticationRequired]),
                 CategoryAction(id: "later", title: "Later", options: []),
             ]),
-            CategoryDefinition(id: "survey", actions: [CategoryAction(id: "yes", title: "Yes", options: ["foreground"])]),
+            CategoryDefinition(id: "survey", actions: [CategoryAction(id: "yes", title: "Yes", options: [.foreground])]),
         ])
         try dir.write("pushspool.conf.d/10-more.conf", (1...4).map { "[Category survey]\nAction=a\($0):A:\n" }.joined())
         let error = try #require(dir.error())

@@ -17,12 +17,12 @@ import PushPayload
         let config = try dir.load().0
         #expect(config.categories == [
             CategoryDefinition(id: "chat", actions: [
-                PushConfig.CategoryAction(id: "reply", title: "Reply", options: ["foreground", "moRequired"],
-                                          textInput: TextInput(buttonTitle: "Send", placeholder: "Your answer: short please")),
-                PushConfig.CategoryAction(id: "later", title: "Later", options: []),
+                CategoryAction(id: "reply", title: "Reply", options: [.foreground, .moRequired],
+                               textInput: TextInput(buttonTitle: "Send", placeholder: "Your answer: short please")),
+                CategoryAction(id: "later", title: "Later", options: []),
             ]),
             CategoryDefinition(id: "survey", actions: [
-                PushConfig.CategoryAction(id: "note", title: "Add a note", options: [], textInput: TextInput(buttonTitle: "OK", placeholder: "")),
+                CategoryAction(id: "note", title: "Add a note", options: [], textInput: TextInput(buttonTitle: "OK", placeholder: "")),
             ]),
         ])
     }
