@@ -289,26 +289,10 @@ package final class EventHub: Sendable {
     /// `"kind": "event"`: records read back from the stream carry no journal key.
     static func change(_ record: JournalRecord) -> Change? { change(FollowedRecord(record)) }
 
-    /// The inbox change a record decoded by the follower runtime is, if any.
+    /// The inbox change a record decoded by the follower runtime is, if any: the index's
+    /// rule (``InboxIndex/change(_:)``), the one that fills its `changes` table.
     static func change(_ record: FollowedRecord) -> Change? {
-        switch record.body {
-        case .event(let event):
-            guard let user = event["user"]?.stringValue else { return nil }
-            // By what the event changes, as the index applies it (InboxItemState.swift).
-            switch event.type.inboxScope {
-            case .item:
-                guard let item = event["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
-                return Change(seq: record.seq, user: user, item: item, type: event.type.rawValue)
-            case .inbox:
-                return Change(seq: record.seq, user: user, item: nil, type: event.type.rawValue)
-            case .none:
-                return nil
-            }
-        // A new push reaches a stream through the index's APPLIED mark, not as a change;
-        // erasures, tombstones and unreadable bodies change nothing a stream shows.
-        case .notification, .erasure, .tombstone, .undecodable:
-            return nil
-        }
+        InboxIndex.change(record).map { Change(seq: $0.seq, user: $0.user, item: $0.item, type: $0.type) }
     }
 
     /// Reads what the journal committed since the last call into the ring (seeding it first,
