@@ -243,11 +243,7 @@ package final class InboxIndex {
     /// batch: a removed `APPLIED` comes back instead of an open fd writing to a deleted file
     /// nobody watches. Failures are ignored: readers then wake on their keep-alive.
     static func writeAppliedMark(indexPath: String, seq: UInt64) {
-        guard let fd = try? Posix.open(appliedMarkPath(indexPath: indexPath), O_WRONLY | O_CREAT, mode: 0o644) else { return }
-        defer { Posix.close(fd) }
-        let digits = String(seq)
-        let text = Array((String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
-        _ = text.withUnsafeBytes { try? Posix.pwriteAll(fd, $0, offset: 0, subject: "APPLIED") }
+        AppliedSignal.announce(path: appliedMarkPath(indexPath: indexPath), seq: seq)
     }
 
     private func createSchema() throws(SQLiteError) {

@@ -279,24 +279,13 @@ package final class EventHub: Sendable {
         pthread_join(thread, nil)
     }
 
-    /// What the hub's thread watches in the index's directory: entries created, renamed or
-    /// removed (a replaced index, a new `APPLIED`). Not writes: a directory watch with
-    /// `IN_MODIFY` woke the thread for every write to `index.sqlite-wal`, three or more per
-    /// commit, only to throw the events away.
-    static let directoryMask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
-        | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
-    /// `APPLIED` itself, rewritten in place after each commit: one event when the writer closes it.
-    static let appliedMask = UInt32(IN_CLOSE_WRITE)
+    /// The applied-seq signal's watch masks (PushFollow's ``AppliedSignal``).
+    static let directoryMask = AppliedSignal.directoryMask
+    static let appliedMask = AppliedSignal.markMask
 
-    /// Whether an event can mean new data for streams: `APPLIED` rewritten (its own watch,
-    /// `appliedWatch`), created or replaced, the index file itself replaced, or a watch in
-    /// trouble.
+    /// Whether an event can mean new data for streams (``AppliedSignal/matters(_:markName:stateName:markWatch:)``).
     static func matters(_ event: Inotify.Event, indexName: String, appliedWatch: Int32?) -> Bool {
-        if event.overflow || event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 { return true }
-        if let appliedWatch, event.watch == appliedWatch { return true }
-        guard let name = event.nameText else { return false }
-        let entryChanged = event.mask & (UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
-        return entryChanged && (name == "APPLIED" || name == indexName)
+        AppliedSignal.matters(event, markName: "APPLIED", stateName: indexName, markWatch: appliedWatch)
     }
 
     /// Starts the hub's thread (a named, joinable thread, off the cooperative pool) until
