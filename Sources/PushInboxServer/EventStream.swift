@@ -269,9 +269,11 @@ package final class EventHub: Sendable {
         wakeStreams()
     }
 
-    /// Waits for the hub's thread to end (after ``shutdown()``); returns at once when it was
-    /// not started or already joined.
+    /// Waits for the hub's thread to end, stopping the hub first if ``shutdown()`` was not
+    /// called (a join must not wait for ever); returns at once when it was not started or
+    /// already joined.
     package func join() {
+        if !isStopping { shutdown() }
         guard let thread = state.withLock({ state -> pthread_t? in
             defer { state.thread = nil }
             return state.thread
