@@ -103,6 +103,11 @@ extension InboxIndex {
         try bound(sql.itemFeeds).run()
         try bound(sql.due).run()
         try bound(sql.timedChanges).run()
+        // The stream log names the user, and the items a device's erasure takes.
+        switch subject {
+        case .user: try bound("DELETE FROM changes WHERE owner = ?3 AND seq < ?2").run()
+        case .device: try bound("DELETE FROM changes WHERE item IN (SELECT seq FROM items WHERE device = ?1 AND seq < ?2)").run()
+        }
         try bound(sql.items).run()
         let count = Int(clamping: db.changes)
 

@@ -119,7 +119,9 @@ package final class InboxIndex {
     /// URL and why pushspool holds no image to show for it (not fetched, fetch failed,
     /// undecodable), so an app can fetch it itself.
     /// 8: SFMC's request and hash ids (`request_id`, `hash_id`), for attribution.
-    package static let schemaVersion: Int64 = 8
+    /// 9: the `changes` log of applied state changes that streams read by seq
+    /// (InboxChanges.swift), with `meta.changes_after`.
+    package static let schemaVersion: Int64 = 9
     package static let maxLimit = 500
     /// Columns of `items` (``canonicalDump()`` prints them all).
     static let columnCount = 56
@@ -157,6 +159,8 @@ package final class InboxIndex {
     /// was ingested (InboxTimed.swift). Decided when a record is applied, so a writer must
     /// open an index built with the same value (`.retentionMismatch` otherwise).
     package let retentionMillis: Int64?
+    /// How many rows `changes` keeps (``defaultChangesKept``; tests make it small).
+    package var changesKept: Int64 = InboxIndex.defaultChangesKept
 
     /// Opens (creating when `readOnly` is false) the index at `path`. A read-only open of a
     /// missing file throws `.missing`. `announce`: a writer rewrites `APPLIED` after each batch.
@@ -239,11 +243,7 @@ package final class InboxIndex {
     /// batch: a removed `APPLIED` comes back instead of an open fd writing to a deleted file
     /// nobody watches. Failures are ignored: readers then wake on their keep-alive.
     static func writeAppliedMark(indexPath: String, seq: UInt64) {
-        guard let fd = try? Posix.open(appliedMarkPath(indexPath: indexPath), O_WRONLY | O_CREAT, mode: 0o644) else { return }
-        defer { Posix.close(fd) }
-        let digits = String(seq)
-        let text = Array((String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "\n").utf8)
-        _ = text.withUnsafeBytes { try? Posix.pwriteAll(fd, $0, offset: 0, subject: "APPLIED") }
+        AppliedSignal.announce(path: appliedMarkPath(indexPath: indexPath), seq: seq)
     }
 
     private func createSchema() throws(SQLiteError) {
@@ -311,6 +311,7 @@ package final class InboxIndex {
             // so hidden) while the row is there.
             try db.execute("CREATE TABLE IF NOT EXISTS preferences(owner TEXT NOT NULL, category TEXT NOT NULL, PRIMARY KEY(owner, category)) WITHOUT ROWID")
             try Self.createTimedSchema(db)
+            try Self.createChangesSchema(db)
             // A fresh file gets this writer's feeds; an existing one keeps what it was built
             // with (compared after, so that other definitions rebuild it).
             if try Self.meta(db, "schema_version") == nil {
@@ -334,6 +335,9 @@ package final class InboxIndex {
             try insert.run()
             try insert.bind(1, "retention_ms")
             try insert.bind(2, retentionMillis ?? 0)
+            try insert.run()
+            try insert.bind(1, "changes_after")
+            try insert.bind(2, Int64(0))
             try insert.run()
         }
     }
@@ -403,6 +407,7 @@ package final class InboxIndex {
                 let last = UInt64(clamping: try Self.meta(db, "last_seq") ?? 0)
                 var newLast = last
                 var applied = 0
+                var logged = false
                 for record in records where record.seq > newLast {
                     // Seqs past Int64 cannot be stored as an SQLite integer; no journal gets there.
                     guard let seq = Int64(exactly: record.seq) else { continue }
@@ -410,9 +415,13 @@ package final class InboxIndex {
                     // same order whenever (and however often) the records are applied.
                     try applyDue(upTo: record.ingestMillis)
                     try applyOne(record, seq: seq)
+                    // In the same transaction as the change and the seq: a stream never
+                    // sees one without the other.
+                    if try logChange(record) { logged = true }
                     newLast = record.seq
                     applied += 1
                 }
+                if logged { try pruneChanges() }
                 if newLast != last {
                     let update = try db.statement("UPDATE meta SET value = ?1 WHERE key = 'last_seq'")
                     try update.bind(1, Int64(clamping: newLast))
@@ -1087,6 +1096,8 @@ package final class InboxIndex {
                 let update = try db.statement("UPDATE meta SET value = ?1 WHERE key = 'last_seq'")
                 try update.bind(1, Int64(clamping: seq))
                 try update.run()
+                // The changes up to it are not known either.
+                try setChangesAfter(Int64(clamping: seq))
             }
         } catch {
             throw InboxError(.sqlite(error), path: path)

@@ -109,45 +109,23 @@ package final class EventStream: @unchecked Sendable {
     }
 }
 
-/// Reads the journal's inbox changes into a ring and wakes suspended streams, without a timer:
-/// its thread blocks on inotify on the index's directory and wakes when the daemon's
-/// follower rewrites `APPLIED` after a batch (so the batch is visible to readers), when the
-/// index file is replaced, or when a keep-alive is due (15 s). An idle server does not wake
-/// it otherwise.
+/// Wakes suspended streams when the index applied more, without a timer: the one source of a
+/// stream's events is the index (items, counts, and the `changes` log of state changes its
+/// writer keeps in the same transaction as each change, InboxChanges.swift), read by seq on
+/// the stream's own worker thread. The hub only tells streams *when* to read:
 ///
-/// The ring holds the last ``changeCapacity`` state changes read from the *journal*, seeded at
-/// start by reading back the newest segments: a stream resuming after a restart of either
-/// process gets the changes after its `Last-Event-ID`. ``window`` says which seqs the ring
-/// covers; a stream never moves past `window.readSeq` (what the hub has read), so no change
-/// is skipped because the index got ahead of the hub, and a position before `coveredAfter`
-/// gets `event: refresh` instead of silence.
+/// - in-process, ``indexApplied()``: the index's `Source=nats` follower committed a batch;
+/// - across processes, the applied-seq signal (`APPLIED` beside the index, rewritten by the
+///   writer after each commit, InboxIndex.swift): the hub's thread blocks in poll(2) on
+///   inotify on the index's directory and wakes when `APPLIED` is rewritten or created, when
+///   the index file is replaced, or when a keep-alive is due (15 s).
 ///
-/// `Sendable`: state behind locks.
+/// Journal and `Source=nats` nodes take the same path: there is no copy of the changes here
+/// to reconcile with the index. An idle server does not wake it but for the keep-alives.
+///
+/// `Sendable`: state behind a lock; the stop pipe's fds are fixed at init.
 package final class EventHub: Sendable {
     static let keepAliveNanos: UInt64 = 15_000_000_000
-
-    /// One journaled event about a user's inbox: `item` for one item, `nil` for a bulk change
-    /// (read-all, archive-read). `Sendable` value.
-    package struct Change: Sendable, Equatable {
-        package var seq: UInt64
-        package var user: String
-        package var item: UInt64?
-        package var type: String
-    }
-
-    /// The journal seqs the ring speaks for: every change with `coveredAfter < seq <= readSeq`
-    /// is in it. `Sendable` value.
-    package struct Window: Sendable, Equatable {
-        package var coveredAfter: UInt64
-        package var readSeq: UInt64
-    }
-
-    /// How many recent changes are kept for streams that catch up or resume.
-    static let changeCapacity = 16_384
-    /// At most this many segments (64 MiB each by default) are read back at start: a journal
-    /// of notifications with few state changes must not be read whole. A position before
-    /// them gets `event: refresh`.
-    static let seedSegments = 5
 
     package enum SuspendOutcome: Sendable, Equatable {
         case suspended
@@ -157,220 +135,76 @@ package final class EventHub: Sendable {
     }
 
     private struct State {
-        var changes: [Change] = []
-        /// `nil` until the ring was seeded from the journal.
-        var window: Window?
-        /// Bumped each time streams are woken.
+        /// Bumped each time streams are woken: a stream that filled before a wake-up and
+        /// suspends after it fills again instead (no lost wake-up).
         var generation: UInt64 = 0
         // Connection addresses (Int bit patterns: pointers are not Sendable). A suspended
         // connection is never freed by libmicrohttpd until resumed, so the address stays valid.
         var suspended: [ObjectIdentifier: Int] = [:]
         var stopping = false
         var open = 0
-    }
-
-    /// The hub's journal reader; one reader at a time (the hub thread, a resuming stream).
-    private struct Reading {
-        var reader: JournalReader?
+        /// The hub's thread, until ``join()`` took it.
+        var thread: pthread_t?
     }
 
     private let state = Locked(State())
-    private let reading = Locked(Reading())
     private let indexPath: String
-    private let journalDirectory: String?
-    /// Test hook: runs before each read of the journal (to make the hub lag on purpose).
-    private let beforeRead: (@Sendable () -> Void)?
+    private let source: ChangeSource
+    /// Rung by ``shutdown()`` to end the thread's poll at once (no sleep, no timeout to wait out).
+    private let stopPipe: (read: Int32, write: Int32)?
     private let inotifyWakeups = Atomic<Int>(0)
     /// How often the hub's thread woke for inotify events, relevant or not (tests).
     package var wakeups: Int { inotifyWakeups.load(ordering: .relaxed) }
 
-    /// Where the hub learns of state changes. `Sendable` value.
+    /// Whose seqs the index holds, for telling a `Last-Event-ID` of another journal from one
+    /// the index has not reached yet. `Sendable` value.
     package enum ChangeSource: Sendable {
-        /// Nowhere: streams get items and counts only.
+        /// Nobody's: an id is never taken for another journal's.
         case none
-        /// Event records read (read-only) from this journal directory.
+        /// This journal directory's (pushspoold's index).
         case journal(String)
-        /// What the index's stream follower (`[Inbox] Source=nats`) reports it applied:
-        /// ``followerResumed(at:)`` and ``followerApplied(_:appliedSeq:)``. Seqs are stream
-        /// seqs, like the index's.
+        /// The export stream's, applied by the index's stream follower (`[Inbox] Source=nats`),
+        /// which calls ``indexApplied()`` after each commit.
         case follower
     }
 
-    /// `journalDirectory`: where the hub reads event records from (read-only) to tell streams
-    /// which items changed state; `nil` = items and counts only.
-    package convenience init(indexPath: String, journalDirectory: String? = nil, beforeRead: (@Sendable () -> Void)? = nil) {
-        self.init(indexPath: indexPath, changes: journalDirectory.map { .journal($0) } ?? .none, beforeRead: beforeRead)
+    /// `journalDirectory`: the journal the index follows; `nil` = ids are never taken for
+    /// another journal's.
+    package convenience init(indexPath: String, journalDirectory: String? = nil) {
+        self.init(indexPath: indexPath, changes: journalDirectory.map { .journal($0) } ?? .none)
     }
 
-    package init(indexPath: String, changes: ChangeSource, beforeRead: (@Sendable () -> Void)? = nil) {
+    package init(indexPath: String, changes: ChangeSource) {
         self.indexPath = indexPath
-        self.beforeRead = beforeRead
-        switch changes {
-        case .none:
-            journalDirectory = nil
-            state.withLock { $0.window = Window(coveredAfter: 0, readSeq: .max) }
-        case .journal(let directory):
-            journalDirectory = directory
-        case .follower:
-            // No window until the follower says where the index stands: streams wait.
-            journalDirectory = nil
+        source = changes
+        stopPipe = try? Posix.selfPipe()
+    }
+
+    deinit {
+        if let stopPipe {
+            Posix.close(stopPipe.read)
+            Posix.close(stopPipe.write)
         }
     }
 
-    /// The stream follower opened the index at `appliedSeq` (at start, or after the file was
-    /// replaced by `nc reindex --from-stream`). The ring knows nothing of what was applied
-    /// before: when that is not where the ring ends, it starts over there, and a stream
-    /// behind it gets `event: refresh` rather than a silent gap.
-    package func followerResumed(at appliedSeq: UInt64) {
-        let moved = state.withLock { state -> Bool in
-            if let window = state.window, window.readSeq == appliedSeq { return false }
-            state.changes.removeAll(keepingCapacity: true)
-            state.window = Window(coveredAfter: appliedSeq, readSeq: appliedSeq)
-            return true
-        }
-        if moved { wakeStreams() }
-    }
-
-    /// The stream follower committed `records` to the index, which now stands at
-    /// `appliedSeq`: their state changes join the ring and streams wake. Called after the
-    /// commit, so a stream never reads a change the index has not applied.
-    package func followerApplied(_ records: [JournalRecord], appliedSeq: UInt64) {
-        followerApplied(records.map(FollowedRecord.init), appliedSeq: appliedSeq)
-    }
-
-    /// ``followerApplied(_:appliedSeq:)`` of the records the follower decoded.
-    package func followerApplied(_ records: [FollowedRecord], appliedSeq: UInt64) {
-        record(records.compactMap { Self.change($0) }, readSeq: appliedSeq)
-        wakeStreams()
-    }
-
-    /// Drops `user`'s changes from the ring (an erasure applied on an inbox node): the ring
-    /// must not keep naming someone the index no longer holds. The window stays as it is; a
-    /// stream resuming there simply gets no changes of that user.
-    package func forget(user: String) {
-        state.withLock { state in state.changes.removeAll { IdBytes.equal($0.user, user) } }
-    }
-
-    /// What the ring covers; `nil` until it was seeded from the journal (streams wait).
-    package var window: Window? { state.withLock { $0.window } }
-
-    package var generation: UInt64 { state.withLock { $0.generation } }
-
-    /// `user`'s changes with `after < seq <= upTo`, oldest first.
-    package func changes(user: String, after: UInt64, upTo: UInt64) -> [Change] {
-        state.withLock { state in
-            // Newest last: walk back from the end to the first one past `after`.
-            var result: [Change] = []
-            for change in state.changes.reversed() {
-                if change.seq <= after { break }
-                if change.seq <= upTo, IdBytes.equal(change.user, user) { result.append(change) }
-            }
-            return result.reversed()
+    /// The last seq of the journal the index follows (``ChangeSource``): a `Last-Event-ID`
+    /// past both it and the index's applied seq is another journal's. `.max` when ids are
+    /// never another's; `nil` when unknown (then the applied seq decides).
+    package func journalLastSeq() -> UInt64? {
+        switch source {
+        case .none: .max
+        case .journal(let directory): (try? JournalReader.lastSeq(directory: directory)) ?? nil
+        case .follower: nil
         }
     }
 
-    /// Adds changes read up to `readSeq`; the oldest beyond the capacity leave the window.
-    func record(_ new: [Change], readSeq: UInt64, coveredAfter: UInt64? = nil) {
-        state.withLock { state in
-            state.changes.append(contentsOf: new)
-            var window = state.window ?? Window(coveredAfter: coveredAfter ?? 0, readSeq: 0)
-            if let coveredAfter { window.coveredAfter = coveredAfter }
-            if state.changes.count > Self.changeCapacity {
-                let drop = state.changes.count - Self.changeCapacity
-                window.coveredAfter = max(window.coveredAfter, state.changes[drop - 1].seq)
-                state.changes.removeFirst(drop)
-            }
-            window.readSeq = max(window.readSeq, readSeq)
-            state.window = window
-        }
-    }
+    /// The state change a stream reports for a record: the index's rule
+    /// (``InboxIndex/change(_:)``), which fills the `changes` log streams read.
+    static func change(_ record: FollowedRecord) -> InboxIndex.Change? { InboxIndex.change(record) }
 
-    /// The inbox change a record is, if any. An event record is known by its body's
-    /// `"kind": "event"`: records read back from the stream carry no journal key.
-    static func change(_ record: JournalRecord) -> Change? { change(FollowedRecord(record)) }
-
-    /// The inbox change a record decoded by the follower runtime is, if any.
-    static func change(_ record: FollowedRecord) -> Change? {
-        switch record.body {
-        case .event(let event):
-            guard let user = event["user"]?.stringValue else { return nil }
-            // By what the event changes, as the index applies it (InboxItemState.swift).
-            switch event.type.inboxScope {
-            case .item:
-                guard let item = event["item"]?.numberLexeme.flatMap({ UInt64($0) }) else { return nil }
-                return Change(seq: record.seq, user: user, item: item, type: event.type.rawValue)
-            case .inbox:
-                return Change(seq: record.seq, user: user, item: nil, type: event.type.rawValue)
-            case .none:
-                return nil
-            }
-        // A new push reaches a stream through the index's APPLIED mark, not as a change;
-        // erasures, tombstones and unreadable bodies change nothing a stream shows.
-        case .notification, .erasure, .tombstone, .undecodable:
-            return nil
-        }
-    }
-
-    /// Reads what the journal committed since the last call into the ring (seeding it first,
-    /// from the newest segments back, up to ``changeCapacity`` changes); returns the window.
-    /// Blocking file reads: call from the hub's thread or a worker thread.
-    @discardableResult
-    package func readJournal() -> Window? {
-        guard let journalDirectory else { return window }
-        beforeRead?()
-        reading.withLock { reading in
-            if reading.reader == nil {
-                reading.reader = seed(journalDirectory)
-                guard reading.reader != nil else { return }
-            }
-            guard let reader = reading.reader else { return }
-            var changes: [Change] = []
-            var last: UInt64 = 0
-            while let record = try? reader.next() {
-                last = record.seq
-                if let change = Self.change(record) { changes.append(change) }
-            }
-            if last > 0 || !changes.isEmpty { record(changes, readSeq: last) }
-        }
-        return window
-    }
-
-    /// Fills the ring from the newest segments back (at most ``seedSegments``); returns the
-    /// reader positioned after the last committed record, or `nil` when the journal cannot be
-    /// read yet.
-    private func seed(_ directory: String) -> JournalReader? {
-        guard let names = try? RealFileSystem().listDirectory(directory) else { return nil }
-        let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
-        var collected: [[Change]] = []
-        var count = 0
-        var coveredAfter = firstSeqs.first.map { $0 - min($0, 1) } ?? 0
-        var liveReader: JournalReader?
-        var readSeq: UInt64 = 0
-        for (position, first) in firstSeqs.enumerated().reversed() {
-            let end = position + 1 < firstSeqs.count ? firstSeqs[position + 1] : UInt64.max
-            guard let reader = try? JournalReader(directory: directory, fromSeq: first) else { return nil }
-            var changes: [Change] = []
-            while let record = try? reader.next(), record.seq < end {
-                if end == .max { readSeq = record.seq }
-                if let change = Self.change(record) { changes.append(change) }
-                if record.seq == end - 1 { break }
-            }
-            if end == .max {
-                liveReader = reader
-                if readSeq == 0 { readSeq = first - min(first, 1) }
-            }
-            collected.insert(changes, at: 0)
-            count += changes.count
-            if count >= Self.changeCapacity || firstSeqs.count - position >= Self.seedSegments {
-                coveredAfter = first - min(first, 1)
-                break
-            }
-        }
-        if liveReader == nil { liveReader = try? JournalReader(directory: directory, fromSeq: 1) }
-        guard let liveReader else { return nil }
-        record(collected.flatMap { $0 }, readSeq: readSeq, coveredAfter: coveredAfter)
-        return liveReader
-    }
+    /// The index committed more (the in-process signal: the stream follower's commit, an
+    /// erasure, the index replaced): streams read it now.
+    package func indexApplied() { wakeStreams() }
 
     package var isStopping: Bool { state.withLock { $0.stopping } }
     package var openStreams: Int { state.withLock { $0.open } }
@@ -390,6 +224,8 @@ package final class EventHub: Sendable {
         }
         onStreamsChanged()
     }
+
+    package var generation: UInt64 { state.withLock { $0.generation } }
 
     /// Suspends `connection` and remembers it, under the lock so a wake-up cannot slip
     /// between the two — unless streams were woken since `generation` (`.changed`: the
@@ -422,49 +258,79 @@ package final class EventHub: Sendable {
         }
     }
 
-    /// Ends every stream (they return end-of-stream once resumed). Call before
-    /// ``HTTPServer/stop()``.
+    /// Ends every stream (they return end-of-stream once resumed) and the hub's thread (its
+    /// poll returns at once). Call before ``HTTPServer/stop()``; ``join()`` after.
     package func shutdown() {
         state.withLock { $0.stopping = true }
+        if let stopPipe {
+            var byte: UInt8 = 1
+            _ = Glibc.write(stopPipe.write, &byte, 1)
+        }
         wakeStreams()
     }
 
-    /// What the hub's thread watches in the index's directory: entries created, renamed or
-    /// removed (a replaced index, a new `APPLIED`). Not writes: a directory watch with
-    /// `IN_MODIFY` woke the thread for every write to `index.sqlite-wal`, three or more per
-    /// commit, only to throw the events away.
-    static let directoryMask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
-        | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
-    /// `APPLIED` itself, rewritten in place after each commit: one event when the writer closes it.
-    static let appliedMask = UInt32(IN_CLOSE_WRITE)
-
-    /// Whether an event can mean new data for streams: `APPLIED` rewritten (its own watch,
-    /// `appliedWatch`), created or replaced, the index file itself replaced, or a watch in
-    /// trouble.
-    static func matters(_ event: Inotify.Event, indexName: String, appliedWatch: Int32?) -> Bool {
-        if event.overflow || event.watchLost || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0 { return true }
-        if let appliedWatch, event.watch == appliedWatch { return true }
-        guard let name = event.nameText else { return false }
-        let entryChanged = event.mask & (UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)) != 0
-        return entryChanged && (name == "APPLIED" || name == indexName)
+    /// Waits for the hub's thread to end, stopping the hub first if ``shutdown()`` was not
+    /// called (a join must not wait for ever); returns at once when it was not started or
+    /// already joined.
+    package func join() {
+        if !isStopping { shutdown() }
+        guard let thread = state.withLock({ state -> pthread_t? in
+            defer { state.thread = nil }
+            return state.thread
+        }) else { return }
+        pthread_join(thread, nil)
     }
 
-    /// Starts the hub's thread (a dedicated thread, off the cooperative pool) until
+    /// The applied-seq signal's watch masks (PushFollow's ``AppliedSignal``).
+    static let directoryMask = AppliedSignal.directoryMask
+    static let appliedMask = AppliedSignal.markMask
+
+    /// Whether an event can mean new data for streams (``AppliedSignal/matters(_:markName:stateName:markWatch:)``).
+    static func matters(_ event: Inotify.Event, indexName: String, appliedWatch: Int32?) -> Bool {
+        AppliedSignal.matters(event, markName: "APPLIED", stateName: indexName, markWatch: appliedWatch)
+    }
+
+    /// Starts the hub's thread (a named, joinable thread, off the cooperative pool) until
     /// ``shutdown()``.
     package func start() {
         let hub = self
         do {
-            try PosixThread.detach(name: "sse-hub") { hub.run() }
+            let thread = try PosixThread.spawn(name: "sse-hub") { hub.run() }
+            state.withLock { $0.thread = thread }
         } catch {
             preconditionFailure("cannot start the sse-hub thread: \(error)")
         }
+    }
+
+    /// What a look at the files says when no watch can be had (``run()``'s fallback): the
+    /// index file's inode and `APPLIED`'s change time. `Sendable` value.
+    private struct Marks: Equatable {
+        var index: UInt64?
+        var applied: Int64?
+    }
+
+    private func marks(appliedPath: String) -> Marks {
+        var st = stat()
+        let index = stat(indexPath, &st) == 0 ? UInt64(st.st_ino) : nil
+        let applied = stat(appliedPath, &st) == 0 ? Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec) : nil
+        return Marks(index: index, applied: applied)
+    }
+
+    /// Waits until the stop pipe is readable or `millis` passed; whether the stop came.
+    private func waitForStop(millis: Int32) -> Bool {
+        guard let stopPipe else {
+            usleep(UInt32(clamping: Int(millis) * 1000))
+            return isStopping
+        }
+        var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0)]
+        _ = try? Posix.poll(&fds, timeoutMillis: millis)
+        return isStopping
     }
 
     private func run() {
         let appliedPath = InboxIndex.appliedMarkPath(indexPath: indexPath)
         let directory = String(appliedPath.dropLast("/APPLIED".count))
         let indexName = String(indexPath.split(separator: "/").last ?? "")
-        let handle = InboxIndexHandle(path: indexPath, readOnly: true)
         var inotify: Int32 = -1
         var watching = false
         var directoryWatch: Int32?
@@ -472,47 +338,44 @@ package final class EventHub: Sendable {
         /// sees it created) or after the kernel dropped it (the file was replaced).
         var appliedWatch: Int32?
         defer { if inotify >= 0 { Posix.close(inotify) } }
-        var lastApplied: UInt64?
-        var lastTimed: Int64?
-        var lastRead: UInt64?
-        var lastGeneration = handle.generation
         var lastWake = Posix.monotonicNanos()
+        var lastMarks: Marks?
         while !isStopping {
             if inotify < 0 { inotify = (try? Inotify.initialize()) ?? -1 }
             if inotify >= 0, !watching {
-                // Before reading: a commit between the read and the watch would be missed.
                 directoryWatch = try? Inotify.addWatch(inotify, path: directory, mask: Self.directoryMask)
                 watching = directoryWatch != nil
             }
             if watching, appliedWatch == nil {
                 appliedWatch = try? Inotify.addWatch(inotify, path: appliedPath, mask: Self.appliedMask)
             }
-            let window = readJournal()
-            let applied = try? handle.current().appliedSeq()
-            if applied == nil { handle.close() }
-            // A timed transition (an expiry, a snooze's end) rewrites APPLIED without a new seq.
-            let timed = applied == nil ? nil : try? handle.current().lastTimedChange()
-            let now = Posix.monotonicNanos()
-            if applied != lastApplied || timed != lastTimed || window?.readSeq != lastRead || handle.generation != lastGeneration
-                || now &- lastWake >= Self.keepAliveNanos {
-                lastApplied = applied
-                lastTimed = timed
-                lastRead = window?.readSeq
-                lastGeneration = handle.generation
-                lastWake = now
-                wakeStreams()
-            }
-            // Sleep until the directory changes or the next keep-alive; without a watch (the
-            // directory is not there yet, or inotify is out of instances) look again in 1 s.
+            // The fallback where the kernel refuses a watch (the directory is not there yet,
+            // or inotify is out of instances): look at the files once a second, and try the
+            // watch again. Streams wake only when they changed or a keep-alive is due.
             guard inotify >= 0, watching else {
-                usleep(1_000_000)
+                let seen = marks(appliedPath: appliedPath)
+                let now = Posix.monotonicNanos()
+                if seen != lastMarks || now &- lastWake >= Self.keepAliveNanos {
+                    lastMarks = seen
+                    lastWake = now
+                    wakeStreams()
+                }
+                if waitForStop(millis: 1000) { return }
                 continue
             }
+            // The watches are in place: whatever the index committed before them, streams
+            // read now (a stream reads the index by seq, so an extra wake-up costs one read).
+            lastMarks = nil
+            lastWake = Posix.monotonicNanos()
+            wakeStreams()
             let deadline = lastWake &+ Self.keepAliveNanos
             waiting: while !isStopping {
-                let left = deadline > Posix.monotonicNanos() ? deadline - Posix.monotonicNanos() : 0
-                var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)]
+                let now = Posix.monotonicNanos()
+                let left = deadline > now ? deadline - now : 0
+                var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: stopPipe?.read ?? -1, events: Int16(POLLIN), revents: 0)]
                 guard let ready = try? Posix.poll(&fds, timeoutMillis: Int32(clamping: left / 1_000_000 + 1)), ready > 0 else { break }
+                if fds[1].revents != 0 { return }
                 inotifyWakeups.add(1, ordering: .relaxed)
                 let events = (try? Inotify.readEvents(inotify)) ?? []
                 var relevant = false

@@ -893,10 +893,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             // Digits past UInt64 are no id of this journal: as one past its end, below.
             let seq = UInt64(resumeText) ?? .max
             start = seq
-            // Past what the hub has read: maybe it lags, maybe the id is from another journal
+            // Past what the index applied: maybe it lags, maybe the id is from another journal
             // (a wiped state directory). Past the journal's end it can only be the latter.
-            if seq > (hub.window?.readSeq ?? 0) {
-                let last = hub.readJournal()?.readSeq ?? ((try? JournalReader.lastSeq(directory: settings.journalDirectory)) ?? nil) ?? 0
+            if seq > applied {
+                let last = hub.journalLastSeq() ?? 0
                 if seq > max(last, applied) {
                     resync = true
                     start = applied
@@ -918,22 +918,16 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     package func fill(_ stream: EventStream) {
-        guard let index = openIndex(), let applied = try? index.appliedSeq() else { return }
-        // Never past what the hub has read of the journal: a state change the index applied
-        // but the hub has not read yet would be skipped for good.
-        if let window = hub.window {
-            let known = min(applied, window.readSeq)
-            if stream.lastSeq < window.coveredAfter {
-                // The ring does not reach back to this position: refetch rather than miss.
-                // Only once the index has applied up to where the ring starts (after a rebuild
-                // it may not have), so that one refresh covers the gap and is not repeated.
-                if known >= window.coveredAfter {
-                    stream.lastSeq = known
-                    Self.appendResync(stream)
-                }
-            } else if known > stream.lastSeq {
-                fill(stream, index: index, upTo: known)
-            }
+        guard let index = openIndex(), let applied = try? index.appliedSeq(), let coveredAfter = try? index.changesCoveredAfter() else { return }
+        // One source: the index's items and its `changes` log, read by seq up to what it
+        // applied (both written in the same transactions, so nothing is skipped).
+        if stream.lastSeq < coveredAfter {
+            // The log does not reach back to this position (pruned, or the index was started
+            // after it): refetch rather than miss. One refresh covers the gap.
+            stream.lastSeq = applied
+            Self.appendResync(stream)
+        } else if applied > stream.lastSeq {
+            fill(stream, index: index, upTo: applied)
         }
         fillTimed(stream, index: index)
         // Counts change with new items and with every state change (seen, read, archive…).
@@ -986,7 +980,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             events.append((seq, "state", Self.deletedJSON(replaced, replacedBy: seq).serializedString()))
         }
         if case .user(let user) = stream.owner {
-            for change in hub.changes(user: user, after: stream.lastSeq, upTo: upTo) {
+            for change in (try? index.changes(user: user, after: stream.lastSeq, upTo: upTo)) ?? [] {
                 if let seq = change.item {
                     // The item's state now (after this and maybe later changes): idempotent for a client.
                     // An in-app-only MODAL's too (`"listed": false` says it is not in the list).

@@ -317,8 +317,7 @@ package enum InboxServerMain {
                 stop()
             }, observer: { event in
                 switch event {
-                case .resumed(let seq): hub.followerResumed(at: seq)
-                case .applied(let records, let seq): hub.followerApplied(records, appliedSeq: seq)
+                case .resumed, .applied: hub.indexApplied()
                 case .erasure(let id, let seq, let outcome):
                     erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events,
                                    erased: erased)
@@ -405,8 +404,8 @@ package enum InboxServerMain {
         }
     }
 
-    /// An erasure record from the stream, applied by the follower: the erased user's changes
-    /// leave the SSE ring; one that named no one here is a journald event (never the plain
+    /// An erasure record from the stream, applied by the follower (the erased user's rows,
+    /// their stream `changes` too, left the index); one that named no one here is a journald event (never the plain
     /// id: the record holds only the hash, and so does the event).
     /// The fleet outbox (`erased`) stops sending the subject's events from before the record.
     static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, hub: EventHub, events: EventLog,
@@ -418,7 +417,8 @@ package enum InboxServerMain {
             case .device(let device): .device(device)
             }
             erased?.add(ErasedSubjects.Entry(erasureID: id, subject: erasedSubject, before: streamSeq))
-            if case .user(let user) = subject { hub.forget(user: user) }
+            // The index took the subject's rows (its `changes` too): streams read it again.
+            hub.indexApplied()
         case .unmatched(let reason, _):
             let why = reason == "no_key"
                 ? "this node has no erasure key (give the fleet one: [Export] ErasureKeyFile=)"

@@ -51,7 +51,7 @@ final class EventHubService: Service, Sendable {
     /// Waits for the streams to close before the server (stopped next) closes their
     /// connections, which libmicrohttpd requires to be resumed by then: at most
     /// ``endGrace`` (a client that does not read its end does not hold the stop), and never
-    /// past `deadline`. Returns true: the hub's thread ends by itself once it sees the stop.
+    /// past `deadline`; then joins the hub's thread (its poll ended with the stop).
     func stop(deadline: UInt64) -> Bool {
         let limit = min(deadline, Posix.monotonicNanos() &+ Self.endGrace)
         while hub.openStreams > 0 {
@@ -59,6 +59,7 @@ final class EventHubService: Service, Sendable {
             guard now < limit else { break }
             streamsChanged.wait(timeout: .nanoseconds(Int64(clamping: limit - now)))
         }
+        hub.join()
         return true
     }
 

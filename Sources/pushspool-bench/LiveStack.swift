@@ -22,6 +22,7 @@ final class LiveStack {
     let outbox: Bool
     let export: Bool
     let media: Bool
+    let connectionsPerIP: Int?
     private(set) var nats: NatsServer?
     private(set) var receiver: LoopbackHTTPServer?
     private(set) var daemon: DaemonProcess?
@@ -35,11 +36,14 @@ final class LiveStack {
 
     /// Starts everything; on a failure what started is stopped again and the error says what
     /// did not start.
-    init(label: String, outbox: Bool = true, export: Bool = true, media: Bool = false) throws(Failure) {
+    /// `connectionsPerIP`: pushspool-inbox's `MaxConnectionsPerIP=` when the bench opens more
+    /// streams from loopback than its default allows (`nil`: the default).
+    init(label: String, outbox: Bool = true, export: Bool = true, media: Bool = false, connectionsPerIP: Int? = nil) throws(Failure) {
         spool = ExternalSpool(label: label)
         self.outbox = outbox
         self.export = export
         self.media = media
+        self.connectionsPerIP = connectionsPerIP
         // 32 random bytes as 64 hex characters: printable, so the file needs no trimming care.
         secret = Array(hexString((0..<32).map { _ in UInt8.random(in: 0...255) }).utf8)
         do {
@@ -59,6 +63,7 @@ final class LiveStack {
         }
         // Media on means the shipped `[Media]` defaults (Enabled=yes): nothing written.
         var config = (media ? "" : "[Media]\nEnabled=no\n") + "[Inbox]\nEnabled=yes\nTokenSecretFile=\(spool.root)/inbox-secret\n"
+        if let connectionsPerIP { config += "MaxConnectionsPerIP=\(connectionsPerIP)\n" }
         if outbox {
             let server: LoopbackHTTPServer
             do { server = try LoopbackHTTPServer() } catch { throw Failure(description: "cannot start the receiver: \(error)") }
@@ -301,6 +306,8 @@ final class InboxStreamReader: Sendable {
                     if line.hasPrefix("event:") { event = line.dropFirst(6).trimmingCharacters(in: .whitespaces) }
                     if line.hasPrefix("data:") { data += line.dropFirst(5).trimmingCharacters(in: .whitespaces) }
                 }
+                // A comment block (`: keep-alive`) is handed on as event ":" (the idle bench counts them).
+                if !sse[0..<end].isEmpty, sse[0] == UInt8(ascii: ":") { event = ":" }
                 sse.removeFirst(end + 2)
                 onEvent(event, data, at)
             }

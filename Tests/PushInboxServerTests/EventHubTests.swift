@@ -72,28 +72,26 @@ import PushModuleOptions
         }
     }
 
-    /// 20 streams, 300 state changes, the index applying each at once and the hub reading
-    /// the journal only now and then: a stream filled while the hub lags must wait for it,
-    /// not jump to the index's applied seq and skip the changes in between.
-    @Test func everyStreamGetsEveryStateChangeInOrderWhileTheHubLags() async throws {
+    /// 20 streams, 300 state changes, the index applying them now and then and the streams
+    /// filled at other moments: each stream reads the index by seq (items and the `changes`
+    /// log), so it gets every change in order, whenever it reads.
+    @Test func everyStreamGetsEveryStateChangeInOrderFromTheIndex() async throws {
         let setup = try Setup()
         var items: [UInt64] = []
         for i in 0..<10 { items.append(try await setup.notification("n\(i)")) }
         let index = try InboxIndex(path: setup.indexPath)
         try index.catchUp(journalDirectory: setup.journal)
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        hub.readJournal()
         let api = setup.api(hub)
         let streams = (0..<20).map { _ in EventStream(owner: .user("alice"), lastSeq: items.last!, feed: api, hub: hub) }
         var expected: [UInt64] = []
         let types = ["nc.seen", "nc.read", "nc.archive", "nc.action", "nc.inapp-shown"]
         for round in 0..<300 {
             expected.append(try await setup.event(types[round % types.count], item: items[round % items.count]))
-            try index.catchUp(journalDirectory: setup.journal)
-            if round % 3 == 2 { hub.readJournal() }
+            if round % 3 == 2 { try index.catchUp(journalDirectory: setup.journal) }
             for (n, stream) in streams.enumerated() where (n + round) % 4 == 0 { api.fill(stream) }
         }
-        hub.readJournal()
+        try index.catchUp(journalDirectory: setup.journal)
         for stream in streams {
             api.fill(stream)
             api.fill(stream)
@@ -103,48 +101,38 @@ import PushModuleOptions
         }
     }
 
-    /// A position older than the ring reaches back gets one `event: refresh` (refetch) once
-    /// the index has applied up to the ring's start, then the stream goes on from there.
-    @Test func aPositionBeforeTheRingGetsOneRefresh() async throws {
-        // More changes than the ring holds: the oldest fall out of its window.
-        let flooded = EventHub(indexPath: "/nonexistent/index.sqlite", journalDirectory: "/nonexistent")
-        let flood = (1...UInt64(EventHub.changeCapacity + 10)).map { EventHub.Change(seq: 1_000 + $0, user: "alice", item: 1, type: "nc.seen") }
-        flooded.record(flood, readSeq: 1_000 + UInt64(flood.count), coveredAfter: 1)
-        #expect(flooded.window?.coveredAfter == 1_010)
-        #expect(flooded.changes(user: "alice", after: 0, upTo: .max).count == EventHub.changeCapacity)
-
+    /// A position older than the index's `changes` log reaches back (pruned) gets one
+    /// `event: refresh` (refetch), then the stream goes on from there.
+    @Test func aPositionBeforeTheLogGetsOneRefresh() async throws {
         let setup = try Setup()
         let item = try await setup.notification("x")
-        let read = try await setup.event("nc.read", item: item)
+        var changes: [UInt64] = []
+        for type in ["nc.seen", "nc.read", "nc.archive", "nc.unarchive"] { changes.append(try await setup.event(type, item: item)) }
         let index = try InboxIndex(path: setup.indexPath)
-        try index.catchUp(journalDirectory: setup.journal)
+        index.changesKept = 2
+        try index.catchUp(journalDirectory: setup.journal, batchSize: 1)
+        #expect(try index.changesCoveredAfter() == changes[1])
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        // The ring starts past what the index has applied (the index is being rebuilt):
-        // nothing can be told yet, not even the refresh.
-        hub.readJournal()
-        hub.record([], readSeq: 0, coveredAfter: read + 1)
         let api = setup.api(hub)
-        let stream = EventStream(owner: .user("alice"), lastSeq: 0, feed: api, hub: hub)
-        api.fill(stream)
-        #expect(!String(decoding: stream.pending, as: UTF8.self).contains("event: refresh"))
-        #expect(stream.lastSeq == 0)
-        // The index catches up past the ring's start: one refresh, then the stream goes on.
-        let archive = try await setup.event("nc.archive", item: item)
-        let seen = try await setup.event("nc.seen", item: item)
-        try index.catchUp(journalDirectory: setup.journal)
-        hub.readJournal()
+        let stream = EventStream(owner: .user("alice"), lastSeq: item, feed: api, hub: hub)
         api.fill(stream)
         api.fill(stream)
-        #expect(Self.events(stream).filter { $0.event == "refresh" }.map(\.id) == [seen])
+        #expect(Self.events(stream).map(\.event).filter { $0 != "counts" } == ["refresh"])
+        #expect(Self.events(stream).first { $0.event == "refresh" }?.id == changes.last)
         #expect(String(decoding: stream.pending, as: UTF8.self).contains("event: refresh\ndata: {\"type\":\"resync\"}"))
-        #expect(stream.lastSeq == seen)
-        _ = archive
+        #expect(stream.lastSeq == changes.last)
+        // Within the log: its changes, one by one.
         let more = try await setup.event("nc.read", item: item)
         try index.catchUp(journalDirectory: setup.journal)
-        hub.readJournal()
         api.fill(stream)
         #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [more])
         #expect(Self.events(stream).filter { $0.event == "refresh" }.count == 1)
+        // A stream within the log (it keeps two: it starts after changes[2] now) is told every
+        // change after its position.
+        #expect(try index.changesCoveredAfter() == changes[2])
+        let inside = EventStream(owner: .user("alice"), lastSeq: changes[2], feed: api, hub: hub)
+        api.fill(inside)
+        #expect(Self.events(inside).filter { $0.event == "state" }.map(\.id) == [changes[3], more])
     }
 
     /// The hub's thread wakes for `APPLIED` and a replaced index, not for the writes to the
@@ -157,7 +145,10 @@ import PushModuleOptions
         try index.catchUp(journalDirectory: setup.journal)
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
         hub.start()
-        defer { hub.shutdown() }
+        defer {
+            hub.shutdown()
+            hub.join()
+        }
         let settle = { (what: String) throws in
             let deadline = Posix.monotonicNanos() + 5_000_000_000
             var seen = hub.wakeups
@@ -187,32 +178,48 @@ import PushModuleOptions
         #expect(hub.wakeups > before)
     }
 
-    /// A hub started on an existing journal reads its state changes back from the newest
-    /// segments (at most ``EventHub/seedSegments``), not from the index's applied seq.
-    @Test func aStartingHubReadsTheChangesBackFromTheJournal() async throws {
-        let setup = try Setup(segmentBytes: 1024)
-        let item = try await setup.notification("x")
-        var events: [UInt64] = []
-        for n in 0..<120 { events.append(try await setup.event(n % 2 == 0 ? "nc.seen" : "nc.read", item: item)) }
-        let names = try RealFileSystem().listDirectory(setup.journal)
-        let firstSeqs = names.compactMap(JournalFiles.firstSeq(ofSegment:)).sorted()
-        try #require(firstSeqs.count > EventHub.seedSegments, "\(firstSeqs.count) segments")
+    /// The hub's stop ends its thread at once: its poll wakes on the stop, not on a timeout,
+    /// and ``EventHub/join()`` waits for it (no sleep).
+    @Test func aStoppedHubsThreadEndsAndIsJoined() async throws {
+        let setup = try Setup()
+        _ = try await setup.notification("x")
+        try InboxIndex(path: setup.indexPath).catchUp(journalDirectory: setup.journal)
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        let window = try #require(hub.readJournal())
-        let oldest = firstSeqs[firstSeqs.count - EventHub.seedSegments]
-        #expect(window.coveredAfter == oldest - 1)
-        #expect(window.readSeq == events.last)
-        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == events.filter { $0 >= oldest })
-        // And it follows what comes next.
-        let later = try await setup.event("nc.archive", item: item)
-        #expect(hub.readJournal()?.readSeq == later)
-        #expect(hub.changes(user: "alice", after: later - 1, upTo: later).map(\.type) == ["nc.archive"])
+        hub.start()
+        let started = Posix.monotonicNanos()
+        hub.shutdown()
+        hub.join()
+        // Far below the 15 s keep-alive the poll would otherwise wait out.
+        #expect(Posix.monotonicNanos() - started < 5_000_000_000)
+        hub.join()  // a second join returns at once
     }
 
-    /// `[Inbox] Source=nats`: no journal to read state changes from; the stream follower
-    /// reports what it committed (records without journal keys, numbered by stream seq) and
-    /// the hub tells the streams.
-    @Test func aHubFedByTheStreamFollowerAnnouncesStateChanges() throws {
+    /// `Last-Event-ID` resumes over the index's `changes` log: the changes after the id, in
+    /// order, and nothing before it, from a hub that just started (no journal read).
+    @Test func aResumedStreamGetsTheChangesAfterItsIdFromTheIndex() async throws {
+        let setup = try Setup()
+        let item = try await setup.notification("x")
+        var events: [UInt64] = []
+        for n in 0..<12 { events.append(try await setup.event(n % 2 == 0 ? "nc.seen" : "nc.read", item: item)) }
+        try InboxIndex(path: setup.indexPath).catchUp(journalDirectory: setup.journal)
+        let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
+        let api = setup.api(hub)
+        let token = TokenAuth(secret: Array("a-secret-of-some-length".utf8)).token(user: "alice")
+        let resumeAt = events[7]
+        let response = api.handle(HTTPRequest(method: "GET", path: "/v1/inbox/stream", headers: [
+            "authorization": "Bearer " + token, "x-pushspool-user": "alice", "last-event-id": String(resumeAt),
+        ]))
+        guard case .stream(let stream) = response.body else { Issue.record("no stream: \(response.status)"); return }
+        api.fill(stream)
+        #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == events.filter { $0 > resumeAt })
+        #expect(!Self.events(stream).contains { $0.event == "refresh" })
+        #expect(stream.lastSeq == events.last)
+    }
+
+    /// `[Inbox] Source=nats`: the stream follower applies records without journal keys,
+    /// numbered by stream seq, through the same ``InboxIndex/apply(_:)``, and tells the hub
+    /// (``EventHub/indexApplied()``); streams read the index's `changes` as on a journal node.
+    @Test func aStreamFollowersIndexTellsStreamsOfStateChanges() throws {
         let setup = try Setup()
         let index = try InboxIndex(path: setup.indexPath)
         func record(_ seq: UInt64, _ body: [String: JSONValue]) -> JournalRecord {
@@ -227,45 +234,20 @@ import PushModuleOptions
                         "buttons": .array([])])
         })
         let hub = EventHub(indexPath: setup.indexPath, changes: .follower)
-        #expect(hub.window == nil, "streams wait until the follower says where the index stands")
-        hub.followerResumed(at: 3)
         let api = setup.api(hub)
         let stream = EventStream(owner: .user("alice"), lastSeq: 3, feed: api, hub: hub)
-        let batch = [event(4, "nc.read", user: "alice", item: 2), event(5, "nc.seen", user: "bob", item: 1)]
-        try index.apply(batch)
-        // Applied but not reported yet: the stream waits rather than skip the change.
-        api.fill(stream)
-        #expect(Self.events(stream).filter { $0.event == "state" }.isEmpty)
-        #expect(stream.lastSeq == 3)
-        hub.followerApplied(batch, appliedSeq: 5)
+        let generation = hub.generation
+        try index.apply([event(4, "nc.read", user: "alice", item: 2), event(5, "nc.seen", user: "bob", item: 1)])
+        hub.indexApplied()
+        #expect(hub.generation != generation, "suspended streams woke")
         api.fill(stream)
         #expect(Self.events(stream).filter { $0.event == "state" }.map(\.id) == [4])
         #expect(stream.lastSeq == 5)
-        // A new consumer at the same seq keeps the ring; an index replaced at another seq
-        // (nc reindex --from-stream) starts it over there.
-        hub.followerResumed(at: 5)
-        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == [4])
-        hub.followerResumed(at: 9)
-        #expect(hub.window == EventHub.Window(coveredAfter: 9, readSeq: 9))
-        #expect(hub.changes(user: "alice", after: 0, upTo: .max).isEmpty)
-    }
-
-    /// An erasure applied on an inbox node: the ring forgets the user's changes (it names the
-    /// user), keeps everyone else's and its window.
-    @Test func anErasedUserLeavesTheRing() throws {
-        let hub = EventHub(indexPath: "/nonexistent/index.sqlite", changes: .follower)
-        hub.followerResumed(at: 0)
-        func event(_ seq: UInt64, user: String) -> JournalRecord {
-            let body = JSONValue.object(["kind": .string("event"), "type": .string("nc.read"), "eventId": .string("e\(seq)"),
-                                         "user": .string(user), "item": .integer(1)])
-            return JournalRecord(seq: seq, ingestMillis: 0, key: "", body: body.serialized(), segment: "", offset: 0)
-        }
-        hub.followerApplied([event(1, user: "alice"), event(2, user: "bob"), event(3, user: "alice")], appliedSeq: 3)
-        #expect(hub.changes(user: "alice", after: 0, upTo: .max).map(\.seq) == [1, 3])
-        hub.forget(user: "alice")
-        #expect(hub.changes(user: "alice", after: 0, upTo: .max).isEmpty)
-        #expect(hub.changes(user: "bob", after: 0, upTo: .max).map(\.seq) == [2])
-        #expect(hub.window == EventHub.Window(coveredAfter: 0, readSeq: 3))
+        // An index started over past the stream's position (nc reindex --from-stream at a
+        // later seq): one refresh, not a silent gap.
+        let replaced = try InboxIndex(path: setup.temp.appending("replaced.sqlite"))
+        try replaced.startAfter(9)
+        #expect(try replaced.changesCoveredAfter() == 9)
     }
 
     /// Where a state change goes on a `Source=nats` node: to the stream through the sink,

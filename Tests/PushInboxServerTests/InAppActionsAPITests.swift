@@ -69,7 +69,6 @@ import TestSupport
         let index = try InboxIndex(path: setup.indexPath)
         try index.catchUp(journalDirectory: setup.journal)
         let hub = EventHub(indexPath: setup.indexPath, journalDirectory: setup.journal)
-        hub.readJournal()
         let api = setup.api(hub)
 
         // The stream's items are in the language of the stream request.
