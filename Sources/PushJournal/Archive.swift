@@ -121,38 +121,24 @@ package enum JournalArchive {
 
     private static func parse(_ raw: UnsafeRawBufferPointer, label: String, segment: String,
                               directory: String) throws(JournalError) -> [JournalRecord] {
-        do {
-            let header: SegmentHeader
-            switch SegmentHeader.decode(raw) {
-            case .success(let h): header = h
-            case .failure(let defect): throw JournalError(.corrupt(segment: label, offset: 0, detail: defect.detail), directory: directory)
+        let source = SegmentBuffer(raw)
+        let header: SegmentHeader
+        switch SegmentFrames.header(source) {
+        case .success(let h): header = h
+        case .failure(let defect): throw JournalError(.corrupt(segment: label, offset: 0, detail: defect.detail), directory: directory)
+        }
+        var out: [JournalRecord] = []
+        var walker = SegmentFrameWalker(source, from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq, mode: .full, policy: .closed)
+        while true {
+            switch walker.next() {
+            case .end:
+                return out
+            case .record(let frame, let key, let json, let offset):
+                out.append(JournalRecord(seq: frame.seq, ingestMillis: frame.ingestMillis, key: key ?? "", body: json ?? [],
+                                         segment: segment, offset: offset))
+            case .fault(let fault, let offset, _):
+                throw JournalError(.corrupt(segment: label, offset: offset, detail: fault.detail), directory: directory)
             }
-            var out: [JournalRecord] = []
-            var offset = SegmentHeader.size
-            var expected = header.firstSeq
-            while offset < raw.count {
-                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
-                let frame: RecordHeader
-                switch RecordHeader.decode(rest) {
-                case .success(let h): frame = h
-                case .failure(let defect):
-                    throw JournalError(.corrupt(segment: label, offset: Int64(offset), detail: defect.detail), directory: directory)
-                }
-                guard frame.seq == expected, frame.frameLength <= rest.count else {
-                    throw JournalError(.corrupt(segment: label, offset: Int64(offset), detail: "record \(frame.seq) out of order or cut"),
-                                       directory: directory)
-                }
-                switch RecordFrame.checkBody(frame, UnsafeRawBufferPointer(rebasing: rest[RecordHeader.size...])) {
-                case .success(let parts):
-                    out.append(JournalRecord(seq: frame.seq, ingestMillis: frame.ingestMillis, key: parts.key, body: parts.json,
-                                             segment: segment, offset: Int64(offset)))
-                case .failure(let defect):
-                    throw JournalError(.corrupt(segment: label, offset: Int64(offset), detail: defect.detail), directory: directory)
-                }
-                offset += frame.frameLength
-                expected += 1
-            }
-            return out
         }
     }
 }

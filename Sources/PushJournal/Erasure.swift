@@ -383,24 +383,23 @@ package enum SegmentRedaction {
             guard case .success(let header) = SegmentHeader.decode(raw) else {
                 return .failure(ErasureError(.journal, "\(label): segment header does not check; run `pushspoolctl journal verify`"))
             }
-            var offset = SegmentHeader.size
-            var expected = header.firstSeq
-            while offset < raw.count {
-                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+            var walker = SegmentFrameWalker(SegmentBuffer(raw), from: Int64(SegmentHeader.size), expectedSeq: header.firstSeq,
+                                            mode: .full, policy: .closed)
+            while true {
                 let frame: RecordHeader
-                switch RecordHeader.decode(rest) {
-                case .success(let decoded): frame = decoded
-                case .failure(let defect):
-                    return .failure(ErasureError(.journal, "\(label) at \(offset): \(defect.detail); run `pushspoolctl journal verify`"))
-                }
-                guard frame.seq == expected, frame.frameLength <= rest.count else {
-                    return .failure(ErasureError(.journal, "\(label) at \(offset): record \(frame.seq) out of order or cut"))
-                }
                 let parts: (key: String, json: [UInt8])
-                switch RecordFrame.checkBody(frame, UnsafeRawBufferPointer(rebasing: rest[RecordHeader.size...])) {
-                case .success(let checked): parts = checked
-                case .failure(let defect):
-                    return .failure(ErasureError(.journal, "\(label) at \(offset): \(defect.detail); run `pushspoolctl journal verify`"))
+                let offset: Int64
+                switch walker.next() {
+                case .end:
+                    return .success(())
+                case .record(let h, let key, let json, let at):
+                    frame = h
+                    parts = (key ?? "", json ?? [])
+                    offset = at
+                case .fault(.outOfOrderOrCut(let seq), let at, _):
+                    return .failure(ErasureError(.journal, "\(label) at \(at): record \(seq) out of order or cut"))
+                case .fault(let fault, let at, _):
+                    return .failure(ErasureError(.journal, "\(label) at \(at): \(fault.detail); run `pushspoolctl journal verify`"))
                 }
                 if Tombstone.isTombstone(key: parts.key) {
                     seen[frame.seq] = parts.key
@@ -414,17 +413,14 @@ package enum SegmentRedaction {
                         guard encoded.count == frame.frameLength else {
                             return .failure(ErasureError(.journal, "\(label) at \(offset): tombstone length differs from the record's"))
                         }
-                        replacements.append((offset, encoded))
+                        replacements.append((Int(offset), encoded))
                         replaced.append(frame.seq)
                         seen[frame.seq] = String(decoding: body.key, as: UTF8.self)
                     } catch {
                         return .failure(error)
                     }
                 }
-                offset += frame.frameLength
-                expected += 1
             }
-            return .success(())
         }
         try scanned.get()
         tombstones.merge(seen) { _, new in new }
