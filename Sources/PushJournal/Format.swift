@@ -198,26 +198,41 @@ package struct CommittedMark: Sendable, Equatable {
     }
 
     package func encoded() -> [UInt8] {
+        SealedMark.encode(magic: Self.magic, (seq, segmentFirstSeq, UInt64(bitPattern: endOffset)))
+    }
+
+    package static func decode(_ bytes: [UInt8]) -> CommittedMark? {
+        guard bytes.count >= size, let words = SealedMark.decode(bytes, magic: magic) else { return nil }
+        return CommittedMark(seq: words.0, segmentFirstSeq: words.1, endOffset: Int64(bitPattern: words.2))
+    }
+}
+
+/// The 32-byte shape the `COMMITTED` and `RETAINED` marks share: magic, the masked CRC32C of
+/// bytes 8..<32, then three 64-bit words. Written once so the two marks cannot drift apart.
+enum SealedMark {
+    static let size = 32
+
+    static func encode(magic: UInt32, _ words: (UInt64, UInt64, UInt64)) -> [UInt8] {
         var out: [UInt8] = []
-        out.appendLE(Self.magic)
-        out.appendLE(UInt32(0))
-        out.appendLE(seq)
-        out.appendLE(segmentFirstSeq)
-        out.appendLE(endOffset)
+        out.reserveCapacity(size)
+        out.appendLE(magic)
+        out.appendLE(UInt32(0))  // CRC, filled below
+        out.appendLE(words.0)
+        out.appendLE(words.1)
+        out.appendLE(words.2)
         let crc = out.withUnsafeBytes { CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[8..<32]))) }
         out.storeLE(crc, at: 4)
         return out
     }
 
-    package static func decode(_ bytes: [UInt8]) -> CommittedMark? {
+    /// The three words of the first 32 bytes, or `nil` if the magic or the CRC does not match.
+    static func decode(_ bytes: [UInt8], magic: UInt32) -> (UInt64, UInt64, UInt64)? {
         guard bytes.count >= size else { return nil }
-        return bytes.withUnsafeBytes { raw -> CommittedMark? in
-            guard raw.loadLE(0, as: UInt32.self) == magic else { return nil }
-            guard raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8..<32]))) else {
-                return nil
-            }
-            return CommittedMark(seq: raw.loadLE(8, as: UInt64.self), segmentFirstSeq: raw.loadLE(16, as: UInt64.self),
-                                 endOffset: raw.loadLE(24, as: Int64.self))
+        return bytes.withUnsafeBytes { raw -> (UInt64, UInt64, UInt64)? in
+            guard raw.loadLE(0, as: UInt32.self) == magic,
+                  raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8..<32])))
+            else { return nil }
+            return (raw.loadLE(8, as: UInt64.self), raw.loadLE(16, as: UInt64.self), raw.loadLE(24, as: UInt64.self))
         }
     }
 }

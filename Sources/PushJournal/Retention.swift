@@ -20,26 +20,12 @@ package struct RetainedMark: Sendable, Equatable {
     package var dedupWindowMillis: Int64 = 0
 
     func encoded() -> [UInt8] {
-        var out: [UInt8] = []
-        out.appendLE(Self.magic)
-        out.appendLE(UInt32(0))
-        out.appendLE(firstRetainedSeq)
-        out.appendLE(updatedMillis)
-        out.appendLE(dedupWindowMillis)
-        let crc = out.withUnsafeBytes { CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[8..<32]))) }
-        out.storeLE(crc, at: 4)
-        return out
+        SealedMark.encode(magic: Self.magic, (firstRetainedSeq, UInt64(bitPattern: updatedMillis), UInt64(bitPattern: dedupWindowMillis)))
     }
 
     static func decode(_ bytes: [UInt8]) -> RetainedMark? {
-        guard bytes.count == size else { return nil }
-        return bytes.withUnsafeBytes { raw -> RetainedMark? in
-            guard raw.loadLE(0, as: UInt32.self) == magic,
-                  raw.loadLE(4, as: UInt32.self) == CRC32C.mask(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[8..<32])))
-            else { return nil }
-            return RetainedMark(firstRetainedSeq: raw.loadLE(8, as: UInt64.self), updatedMillis: raw.loadLE(16, as: Int64.self),
-                                dedupWindowMillis: raw.loadLE(24, as: Int64.self))
-        }
+        guard bytes.count == size, let words = SealedMark.decode(bytes, magic: magic) else { return nil }
+        return RetainedMark(firstRetainedSeq: words.0, updatedMillis: Int64(bitPattern: words.1), dedupWindowMillis: Int64(bitPattern: words.2))
     }
 }
 
