@@ -129,7 +129,7 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         f.server.stop()
         try await f.append(300)  // the journal takes records while NATS is away
         try waitFor("disconnected seen") { !exporter.status.connected }
-        usleep(1_500_000)
+        try waitFor("lag of the 300 unsent") { exporter.status.lag == 300 }
         let down = exporter.status
         #expect(down.acknowledgedSeq == 100)
         #expect(down.lag == 300)
@@ -150,9 +150,9 @@ func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Boo
         let exporterRunner = FollowerRunner(exporter, commits: f.writer.commits)
         try exporterRunner.start()
         defer { exporterRunner.stop() }
-        usleep(1_500_000)
+        // The recorded connect failure is the signal that an attempt was made and failed.
+        try waitFor("a failed connect") { exporter.status.lastError != nil }
         #expect(exporter.status.acknowledgedSeq == 0)
-        #expect(exporter.status.lastError != nil)
         try f.server.start()
         try waitFor("exported", timeout: 60) { exporter.status.acknowledgedSeq == 50 }
         #expect(try f.stored().count == 50)

@@ -280,7 +280,7 @@ import PushSystem
         while passes.withLock({ $0 }) < 2 && Posix.monotonicNanos() < deadline { usleep(20_000) }
         #expect(passes.withLock { $0 } == 2, "the leftover pass ran")
         // Nothing left and no change: it sleeps.
-        usleep(1_300_000)
+        usleep(1_300_000)  // the window under test: past the one-second second pass that must not recur
         #expect(passes.withLock { $0 } == 2)
     }
 }

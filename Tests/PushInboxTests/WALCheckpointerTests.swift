@@ -51,6 +51,7 @@ import TestSupport
         // Below the threshold nothing wakes it.
         let runs = checkpointer.checkpoints.withLock { $0 }
         try db.execute("INSERT INTO blobs (data) VALUES (x'00')")
+        // The window under test: the wake pipe coalesces, so a later checkpoint cannot prove this one absent.
         usleep(200_000)
         #expect(checkpointer.checkpoints.withLock { $0 } == runs)
     }

@@ -39,7 +39,8 @@ import TestSupport
                 done.signal()
             }
         }
-        usleep(300_000)
+        // The pause event is the signal that the failed write was seen; all five queued behind it.
+        #expect(pollUntil { events.withLock { $0 } == ["paused"] && writer.stats.queued == 5 }, "the writer never paused")
         #expect(acked.withLock { $0.isEmpty }, "nothing may be acknowledged while the disk is full")
         #expect(writer.stats.paused)
         #expect(writer.stats.queued == 5)
@@ -164,4 +165,15 @@ import TestSupport
         #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 0)
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: temp.journal)) ?? []).contains { $0.hasSuffix(".tmp") })
     }
+}
+
+/// Polls `condition` every millisecond for at most `seconds`: the generic wait where the code
+/// offers a state to observe but no callback to block on.
+func pollUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
+    while Posix.monotonicNanos() < deadline {
+        if condition() { return true }
+        usleep(1_000)
+    }
+    return condition()
 }

@@ -185,7 +185,7 @@ import TestSupport
         }
         for _ in 0..<20 { done.wait() }
         #expect(writer.stats.largestBatch > 1)
-        usleep(20_000)
+        usleep(20_000)  // scenario: the lone record must arrive apart from the burst, not join its batch
         let started = Posix.monotonicNanos()
         #expect(seq(append(writer, "alone")) == 21)
         let waited = Posix.monotonicNanos() - started

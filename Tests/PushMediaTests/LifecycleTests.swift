@@ -68,7 +68,7 @@ import TestSupport
             fetcher.fetch(url: url) { outcome in results.withLock { $0.append(outcome) } }
         }
         try await waitUntil { server.hits("/silent") == 1 && server.hits("/trickle") == 1 }
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(300))  // scenario: the trickle is mid-body when the shutdown comes
 
         let start = Posix.monotonicNanos()
         fetcher.shutdown()

@@ -183,7 +183,7 @@ import Testing
         let follower = try OutboxFollower(options: fixture.options())
         follower.catchUp()
         #expect(fixture.server.hits(Self.mindboxPath) == 1)  // "second" held back behind "first"
-        usleep(100_000)
+        usleep(100_000)  // scenario: the retry's due time (real clock) must pass before the next catch-up
         follower.catchUp()
         let order = fixture.server.requests(Self.mindboxPath).map { $0.target.components(separatedBy: "transactionId=").last ?? "" }
         #expect(order == ["first", "first", "second"])
@@ -310,7 +310,7 @@ import Testing
                                     niceness: 0)
         try runner.start()
         defer { runner.stop() }
-        usleep(600_000)
+        usleep(600_000)  // the measuring window: steps counted over 0.6 s of backoff, not a settle
         #expect(runner.status.failuresTotal >= 1, "outbox: \(follower.status)")
         #expect(runner.status.lastError?.hasPrefix("outbox_journal") == true, "\(String(describing: runner.status.lastError))")
         // 50, 100, 200, 400 ms: a handful of steps, not thousands.

@@ -64,7 +64,7 @@ import PushConfig
         #expect(waitFor { eraser.steps >= 1 })
         // Held back well past a few timer periods: one step read up to the record, and no
         // other until the others move (a 500 ms re-check would have stepped 3 more times).
-        usleep(1_600_000)
+        usleep(1_600_000)  // the window under test: longer than three periods of the timer that must not exist
         #expect(eraser.steps == 1)
         #expect(requests.status(Self.erasureID) == nil)
 
