@@ -9,6 +9,7 @@ import PushFleetOutbox
 import PushOutbox
 import PushOutboxStore
 import PushJournal
+import PushModuleOptions
 import PushPayload
 import PushSpool
 import PushSystem
