@@ -92,11 +92,18 @@ let package = Package(
         ]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
-        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
+        // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
+        // event publisher and the fleet outbox, built from options as one follower group.
+        .target(name: "PushInboxNode", dependencies: [
+            "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
+            "PushOutboxStore", "PushUserData",
+        ]),
+        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to
+        // the spool; InboxServerMain composes it with the node (PushInboxNode) in one group.
         .target(name: "PushInboxServer", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
             "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow", "PushFleetOutbox",
-            "PushOutbox", "PushUserData", "PushModuleOptions",
+            "PushOutbox", "PushUserData", "PushModuleOptions", "PushInboxNode",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
