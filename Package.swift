@@ -78,38 +78,49 @@ let package = Package(
         // every reader above the journal.
         .target(name: "PushFollow", dependencies: ["PushSystem", "PushJournal", "PushPayload"]),
         // The Notification Center's query index: a follower of the journal into SQLite.
-        .target(name: "PushInbox", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushFollow", "PushConfig", "CSQLite"]),
+        .target(name: "PushInbox", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushFollow", "CSQLite"]),
         // ICU transforms (Mindbox's transliterated push name), for the outbox and the
         // configuration check of MindboxTransliteration=.
         .target(name: "PushTransliteration", dependencies: ["PushSystem", "CICU"]),
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushTransliteration", "CInih"]),
-        // JournalOptions and MediaOptions built from their settings: above PushConfig and the two
-        // modules, so pushspool-fetch (PushMediaModel) never links PushConfig.
-        .target(name: "PushModuleOptions", dependencies: ["PushSystem", "PushConfig", "PushJournal", "PushMediaModel"]),
+        // The one adapter from the INI schema to options: journal, media, export, outbox, inbox
+        // index and stream follower options built from their settings, so those modules never
+        // import PushConfig, and pushspool-fetch (PushMediaModel) never links it.
+        .target(name: "PushModuleOptions", dependencies: [
+            "PushSystem", "PushConfig", "PushJournal", "PushMediaModel", "PushExport", "PushOutbox", "PushOutboxStore", "PushInbox",
+            "PushInboxStream", "PushUserData",
+        ]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
-        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to the spool.
+        // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
+        // event publisher and the fleet outbox, built from options as one follower group.
+        .target(name: "PushInboxNode", dependencies: [
+            "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
+            "PushOutboxStore", "PushUserData",
+        ]),
+        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to
+        // the spool; InboxServerMain composes it with the node (PushInboxNode) in one group.
         .target(name: "PushInboxServer", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
             "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow", "PushFleetOutbox",
-            "PushOutbox", "PushUserData",
+            "PushOutbox", "PushUserData", "PushModuleOptions", "PushInboxNode",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
         // Delivers Notification Center events from the journal to the vendors (libcurl POSTs).
         .target(name: "PushOutbox", dependencies: [
-            "PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "PushConfig", "CCurl",
+            "PushSystem", "PushJournal", "PushOutboxStore", "PushFollow", "PushTransliteration", "CCurl",
         ]),
         // Exports journal records to NATS JetStream from a durable cursor (libnats).
-        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "PushConfig", "CNats"]),
+        .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
         .target(name: "PushInboxStream", dependencies: [
-            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushConfig", "PushUserData",
+            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushUserData",
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
-        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport", "PushConfig"]),
+        .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
@@ -124,7 +135,7 @@ let package = Package(
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData", "PushModuleOptions",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
@@ -202,7 +213,7 @@ let package = Package(
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TestTraits",
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
-            "PushExport", "PushInbox", "PushInboxStream", "PushConfig",
+            "PushExport", "PushInbox", "PushInboxStream", "PushConfig", "PushModuleOptions",
         ]),
     ]
 )

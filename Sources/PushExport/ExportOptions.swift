@@ -1,42 +1,43 @@
 @preconcurrency import Glibc
-import PushConfig
 import PushSystem
 
 /// What the exporter needs from `[Export]`, already validated by PushConfig. `Sendable` value.
 ///
-/// Built from `ExportSettings` by one initializer, so that the daemon and `pushspoolctl export
-/// replay` cannot disagree on a value, above all on the host id in `Nats-Msg-Id`: a replay
-/// with another id would put every record in the stream twice. The defaults live in the
-/// settings only.
+/// A plain value: PushExport does not import the INI schema. `[Export]` becomes these options
+/// by one initializer in PushModuleOptions (`init(settings:stateDirectory:instance:credentialsDirectory:)`),
+/// so that the daemon and `pushspoolctl export replay` cannot disagree on a value, above all
+/// on the host id in `Nats-Msg-Id`: a replay with another id would put every record in the
+/// stream twice. The defaults below are `ExportSettings`' (PushExportTests' `ExportDefaultsTests`
+/// compares the two).
 package struct ExportOptions: Sendable, Equatable {
     /// `<StateDirectory>`: holds `journal/` and `export/` (cursor, status).
     package var stateDirectory: String
     /// NATS server URLs (`nats://host:port`, `tls://host:port`); the client fails over between them.
-    package var urls: [String]
+    package var urls: [String] = ["nats://127.0.0.1:4222"]
     /// The subject template, with `{vendor}` and `{platform}` placeholders.
-    package var subject: String
-    package var stream: String
+    package var subject = "pushspool.{vendor}.{platform}"
+    package var stream = "PUSHSPOOL"
     /// Replicas of a stream the exporter creates (3 = R3 in a cluster).
-    package var replicas: Int
+    package var replicas = 1
     /// The stream's duplicate window, when the exporter creates it.
-    package var duplicateWindow: Duration
+    package var duplicateWindow: Duration = .seconds(3600)
     /// Publishes in flight (not yet PubAck'ed) at most.
-    package var maxPending: Int
+    package var maxPending = 1024
     /// How long a PubAck may take before the publish counts as failed and is sent again.
-    package var ackTimeout: Duration
+    package var ackTimeout: Duration = .seconds(5)
     /// The export lag (records) past which a journald event is logged.
-    package var lagWarnRecords: UInt64
+    package var lagWarnRecords: UInt64 = 100_000
     /// `<host id>` in `Nats-Msg-Id`; empty = /etc/machine-id (with `.<instance>` for an instance).
-    package var hostId: String
+    package var hostId = ""
     /// The `pushspoold@NAME` instance (`PUSHSPOOL_INSTANCE`, set by the template unit; `pushspoolctl
     /// --instance`): instances on one host share /etc/machine-id, and with the same default
     /// host id a payload id journaled by two of them would get one message id — the stream would
     /// drop all but the first. `nil` = the main daemon.
     package var instance: String?
-    package var credentialsFile: String
-    package var tlsCAFile: String
-    package var tlsCertFile: String
-    package var tlsKeyFile: String
+    package var credentialsFile = ""
+    package var tlsCAFile = ""
+    package var tlsCertFile = ""
+    package var tlsKeyFile = ""
     /// How often the acknowledged seq is written to `export/cursor` while records flow.
     package var checkpointInterval: Duration = .milliseconds(200)
     /// The exporter thread's niceness during an ingest burst: 10 (like the inbox follower), so
@@ -55,32 +56,10 @@ package struct ExportOptions: Sendable, Equatable {
     /// libnats' flusher thread, up to 1 ms later; the benchmark compares the two).
     package var sendAsap = true
 
-    /// `settings` as the exporter takes them. An empty credentials or TLS file falls back to
-    /// the file `LoadCredential=` put in `credentialsDirectory` (`$CREDENTIALS_DIRECTORY`)
-    /// under its conventional name, when that file is readable.
-    package init(settings: ExportSettings = ExportSettings(), stateDirectory: String, instance: String?,
-                 credentialsDirectory: String? = nil) {
+    /// The `[Export]` defaults, for `stateDirectory`; `urls` = the local server.
+    package init(stateDirectory: String, instance: String?) {
         self.stateDirectory = stateDirectory
-        urls = settings.urls.isEmpty ? [ExportSettings.defaultURL] : settings.urls
-        subject = settings.subject
-        stream = settings.stream
-        replicas = settings.replicas
-        duplicateWindow = settings.duplicateWindow
-        maxPending = settings.maxPending
-        ackTimeout = settings.ackTimeout
-        lagWarnRecords = UInt64(clamping: settings.lagWarnRecords)
-        hostId = settings.hostId
         self.instance = instance
-        func credential(_ configured: String, _ name: String) -> String {
-            if !configured.isEmpty { return configured }
-            guard let credentialsDirectory, !credentialsDirectory.isEmpty else { return "" }
-            let path = credentialsDirectory + "/" + name
-            return access(path, R_OK) == 0 ? path : ""
-        }
-        credentialsFile = credential(settings.credentialsFile, "nats.creds")
-        tlsCAFile = credential(settings.tlsCAFile, "nats-ca.pem")
-        tlsCertFile = credential(settings.tlsCertFile, "nats-cert.pem")
-        tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
     }
 
     package var journalDirectory: String { StateLayout(root: stateDirectory).journal }

@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import PushConfig
 import PushExport
 import PushFollow
 import PushJournal

@@ -4,16 +4,17 @@ import PushConfig
 import PushExport
 import PushFollow
 import PushInbox
+import PushInboxNode
 import PushInboxStream
 import PushFleetOutbox
 import PushOutbox
 import PushOutboxStore
 import PushJournal
+import PushModuleOptions
 import PushPayload
 import PushSpool
 import PushSystem
 import PushSystemd
-import PushUserData
 import Foundation
 
 /// `pushspool-inbox`: command line, configuration, then the server until SIGTERM/SIGINT.
@@ -187,11 +188,11 @@ package enum InboxServerMain {
             switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, hub: hub,
                                        stop: stop, exitStatus: exitStatus, changed: streamChanged) {
             case .exit(let status): return status
-            case .run(let group, let sink, let outbox, let follower):
-                streamFollower = group
+            case .run(let node, let sink):
+                streamFollower = node.group
                 eventSink = sink
-                fleetOutbox = outbox
-                stream = follower
+                fleetOutbox = node.fleetOutbox
+                stream = node.follower
             }
         }
         let stats = ServerStats()
@@ -282,15 +283,17 @@ package enum InboxServerMain {
     }
 
     enum StreamStart {
-        case run(FollowerGroup, StreamEventSink, FleetOutbox?, StreamInboxFollower)
+        case run(InboxNode, StreamEventSink)
         case exit(Int32)
     }
 
-    /// `[Inbox] Source=nats`: the follower that builds the index from the `[Export]` stream,
-    /// checked before the server starts, and the sink that publishes accepted events to that
-    /// stream. A stream that no longer holds what the index needs refuses the start (78), now
-    /// or later (then `stop` is signalled with 78 as the status); NATS out of reach only
-    /// delays the index (the follower keeps trying) and answers events with 503.
+    /// `[Inbox] Source=nats`: the node (``InboxNode``: the follower that builds the index from
+    /// the `[Export]` stream, checked before the server starts, the publisher, the fleet
+    /// outbox) built from this configuration's options, and the sink through which the HTTP
+    /// layer publishes accepted events. A stream that no longer holds what the index needs
+    /// refuses the start (78), now or later (then `stop` is signalled with 78 as the status);
+    /// NATS out of reach only delays the index (the follower keeps trying) and answers events
+    /// with 503.
     static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: CallbackSlot<Void>,
                                     exitStatus: Locked<Int32>, changed: CallbackSlot<Void>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
@@ -303,149 +306,39 @@ package enum InboxServerMain {
             return .exit(78)
         }
         options.erasureHook = EraseKillHook.hook(environment: { getenv($0).map { String(cString: $0) } })
-        let events = EventLog(identifier: "pushspool-inbox")
-        let follower: StreamInboxFollower
-        let streamName = options.export.stream
-        // The fleet outbox works an event once the index applied it: each commit wakes it.
-        let outbox = Locked<FleetOutbox?>(nil)
-        // The erasures the index applies, for the fleet outbox (made later) to stop sending.
-        let erased = ErasedSubjects()
-        do throws(InboxStreamError) {
-            follower = try StreamInboxFollower(options: options, refused: { error in
-                refusedStart(error, events: events)
-                exitStatus.withLock { $0 = 78 }
-                stop()
-            }, observer: { event in
-                switch event {
-                case .resumed, .applied: hub.indexApplied()
-                case .erasure(let id, let seq, let outcome):
-                    erasureApplied(id: id, streamSeq: seq, outcome: outcome, hub: hub, events: events,
-                                   erased: erased)
-                case .streamReplaced(let reason, let seq):
-                    streamReplaced(reason, appliedSeq: seq, events: events)
-                    changed()
-                case .rebuilt(let seq, let items, let failure):
-                    indexRebuilt(appliedSeq: seq, items: items, failure: failure, stream: streamName, events: events)
-                    changed()
-                }
-                outbox.withLock { $0 }?.indexAdvanced()
-            })
+        let state = configuration.journal.stateDirectory
+        let settings = configuration.outbox
+        // [Outbox] Enabled=yes on a Source=nats node: the fleet outbox, its key files loaded
+        // when the node makes it (after the follower's check against the stream).
+        let outbox: (() throws(OutboxError) -> OutboxOptions)? = settings.enabled
+            ? { () throws(OutboxError) in try OutboxOptions.load(settings: settings, stateDirectory: state) } : nil
+        let hooks = InboxNode.Hooks(indexApplied: { hub.indexApplied() }, changed: { changed() }, refused: {
+            exitStatus.withLock { $0 = 78 }
+            stop()
+        })
+        let node: InboxNode
+        do throws(InboxNode.StartError) {
+            node = try InboxNode(options: options, outbox: outbox, fleetOutboxDirectory: StateLayout(root: state).fleetOutbox, hooks: hooks)
         } catch {
-            err("pushspool-inbox: \(error)\n")
-            return .exit(1)
-        }
-        let publisher: EventPublisher
-        // The PubAck wait bounded at 2 s, and the connection made by the publisher's own
-        // thread: an HTTP worker never waits for a connect, and at most 2 s for a stream that
-        // stopped answering (the outage's first request; the next ones answer 503 at once).
-        do throws(ExportError) { publisher = try EventPublisher(options: options.export, maxWait: .seconds(2)) } catch {
-            err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
-            return .exit(78)
-        }
-        do throws(SystemError) { try publisher.startConnecting() } catch {
-            err("pushspool-inbox: cannot start the thread that connects to NATS: \(error)\n")
-            return .exit(1)
-        }
-        do throws(InboxStreamError) {
-            try follower.prepare()
-        } catch where error.refusesStart {
-            refusedStart(error, events: events)
-            return .exit(78)
-        } catch {
-            err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
-        }
-        var followers: [any Follower] = [follower]
-        var fleetOutbox: FleetOutbox?
-        if configuration.outbox.enabled {
-            do throws(OutboxError) {
-                let fleet = try startFleetOutbox(configuration: configuration, export: options.export, follower: follower, erased: erased)
-                outbox.withLock { $0 = fleet }
-                fleetOutbox = fleet
-                followers += [fleet, fleet.retrySender] as [any Follower]
-            } catch {
+            switch error {
+            case .follower(let error):
+                err("pushspool-inbox: \(error)\n")
+                return .exit(1)
+            case .publisher(let error):
+                err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
+                return .exit(78)
+            case .connectThread(let error):
+                err("pushspool-inbox: cannot start the thread that connects to NATS: \(error)\n")
+                return .exit(1)
+            case .refused:
+                // The gap or the host id in use, said by the node.
+                return .exit(78)
+            case .fleetOutbox(let error):
+                // startFleetOutbox's key files, URLs or state.
                 err("pushspool-inbox: [Outbox] Enabled=yes with [Inbox] Source=nats: \(error)\n")
                 return .exit(78)
             }
         }
-        return .run(FollowerGroup(followers, commits: CommitFeed(), niceness: 0), StreamEventSink(publisher: publisher), fleetOutbox, follower)
-    }
-
-    /// A refusal of the stream follower (gap, host id in use): on stderr, and a host id in use
-    /// as a journald event too.
-    static func refusedStart(_ error: InboxStreamError, events: EventLog) {
-        err("pushspool-inbox: \(error)\n")
-        if case .hostIdInUse(let hostId, let other) = error.kind {
-            events.log(.inboxHostIdInUse, "another inbox node uses this host id: set [Export] HostId= per node",
-                       fields: [("HOST_ID", hostId), ("OTHER_NODE", other), (EventField.reasonCode, error.shortDescription)])
-        }
-    }
-
-    /// The stream is not the one the index was built from: said on stderr and as a journald
-    /// event before the follower rebuilds.
-    static func streamReplaced(_ reason: InboxStreamError, appliedSeq: UInt64, events: EventLog) {
-        err("pushspool-inbox: \(reason)\n")
-        var fields: [(String, String)] = [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuilding")]
-        if case .replaced(let indexCreated, let streamCreated) = reason.kind {
-            fields += [("STREAM_CREATED", String(streamCreated)), ("INDEX_STREAM_CREATED", indexCreated.map(String.init) ?? "none")]
-        }
-        events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index from the new stream", fields: fields)
-    }
-
-    /// The end of the rebuild after a replaced stream.
-    static func indexRebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?, stream: String, events: EventLog) {
-        if let failure {
-            err("pushspool-inbox: rebuilding the inbox index from stream \(stream) failed (retried): \(failure)\n")
-            events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index failed, retried",
-                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuild_failed")])
-        } else {
-            err("pushspool-inbox: inbox index rebuilt from the new stream \(stream): \(items) items, stream seq \(appliedSeq)\n")
-            events.log(.inboxStreamReplaced, "export stream replaced: inbox index rebuilt from the new stream",
-                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), ("INBOX_ITEMS", String(items)), (EventField.reasonCode, "rebuilt")])
-        }
-    }
-
-    /// An erasure record from the stream, applied by the follower (the erased user's rows,
-    /// their stream `changes` too, left the index); one that named no one here is a journald event (never the plain
-    /// id: the record holds only the hash, and so does the event).
-    /// The fleet outbox (`erased`) stops sending the subject's events from before the record.
-    static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, hub: EventHub, events: EventLog,
-                               erased: ErasedSubjects? = nil) {
-        switch outcome {
-        case .erased(let subject, _):
-            let erasedSubject: ErasedSubjects.Subject = switch subject {
-            case .user(let user): .user(user)
-            case .device(let device): .device(device)
-            }
-            erased?.add(ErasedSubjects.Entry(erasureID: id, subject: erasedSubject, before: streamSeq))
-            // The index took the subject's rows (its `changes` too): streams read it again.
-            hub.indexApplied()
-        case .unmatched(let reason, _):
-            let why = reason == "no_key"
-                ? "this node has no erasure key (give the fleet one: [Export] ErasureKeyFile=)"
-                : "no user or device of this node's index matches it"
-            events.log(.erasureUnmatched, "erasure \(id) from the stream names no one here: \(why)",
-                       fields: [("ERASURE_ID", id), ("STREAM_SEQ", String(streamSeq)), (EventField.reasonCode, reason)])
-        case .alreadyDone:
-            break
-        }
-    }
-
-    /// `[Outbox] Enabled=yes` on a `Source=nats` node: the fleet outbox, pulling the events
-    /// inbox nodes publish from the consumer every such node shares, key files loaded.
-    static func startFleetOutbox(configuration: Configuration, export: ExportOptions,
-                                 follower: StreamInboxFollower, erased: ErasedSubjects = ErasedSubjects()) throws(OutboxError) -> FleetOutbox {
-        let state = configuration.journal.stateDirectory
-        let outbox = try OutboxOptions.load(settings: configuration.outbox, stateDirectory: state)
-        let options = FleetOutboxOptions(outbox: outbox, export: export, directory: StateLayout(root: state).fleetOutbox)
-        return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, erased: erased, onNotice: { notice in
-            switch notice {
-            case .parked(let id, let target, let status, let reason, let message):
-                err("pushspool-inbox: outbox delivery \(id) to \(target) parked (\(reason), HTTP \(status)): \(message)\n")
-            case .failed(let id, let target, let status, let message, let retryInMillis):
-                err("pushspool-inbox: outbox delivery \(id) to \(target) failed (HTTP \(status)), handed back for \(retryInMillis) ms: \(message)\n")
-            case .fieldProblem(let id, let target, let field, let reason, let message):
-                err("pushspool-inbox: outbox delivery \(id) to \(target): field \(field) not normalised (\(reason)): \(message)\n")
-            }
-        })
+        return .run(node, StreamEventSink(publisher: node.publisher))
     }
 }

@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import PushConfig
 import PushExport
 import PushFollow
 import PushInbox
@@ -133,25 +132,6 @@ package struct StreamInboxOptions: Sendable {
     /// host id): `pushspool-inbox-node.<stream>.<consumer name>`. A node starting asks there
     /// first and refuses when another answers.
     package var presenceSubject: String { "pushspool-inbox-node.\(export.stream).\(consumerName)" }
-
-    /// `[Inbox] Source=nats` as the follower takes it: `[Export]`'s connection
-    /// (``ExportOptions/init(settings:stateDirectory:instance:credentialsDirectory:)``),
-    /// `[Inbox] ListModals=`, the `[Feed NAME]` sections and the consumer named after the resolved host id. The one
-    /// mapping pushspool-inbox and `pushspoolctl nc reindex --from-stream` both use.
-    /// - Throws: the host id cannot be resolved (no `HostId=` and /etc/machine-id unreadable).
-    package init(configuration: Configuration, indexPath: String, instance: String?,
-                 credentialsDirectory: String?) throws(ExportError) {
-        let export = ExportOptions(settings: configuration.export, stateDirectory: configuration.journal.stateDirectory,
-                                   instance: instance, credentialsDirectory: credentialsDirectory)
-        let hostId = try export.resolvedHostId()
-        self.init(export: export, indexPath: indexPath, listModals: configuration.inbox.listModals,
-                  consumerName: Self.consumerName(hostId: hostId))
-        self.hostId = hostId
-        feeds = configuration.inboxFeeds
-        retention = configuration.inbox.retention > .zero ? configuration.inbox.retention : nil
-        let state = configuration.journal.stateDirectory
-        erasure = NodeErasure(stateDirectory: state, indexPath: indexPath, fleetOutboxDirectory: StateLayout(root: state).fleetOutbox)
-    }
 }
 
 /// What a ``StreamInboxFollower`` tells its owner about the index, on the runner's thread:

@@ -1,4 +1,3 @@
-import PushConfig
 import PushOutboxStore
 import PushSystem
 import PushTransliteration
@@ -6,79 +5,54 @@ import PushTransliteration
 /// Everything the follower needs, resolved: `[Outbox]` of PushConfig as the follower takes it,
 /// with the key files loaded (`OutboxOptions.load(settings:stateDirectory:)`).
 ///
-/// Built from `OutboxSettings` by one initializer, so the defaults live in the settings only
-/// and nothing maps the section a second time. What is not configurable (the backoff ceiling,
-/// the batch size) is set here.
+/// A plain value: PushOutbox does not import the INI schema. `[Outbox]` becomes these options
+/// by one initializer in PushModuleOptions, so nothing maps the section a second time; the
+/// defaults below are `OutboxSettings`' (PushOutboxTests' `OutboxDefaultsTests`
+/// compares the two). What is not configurable (the backoff ceiling, the batch size) is set here.
 ///
 /// `Sendable`: a plain value. Secrets are `Secret`s, whose description is redacted.
 package struct OutboxOptions: Sendable {
     /// `[Journal] StateDirectory=`: the journal is `<state>/journal`, outbox state `<state>/outbox`.
     package var stateDirectory: String
     package var journalDirectory: String
-    package var mindboxURL: String
+    package var mindboxURL = "https://api.mindbox.ru"
     /// `MindboxEndpointId=`: the endpoint for both platforms, or the fallback when a
     /// platform's own is empty.
-    package var mindboxEndpointId: String
+    package var mindboxEndpointId = ""
     /// `MindboxEndpointIOS=` / `MindboxEndpointAndroid=`: a Mindbox app has one endpoint per
     /// platform; empty = `mindboxEndpointId`.
-    package var mindboxEndpointIOS: String
-    package var mindboxEndpointAndroid: String
+    package var mindboxEndpointIOS = ""
+    package var mindboxEndpointAndroid = ""
     /// `MindboxTransliteration=`: the ICU transform for NCPushOpen's push name; `none` = the
     /// name as the push had it.
-    package var mindboxTransliteration: String
+    package var mindboxTransliteration = "Any-Latin; Latin-ASCII"
     /// `MindboxOperationNCOpen=` / `MindboxOperationNCPushOpen=`: the project's operation names.
-    package var mindboxOperationNCOpen: String
-    package var mindboxOperationNCPushOpen: String
+    package var mindboxOperationNCOpen = "mobileapp.NCOpen"
+    package var mindboxOperationNCPushOpen = "mobileapp.NCPushOpen"
     /// `MindboxCustomerIdKey=`: the identifier the user id is sent under; empty = no `customer`.
-    package var mindboxCustomerIdKey: String
+    package var mindboxCustomerIdKey = ""
     /// `MindboxPushClicks=`: opens and button actions are also reported as push clicks.
-    package var mindboxPushClicks: Bool
+    package var mindboxPushClicks = false
     package var mindboxSecret: Secret?
-    package var infobipURL: String
+    package var infobipURL = "https://mobile.infobip.com"
     package var infobipAppKey: Secret?
-    package var allowHTTP: Bool
-    package var allowNetworks: [String]
-    package var connectTimeout: Duration
-    package var requestTimeout: Duration
-    package var maxAttempts: Int
-    package var retryBase: Duration
+    package var allowHTTP = false
+    package var allowNetworks: [String] = []
+    package var connectTimeout: Duration = .seconds(5)
+    package var requestTimeout: Duration = .seconds(20)
+    package var maxAttempts = 10
+    package var retryBase: Duration = .seconds(1)
     /// The longest backoff between two attempts.
     package var retryCeiling: Duration = .seconds(600)
-    package var maxAge: Duration
+    package var maxAge: Duration = .seconds(86_400)
     /// The most Infobip reports one POST carries.
     package var batchLimit = 50
 
-    /// `settings` as the follower takes them, without the key files (both vendors off until
-    /// `load` or a test sets the secrets). `journalDirectory` defaults to `<state>/journal`.
-    package init(settings: OutboxSettings = OutboxSettings(), stateDirectory: String, journalDirectory: String? = nil) {
+    /// The `[Outbox]` defaults, without key files (both vendors off until `load` or a test
+    /// sets the secrets). `journalDirectory` defaults to `<state>/journal`.
+    package init(stateDirectory: String, journalDirectory: String? = nil) {
         self.stateDirectory = stateDirectory
         self.journalDirectory = journalDirectory ?? StateLayout(root: stateDirectory).journal
-        mindboxURL = settings.mindboxURL
-        mindboxEndpointId = settings.mindboxEndpointId
-        mindboxEndpointIOS = settings.mindboxEndpointIOS
-        mindboxEndpointAndroid = settings.mindboxEndpointAndroid
-        mindboxTransliteration = settings.mindboxTransliteration
-        mindboxOperationNCOpen = settings.mindboxOperationNCOpen
-        mindboxOperationNCPushOpen = settings.mindboxOperationNCPushOpen
-        mindboxCustomerIdKey = settings.mindboxCustomerIdKey
-        mindboxPushClicks = settings.mindboxPushClicks
-        infobipURL = settings.infobipURL
-        allowHTTP = settings.allowHTTP
-        allowNetworks = settings.allowNetworks
-        connectTimeout = settings.connectTimeout
-        requestTimeout = settings.requestTimeout
-        maxAttempts = settings.maxAttempts
-        retryBase = settings.retryBase
-        maxAge = settings.maxAge
-    }
-
-    /// `settings` with the key files named by `MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
-    /// loaded (empty = that vendor is off) and the URLs checked against `AllowHTTP=`: what the
-    /// daemon runs the outbox with.
-    package static func load(settings: OutboxSettings, stateDirectory: String) throws(OutboxError) -> OutboxOptions {
-        var options = OutboxOptions(settings: settings, stateDirectory: stateDirectory)
-        try options.load(mindboxSecretKeyFile: settings.mindboxSecretKeyFile, infobipAppKeyFile: settings.infobipAppKeyFile)
-        return options
     }
 
     /// Mindbox is configured: an endpoint id (either kind) and a secret key.

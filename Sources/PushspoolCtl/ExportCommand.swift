@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import PushCLI
 import PushConfig
+import PushModuleOptions
 import PushExport
 import PushJournal
 import PushSystem

@@ -4,6 +4,7 @@ import PushExport
 import PushInbox
 import PushJournal
 import PushConfig
+import PushModuleOptions
 import PushPayload
 import PushSpool
 import PushSystem

@@ -6,6 +6,7 @@ import PushExport
 import PushFleetOutbox
 import PushFollow
 import PushJournal
+import PushModuleOptions
 import PushOutbox
 import TestSupport
 

@@ -1,0 +1,213 @@
+@preconcurrency import Glibc
+import PushExport
+import PushFleetOutbox
+import PushFollow
+import PushInboxStream
+import PushJournal
+import PushOutbox
+import PushOutboxStore
+import PushSystem
+import PushSystemd
+import PushUserData
+
+/// An inbox node's duties (`[Inbox] Source=nats`), built from options: the follower that
+/// builds the index from the `[Export]` stream, the publisher of the events the HTTP layer
+/// accepts, and with `[Outbox] Enabled=yes` the fleet outbox; run as one ``FollowerGroup``
+/// (``group``). It knows nothing of HTTP: what the HTTP layer must learn (the index moved,
+/// the stream was replaced, a later refusal) reaches it through ``Hooks``, so the HTTP layer
+/// and the node meet only in pushspool-inbox's composition (`InboxServerMain`).
+///
+/// `Sendable`: fixed at init; its parts lock internally.
+package final class InboxNode: Sendable {
+    /// What the node tells its owner, on the follower's thread. `Sendable` value.
+    package struct Hooks: Sendable {
+        /// The index applied records, or an erasure took rows from it: readers look again.
+        package var indexApplied: @Sendable () -> Void
+        /// The follower's health changed (stream replaced, index rebuilt): STATUS= follows.
+        package var changed: @Sendable () -> Void
+        /// After the start, the stream no longer holds what the index needs (already said on
+        /// stderr and in the journal): the owner stops.
+        package var refused: @Sendable () -> Void
+
+        package init(indexApplied: @escaping @Sendable () -> Void, changed: @escaping @Sendable () -> Void,
+                     refused: @escaping @Sendable () -> Void) {
+            self.indexApplied = indexApplied
+            self.changed = changed
+            self.refused = refused
+        }
+    }
+
+    /// Why the node did not start, by the part that failed; the owner maps each to its exit
+    /// status. `Sendable` value.
+    package enum StartError: Error, Sendable {
+        /// The follower could not be made (its index or state).
+        case follower(InboxStreamError)
+        /// The publisher refused its options (`[Export] Subject=`).
+        case publisher(ExportError)
+        /// The publisher's connecting thread did not start.
+        case connectThread(SystemError)
+        /// The stream no longer holds what the index needs, or another node uses this host id
+        /// (already said on stderr and in the journal).
+        case refused(InboxStreamError)
+        /// The fleet outbox's options (key files, URLs) or its state.
+        case fleetOutbox(OutboxError)
+    }
+
+    package let follower: StreamInboxFollower
+    package let publisher: EventPublisher
+    /// `nil` unless `[Outbox] Enabled=yes`.
+    package let fleetOutbox: FleetOutbox?
+    /// The follower, and the fleet outbox with its retry sender: one service of the group.
+    package let group: FollowerGroup
+
+    /// Makes the follower (checked against the stream: a refusal throws; NATS out of reach
+    /// only delays the index), the publisher (connecting on its own thread) and, when
+    /// `outbox` is given, the fleet outbox with the options it returns (key files loaded).
+    package init(options: StreamInboxOptions, outbox: (() throws(OutboxError) -> OutboxOptions)?, fleetOutboxDirectory: String,
+                 hooks: Hooks) throws(StartError) {
+        let events = EventLog(identifier: "pushspool-inbox")
+        let streamName = options.export.stream
+        // The fleet outbox works an event once the index applied it: each commit wakes it.
+        let fleetSlot = Locked<FleetOutbox?>(nil)
+        // The erasures the index applies, for the fleet outbox (made later) to stop sending.
+        let erased = ErasedSubjects()
+        do throws(InboxStreamError) {
+            follower = try StreamInboxFollower(options: options, refused: { error in
+                Self.refusedStart(error, events: events)
+                hooks.refused()
+            }, observer: { event in
+                switch event {
+                case .resumed, .applied: hooks.indexApplied()
+                case .erasure(let id, let seq, let outcome):
+                    if Self.erasureApplied(id: id, streamSeq: seq, outcome: outcome, events: events, erased: erased) {
+                        hooks.indexApplied()
+                    }
+                case .streamReplaced(let reason, let seq):
+                    Self.streamReplaced(reason, appliedSeq: seq, events: events)
+                    hooks.changed()
+                case .rebuilt(let seq, let items, let failure):
+                    Self.indexRebuilt(appliedSeq: seq, items: items, failure: failure, stream: streamName, events: events)
+                    hooks.changed()
+                }
+                fleetSlot.withLock { $0 }?.indexAdvanced()
+            })
+        } catch {
+            throw .follower(error)
+        }
+        // The PubAck wait bounded at 2 s, and the connection made by the publisher's own
+        // thread: an HTTP worker never waits for a connect, and at most 2 s for a stream that
+        // stopped answering (the outage's first request; the next ones answer 503 at once).
+        do throws(ExportError) { publisher = try EventPublisher(options: options.export, maxWait: .seconds(2)) } catch {
+            throw .publisher(error)
+        }
+        do throws(SystemError) { try publisher.startConnecting() } catch {
+            throw .connectThread(error)
+        }
+        do throws(InboxStreamError) {
+            try follower.prepare()
+        } catch where error.refusesStart {
+            Self.refusedStart(error, events: events)
+            throw .refused(error)
+        } catch {
+            Self.err("pushspool-inbox: the inbox index waits for NATS: \(error)\n")
+        }
+        var followers: [any Follower] = [follower]
+        if let outbox {
+            do throws(OutboxError) {
+                let fleet = try Self.fleetOutbox(options: try outbox(), export: options.export, directory: fleetOutboxDirectory,
+                                                 follower: follower, erased: erased)
+                fleetSlot.withLock { $0 = fleet }
+                fleetOutbox = fleet
+                followers += [fleet, fleet.retrySender] as [any Follower]
+            } catch {
+                throw .fleetOutbox(error)
+            }
+        } else {
+            fleetOutbox = nil
+        }
+        group = FollowerGroup(followers, commits: CommitFeed(), niceness: 0)
+    }
+
+    static func err(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    /// A refusal of the stream follower (gap, host id in use): on stderr, and a host id in use
+    /// as a journald event too.
+    static func refusedStart(_ error: InboxStreamError, events: EventLog) {
+        err("pushspool-inbox: \(error)\n")
+        if case .hostIdInUse(let hostId, let other) = error.kind {
+            events.log(.inboxHostIdInUse, "another inbox node uses this host id: set [Export] HostId= per node",
+                       fields: [("HOST_ID", hostId), ("OTHER_NODE", other), (EventField.reasonCode, error.shortDescription)])
+        }
+    }
+
+    /// The stream is not the one the index was built from: said on stderr and as a journald
+    /// event before the follower rebuilds.
+    static func streamReplaced(_ reason: InboxStreamError, appliedSeq: UInt64, events: EventLog) {
+        err("pushspool-inbox: \(reason)\n")
+        var fields: [(String, String)] = [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuilding")]
+        if case .replaced(let indexCreated, let streamCreated) = reason.kind {
+            fields += [("STREAM_CREATED", String(streamCreated)), ("INDEX_STREAM_CREATED", indexCreated.map(String.init) ?? "none")]
+        }
+        events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index from the new stream", fields: fields)
+    }
+
+    /// The end of the rebuild after a replaced stream.
+    static func indexRebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?, stream: String, events: EventLog) {
+        if let failure {
+            err("pushspool-inbox: rebuilding the inbox index from stream \(stream) failed (retried): \(failure)\n")
+            events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index failed, retried",
+                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuild_failed")])
+        } else {
+            err("pushspool-inbox: inbox index rebuilt from the new stream \(stream): \(items) items, stream seq \(appliedSeq)\n")
+            events.log(.inboxStreamReplaced, "export stream replaced: inbox index rebuilt from the new stream",
+                       fields: [("INBOX_APPLIED_SEQ", String(appliedSeq)), ("INBOX_ITEMS", String(items)), (EventField.reasonCode, "rebuilt")])
+        }
+    }
+
+    /// An erasure record from the stream, applied by the follower (the erased user's rows,
+    /// their stream `changes` too, left the index); one that named no one here is a journald
+    /// event (never the plain id: the record holds only the hash, and so does the event).
+    /// The fleet outbox (`erased`) stops sending the subject's events from before the record.
+    /// Returns true when the index lost rows (readers look again).
+    static func erasureApplied(id: String, streamSeq: UInt64, outcome: NodeErasure.Outcome, events: EventLog,
+                               erased: ErasedSubjects) -> Bool {
+        switch outcome {
+        case .erased(let subject, _):
+            let erasedSubject: ErasedSubjects.Subject = switch subject {
+            case .user(let user): .user(user)
+            case .device(let device): .device(device)
+            }
+            erased.add(ErasedSubjects.Entry(erasureID: id, subject: erasedSubject, before: streamSeq))
+            return true
+        case .unmatched(let reason, _):
+            let why = reason == "no_key"
+                ? "this node has no erasure key (give the fleet one: [Export] ErasureKeyFile=)"
+                : "no user or device of this node's index matches it"
+            events.log(.erasureUnmatched, "erasure \(id) from the stream names no one here: \(why)",
+                       fields: [("ERASURE_ID", id), ("STREAM_SEQ", String(streamSeq)), (EventField.reasonCode, reason)])
+            return false
+        case .alreadyDone:
+            return false
+        }
+    }
+
+    /// The fleet outbox, pulling the events inbox nodes publish from the consumer every such
+    /// node shares.
+    static func fleetOutbox(options outbox: OutboxOptions, export: ExportOptions, directory: String,
+                            follower: StreamInboxFollower, erased: ErasedSubjects) throws(OutboxError) -> FleetOutbox {
+        let options = FleetOutboxOptions(outbox: outbox, export: export, directory: directory)
+        return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, erased: erased, onNotice: { notice in
+            switch notice {
+            case .parked(let id, let target, let status, let reason, let message):
+                err("pushspool-inbox: outbox delivery \(id) to \(target) parked (\(reason), HTTP \(status)): \(message)\n")
+            case .failed(let id, let target, let status, let message, let retryInMillis):
+                err("pushspool-inbox: outbox delivery \(id) to \(target) failed (HTTP \(status)), handed back for \(retryInMillis) ms: \(message)\n")
+            case .fieldProblem(let id, let target, let field, let reason, let message):
+                err("pushspool-inbox: outbox delivery \(id) to \(target): field \(field) not normalised (\(reason)): \(message)\n")
+            }
+        })
+    }
+}
