@@ -35,6 +35,14 @@ package enum ClaimOutcome: Sendable, Equatable {
     case ignored
 }
 
+/// Where a file the daemon processes sits: `incoming/` under the pickup protocol (read,
+/// journal and unlink in place, no claim rename: docs/design/spool-protocol.md), or
+/// `processing/` for files an older version claimed there and left behind.
+package enum SpoolLocation: String, Sendable, Equatable {
+    case incoming
+    case processing
+}
+
 /// Metadata of an entry in `incoming/`, for the stable-age rule.
 package struct EntryStatus: Sendable, Equatable {
     package var size: Int64
@@ -92,6 +100,13 @@ package final class Spool: Sendable {
 
         deinit {
             for fd in [tmp, incoming, processing, failed] { fileSystem.close(fd) }
+        }
+
+        func fd(_ location: SpoolLocation) -> Int32 {
+            switch location {
+            case .incoming: incoming
+            case .processing: processing
+            }
         }
     }
 
@@ -184,25 +199,32 @@ package final class Spool: Sendable {
     /// Throws `.notFound` when the file is gone and `.system` for resource errors (`EMFILE`,
     /// `ENOMEM`) that say nothing about the file: retry those later, do not quarantine.
     package func read(processing name: String) throws(SpoolError) -> SpoolReadResult {
+        try read(name, in: .processing)
+    }
+
+    /// `read(processing:)` for a file in `location`: the same checks and refusals.
+    package func read(_ name: String, in location: SpoolLocation) throws(SpoolError) -> SpoolReadResult {
         let d = directories
+        let dirfd = d.fd(location)
+        let directoryName = location.rawValue
         try SpoolName.validate(name)
         let before: FileStatus
         do {
-            before = try fileSystem.statusAt(d.processing, name)
+            before = try fileSystem.statusAt(dirfd, name)
         } catch where error.errno == ENOENT {
-            throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
+            throw SpoolError(.notFound, "\(directoryName)/\(name) vanished before it was read", system: error)
         } catch {
-            throw SpoolError(error, while: "inspecting processing/\(name)")
+            throw SpoolError(error, while: "inspecting \(directoryName)/\(name)")
         }
         if let refusal = refusal(for: before, name: name) { return refusal }
 
         let fd: Int32
         do {
-            fd = try Self.openForReading(fileSystem, d.processing, name)
+            fd = try Self.openForReading(fileSystem, dirfd, name)
         } catch {
             switch error.errno {
             case ENOENT:
-                throw SpoolError(.notFound, "processing/\(name) vanished before it was read", system: error)
+                throw SpoolError(.notFound, "\(directoryName)/\(name) vanished before it was read", system: error)
             case ELOOP:
                 return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) became a symbolic link while being opened; symlinks are never followed")
             case ENXIO, ENODEV, ENOTDIR, EISDIR:
@@ -210,7 +232,7 @@ package final class Spool: Sendable {
             case EACCES, EPERM, EIO:
                 return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) cannot be opened (\(error.errnoName)); fix its permissions and retry it")
             default:
-                throw SpoolError(error, while: "opening processing/\(name)")
+                throw SpoolError(error, while: "opening \(directoryName)/\(name)")
             }
         }
         defer { fileSystem.close(fd) }
@@ -218,7 +240,7 @@ package final class Spool: Sendable {
         do {
             st = try fileSystem.status(fd, subject: name)
         } catch {
-            throw SpoolError(error, while: "inspecting processing/\(name)")
+            throw SpoolError(error, while: "inspecting \(directoryName)/\(name)")
         }
         if st.inode != before.inode || st.device != before.device {
             return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
@@ -233,7 +255,7 @@ package final class Spool: Sendable {
         } catch where error.errno == EIO || error.errno == EISDIR || error.errno == EINVAL {
             return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) cannot be read (\(error.errnoName)); check the device and retry it")
         } catch {
-            throw SpoolError(error, while: "reading processing/\(name)")
+            throw SpoolError(error, while: "reading \(directoryName)/\(name)")
         }
         return .contents(SpoolFile(name: name, bytes: bytes, size: Int64(bytes.count), modifiedNanos: st.modifiedNanos,
                                    inode: st.inode, device: st.device))
@@ -307,11 +329,19 @@ package final class Spool: Sendable {
     /// `processing/` and calls `quarantine` again later, as the journal retries a full disk.
     @discardableResult
     package func quarantine(processing name: String, reason: QuarantineReason) throws(SpoolError) -> String {
+        try quarantine(name, in: .processing, reason: reason)
+    }
+
+    /// `quarantine(processing:reason:)` for a file in `location`.
+    @discardableResult
+    package func quarantine(_ name: String, in location: SpoolLocation, reason: QuarantineReason) throws(SpoolError) -> String {
         let d = directories
+        let source = d.fd(location)
+        let directoryName = location.rawValue
         try SpoolName.validate(name)
         var reason = reason
         reason.file = name
-        if reason.size == nil, let st = try? fileSystem.statusAt(d.processing, name), st.isRegular {
+        if reason.size == nil, let st = try? fileSystem.statusAt(source, name), st.isRegular {
             reason.size = st.size
         }
         let reserve = SpoolName.reasonSuffix.utf8.count
@@ -343,18 +373,18 @@ package final class Spool: Sendable {
                 throw SpoolError(error, while: "syncing failed/ after writing \(target)\(SpoolName.reasonSuffix)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
-                try fileSystem.renameNoReplace(d.processing, name, d.failed, target)
+                try fileSystem.renameNoReplace(source, name, d.failed, target)
             } catch {
                 try? fileSystem.unlinkat(d.failed, target + SpoolName.reasonSuffix, flags: 0)
                 if error.errno == EEXIST { continue }
-                if error.errno == ENOENT, (try? fileSystem.statusAt(d.processing, name)) == nil {
-                    throw SpoolError(.notFound, "processing/\(name) vanished before it could be quarantined", system: error)
+                if error.errno == ENOENT, (try? fileSystem.statusAt(source, name)) == nil {
+                    throw SpoolError(.notFound, "\(directoryName)/\(name) vanished before it could be quarantined", system: error)
                 }
-                throw SpoolError(error, while: "moving processing/\(name) to failed/\(target)", retryable: Self.isRetryableQuarantine(error.errno))
+                throw SpoolError(error, while: "moving \(directoryName)/\(name) to failed/\(target)", retryable: Self.isRetryableQuarantine(error.errno))
             }
             do {
                 try fileSystem.fsync(d.failed, subject: layout.failed)
-                try fileSystem.fsync(d.processing, subject: layout.processing)
+                try fileSystem.fsync(source, subject: location == .incoming ? layout.incoming : layout.processing)
             } catch {
                 // The move is done (a retry would find nothing in processing/); only its
                 // durability is in doubt, so this is not retryable.
@@ -403,16 +433,44 @@ package final class Spool: Sendable {
     /// index makes harmless. `false` when it was already gone.
     @discardableResult
     package func complete(processing name: String) throws(SpoolError) -> Bool {
+        try complete(name, in: .processing)
+    }
+
+    /// `complete(processing:)` for a file in `location`. Under the pickup protocol a file is
+    /// removed from `incoming/` itself: a removal lost in a crash leaves it to be read again
+    /// and dropped as a duplicate, as a lost removal from `processing/` always was.
+    @discardableResult
+    package func complete(_ name: String, in location: SpoolLocation) throws(SpoolError) -> Bool {
         let d = directories
         try SpoolName.validate(name)
         do {
-            try fileSystem.unlinkat(d.processing, name, flags: 0)
+            try fileSystem.unlinkat(d.fd(location), name, flags: 0)
             return true
         } catch where error.errno == ENOENT {
             return false
         } catch {
-            throw SpoolError(error, while: "removing processing/\(name)")
+            throw SpoolError(error, while: "removing \(location.rawValue)/\(name)")
         }
+    }
+
+    /// `complete(_:in:)` for a file read in place: removes `location/NAME` only while it is still
+    /// the file that was read (`inode`, `device`). A producer that renamed a new file over the
+    /// name meanwhile keeps it: it is left for the feed's next rescan. `false` when the entry is
+    /// gone or is another file now. (One `fstatat` more than a plain unlink; between it and the
+    /// unlink a replacement can still be lost, which is why producers must use unique names.)
+    @discardableResult
+    package func complete(_ name: String, in location: SpoolLocation, inode: UInt64, device: UInt64) throws(SpoolError) -> Bool {
+        let d = directories
+        try SpoolName.validate(name)
+        do {
+            let st = try fileSystem.statusAt(d.fd(location), name)
+            if st.inode != inode || st.device != device { return false }
+        } catch where error.errno == ENOENT {
+            return false
+        } catch {
+            throw SpoolError(error, while: "inspecting \(location.rawValue)/\(name)")
+        }
+        return try complete(name, in: location)
     }
 
     /// Puts `processing/NAME` back into `incoming/` (shutdown with a file in flight), as

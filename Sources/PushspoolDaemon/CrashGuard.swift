@@ -127,6 +127,8 @@ struct FollowerCrashCounts: Equatable, Sendable {
 ///   alone, if any. Removed at a deliberate exit. Not fsynced: it must survive a process
 ///   crash, which leaves the page cache intact; after a power loss it is simply absent.
 /// - `crash-suspects.json`: the unclean-end counts, replaced durably at an unclean start.
+/// - `intake-inflight` (``InFlightRecord``): the names of the last chunks handed to the
+///   parser, which stay in `incoming/` while in flight; read at start-up for the suspects.
 ///
 /// Not `Sendable`: used by the ingest thread during start-up and at exit.
 final class CrashGuard {
@@ -138,9 +140,14 @@ final class CrashGuard {
 
     private let directory: String
     private var runFD: Int32 = -1
+    private let inFlightSlots: Int
+    private var recorder: InFlightRecorder?
+    /// Set once recording failed: reported once, not per chunk.
+    private(set) var recordingFailed = false
 
-    init(stateDirectory: String) {
+    init(stateDirectory: String, inFlightSlots: Int = InFlightRecord.slots(capacityLimit: 4096)) {
         directory = stateDirectory
+        self.inFlightSlots = inFlightSlots
     }
 
     deinit {
@@ -151,6 +158,9 @@ final class CrashGuard {
     /// by ``begin()``; `nil` when it ended otherwise or on an untagged thread.
     private(set) var previousCrashedThread: String?
     private var previousEnd = CrashTriage.PreviousEnd.clean
+    /// The names the previous run's ``InFlightRecord`` held, read by ``begin()`` after an
+    /// unclean end (empty after a clean one: nothing was in flight). Some may be long gone.
+    private(set) var previousInFlight: [String] = []
 
     /// Reads what the previous run left, then marks this run as running and arms the crash mark.
     func begin() throws(SystemError) -> (previous: CrashTriage.PreviousEnd, triage: CrashTriage) {
@@ -162,6 +172,9 @@ final class CrashGuard {
         if previous != .clean, let bytes = try? Posix.readFile(directory + "/" + Self.suspectsFileName, limit: 16 << 20) {
             triage = Self.decodeSuspects(bytes)
         }
+        previousInFlight = previous == .clean ? [] : InFlightRecorder.previous(stateDirectory: directory)
+        // Afresh: start-up records the suspects it keeps before it processes any of them.
+        recorder = try InFlightRecorder(stateDirectory: directory, slots: inFlightSlots)
         runFD = try Posix.open(directory + "/" + Self.runFileName, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o640)
         try Posix.writeAll(runFD, [Self.running], subject: Self.runFileName)
         try Posix.installCrashMark(fd: runFD, offset: 0, mark: Self.crashed)
@@ -200,9 +213,26 @@ final class CrashGuard {
         _ = bytes.withUnsafeBytes { pwrite(runFD, $0.baseAddress, $0.count, 0) }
     }
 
+    /// Names `names` in flight before they are read (``InFlightRecord``): one `pwrite(2)` per
+    /// chunk. A failure (a full or read-only state directory) is returned once and then
+    /// ignored: the files are still journaled, only a poison one among them would be found
+    /// one crash later.
+    func recordInFlight(_ names: [String]) -> SystemError? {
+        guard let recorder, !recordingFailed else { return nil }
+        do {
+            try recorder.record(names)
+            return nil
+        } catch {
+            recordingFailed = true
+            return error
+        }
+    }
+
     /// A deliberate exit: the next start finds no marker and trusts its leftovers.
     func end() {
         guard runFD >= 0 else { return }
+        recorder = nil
+        _ = unlink(directory + "/" + InFlightRecord.fileName)
         _ = unlink(directory + "/" + Self.runFileName)
         _ = unlink(directory + "/" + Self.suspectsFileName)
         _ = unlink(directory + "/" + Self.followerCrashesFileName)
@@ -242,5 +272,106 @@ final class CrashGuard {
             triage.uncleanEnds[Array(name.utf8)] = ends
         }
         return triage
+    }
+}
+
+/// The names in flight under the pickup protocol (files read, journaled and unlinked straight
+/// from `incoming/`, no claim rename): the crash guard's suspects, which `processing/` held
+/// while files were claimed into it. `intake-inflight` in the state directory is a ring of
+/// fixed-size slots; before a chunk of names is handed to the parser, the next slot is
+/// overwritten with them in one `pwrite(2)`: one system call per chunk, not per file. A slot
+/// is reused only after `slots - 1` later chunks (``slots(capacityLimit:)``: four times the
+/// intake's in-flight bound in full chunks), so under a burst every file in flight at a crash
+/// is still named. Files a quiet spool takes one by one use a slot each; one that waits for
+/// its media longer than the ring lasts is past parsing and no longer named.
+///
+/// Not fsynced, like `pushspoold.run`: the guarantee is about a process that crashes, which
+/// leaves the page cache intact; after a power loss the run marker is gone too and the start
+/// counts as clean (every file still in `incoming/` is read again, duplicates dropped by the
+/// journal's index). The ring names files long gone too: start-up keeps only names still in
+/// `incoming/`.
+///
+/// Slot layout: a 4-byte little-endian length, then that many bytes of names, each ended by
+/// NUL (a spool name never holds NUL or `/`). Anything malformed reads as no names.
+///
+/// `Sendable`: a namespace of pure functions.
+enum InFlightRecord {
+    static let fileName = "intake-inflight"
+    /// Names per slot: a chunk (`IngestLoop.claimChunk`) of names of at most 255 bytes.
+    static let namesPerSlot = 32
+    static let slotSize = 4 + namesPerSlot * 256
+
+    /// Slots for four times `capacityLimit` names in full chunks: the files in flight and the
+    /// suspects recorded at start-up never wrap onto a slot still in flight.
+    static func slots(capacityLimit: Int) -> Int {
+        max(8, min(4096, 4 * max(1, capacityLimit) / namesPerSlot + 2))
+    }
+
+    /// The bytes of one slot for `names` (at most `namesPerSlot`; more are cut, never trapped).
+    static func slot(_ names: some Sequence<String>) -> [UInt8] {
+        var body: [UInt8] = []
+        for name in names.prefix(namesPerSlot) {
+            let bytes = name.utf8.prefix(255)
+            guard !bytes.contains(0) else { continue }
+            body.append(contentsOf: bytes)
+            body.append(0)
+        }
+        let count = UInt32(body.count)
+        return [UInt8(truncatingIfNeeded: count), UInt8(truncatingIfNeeded: count >> 8),
+                UInt8(truncatingIfNeeded: count >> 16), UInt8(truncatingIfNeeded: count >> 24)] + body
+    }
+
+    /// Every name in every slot of a record file, in slot order, without repeats.
+    static func names(in file: [UInt8]) -> [String] {
+        var names: [String] = []
+        var seen: Set<[UInt8]> = []
+        var offset = 0
+        while offset + 4 <= file.count {
+            let length = Int(file[offset]) | Int(file[offset + 1]) << 8 | Int(file[offset + 2]) << 16 | Int(file[offset + 3]) << 24
+            let start = offset + 4
+            if length <= slotSize - 4, start + length <= file.count {
+                for name in file[start..<(start + length)].split(separator: 0) where !name.isEmpty {
+                    if seen.insert(Array(name)).inserted { names.append(String(decoding: name, as: UTF8.self)) }
+                }
+            }
+            offset += slotSize
+        }
+        return names
+    }
+}
+
+/// Writes the ``InFlightRecord`` ring. Not `Sendable`: the ingest thread alone records, as it
+/// alone hands chunks to the parser.
+final class InFlightRecorder {
+    private let fd: Int32
+    private let slots: Int
+    private var next = 0
+    private let fileSystem = RealFileSystem()
+
+    /// Creates the record afresh in `stateDirectory`: read the last run's first (``previous(stateDirectory:)``).
+    init(stateDirectory: String, slots: Int) throws(SystemError) {
+        self.slots = max(1, slots)
+        fd = try Posix.open(stateDirectory + "/" + InFlightRecord.fileName, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o640)
+    }
+
+    deinit { Posix.close(fd) }
+
+    /// Names `names` in flight: one `pwrite(2)` per `namesPerSlot` names, into the ring's next slots.
+    func record(_ names: [String]) throws(SystemError) {
+        var start = 0
+        repeat {
+            let end = min(names.count, start + InFlightRecord.namesPerSlot)
+            try fileSystem.pwriteAll(fd, InFlightRecord.slot(names[start..<end]), offset: Int64(next * InFlightRecord.slotSize),
+                                     subject: InFlightRecord.fileName)
+            next = (next + 1) % slots
+            start = end
+        } while start < names.count
+    }
+
+    /// The names a previous run left in flight; empty when there is no record.
+    static func previous(stateDirectory: String) -> [String] {
+        guard let bytes = try? Posix.readFile(stateDirectory + "/" + InFlightRecord.fileName, limit: 4096 * InFlightRecord.slotSize)
+        else { return [] }
+        return InFlightRecord.names(in: bytes)
     }
 }

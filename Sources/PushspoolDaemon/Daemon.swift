@@ -186,7 +186,7 @@ package final class Daemon: Sendable {
         reporter.flush()
         let left = loop.leftInFlight.withLock { $0 }
         if left > 0 {
-            reporter.events.log(.stopping, "stopped with files still in processing/; they are taken again at the next start",
+            reporter.events.log(.stopping, "stopped with files still in flight; they stay where they lie and are taken again at the next start",
                                 fields: [("IN_FLIGHT", String(left))])
         }
         return 0

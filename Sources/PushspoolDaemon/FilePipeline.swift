@@ -8,12 +8,13 @@ import PushUserData
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.
 enum FileEnd: Sendable, Equatable {
-    /// Journaled, found to be a duplicate, quarantined, or rolled back to `incoming/`.
+    /// Journaled, found to be a duplicate, quarantined, gone before it was read, or left in
+    /// `incoming/` for the next start (a download cancelled by a stop).
     case done
-    /// Still in `processing/` for a reason that passes (a full journal disk, a quarantine
-    /// that failed); to be taken again later.
+    /// Still where it lies (`incoming/`, or `processing/` for an old leftover) for a reason
+    /// that passes (a full journal disk, a quarantine that failed); to be taken again later.
     case handBack
-    /// Still in `processing/` and not to be retried by this process (it could not be read);
+    /// Still where it lies and not to be retried by this process (it could not be read);
     /// the next start takes it.
     case leftForNextStart
     /// The journal can no longer be trusted; nothing more is written.
@@ -54,6 +55,11 @@ final class FilePipeline: Sendable {
     private let erasureRequests: ErasureRequests?
     /// Unlinks and reports committed files, so the journal's writer thread goes on to its next batch.
     private let acknowledger = Acknowledger(label: "acknowledge")
+    /// Names in flight from `processing/` (files an older version claimed there, drained at
+    /// start-up); every other file is read, journaled and removed where it lies in `incoming/`
+    /// (the pickup protocol, docs/design/spool-protocol.md). The intake never has two files of
+    /// one name in flight, so a name says where its file is.
+    private let legacy = Locked<Set<String>>([])
 
     init(spool: Spool, journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, options: NormalizerOptions,
          mediaAllowsHTTP: Bool, mediaMaxWaiting: Int,
@@ -80,9 +86,31 @@ final class FilePipeline: Sendable {
 
     private var counters: Counters { reporter.counters }
 
-    /// Takes a claimed file (now in `processing/`) to its end.
+    /// Takes a file in `incoming/` (or, after ``adoptLeftover(_:)``, in `processing/`) to its end.
     func process(_ name: String) {
         finish(prepare(name))
+    }
+
+    /// Marks `name` as a file in `processing/`, left there by an older version: read, removed
+    /// and quarantined from there until it ends.
+    func adoptLeftover(_ name: String) {
+        legacy.withLock { _ = $0.insert(name) }
+    }
+
+    /// Whether a leftover of `processing/` is still in flight.
+    var hasLeftoversInFlight: Bool { legacy.withLock { !$0.isEmpty } }
+
+    private func location(of name: String) -> SpoolLocation {
+        legacy.withLock { $0.contains(name) } ? .processing : .incoming
+    }
+
+    /// Reports a file's end to the sink; a leftover from `processing/` that ended is forgotten.
+    private func ended(_ name: String, _ end: FileEnd) {
+        switch end {
+        case .done, .leftForNextStart: legacy.withLock { _ = $0.remove(name) }
+        case .handBack, .journalFailed: break
+        }
+        sink.fileEnded(name, end)
     }
 
     /// The half of `process` that decides nothing in order: read, hash, normalise and, for a
@@ -90,11 +118,16 @@ final class FilePipeline: Sendable {
     /// threads at once; `finish` then takes them in claim order.
     func prepare(_ name: String) -> PreparedFile {
         let read: SpoolReadResult
+        let location = location(of: name)
         do {
-            read = try spool.read(processing: name)
+            read = try spool.read(name, in: location)
+        } catch where location == .incoming && error.code == .notFound {
+            // Taken already: a name the feed handed out twice (an event and a rescan) after its
+            // file was journaled and removed, or a producer took it back.
+            return .vanished(name: name)
         } catch {
             // Gone, or unreadable for a transient reason (EIO, EMFILE): leave it for the next start.
-            return .leftForNextStart(name: name, message: "cannot read claimed file, leaving it in processing/: \(error)")
+            return .leftForNextStart(name: name, message: "cannot read file, leaving it in \(location.rawValue)/: \(error)")
         }
         switch read {
         case .refused(let code, let message):
@@ -106,7 +139,7 @@ final class FilePipeline: Sendable {
             }
             let options = normalizerOptions.withLock { $0 }
             let digest = SHA256.hex(of: bytes)
-            let source = SourceFile(name: name, size: bytes.count, sha256: digest)
+            let source = SourceFile(name: name, size: bytes.count, sha256: digest, inode: file.inode, device: file.device)
             switch Normalizer.classify(bytes, options: options) {
             case .refused(let refusal):
                 return .refused(name: name, code: refusal.code.rawValue, message: refusal.message, stage: .normalize,
@@ -136,9 +169,11 @@ final class FilePipeline: Sendable {
     /// The half of `process` that must run in claim order: quarantine, download or journal.
     func finish(_ prepared: PreparedFile) {
         switch prepared {
+        case .vanished(let name):
+            ended(name, .done)
         case .leftForNextStart(let name, let message):
             reporter.leftInPlace(name, message)
-            sink.fileEnded(name, .leftForNextStart)
+            ended(name, .leftForNextStart)
         case .refused(let name, let code, let message, let stage, let size, let sha256):
             quarantine(name, code: code, message: message, stage: stage, size: size, sha256: sha256)
         case .record(let record, let mediaSkipped):
@@ -171,7 +206,7 @@ final class FilePipeline: Sendable {
         }
         if journal.contains(key: notification.dedupKey) {
             // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
-            finishDuplicate(source.name, fields: reporter.payloadFields(notification, file: source.name))
+            finishDuplicate(source, fields: reporter.payloadFields(notification, file: source.name))
             return
         }
         if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
@@ -187,7 +222,7 @@ final class FilePipeline: Sendable {
             if outcome.wasCancelled {
                 // Shutdown: keep the payload for the next start rather than record a failure
                 // that only happened because we were stopping.
-                rollback(source.name)
+                rollback(source)
                 return
             }
             if outcome.status == .stored {
@@ -247,25 +282,25 @@ final class FilePipeline: Sendable {
                 // acknowledges it happens on the acknowledger's thread.
                 StopPoints.pass(.afterSync)
                 acknowledger.submit { [self] in
-                    removeProcessed(source.name)
+                    removeProcessed(source)
                     onCommitted?(source.name, seq)
                     reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
-                    sink.fileEnded(source.name, .done)
+                    ended(source.name, .done)
                 }
             case .duplicate:
-                finishDuplicate(source.name, fields: fields)
+                finishDuplicate(source, fields: fields)
             case .failed(let error):
                 switch error.kind {
                 case .recordTooLarge, .invalidKey:
                     quarantine(source.name, code: ReasonCode.recordTooLarge.rawValue, message: "\(error)", stage: .journal,
                                size: source.size, sha256: source.sha256)
                 case .noSpace:
-                    // Nothing was acknowledged; the file stays in processing/ and is retried
+                    // Nothing was acknowledged; the file stays where it lies and is retried
                     // once the journal has room again.
                     reporter.error("journal: disk full")
-                    sink.fileEnded(source.name, .handBack)
+                    ended(source.name, .handBack)
                 default:
-                    sink.fileEnded(source.name, .journalFailed(errno: error.errno, message: "\(error)"))
+                    ended(source.name, .journalFailed(errno: error.errno, message: "\(error)"))
                 }
             }
         }
@@ -277,18 +312,19 @@ final class FilePipeline: Sendable {
         acknowledger.waitUntilIdle()
     }
 
-    private func finishDuplicate(_ name: String, fields: [(String, String)]) {
-        removeProcessed(name)
+    private func finishDuplicate(_ source: SourceFile, fields: [(String, String)]) {
+        removeProcessed(source)
         reporter.duplicate(fields: fields)
-        sink.fileEnded(name, .done)
+        ended(source.name, .done)
     }
 
-    private func removeProcessed(_ name: String) {
+    private func removeProcessed(_ source: SourceFile) {
         do {
-            try spool.complete(processing: name)
+            // Only the file that was read: one a producer renamed over the name meanwhile stays.
+            try spool.complete(source.name, in: location(of: source.name), inode: source.inode, device: source.device)
         } catch {
             // The record is durable; a leftover file is re-processed and deduplicated at the next start.
-            reporter.error("unlink \(name): \(error)")
+            reporter.error("unlink \(source.name): \(error)")
         }
     }
 
@@ -296,36 +332,42 @@ final class FilePipeline: Sendable {
         let reason = QuarantineReason(code: code, message: message, stage: stage, daemonVersion: pushspoolVersion, file: name,
                                       size: size.map { Int64($0) }, sha256: sha256, at: Timestamp.now())
         do {
-            try spool.quarantine(processing: name, reason: reason)
+            try spool.quarantine(name, in: location(of: name), reason: reason)
             reporter.refused(name, code: code, message: message)
-            sink.fileEnded(name, .done)
+            ended(name, .done)
         } catch where error.isRetryable {
-            // failed/ unwritable or replaced, a full disk: the file stays in processing/ and is
+            // failed/ unwritable or replaced, a full disk: the file stays where it lies and is
             // taken again later, as the journal path does on a full disk. Refusal is decided again then.
             _ = try? spool.reopenIfReplaced()
             reporter.quarantineFailed(name, code: code, error: error)
-            sink.fileEnded(name, .handBack)
+            ended(name, .handBack)
         } catch where error.code == .notFound {
             reporter.error("quarantine \(name): \(error)")
-            sink.fileEnded(name, .done)
+            ended(name, .done)
         } catch {
             reporter.quarantineFailed(name, code: code, error: error)
-            sink.fileEnded(name, .leftForNextStart)
+            ended(name, .leftForNextStart)
         }
     }
 
-    private func rollback(_ name: String) {
-        do {
-            try spool.rollback(processing: name)
-        } catch {
-            reporter.error("rollback \(name): \(error)")
+    /// A download cancelled by a stop: the file waits for the next start. Read in place it is
+    /// still in `incoming/`; a leftover of `processing/` goes back there.
+    private func rollback(_ source: SourceFile) {
+        if location(of: source.name) == .processing {
+            do {
+                try spool.rollback(processing: source.name)
+            } catch {
+                reporter.error("rollback \(source.name): \(error)")
+            }
         }
-        sink.fileEnded(name, .done)
+        ended(source.name, .done)
     }
 }
 
-/// A claimed file read and normalised, waiting for its turn (`FilePipeline.finish`).
+/// A file read and normalised, waiting for its turn (`FilePipeline.finish`).
 enum PreparedFile: Sendable {
+    /// Gone from `incoming/` before it was read: nothing to do.
+    case vanished(name: String)
     case leftForNextStart(name: String, message: String)
     case refused(name: String, code: String, message: String, stage: QuarantineReason.Stage, size: Int?, sha256: String?)
     /// Ready to journal; `mediaSkipped` when its media was not fetched by rule.
@@ -335,7 +377,7 @@ enum PreparedFile: Sendable {
     /// The spool file's name.
     var name: String {
         switch self {
-        case .leftForNextStart(let name, _), .refused(let name, _, _, _, _, _): return name
+        case .vanished(let name), .leftForNextStart(let name, _), .refused(let name, _, _, _, _, _): return name
         case .record(let record, _): return record.source.name
         case .needsMedia(_, _, let source): return source.name
         }
@@ -357,4 +399,7 @@ struct SourceFile: Sendable {
     var name: String
     var size: Int
     var sha256: String
+    /// The file that was read: only it is removed once its record is durable.
+    var inode: UInt64 = 0
+    var device: UInt64 = 0
 }

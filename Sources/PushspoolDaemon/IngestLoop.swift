@@ -42,8 +42,10 @@ final class IngestLoop: Sendable {
     let readyFlag = Atomic<Bool>(false)
     /// 1 once a failure was reported (``fail(errno:_:)``): the exit status, and nothing more is written.
     let exitStatus = Locked<Int32>(0)
-    /// Files the drain left in processing/ (a full disk, the drain's deadline).
+    /// Files the drain left in flight (a full disk, the drain's deadline): they stay where they lie.
     let leftInFlight = Locked(0)
+    /// The crash guard of the running `run`: it records each chunk's names before they are read.
+    private let crashGuard = Locked<Locked<CrashGuard>?>(nil)
 
     init(arguments: DaemonArguments, store: ConfigurationStore, layout: SpoolLayout, stateDirectory: String, spool: Spool,
          journal: JournalWriter, media: (any MediaSource)?, reporter: Reporter, followers: Followers,
@@ -68,6 +70,7 @@ final class IngestLoop: Sendable {
     /// until a stop or a failure, then the drain. Returns the exit status.
     /// - Parameter previousRun: how the previous run ended and its crash suspects, from the run marker.
     func run(_ crashGuard: Locked<CrashGuard>, previousRun: (previous: CrashTriage.PreviousEnd, triage: CrashTriage)?) -> Int32 {
+        self.crashGuard.withLock { $0 = crashGuard }
         // Staging files of producers that crashed long ago (Maildir's 36-hour rule).
         _ = try? spool.cleanTmp()
         if let failure = recoverLeftovers(crashGuard, previousRun: previousRun) { return failure }
@@ -158,58 +161,72 @@ final class IngestLoop: Sendable {
         return drain()
     }
 
-    /// Takes what a previous run left in `processing/`: claimed, maybe journaled already (the
-    /// journal's id index makes re-processing idempotent). After an unclean end, `CrashTriage`
-    /// decides which leftovers are processed alone and which crashed the daemon before.
-    /// Returns an exit status when start-up cannot go on.
+    /// Takes what a previous run left in flight: files an older version claimed into
+    /// `processing/`, and — after an unclean end — the files the in-flight record names that
+    /// are still in `incoming/` (read in place, a file stays there until its record is durable).
+    /// Either may be journaled already: the journal's id index makes re-processing idempotent.
+    /// After an unclean end, `CrashTriage` decides which are processed alone and which crashed
+    /// the daemon before. Returns an exit status when start-up cannot go on.
     private func recoverLeftovers(_ crashGuard: Locked<CrashGuard>,
                                   previousRun: (previous: CrashTriage.PreviousEnd, triage: CrashTriage)?) -> Int32? {
         // The run marker, first of the services, has begun the run.
         let (previous, triage) = previousRun ?? (.clean, CrashTriage())
-        reporter.notifier.status("re-processing files left in processing/")
+        reporter.notifier.status("re-processing files left in flight by the previous run")
         if previous == .clean {
-            // Streamed: after a clean exit nothing needs the whole list at once.
+            // Streamed: after a clean exit nothing needs the whole list at once. Only an older
+            // version leaves files in processing/; a clean exit of this one leaves none.
             do {
                 let leftovers = try spool.scanProcessing()
                 while let batch = try leftovers.next() {
-                    for entry in batch where state.withLock({ $0.admitLeftover() }) {
-                        submit([entry.name])
+                    for entry in batch where admitLeftover(entry.name) {
+                        pipeline.adoptLeftover(entry.name)
+                        submit([entry.name], record: false)
                     }
                     reporter.notifier.watchdogPing()
                 }
             } catch {
                 return fail(errno: error.system?.errno ?? EIO, "cannot read \(layout.processing): \(error)")
             }
-            return nil
+            return waitForLeftovers()
         }
 
-        let leftovers: [String]
+        let claimed: [String]
         do {
-            leftovers = try spool.processingNames()
+            claimed = try spool.processingNames()
         } catch {
             return fail(errno: error.system?.errno ?? EIO, "cannot read \(layout.processing): \(error)")
         }
-        let plan = triage.plan(previous: previous, leftovers: leftovers)
+        let legacy = Set(claimed)
+        // The record names the last chunks, most of them long gone: a suspect is one still here.
+        let inPlace = crashGuard.withLock { $0.previousInFlight }.filter { name in
+            !legacy.contains(name) && (try? spool.status(incoming: name)) != nil
+        }
+        for name in claimed { pipeline.adoptLeftover(name) }
+        let plan = triage.plan(previous: previous, leftovers: claimed + inPlace)
         do {
             try crashGuard.withLock { guardian throws(SystemError) in try guardian.save(plan.next) }
         } catch {
             return fail(errno: error.errno, "cannot record crash suspects in \(stateDirectory): \(error)")
         }
+        // Still suspects if this start dies too: the fresh record names them before any is read.
+        if !inPlace.isEmpty, let error = crashGuard.withLock({ $0.recordInFlight(inPlace) }) {
+            reporter.error("cannot record the files in flight in \(stateDirectory): \(error)")
+        }
         reporter.events.log(.recovery, "previous run ended without a clean exit (\(previous)); \(plan.quarantine.count) file(s) "
                             + "crashed it and are quarantined, \(plan.isolate.count) are processed one at a time first",
                             priority: plan.quarantine.isEmpty ? 5 : 2,
                             fields: [("QUARANTINED", String(plan.quarantine.count)), ("ISOLATED", String(plan.isolate.count))])
-        for name in plan.quarantine where state.withLock({ $0.admitLeftover() }) {
+        for name in plan.quarantine where admitLeftover(name) {
             pipeline.quarantine(name, code: ReasonCode.crashedDaemon.rawValue,
                                 message: "the daemon died while processing this file alone after it had already been in "
                                 + "flight at an earlier crash; quarantined so that it cannot stop the daemon again "
                                 + "(report it: it is a bug in pushspoold)")
         }
         for (index, name) in plan.isolate.enumerated() {
-            guard state.withLock({ $0.admitLeftover() }) else { break }
+            guard admitLeftover(name) else { break }
             reporter.notifier.status("re-processing files left by a crash one at a time: \(index + 1) of \(plan.isolate.count)")
             crashGuard.withLock { $0.isolating(name) }
-            submit([name])
+            submit([name], record: false)
             // Alone means alone: the next one starts when this one is journaled or refused. Its
             // end rings the doorbell, as do a stop, a failure and a paused journal; the wait
             // wakes on its own only to keep systemd's start timeout extended (sent when a
@@ -229,10 +246,38 @@ final class IngestLoop: Sendable {
             crashGuard.withLock { $0.isolating(nil) }
         }
         if let failure = fatalFailure() { return failure }
-        for name in plan.normal where state.withLock({ $0.admitLeftover() }) {
-            submit([name])
+        for name in plan.normal where admitLeftover(name) {
+            submit([name], record: false)
         }
-        return nil
+        return waitForLeftovers()
+    }
+
+    /// Takes a slot and the name for a leftover; false when stopping or failed.
+    private func admitLeftover(_ name: String) -> Bool {
+        state.withLock { state in
+            guard state.admitLeftover() else { return false }
+            _ = state.takeName(name)
+            return true
+        }
+    }
+
+    /// Files from `processing/` are told from files in `incoming/` by name alone, so the feed
+    /// starts only once none is in flight any more (only after an upgrade is there any).
+    /// Returns an exit status on a failure.
+    private func waitForLeftovers() -> Int32? {
+        while pipeline.hasLeftoversInFlight, state.withLock({ state in
+            let waiting = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
+            if waiting { state.awaitFinish() }
+            return waiting
+        }) {
+            reporter.notifier.watchdogPing()
+            reporter.notifier.extendTimeoutIfDue(by: .seconds(10))
+            let paused = journal.stats.paused
+            state.withLock { $0.journalPausedChanged(paused) }
+            if paused { continue }
+            intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
+        }
+        return fatalFailure()
     }
 
     /// A feed over a fresh watcher: inotify events, start-up/overflow/periodic rescans and the
@@ -282,19 +327,20 @@ final class IngestLoop: Sendable {
         return result
     }
 
-    /// Claims and processes each name; a name whose twin is still in `processing/` waits.
+    /// Takes and processes each name; a name already in flight is skipped.
     /// Adaptive: a small batch (a quiet spool, files arriving one by one) while the processing
     /// queue is idle is processed right here on the ingest thread — a hand-off would cost a
     /// wake-up and two context switches per file for a few microseconds of work. Under a
     /// burst, claimed names go to the processing queue in chunks: one hand-off (and at most
-    /// one wake-up of that thread) per chunk instead of per file, while renames of the next
-    /// chunk overlap with reading the last.
+    /// one wake-up of that thread) per chunk instead of per file, and one write of the chunk's
+    /// names into the in-flight record (the crash guard's suspects).
     private func claimAndProcess(_ names: [String], feed: IncomingFeed) {
         if names.count <= Self.inlineBatchLimit && processingPending.load(ordering: .acquiring) == 0 {
             for name in names {
                 guard admit() else { return }
                 if claim(name, feed: feed, handOver: false) {
                     inlineProcessed.add(1, ordering: .relaxed)
+                    record([name])
                     processClaimed(name)
                 }
             }
@@ -344,37 +390,31 @@ final class IngestLoop: Sendable {
     /// than a file or two at once means a burst has begun, and both cores should work.
     static let inlineBatchLimit = 2
 
-    /// Files claimed before the processing queue gets them. Small enough that the first of a
-    /// chunk does not wait long for the renames of the rest.
+    /// Files taken before the processing queue gets them: one in-flight record write and one
+    /// hand-off per chunk. At most ``InFlightRecord/namesPerSlot``, a slot of that record.
     static let claimChunk = 32
 
-    /// Claims one admitted name: processed when claimed, queued when busy, its slot given back
-    /// otherwise. With `handOver: false` a claimed name is not submitted: the caller does it
-    /// (returns true then).
+    /// Takes one admitted name: processed when taken, its slot given back otherwise. No claim
+    /// rename: the file is read, journaled and removed where it lies in `incoming/` (the pickup
+    /// protocol; pushspoold holds the spool lock, so no other reader takes it). A name already
+    /// in flight is skipped: its file is the one being processed, still in `incoming/`. With
+    /// `handOver: false` a taken name is not submitted: the caller does it (returns true then).
     @discardableResult
     private func claim(_ name: String, feed: IncomingFeed, handOver: Bool = true) -> Bool {
-        let outcome: ClaimOutcome
         do {
-            outcome = try spool.claimOutcome(name)
+            try SpoolName.validate(name)
         } catch {
             finish()
-            reporter.error("claim \(name): \(error)")
-            reporter.events.log(.refused, "cannot claim file, leaving it in incoming/: \(error)", fields: [(EventField.spoolFile, name)])
+            reporter.error("take \(name): \(error)")
+            reporter.events.log(.refused, "cannot take file, leaving it in incoming/: \(error)", fields: [(EventField.spoolFile, name)])
             return false
         }
-        switch outcome {
-        case .claimed:
-            // Reading, hashing and normalising run on their own thread, so claiming the
-            // next file (a rename) overlaps with them: the pipeline uses both cores.
-            if handOver { submit([name]) }
-            return true
-        case .busy:
+        guard !SpoolName.isIgnored(name), state.withLock({ $0.takeName(name) }) else {
             finish()
-            if state.withLock({ $0.nameBusy(name) }) == .rescanNeeded { feed.requestRescan() }
-        case .vanished, .ignored:
-            finish()
+            return false
         }
-        return false
+        if handOver { submit([name]) }
+        return true
     }
 
     /// Names that met a same-named file still in flight get another try; one still busy
@@ -394,21 +434,34 @@ final class IngestLoop: Sendable {
         }
     }
 
-    private func submit(_ names: [String]) {
+    /// Hands `names` to the processing lanes, naming them in the in-flight record first unless
+    /// `record` is false (start-up recorded its leftovers already).
+    private func submit(_ names: [String], record shouldRecord: Bool = true) {
+        if shouldRecord { record(names) }
         processingPending.add(1, ordering: .relaxed)
         processing.submit(names, prepare: { [self] name in pipeline.prepare(name) },
                           finish: { [self] prepared in finishClaimed(prepared) },
                           done: { [self] in processingPending.subtract(1, ordering: .releasing) })
     }
 
-    /// One claimed file through the pipeline, on whichever thread decided to run it.
+    /// Names files in the in-flight record before they are read: if one crashes the process,
+    /// the next start finds it among the suspects (``CrashTriage``).
+    private func record(_ names: [String]) {
+        guard let guardian = crashGuard.withLock({ $0 }) else { return }
+        if let error = guardian.withLock({ $0.recordInFlight(names) }) {
+            reporter.error("cannot record the files in flight in \(stateDirectory), a file that crashes pushspoold may crash it "
+                           + "once more before it is isolated: \(error)")
+        }
+    }
+
+    /// One file through the pipeline, on whichever thread decided to run it.
     private func processClaimed(_ name: String) {
         finishClaimed(pipeline.prepare(name))
     }
 
     private func finishClaimed(_ prepared: PreparedFile) {
         if state.withLock({ $0.isFailed }) {
-            // The journal stopped for good: touch nothing more; the file stays in processing/.
+            // The journal stopped for good: touch nothing more; the file stays where it lies.
             intake.fileEnded(prepared.name, .leftForNextStart)
         } else {
             pipeline.finish(prepared)

@@ -60,12 +60,16 @@ final class Intake: FileEndSink, Sendable {
     func fileEnded(_ name: String, _ end: FileEnd) {
         switch end {
         case .done, .leftForNextStart:
-            finish()
+            run(state.withLock { state in
+                state.releaseName(name)
+                return state.finish()
+            })
         case .handBack:
             run(state.withLock { $0.handBack(name) })
         case .journalFailed(let errno, let message):
             run(state.withLock { state in
-                state.journalFailed(.init(errno: errno, message: message)).union(state.finish())
+                state.releaseName(name)
+                return state.journalFailed(.init(errno: errno, message: message)).union(state.finish())
             })
         }
     }

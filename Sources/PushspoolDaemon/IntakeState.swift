@@ -78,6 +78,10 @@ struct IntakeState: Sendable {
     /// Files in `processing/` that could not finish for a reason that passes (a full journal
     /// disk, a quarantine that failed) and are taken again later.
     private var handedBack: [String] = []
+    /// Names of the files taken and not ended (handed-back ones included). Read in place, a
+    /// file stays in `incoming/` while in flight, so the feed may hand its name out again (an
+    /// event and a rescan, a rescan after `IN_Q_OVERFLOW`): such a name is skipped, not queued.
+    private var inFlightNames: Set<String> = []
 
     init(capacityLimit: Int, busyLimit: Int = 4096) {
         self.capacityLimit = max(1, capacityLimit)
@@ -221,6 +225,21 @@ struct IntakeState: Sendable {
         defer { handedBack.removeAll() }
         return handedBack
     }
+
+    // MARK: - Names in flight
+
+    /// Marks `name` in flight; false when a file of that name already is (skip it: its file
+    /// is the one in flight, or one renamed over it, found by the next rescan).
+    mutating func takeName(_ name: String) -> Bool {
+        inFlightNames.insert(name).inserted
+    }
+
+    /// The file of `name` ended (journaled, a duplicate, quarantined, gone, left for the next start).
+    mutating func releaseName(_ name: String) {
+        inFlightNames.remove(name)
+    }
+
+    func isInFlight(_ name: String) -> Bool { inFlightNames.contains(name) }
 
     // MARK: - Busy names
 

@@ -197,7 +197,7 @@ import TestSupport
         for index in 0..<100 {
             try harness.drop(Self.mindbox(id: "hang-\(index)", imageURL: server.url("/hang?n=\(index)")), name: "m-\(index).json")
         }
-        try waitUntil(timeout: 15, "16 hanging downloads") { server.hits("/hang") >= 16 && harness.files(in: "processing").count == 100 }
+        try waitUntil(timeout: 15, "16 hanging downloads") { server.hits("/hang") >= 16 && harness.files(in: "incoming").count == 100 }
         let started = Date()
         for index in 0..<1000 {
             try harness.drop(generatedPayload(index: index, tag: "iso"), name: "p-\(index).json")
@@ -210,8 +210,9 @@ import TestSupport
         let records = try harness.records()
         #expect(records.count == 1000)
         #expect(records.allSatisfy { payloadId(ofKey: $0.key)?.hasPrefix("iso-") == true })
-        // (Plain payloads may still be in processing/ for a moment: unlinked after the commit.)
-        #expect(harness.files(in: "processing").filter { $0.hasPrefix("m-") }.count == 100)
+        // Read in place (issue 36): a payload waiting for its media stays in incoming/.
+        // (Plain payloads may still be there for a moment: unlinked after the commit.)
+        #expect(harness.files(in: "incoming").filter { $0.hasPrefix("m-") }.count == 100)
         #expect(server.hits("/hang") == 16)
         #expect(elapsed < 60)
 
@@ -243,9 +244,9 @@ import TestSupport
         // Waited for, not sampled: on a loaded machine the fetcher may connect, and the
         // acknowledger unlink the twelve, a moment after the records land.
         try waitUntil(timeout: 30, "MaxWaiting payloads still waiting for their media, on MaxConcurrent connections") {
-            harness.files(in: "processing").count == 8 && server.hits("/hang") == 4
+            harness.files(in: "incoming").count == 8 && server.hits("/hang") == 4
         }
-        #expect(harness.files(in: "processing").count == 8, "MaxWaiting payloads still wait for their media")
+        #expect(harness.files(in: "incoming").count == 8, "MaxWaiting payloads still wait for their media")
         #expect(server.hits("/hang") == 4)
         #expect(harness.stop() == 0)
         #expect(harness.files(in: "incoming").count == 8)
@@ -264,7 +265,7 @@ import TestSupport
         for index in 0..<20 {
             try harness.drop(Self.mindbox(id: "cut-\(index)", imageURL: server.url("/img?n=\(index)")), name: names[index])
         }
-        try waitUntil(timeout: 15, "hanging downloads") { server.hits("/img") >= 16 && harness.files(in: "processing").count == 20 }
+        try waitUntil(timeout: 15, "hanging downloads") { server.hits("/img") >= 16 && harness.files(in: "incoming").count == 20 }
 
         let stopped = Date()
         #expect(harness.stop() == 0)
@@ -288,7 +289,7 @@ import TestSupport
         #expect(harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty)
     }
 
-    /// kill -9 mid-download leaves the payloads in processing/; the next start fetches and
+    /// kill -9 mid-download leaves the payloads in incoming/; the next start fetches and
     /// journals them (once each), with no partial download left in the store.
     @Test func sigkillDuringDownloadsLosesNoPayload() throws {
         let server = try LoopbackHTTPServer()
@@ -303,7 +304,8 @@ import TestSupport
         try waitUntil(timeout: 15, "downloads under way") { server.hits("/img") == 5 }
         usleep(700_000)
         harness.stop(signal: SIGKILL)
-        #expect(harness.files(in: "processing").count == 5)
+        // Read in place (issue 36): the payloads wait in incoming/.
+        #expect(harness.files(in: "incoming").count == 5)
         #expect(Self.recordCount(harness) == 0)
 
         server.route("/img", .ok(Self.png, contentType: "image/png"))

@@ -23,7 +23,8 @@ import Testing
 
         // First crash: in the middle of ordinary work.
         #expect(try waitForCrash(harness) == .uncaughtSignal)
-        #expect(harness.files(in: "processing").contains("poison.json"))
+        // Read in place (no claim rename): the poison is still in incoming/, named in the in-flight record.
+        #expect(harness.files(in: "incoming").contains("poison.json"))
         let runFile = try String(contentsOfFile: harness.state + "/pushspoold.run", encoding: .utf8)
         #expect(runFile.hasPrefix("C"), "the crash handler marks the run as crashed")
 

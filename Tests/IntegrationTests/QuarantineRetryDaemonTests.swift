@@ -35,7 +35,8 @@ import Testing
         try waitUntil(timeout: 30, "the failed quarantine to be logged") {
             harness.daemonStderr.contains("cannot quarantine refused file")
         }
-        #expect(harness.files(in: "processing") == ["bad.json"])
+        // Read in place (issue 36): a quarantine that failed leaves the file in incoming/.
+        #expect(harness.files(in: "incoming") == ["bad.json"])
         // Intake goes on meanwhile.
         try harness.drop(generatedPayload(index: 1, tag: "qr"), name: "good.json")
         try waitUntil(timeout: 30, "the good file to be ingested") { (try harness.records().count) == 1 }

@@ -181,7 +181,7 @@ import TestTraits
     /// SIGKILL at the N-th pass of each named point (`PUSHSPOOL_TEST_STOP_AT`), several rounds
     /// with random N, more payloads arriving between rounds. After every kill: the process died
     /// of SIGKILL (the point was reached), the state the point promises is on disk (e.g. written
-    /// but unsynced records after `after-write`, a journaled file still in `processing/` after
+    /// but unsynced records after `after-write`, a journaled file still in `incoming/` after
     /// `after-sync`), nothing that left the spool is missing, nothing is journaled twice. At the
     /// end a normal run drains the spool and `journal verify` is clean.
     @Test(arguments: StopPoint.allCases)
@@ -247,9 +247,10 @@ import TestTraits
             #expect(onDisk.count > (try harness.records().count), "\(context): no written-but-unsynced record on disk")
         case .afterSync:
             let committed = Set(try harness.records().map(\.key))
-            let processing = Set(harness.files(in: "processing"))
-            #expect(names.contains { processing.contains($0.0) && committed.contains($0.1) },
-                    "\(context): no journaled file left in processing/ (killed between sync and unlink)")
+            // Read in place (no claim rename): the journaled file is still in incoming/.
+            let waiting = Set(harness.files(in: "incoming"))
+            #expect(names.contains { waiting.contains($0.0) && committed.contains($0.1) },
+                    "\(context): no journaled file left in incoming/ (killed between sync and unlink)")
         case .rollTemp:
             #expect(entries.contains { $0.hasSuffix(JournalFiles.segmentSuffix + ".tmp") }, "\(context): no segment temp file: \(entries)")
         case .rollRenamed:

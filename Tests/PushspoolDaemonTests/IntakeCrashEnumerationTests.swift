@@ -100,9 +100,9 @@ private struct IntakeRun {
 
 /// Runs the daemon's intake over `fs` the way `Daemon` does, with its own parts: the journal
 /// writer opened (recovery), `layout.create`, a `Spool` and the `FilePipeline` (with its
-/// `Acknowledger`) over the same file system. First every leftover in `processing/` goes
-/// through `process` (start-up recovery), then `incoming/` is scanned and each name claimed
-/// (`claimOutcome`) and processed, `group` files at a time, waiting for each group's ends so
+/// `Acknowledger`) over the same file system. First every leftover in `processing/` (an older
+/// version's) goes through `process` (start-up recovery), then `incoming/` is scanned and each
+/// name is processed where it lies (the pickup protocol: no claim rename), `group` files at a time, waiting for each group's ends so
 /// the journal forms batches of about that size. Media is off. A failure (a crashed file
 /// system) stops the run where it is, as the daemon's death would.
 private func runIntake(on fs: SimulatedFileSystem, group: Int) -> IntakeRun {
@@ -148,17 +148,15 @@ private func runIntake(on fs: SimulatedFileSystem, group: Int) -> IntakeRun {
     }
     do {
         let leftovers = try spool.processingNames()
+        for name in leftovers { pipeline.adoptLeftover(name) }
         for start in stride(from: 0, to: leftovers.count, by: group) {
             guard drive(Array(leftovers[start..<min(start + group, leftovers.count)])) else { break }
         }
         if run.failures.isEmpty {
             let scan = try spool.scanIncoming(batchSize: group)
             scanning: while let batch = try scan.next() {
-                var claimed: [String] = []
-                for entry in batch {
-                    if try spool.claimOutcome(entry.name) == .claimed { claimed.append(entry.name) }
-                }
-                guard drive(claimed) else { break scanning }
+                let taken = batch.map(\.name).filter { !SpoolName.isIgnored($0) }
+                guard drive(taken) else { break scanning }
             }
         }
     } catch {
@@ -247,7 +245,9 @@ private func restartAndCheck(_ fs: SimulatedFileSystem, plan: IntakePlan) -> [St
     /// left in incoming/ or processing/, verify clean, a second restart changes nothing.
     @Test func everyIntakeCrashPointRecovers() throws {
         let seeds = envCount("PUSHSPOOL_INTAKE_CRASH_SEEDS", default: 1)
-        let payloads = envCount("PUSHSPOOL_INTAKE_CRASH_PAYLOADS", default: 72)
+        // 96, not 72, since files are read in place (issue 36): without a claim rename per file
+        // the same workload has about a quarter fewer mutating calls, and the floor below counts them.
+        let payloads = envCount("PUSHSPOOL_INTAKE_CRASH_PAYLOADS", default: 96)
         let plan = IntakePlan(count: payloads)
         let fs = SimulatedFileSystem()
         try produce(plan, on: fs)
