@@ -231,18 +231,7 @@ final class IngestLoop: Sendable {
             // end rings the doorbell, as do a stop, a failure and a paused journal; the wait
             // wakes on its own only to keep systemd's start timeout extended (sent when a
             // third of the extension has passed) and the watchdog fed.
-            while state.withLock({ state in
-                let alone = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
-                if alone { state.awaitFinish() }
-                return alone
-            }) {
-                reporter.notifier.watchdogPing()
-                reporter.notifier.extendTimeoutIfDue(by: .seconds(10))
-                let paused = journal.stats.paused
-                state.withLock { $0.journalPausedChanged(paused) }
-                if paused { continue }
-                intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
-            }
+            waitWhileInFlight { true }
             crashGuard.withLock { $0.isolating(nil) }
         }
         if let failure = fatalFailure() { return failure }
@@ -265,7 +254,15 @@ final class IngestLoop: Sendable {
     /// starts only once none is in flight any more (only after an upgrade is there any).
     /// Returns an exit status on a failure.
     private func waitForLeftovers() -> Int32? {
-        while pipeline.hasLeftoversInFlight, state.withLock({ state in
+        waitWhileInFlight { pipeline.hasLeftoversInFlight }
+        return fatalFailure()
+    }
+
+    /// Waits on the intake's doorbell while files are in flight and `relevant()` holds, until
+    /// a stop, a failure or a paused journal; wakes on its own only to feed the watchdog and
+    /// keep systemd's start timeout extended.
+    private func waitWhileInFlight(_ relevant: () -> Bool) {
+        while relevant(), state.withLock({ state in
             let waiting = state.inFlight > 0 && !state.isStopping && !state.isFailed && !state.journalPaused
             if waiting { state.awaitFinish() }
             return waiting
@@ -277,7 +274,6 @@ final class IngestLoop: Sendable {
             if paused { continue }
             intake.waitForDoorbell(timeout: min(Self.isolationHeartbeat, reporter.notifier.watchdogInterval ?? Self.isolationHeartbeat))
         }
-        return fatalFailure()
     }
 
     /// A feed over a fresh watcher: inotify events, start-up/overflow/periodic rescans and the
