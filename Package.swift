@@ -98,12 +98,18 @@ let package = Package(
             "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
             "PushOutboxStore", "PushUserData",
         ]),
-        // The Notification Center over HTTP (libmicrohttpd): reads the index, writes events to
-        // the spool; InboxServerMain composes it with the node (PushInboxNode) in one group.
+        // The Notification Center over HTTP (libmicrohttpd), the HTTP layer only: routes, auth,
+        // SSE, the API over any EventSink and the index. It knows nothing of the node.
         .target(name: "PushInboxServer", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushConfig", "PushMediaStore",
-            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushInboxStream", "PushExport", "PushFollow", "PushFleetOutbox",
-            "PushOutbox", "PushUserData", "PushModuleOptions", "PushInboxNode",
+            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaStore",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushUserData",
+        ]),
+        // pushspool-inbox's composition: configuration to options, the node (PushInboxNode) and
+        // the HTTP layer (PushInboxServer) with its hub and status in one service group, exit codes.
+        .target(name: "PushInboxMain", dependencies: [
+            "PushCLI", "PushSystem", "PushSystemd", "PushPayload", "PushJournal", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig",
+            "PushModuleOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushUserData",
+            "PushInboxNode", "PushInboxServer",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
         .target(name: "PushOutboxStore", dependencies: ["PushSystem"]),
@@ -148,7 +154,7 @@ let package = Package(
         // Thin executables.
         .executableTarget(name: "pushspoold", dependencies: ["PushspoolDaemon"]),
         .executableTarget(name: "pushspoolctl", dependencies: ["PushspoolCtl"]),
-        .executableTarget(name: "pushspool-inbox", dependencies: ["PushInboxServer"]),
+        .executableTarget(name: "pushspool-inbox", dependencies: ["PushInboxMain"]),
         .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetchServer"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
@@ -173,7 +179,7 @@ let package = Package(
         // The parser's rules, every program's help, and the generated man sections and
         // completion against the checked-in files.
         .testTarget(name: "PushCLITests", dependencies: [
-            "PushCLI", "PushspoolCtl", "PushspoolDaemon", "PushInboxServer", "PushFetchServer",
+            "PushCLI", "PushspoolCtl", "PushspoolDaemon", "PushInboxServer", "PushInboxMain", "PushFetchServer",
         ]),
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
@@ -196,7 +202,7 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox",
+            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox", "PushInboxMain",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",

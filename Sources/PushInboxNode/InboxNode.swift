@@ -15,7 +15,7 @@ import PushUserData
 /// accepts, and with `[Outbox] Enabled=yes` the fleet outbox; run as one ``FollowerGroup``
 /// (``group``). It knows nothing of HTTP: what the HTTP layer must learn (the index moved,
 /// the stream was replaced, a later refusal) reaches it through ``Hooks``, so the HTTP layer
-/// and the node meet only in pushspool-inbox's composition (`InboxServerMain`).
+/// and the node meet only in pushspool-inbox's composition (`InboxServerMain` in `PushInboxMain`).
 ///
 /// `Sendable`: fixed at init; its parts lock internally.
 package final class InboxNode: Sendable {

@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import PushExport
 import PushJournal
 import PushNcEvents
 import PushPayload
@@ -73,11 +72,11 @@ package protocol EventSink: Sendable {
 
 extension EventSink {
     package func eventID(user: String, idempotencyKey: String?, fingerprint: String) -> String {
-        StreamEventSink.eventID(user: user, idempotencyKey: idempotencyKey)
+        StreamEventRules.eventID(user: user, idempotencyKey: idempotencyKey)
     }
 
     package func acceptErasure(_ request: ErasureRequest, stateDirectory: String) -> Result<ErasureReceipt, EventSinkFailure> {
-        StreamEventSink.publishErasure(request, stateDirectory: stateDirectory, through: self)
+        StreamEventRules.publishErasure(request, stateDirectory: stateDirectory, through: self)
     }
 
     /// A sink that cannot carry erasure records: the request is refused, nothing published.
@@ -134,28 +133,10 @@ package struct SpoolEventSink: EventSink {
     }
 }
 
-/// `[Inbox] Source=nats`: events go to the export stream (``EventPublisher``), not to this
-/// host's spool, and every node applies them from its consumer. The answer waits for the
-/// PubAck.
-///
-/// `Sendable`: the publisher locks; the failure flag is locked.
-package final class StreamEventSink: EventSink {
-    /// How long a client is asked to wait before retrying when NATS is out of reach: the
-    /// client library retries a lost server every 250 ms, and a cluster elects a new stream
-    /// leader within a few seconds.
-    static let retryAfterSeconds = 5
-
-    package let publisher: EventPublisher
-    /// Whether the last publish failed: only the first failure of a run is written to stderr
-    /// (journald), so an outage is one line, not one per request.
-    private let failing = Locked(false)
-    private let log: @Sendable (String) -> Void
-
-    package init(publisher: EventPublisher, log: @escaping @Sendable (String) -> Void = StreamEventSink.stderrLine) {
-        self.publisher = publisher
-        self.log = log
-    }
-
+/// The stream's rules for event ids and erasure records, which every sink that publishes to
+/// the stream follows (the protocol's defaults and ``StreamEventSink`` in the composition).
+/// `Sendable`: case-less namespace.
+package enum StreamEventRules {
     /// Fresh without a key; with one, derived from the user and the key alone: the
     /// fingerprint travels with the event, so the stream recognises the key whichever node
     /// saw its first use and refuses another request under it (``EventSinkFailure/keyReused``).
@@ -164,15 +145,11 @@ package final class StreamEventSink: EventSink {
         return IdempotencyBindings.eventId(user: user, key: key)
     }
 
-    package func eventID(user: String, idempotencyKey: String?, fingerprint: String) -> String {
-        Self.eventID(user: user, idempotencyKey: idempotencyKey)
-    }
-
     /// A stream-fed node's erasure: no pushspoold journals for it, so the node publishes the
     /// erasure record through `sink` itself, the subject named by its keyed hash under the
     /// fleet key in `stateDirectory`; the status is then the node's. No key: refused, since
     /// no other host could resolve a hash under a key of this node's own.
-    static func publishErasure(_ request: ErasureRequest, stateDirectory: String, through sink: some EventSink)
+    package static func publishErasure(_ request: ErasureRequest, stateDirectory: String, through sink: some EventSink)
         -> Result<ErasureReceipt, EventSinkFailure> {
         let secret: ErasureSecret?
         do { secret = try ErasureSecret.load(stateDirectory: stateDirectory) } catch {
@@ -189,55 +166,5 @@ package final class StreamEventSink: EventSink {
                                       requestedAt: Timestamp.iso8601(millis: Posix.wallClockMillis()))
         if let failure = sink.acceptErasure(erasureID: request.erasureId, body: body) { return .failure(failure) }
         return .success(ErasureReceipt(statusScope: "node"))
-    }
-
-    package func acceptErasure(_ request: ErasureRequest, stateDirectory: String) -> Result<ErasureReceipt, EventSinkFailure> {
-        Self.publishErasure(request, stateDirectory: stateDirectory, through: self)
-    }
-
-    package static let stderrLine: @Sendable (String) -> Void = { text in
-        let bytes = Array((text + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-    }
-
-    /// The erasure record as the exporter of this node's host id would export it
-    /// (``EventPublisher/publishRecord(key:body:hostId:ingestMillis:)``): `Nats-Msg-Id`
-    /// `<host id>:erasure:<id>`, so a retry of the same id counts once.
-    package func acceptErasure(erasureID: String, body: [UInt8]) -> EventSinkFailure? {
-        do throws(ExportError) {
-            let hostId = try publisher.options.resolvedHostId()
-            try publisher.publishRecord(key: "erasure:" + erasureID, body: body, hostId: hostId)
-            return nil
-        } catch {
-            log("pushspool-inbox: erasure \(erasureID) not published: \(error)")
-            let message = error.code == .connect
-                ? "the event stream (NATS) is out of reach: the erasure was not requested; retry later"
-                : "the event stream (NATS) did not confirm the erasure request; retry later"
-            return EventSinkFailure(code: "stream_unavailable", message: message, retryAfterSeconds: Self.retryAfterSeconds)
-        }
-    }
-
-    package func accept(_ event: PushEvent, fingerprint: String?) -> EventSinkFailure? {
-        do throws(ExportError) {
-            let outcome = try publisher.publish(event, fingerprint: fingerprint)
-            let recovered = failing.withLock { was in
-                defer { was = false }
-                return was
-            }
-            if recovered { log("pushspool-inbox: events reach the stream \(publisher.options.stream) again") }
-            if case .conflict = outcome { return .keyReused }
-            return nil
-        } catch {
-            let first = failing.withLock { was in
-                defer { was = true }
-                return !was
-            }
-            if first { log("pushspool-inbox: events are refused with 503 until NATS answers: \(error)") }
-            // The client is not told the servers' addresses; the operator finds them in the log.
-            let message = error.code == .connect
-                ? "the event stream (NATS) is out of reach: nothing was stored; retry later with the same Idempotency-Key"
-                : "the event stream (NATS) did not confirm the event: retry later with the same Idempotency-Key (it then counts once)"
-            return EventSinkFailure(code: "stream_unavailable", message: message, retryAfterSeconds: Self.retryAfterSeconds)
-        }
     }
 }

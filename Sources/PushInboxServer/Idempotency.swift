@@ -69,7 +69,7 @@ final class IdempotencyBindings: Sendable {
     /// `http.` and 40 hex digits of SHA-256 over the user and the key: the id of a keyed
     /// event on a `Source=nats` node, the same for every request under that key (the stream
     /// keeps the first; its fingerprint tells a retry from a reuse).
-    static func eventId(user: String, key: String) -> String {
+    package static func eventId(user: String, key: String) -> String {
         "http." + String(SHA256.hex(of: Array((user + "\u{0}" + key).utf8)).prefix(40))
     }
 

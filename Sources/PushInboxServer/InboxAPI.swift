@@ -104,7 +104,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// as it is), 503 `not_ready` while the index is rebuilt from a replaced stream or the
     /// node refused its stream (`index` says which).
     func health() -> HTTPResponse {
-        guard let health = stats.streamFollower?.health else {
+        guard let health = stats.node.stream?() else {
             return Self.json(200, .object(["status": .string("ready"), "index": .string("following")]))
         }
         let (code, status): (Int, String) = switch health.state {
@@ -113,7 +113,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         case .rebuilding, .refused: (503, "not_ready")
         }
         return Self.json(code, .object(["status": .string(status), "index": .string(health.state.rawValue),
-                                        "streamReplacements": .number(String(health.streamReplacements))]))
+                                        "streamReplacements": .number(String(health.replacements))]))
     }
 
     // MARK: responses

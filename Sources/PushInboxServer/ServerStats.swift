@@ -1,5 +1,3 @@
-import PushFleetOutbox
-import PushInboxStream
 import PushSystem
 import PushSystemd
 
@@ -19,19 +17,55 @@ package final class ServerStats: Sendable {
     }
 
     private let state = Locked(State())
-    private let fleet = Locked<FleetOutbox?>(nil)
-    private let follower = Locked<StreamInboxFollower?>(nil)
+    private let nodeReadings = Locked(NodeReadings())
 
-    /// The stream follower of a `Source=nats` node, whose state `/metrics` shows; set once at start.
-    package var streamFollower: StreamInboxFollower? {
-        get { follower.withLock { $0 } }
-        set { follower.withLock { $0 = newValue } }
+    /// What `/metrics` shows of a `Source=nats` node, read when scraped: plain values, so the
+    /// HTTP layer knows nothing of the node's types (the composition fills them in).
+    package struct NodeReadings: Sendable {
+        package var stream: (@Sendable () -> StreamReading)?
+        package var fleetOutbox: (@Sendable () -> FleetOutboxReading)?
+        package init(stream: (@Sendable () -> StreamReading)? = nil, fleetOutbox: (@Sendable () -> FleetOutboxReading)? = nil) {
+            self.stream = stream
+            self.fleetOutbox = fleetOutbox
+        }
     }
 
-    /// The fleet outbox of a `Source=nats` node, whose counts `/metrics` shows; set once at start.
-    package var fleetOutbox: FleetOutbox? {
-        get { fleet.withLock { $0 } }
-        set { fleet.withLock { $0 = newValue } }
+    /// The stream follower's state as `/healthz` and `/metrics` show it, and the replacements
+    /// seen; the composition maps the follower's health onto it.
+    package struct StreamReading: Sendable {
+        /// Named as `/healthz` answers them (`index`).
+        package enum State: String, Sendable {
+            case connecting, following, rebuilding, refused
+        }
+        package var state: State
+        package var replacements: UInt64
+        /// Following the stream (not connecting, rebuilding or refused).
+        package var ready: Bool { state == .following }
+        package init(state: State, replacements: UInt64) {
+            self.state = state
+            self.replacements = replacements
+        }
+    }
+
+    /// The fleet outbox's counts: deliveries by result since start, dead letters, what the
+    /// node holds, whether it reaches NATS.
+    package struct FleetOutboxReading: Sendable {
+        package var delivered: Int
+        package var retried: Int
+        package var skipped: Int
+        package var parked: Int
+        package var inFlight: Int
+        package var connected: Bool
+        package init(delivered: Int, retried: Int, skipped: Int, parked: Int, inFlight: Int, connected: Bool) {
+            (self.delivered, self.retried, self.skipped) = (delivered, retried, skipped)
+            (self.parked, self.inFlight, self.connected) = (parked, inFlight, connected)
+        }
+    }
+
+    /// The node's readings on a `Source=nats` node; set once at start.
+    package var node: NodeReadings {
+        get { nodeReadings.withLock { $0 } }
+        set { nodeReadings.withLock { $0 = newValue } }
     }
     private let events: EventLog
 
@@ -113,17 +147,17 @@ package final class ServerStats: Sendable {
     /// A `Source=nats` node's index: ready (following its stream) or not (connecting,
     /// rebuilding after the stream was replaced, refused), and the replacements seen.
     func streamPrometheus() -> String {
-        guard let health = streamFollower?.health else { return "" }
+        guard let health = node.stream?() else { return "" }
         var out = "# TYPE pushspool_inbox_stream_ready gauge\npushspool_inbox_stream_ready \(health.ready ? 1 : 0)\n"
         out += "# TYPE pushspool_inbox_stream_rebuilding gauge\npushspool_inbox_stream_rebuilding \(health.state == .rebuilding ? 1 : 0)\n"
-        out += "# TYPE pushspool_inbox_stream_replaced_total counter\npushspool_inbox_stream_replaced_total \(health.streamReplacements)\n"
+        out += "# TYPE pushspool_inbox_stream_replaced_total counter\npushspool_inbox_stream_replaced_total \(health.replacements)\n"
         return out
     }
 
     /// The fleet outbox's counts (none on a node without one): deliveries by result since
     /// start, dead letters and what the node holds, whether it reaches NATS.
     func fleetPrometheus() -> String {
-        guard let status = fleetOutbox?.status else { return "" }
+        guard let status = node.fleetOutbox?() else { return "" }
         var out = "# TYPE pushspool_inbox_fleet_outbox_deliveries_total counter\n"
         for (result, count) in [("delivered", status.delivered), ("retried", status.retried), ("skipped", status.skipped)] {
             out += "pushspool_inbox_fleet_outbox_deliveries_total{result=\"\(result)\"} \(count)\n"

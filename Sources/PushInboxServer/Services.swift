@@ -8,13 +8,13 @@ import PushSystem
 /// The HTTP server as a service.
 ///
 /// `Sendable`: the server locks internally.
-final class HTTPService: Service, Sendable {
+package final class HTTPService: Service, Sendable {
     let server: HTTPServer
-    init(_ server: HTTPServer) { self.server = server }
+    package init(_ server: HTTPServer) { self.server = server }
 
-    var serviceName: String { "http" }
+    package var serviceName: String { "http" }
 
-    func start(ending: ServiceEnding) throws(ServiceError) {
+    package func start(ending: ServiceEnding) throws(ServiceError) {
         do throws(HTTPServerError) {
             try server.start()
         } catch {
@@ -22,7 +22,7 @@ final class HTTPService: Service, Sendable {
         }
     }
 
-    func stop(deadline: UInt64) -> Bool {
+    package func stop(deadline: UInt64) -> Bool {
         server.stop()
         return true
     }
@@ -31,28 +31,28 @@ final class HTTPService: Service, Sendable {
 /// The event hub as a service.
 ///
 /// `Sendable`: the hub locks internally.
-final class EventHubService: Service, Sendable {
+package final class EventHubService: Service, Sendable {
     let hub: EventHub
-    init(_ hub: EventHub) { self.hub = hub }
+    package init(_ hub: EventHub) { self.hub = hub }
 
     /// Rung when a stream opens or closes.
     private let streamsChanged = Wakeup()
 
-    var serviceName: String { "event hub" }
+    package var serviceName: String { "event hub" }
 
-    func start(ending: ServiceEnding) throws(ServiceError) { hub.start() }
+    package func start(ending: ServiceEnding) throws(ServiceError) { hub.start() }
 
     /// A stream opened or closed (the hub's `onStreamsChanged`).
-    func streamCountChanged() { streamsChanged.signal() }
+    package func streamCountChanged() { streamsChanged.signal() }
 
     /// Ends every stream: each sends its end once resumed.
-    func requestStop() { hub.shutdown() }
+    package func requestStop() { hub.shutdown() }
 
     /// Waits for the streams to close before the server (stopped next) closes their
     /// connections, which libmicrohttpd requires to be resumed by then: at most
     /// ``endGrace`` (a client that does not read its end does not hold the stop), and never
     /// past `deadline`; then joins the hub's thread (its poll ended with the stop).
-    func stop(deadline: UInt64) -> Bool {
+    package func stop(deadline: UInt64) -> Bool {
         let limit = min(deadline, Posix.monotonicNanos() &+ Self.endGrace)
         while hub.openStreams > 0 {
             let now = Posix.monotonicNanos()
@@ -71,7 +71,7 @@ final class EventHubService: Service, Sendable {
 /// summary, when something changed and at most once a second: an idle server does not wake.
 ///
 /// `Sendable`: the wake-up and the stop flag are thread-safe; the rest is fixed at init.
-final class StatusReporter: Service, Sendable {
+package final class StatusReporter: Service, Sendable {
     private let wakeup = Wakeup()
     private let stopping = Locked(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -80,16 +80,16 @@ final class StatusReporter: Service, Sendable {
     /// `update` runs on the reporter's thread after each change, throttled to one a second; it
     /// returns true when it has work left for a second later (a summary of auth failures held
     /// for a second that has not ended), which then runs without another change.
-    init(update: @escaping @Sendable () -> Bool) {
+    package init(update: @escaping @Sendable () -> Bool) {
         self.update = update
     }
 
-    var serviceName: String { "status" }
+    package var serviceName: String { "status" }
 
     /// Something the status line counts changed.
-    func changed() { wakeup.signal() }
+    package func changed() { wakeup.signal() }
 
-    func start(ending: ServiceEnding) throws(ServiceError) {
+    package func start(ending: ServiceEnding) throws(ServiceError) {
         do throws(SystemError) {
             try PosixThread.detach(name: "status") { [self] in run() }
         } catch {
@@ -97,7 +97,7 @@ final class StatusReporter: Service, Sendable {
         }
     }
 
-    func stop(deadline: UInt64) -> Bool {
+    package func stop(deadline: UInt64) -> Bool {
         stopping.withLock { $0 = true }
         wakeup.signal()
         let now = Posix.monotonicNanos()

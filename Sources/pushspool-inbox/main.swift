@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import PushInboxServer
+import PushInboxMain
 
-// Thin: everything lives in PushInboxServer so the tests can reach it.
+// Thin: everything lives in PushInboxMain so the tests can reach it.
 exit(InboxServerMain.main(Array(CommandLine.arguments.dropFirst())))

@@ -232,7 +232,7 @@ import PushConfig
                 // <state>/erase.key exists and differs from the fleet key, or cannot be written.
                 "ErasureSecret.provision",
             ],
-            "Sources/PushInboxServer/InboxServerMain.swift": [
+            "Sources/PushInboxMain/InboxServerMain.swift": [
                 "load", "check",
                 "ErasureSecret.provision",
                 // The host id: /etc/machine-id unreadable ([Export] HostId= itself is checked at load).

@@ -2,6 +2,7 @@ import Testing
 import PushConfig
 import PushExport
 import PushInboxStream
+import PushModuleOptions
 
 /// pushspool-inbox (`[Inbox] Source=nats`) and `pushspoolctl nc reindex --from-stream` build
 /// the stream follower's options with one initializer from the configuration.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import PushCLI
 @testable import PushFetchServer
+@testable import PushInboxMain
 @testable import PushInboxServer
 @testable import PushspoolCtl
 @testable import PushspoolDaemon

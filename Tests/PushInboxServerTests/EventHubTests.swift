@@ -8,6 +8,7 @@ import PushSpool
 import PushSystem
 import Testing
 import TestSupport
+@testable import PushInboxMain
 @testable import PushInboxServer
 import PushModuleOptions
 

@@ -4,6 +4,7 @@ import PushSpool
 import PushSystem
 import Testing
 import TestSupport
+@testable import PushInboxMain
 @testable import PushInboxServer
 
 /// Each sink owns its event-id rule: the spool's ids tell two requests under one key apart

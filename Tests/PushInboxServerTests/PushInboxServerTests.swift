@@ -2,6 +2,7 @@
 import Testing
 import PushPayload
 import PushSystem
+@testable import PushInboxMain
 @testable import PushInboxServer
 
 @Suite struct TokenAuthTests {

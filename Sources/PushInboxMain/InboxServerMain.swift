@@ -5,6 +5,7 @@ import PushExport
 import PushFollow
 import PushInbox
 import PushInboxNode
+import PushInboxServer
 import PushInboxStream
 import PushFleetOutbox
 import PushOutbox
@@ -196,8 +197,8 @@ package enum InboxServerMain {
             }
         }
         let stats = ServerStats()
-        stats.fleetOutbox = fleetOutbox
-        stats.streamFollower = stream
+        // /metrics reads the node through plain values: the HTTP layer knows none of its types.
+        stats.node = nodeReadings(stream: stream, fleetOutbox: fleetOutbox)
         let retention: Duration? = inbox.retention == .zero ? nil : inbox.retention
         let idempotencyDirectory = ownStateDirectory(journalState: state)
         let api = InboxAPI(settings: .init(indexPath: indexPath, mediaDirectory: StateLayout(root: state).media,
@@ -256,6 +257,32 @@ package enum InboxServerMain {
         }
         stats.flushAuthLog(all: true)
         return exitStatus.withLock { $0 }
+    }
+
+    /// What `/metrics` and `/healthz` read of the node, as the HTTP layer's plain values.
+    static func nodeReadings(stream: StreamInboxFollower?, fleetOutbox: FleetOutbox?) -> ServerStats.NodeReadings {
+        var readings = ServerStats.NodeReadings()
+        if let stream {
+            readings.stream = { @Sendable () -> ServerStats.StreamReading in
+                let health = stream.health
+                let state: ServerStats.StreamReading.State
+                switch health.state {
+                case .connecting: state = .connecting
+                case .following: state = .following
+                case .rebuilding: state = .rebuilding
+                case .refused: state = .refused
+                }
+                return ServerStats.StreamReading(state: state, replacements: health.streamReplacements)
+            }
+        }
+        if let fleetOutbox {
+            readings.fleetOutbox = { @Sendable () -> ServerStats.FleetOutboxReading in
+                let status = fleetOutbox.status
+                return ServerStats.FleetOutboxReading(delivered: status.delivered, retried: status.retried, skipped: status.skipped,
+                                                      parked: status.parked, inFlight: status.inFlight, connected: status.connected)
+            }
+        }
+        return readings
     }
 
     /// SIGHUP: re-reads the configuration; one that loads whole replaces the old, and its
