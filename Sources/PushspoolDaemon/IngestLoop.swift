@@ -142,7 +142,6 @@ final class IngestLoop: Sendable {
             let retryPending = state.withLock { $0.retryPending }
             if retryPending, now &- clock.lastRetry >= 1_000_000_000 {
                 retryHandedBack()
-                retryBusyNames(feed)
                 clock.lastRetry = now
             }
             // Sleep until the next thing that is due, not on a fixed tick: an idle daemon wakes
@@ -411,15 +410,6 @@ final class IngestLoop: Sendable {
         }
         if handOver { submit([name]) }
         return true
-    }
-
-    /// Names that met a same-named file still in flight get another try; one still busy
-    /// goes back on the list through `claim`.
-    private func retryBusyNames(_ feed: IncomingFeed) {
-        for name in state.withLock({ $0.takeBusyNames() }) {
-            guard admit() else { return }
-            claim(name, feed: feed)
-        }
     }
 
     /// Files a full journal disk or a failed quarantine handed back, taken again.

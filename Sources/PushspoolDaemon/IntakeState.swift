@@ -1,7 +1,7 @@
 /// The daemon's lifecycle and intake as one value: events go in through `mutating` methods,
 /// decisions come out as return values, and no method does I/O. `Daemon` holds it in a
 /// lock and runs the returned actions after releasing the lock (swift-service-lifecycle's
-/// pattern), so capacity, READY gating, draining and busy-name retry are testable without a
+/// pattern), so capacity, READY gating, draining and hand-back retry are testable without a
 /// process, a spool or a clock.
 ///
 /// Phases, in order: `.recovering` (journal recovery, leftovers in `processing/`) →
@@ -55,17 +55,8 @@ struct IntakeState: Sendable {
         case fail(Failure)
     }
 
-    /// What `nameBusy` decided for a name whose twin is still in `processing/`.
-    enum BusyOutcome: Sendable, Equatable {
-        /// Kept; it comes back from `takeBusyNames`.
-        case queued
-        /// The list is full: the caller asks its feed for a rescan, which finds the name again.
-        case rescanNeeded
-    }
-
     private(set) var phase: Phase = .recovering(reloadPending: false)
     let capacityLimit: Int
-    let busyLimit: Int
     /// Files taken (claimed or re-processed) and not yet finished.
     private(set) var inFlight = 0
     private(set) var journalPaused = false
@@ -73,8 +64,6 @@ struct IntakeState: Sendable {
     private(set) var readySent = false
     /// The admitter is blocked in `.full`; the next `finish` must wake it.
     private var admitterWaiting = false
-    private var busyNames: [String] = []
-    private var busySet: Set<String> = []
     /// Files in `processing/` that could not finish for a reason that passes (a full journal
     /// disk, a quarantine that failed) and are taken again later.
     private var handedBack: [String] = []
@@ -83,9 +72,8 @@ struct IntakeState: Sendable {
     /// event and a rescan, a rescan after `IN_Q_OVERFLOW`): such a name is skipped, not queued.
     private var inFlightNames: Set<String> = []
 
-    init(capacityLimit: Int, busyLimit: Int = 4096) {
+    init(capacityLimit: Int) {
         self.capacityLimit = max(1, capacityLimit)
-        self.busyLimit = max(1, busyLimit)
     }
 
     var stage: Stage {
@@ -241,31 +229,10 @@ struct IntakeState: Sendable {
 
     func isInFlight(_ name: String) -> Bool { inFlightNames.contains(name) }
 
-    // MARK: - Busy names
+    // MARK: - Retry
 
-    /// `incoming/NAME` met a `processing/NAME` still in flight: try again later.
-    mutating func nameBusy(_ name: String) -> BusyOutcome {
-        if busySet.contains(name) { return .queued }
-        guard busyNames.count < busyLimit else { return .rescanNeeded }
-        busyNames.append(name)
-        busySet.insert(name)
-        return .queued
-    }
-
-    /// The names to try again; one still busy goes back through `nameBusy`.
-    mutating func takeBusyNames() -> [String] {
-        guard !isStopping, !isFailed else { return [] }
-        defer {
-            busyNames.removeAll()
-            busySet.removeAll()
-        }
-        return busyNames
-    }
-
-    var busyCount: Int { busyNames.count }
-
-    /// Files wait to be taken again (busy names or handed back): the loop must wake for them.
-    var retryPending: Bool { !busyNames.isEmpty || !handedBack.isEmpty }
+    /// Files wait to be taken again (handed back): the loop must wake for them.
+    var retryPending: Bool { !handedBack.isEmpty }
 
     // MARK: - Draining
 

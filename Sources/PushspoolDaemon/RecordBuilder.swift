@@ -12,11 +12,31 @@ enum RecordBuilder {
         event.recordBody(ingestMillis: ingestMillis, sourceFile: source.name, envelopeSHA256: source.sha256, envelopeSize: source.size)
     }
 
-    private static func addSource(_ record: inout [String: JSONValue], source: SourceFile, ingestMillis: Int64) {
-        record["ingestedAt"] = .string(Timestamp.iso8601(millis: ingestMillis))
-        record["sourceFile"] = .string(source.name)
-        record["sha256"] = .string(source.sha256)
-        record["size"] = .number(String(source.size))
+    private static func addSource(_ record: inout [(String, JSONValue)], source: SourceFile, ingestMillis: Int64) {
+        record.append(("ingestedAt", .string(Timestamp.iso8601(millis: ingestMillis))))
+        record.append(("sourceFile", .string(source.name)))
+        record.append(("sha256", .string(source.sha256)))
+        record.append(("size", .number(String(source.size))))
+    }
+
+    /// `members` as one compact JSON object, byte for byte what `JSONValue.object(...)
+    /// .serialized()` writes for the same members (keys sorted by their UTF-8 bytes), without
+    /// the dictionary: the keys are unique (the notification's, then the daemon's own, which
+    /// it never uses). Indices are sorted, not members, so no reference-counted value moves.
+    static func serializedObject(_ members: [(String, JSONValue)]) -> [UInt8] {
+        var order = Array(members.indices)
+        order.sort { members[$0].0.utf8.lexicographicallyPrecedes(members[$1].0.utf8) }
+        var out: [UInt8] = []
+        out.reserveCapacity(1024)
+        out.append(UInt8(ascii: "{"))
+        for (position, index) in order.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.string(members[index].0).write(into: &out)
+            out.append(UInt8(ascii: ":"))
+            members[index].1.write(into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static func body(notification: PushNotification, source: SourceFile, media: RecordMedia?, ingestMillis: Int64) -> [UInt8] {
@@ -30,21 +50,19 @@ enum RecordBuilder {
             notification.originalBody = fallback.originalBody
             notification.body = fallback.body
         }
-        guard case .object(var record) = notification.jsonValue() else {
-            preconditionFailure("a notification always encodes as a JSON object")
-        }
+        var record = notification.jsonMembers()
         addSource(&record, source: source, ingestMillis: ingestMillis)
         switch media {
         case .fetched(let outcome)?:
-            record["media"] = outcome.jsonValue
+            record.append(("media", outcome.jsonValue))
         case .skipped(let url, let reason)?:
             // The same shape as a fetched outcome, so `media.error` is always an object and
             // the skip reason is in `media.reason`.
-            record["media"] = MediaOutcome.skipped(url: url, reason: reason).jsonValue
+            record.append(("media", MediaOutcome.skipped(url: url, reason: reason).jsonValue))
         case nil:
             break
         }
-        return JSONValue.object(record).serialized()
+        return serializedObject(record)
     }
 }
 

@@ -114,27 +114,6 @@ import Testing
         #expect(result22 == .fail(.init(errno: 5, message: "EIO")))
     }
 
-    @Test func aStillBusyNameComesBackInsteadOfWaitingForTheRescan() {
-        var state = IntakeState(capacityLimit: 4, busyLimit: 2)
-        _ = state.intakeArmed()
-        let result23 = state.nameBusy("a")
-        #expect(result23 == .queued)
-        let result24 = state.nameBusy("a")
-        #expect(result24 == .queued)   // once on the list
-        let result25 = state.nameBusy("b")
-        #expect(result25 == .queued)
-        let result26 = state.nameBusy("c")
-        #expect(result26 == .rescanNeeded)
-        let result27 = state.takeBusyNames()
-        #expect(result27 == ["a", "b"])
-        #expect(state.busyCount == 0)
-        // The retry found "a" busy again: it goes back on the list, not away.
-        let result28 = state.nameBusy("a")
-        #expect(result28 == .queued)
-        let result29 = state.takeBusyNames()
-        #expect(result29 == ["a"])
-    }
-
     @Test func handedBackFilesWaitWhileTheJournalIsPaused() {
         var state = IntakeState(capacityLimit: 4)
         _ = state.intakeArmed()
