@@ -59,7 +59,7 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
     while Posix.monotonicNanos() < deadline {
         if condition() { return true }
-        usleep(1_000)
+        usleep(1_000) // why: the poll interval of a wait that returns as soon as the condition holds
     }
     return condition()
 }
@@ -104,7 +104,7 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         try runner.start()
         for seq in 1...2_000 as ClosedRange<UInt64> {
             feed.announce(seq)
-            if seq % 97 == 0 { usleep(200) }
+            if seq % 97 == 0 { usleep(200) } // why: the producer's pacing, so commits land while the follower is mid-step
         }
         #expect(waitFor { follower.durableSeq() == 2_000 })
         runner.stop()
