@@ -137,13 +137,9 @@ struct TimeoutError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Polls `condition` every 20 ms until it holds or `timeout` seconds pass.
+/// Waits until `condition` holds (TestSupport's one bounded wait) or throws after `timeout` seconds.
 func waitUntil(timeout: Double, _ what: String = "condition", _ condition: () throws -> Bool) throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return }
-        usleep(20_000)
-    }
+    if try eventually(within: timeout, condition) { return }
     throw TimeoutError(description: "timed out after \(timeout) s waiting for \(what)")
 }
 
