@@ -178,7 +178,7 @@ import Testing
         }
         try waitUntil(timeout: 60, "the spool to drain") { harness.files(in: "incoming").isEmpty && harness.files(in: "processing").isEmpty }
         // A summary goes out with the next event after the second ends; stopping logs more.
-        sleep(2)
+        sleep(2) // why: the summary is per-second window; it goes out only after the window has ended
         #expect(harness.stop() == 0)
         let lines = harness.daemonStderr.split(separator: "\n")
         #expect(!lines.isEmpty)

@@ -50,10 +50,15 @@ import Dispatch
         try waitUntil(timeout: 60, "the daemon to report the journal full") { harness.daemonStderr.contains("EVENT=noSpace") }
         #expect(harness.process?.isRunning == true, "a full disk must not stop the daemon")
 
-        // Paused means paused: nothing more becomes durable, nothing new is claimed.
-        usleep(1_500_000)
+        // Paused means paused: nothing more becomes durable, nothing new is claimed. The daemon
+        // says PAUSED in STATUS= once the intake has stopped (the signal that replaces a settle).
+        try waitUntil(timeout: 30, "STATUS= saying the intake is paused") {
+            notify.messages.contains { $0.contains("PAUSED: journal disk full") }
+        }
         let durableA = try committedKeys(harness)
         let processingA = harness.files(in: "processing")
+        // why: the window under test: a paused intake takes nothing in and a paused writer
+        // reports no retry, so no later event can prove the absence; 2.5 s spans two retries.
         usleep(2_500_000)
         let durableB = try committedKeys(harness)
         #expect(durableA == durableB, "records were still being committed while paused")

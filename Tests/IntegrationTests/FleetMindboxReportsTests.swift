@@ -58,7 +58,8 @@ extension InboxFromStreamTests {
         #expect(acted.status == 202, "\(acted.body)")
         let actionId = try #require(acted.json?["eventId"]?.stringValue)
         try waitUntil(timeout: 30, "the button's click") { Self.mindboxCalls(vendor).count >= 5 }
-        usleep(1_000_000)
+        // The node done with what it fetched: past any further call it would have made.
+        try Self.waitFleetIdle([port])
 
         let pushOpen = #"{"customer":{"ids":{"websiteID":"user-1"}},"customerAction":{"customFields":{"mobPushSendDateTime":"2025-11-29T10:00:00.000Z","mobPushTranslateName":"sale"}}}"#
         let calls = Self.mindboxCalls(vendor)

@@ -57,6 +57,32 @@ extension InboxFromStreamTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: node.state + "/inbox/outbox/parked")) ?? []).filter { $0.hasSuffix(".json") }
     }
 
+    /// One of a node's `pushspool_inbox_fleet_outbox_*` figures from its /metrics, nil while
+    /// the node does not answer.
+    static func fleetMetric(_ port: Int, _ series: String) -> Int? {
+        guard let body = try? Self.http(port, "GET", "/metrics", user: "user-1").body else { return nil }
+        for line in body.split(separator: "\n") where line.hasPrefix("pushspool_inbox_fleet_outbox_" + series + " ") {
+            return Int(line.split(separator: " ").last ?? "")
+        }
+        return nil
+    }
+
+    /// Waits until no node holds a fleet message (in flight 0 on each of `ports`) and the nodes
+    /// together count at least `delivered` deliveries: every message a node fetched is finished,
+    /// so a second copy of an event, had a node worked one, has been sent by then. The positive
+    /// mark that replaces sleeping "long enough for a second copy to show".
+    static func waitFleetIdle(_ ports: [Int], delivered: Int = 0) throws {
+        try waitUntil(timeout: 30, "the fleet outbox idle with \(delivered) delivered") {
+            var total = 0
+            for port in ports {
+                guard fleetMetric(port, "in_flight") == 0,
+                      let count = fleetMetric(port, "deliveries_total{result=\"delivered\"}") else { return false }
+                total += count
+            }
+            return total >= delivered
+        }
+    }
+
     static func stopInbox(_ process: Process) {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
@@ -97,9 +123,9 @@ extension InboxFromStreamTests {
             eventIds.append(try #require(open.json?["eventId"]?.stringValue))
         }
         try waitUntil(timeout: 60, "40 NCPushOpen at the vendor") { Self.transactionIds(vendor).count >= 40 }
-        // Long enough for a second copy to show: past the consumer's ack wait (15 s) would be
-        // a redelivery; any other node working the same message would have posted by now.
-        usleep(3_000_000)
+        // Both nodes done with every message they fetched: any other node working the same
+        // message would have posted by now (past the ack wait, 15 s, would be a redelivery).
+        try Self.waitFleetIdle([port1, port2], delivered: 40)
         #expect(Self.transactionIds(vendor).sorted() == eventIds.sorted(), "each event delivered exactly once fleet-wide")
         #expect(Self.parked(node1).isEmpty && Self.parked(node2).isEmpty)
 
@@ -111,7 +137,7 @@ extension InboxFromStreamTests {
         #expect(refused.status == 202)
         let refusedId = try #require(refused.json?["eventId"]?.stringValue)
         try waitUntil(timeout: 30, "the 400 to be parked") { Self.parked(node1).count + Self.parked(node2).count == 1 }
-        usleep(3_000_000)
+        try Self.waitFleetIdle([port1, port2])
         #expect(vendor.hits("/v3/operations/async") == before + 1, "a 400 is not retried")
         #expect(Self.parked(node1).count + Self.parked(node2).count == 1, "parked once fleet-wide")
         let letter = try #require((Self.parked(node1) + Self.parked(node2)).first)
@@ -126,7 +152,7 @@ extension InboxFromStreamTests {
         let retriedItem = try #require(try Self.http(port1, "GET", "/v1/inbox", user: "user-55").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
         let retried = try #require(try Self.http(port1, "POST", "/v1/inbox/\(retriedItem)/open", user: "user-55").json?["eventId"]?.stringValue)
         try waitUntil(timeout: 30, "the 503 to be retried") { Self.transactionIds(vendor).filter { $0 == retried }.count == 2 }
-        usleep(1_000_000)
+        try Self.waitFleetIdle([port1, port2], delivered: 41)
         #expect(Self.transactionIds(vendor).filter { $0 == retried }.count == 2)
         #expect(Self.parked(node1).count + Self.parked(node2).count == 1, "delivered on the second attempt, not parked")
 
@@ -135,7 +161,7 @@ extension InboxFromStreamTests {
         let failingItem = try #require(try Self.http(port2, "GET", "/v1/inbox", user: "user-56").json?["items"]?.arrayValue?.first?["item"]?.stringValue)
         let failing = try #require(try Self.http(port2, "POST", "/v1/inbox/\(failingItem)/open", user: "user-56").json?["eventId"]?.stringValue)
         try waitUntil(timeout: 30, "the failing event to be parked") { Self.parked(node1).count + Self.parked(node2).count == 2 }
-        usleep(2_000_000)
+        try Self.waitFleetIdle([port1, port2])
         #expect(Self.transactionIds(vendor).filter { $0 == failing }.count == 3, "at most MaxAttempts= POSTs")
         #expect(Self.parked(node1).count + Self.parked(node2).count == 2)
 
@@ -156,7 +182,7 @@ extension InboxFromStreamTests {
         try waitUntil(timeout: 60, "node 2 to deliver the event node 1 held") { Self.transactionIds(vendor).filter { $0 == hungId }.count == 2 }
         let tookOver = Double(Posix.monotonicNanos() - killedAt) / 1e9
         #expect(tookOver >= 10, "not before the ack wait passed (\(tookOver) s)")
-        usleep(3_000_000)
+        try Self.waitFleetIdle([port2], delivered: 1)
         // Twice, both with the event id as transactionId: within the documented bound
         // (MaxAttempts=), and Mindbox recognises the repeat.
         #expect(Self.transactionIds(vendor).filter { $0 == hungId }.count == 2)
@@ -240,12 +266,13 @@ extension InboxFromStreamTests {
         try waitUntil(timeout: 10, "the retried delivery done") {
             ((try? FileManager.default.contentsOfDirectory(atPath: node.state + "/inbox/outbox/pending")) ?? []).isEmpty
         }
-        usleep(1_000_000)
-        #expect(Self.transactionIds(vendor).filter { $0 == eventId }.count == 2, "sent once more, not twice")
-        #expect(Self.parked(node).isEmpty)
+        // The node's own report that it is done (one delivered, nothing in flight) is the mark
+        // past which a second send would already have happened.
         try waitUntil(timeout: 10, "STATUS= with the delivery") {
             notify.messages.contains { $0.contains("fleet outbox 1 delivered, 0 parked, 0 in flight") }
         }
+        #expect(Self.transactionIds(vendor).filter { $0 == eventId }.count == 2, "sent once more, not twice")
+        #expect(Self.parked(node).isEmpty)
         let metricsAfter = try Self.http(port, "GET", "/metrics", user: "user-1").body
         #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_parked 0\n"), "\(metricsAfter)")
         #expect(metricsAfter.contains("pushspool_inbox_fleet_outbox_deliveries_total{result=\"delivered\"} 1\n"))
@@ -331,8 +358,9 @@ extension InboxFromStreamTests {
             }
         }
         try waitUntil(timeout: 60, "twenty messages reported seen") { reported().count >= 20 }
-        // Past any second copy a node working the same message would have sent by now.
-        usleep(3_000_000)
+        // Both nodes done with what they fetched: past any second copy a node working the same
+        // message would have sent.
+        try Self.waitFleetIdle(ports, delivered: 20)
         #expect(reported().sorted() == (0..<20).map { "ib-msg-\($0)" }.sorted(), "each message reported once fleet-wide")
         let requests = vendor.requests("/mobile/2/messages/seen")
         for request in requests {
@@ -395,8 +423,8 @@ extension InboxFromStreamTests {
         try waitUntil(timeout: 60, "the seen report and the MO") {
             vendor.hits("/mobile/2/messages/seen") >= 1 && vendor.hits("/mobile/1/messages/mo") >= 1
         }
-        // Past any second copy the node would have sent by now.
-        usleep(2_000_000)
+        // The node done with the message: past any second copy it would have sent.
+        try Self.waitFleetIdle([port], delivered: 1)
         let seen = vendor.requests("/mobile/2/messages/seen")
         try #require(seen.count == 1)
         let seenMessages = try #require((try? JSONParser().parse(seen[0].body))?["messages"]?.arrayValue)

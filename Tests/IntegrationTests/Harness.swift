@@ -41,8 +41,7 @@ final class DaemonHarness: @unchecked Sendable {
     /// Returns whether it died by SIGKILL, as the hook makes it.
     func crashAfterFirstSync() throws -> Bool {
         let process = try launch(extraEnvironment: ["PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "after-sync:1"])
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
+        try? waitUntil(timeout: 60, "the stop point") { !process.isRunning }
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
         return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
     }
@@ -81,8 +80,7 @@ final class DaemonHarness: @unchecked Sendable {
     func runExpectingExit(arguments: [String] = [], config: String? = nil, extraEnvironment: [String: String] = [:],
                           timeout: Double = 30) throws -> (status: Int32, stderr: String) {
         let process = try launch(arguments: arguments, config: config, extraEnvironment: extraEnvironment)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
+        try? waitUntil(timeout: timeout, "pushspoold to exit") { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -139,13 +137,9 @@ struct TimeoutError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Polls `condition` every 20 ms until it holds or `timeout` seconds pass.
+/// Waits until `condition` holds (TestSupport's one bounded wait) or throws after `timeout` seconds.
 func waitUntil(timeout: Double, _ what: String = "condition", _ condition: () throws -> Bool) throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return }
-        usleep(20_000)
-    }
+    if try eventually(within: timeout, condition) { return }
     throw TimeoutError(description: "timed out after \(timeout) s waiting for \(what)")
 }
 

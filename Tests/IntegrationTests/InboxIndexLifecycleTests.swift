@@ -212,7 +212,7 @@ import PushSystem
         usleep(500_000)
         let pid = server.process.processIdentifier
         let before = Self.contextSwitches(pid)
-        usleep(3_000_000)
+        usleep(3_000_000) // why: the measuring window: context switches counted over 3 s idle
         let wakeups = Self.contextSwitches(pid) - before
         #expect(wakeups <= 12, "\(wakeups) context switches in 3 s")
         print("idle wake-ups in 3 s: \(wakeups)")

@@ -261,7 +261,7 @@ import PushSystem
         try waitUntil(timeout: 30, "the spool drained") {
             server.daemon.files(in: "incoming").isEmpty && server.daemon.files(in: "processing").isEmpty
         }
-        usleep(300_000)
+        try server.waitAppliedPastMarker()
         #expect(try state(cancelled)?.read == false, "Cancel does not read the item")
         #expect(try events().sorted() == ["nc.inapp-shown \(cancelled)", "nc.inapp-shown \(opened)", "nc.open \(opened)"].sorted())
         #expect(server.daemon.files(in: "failed").isEmpty)

@@ -73,7 +73,8 @@ import PushSystem
         try waitUntil(timeout: 30, "the spool drained") {
             server.daemon.files(in: "incoming").isEmpty && server.daemon.files(in: "processing").isEmpty
         }
-        usleep(500_000)
+        // The outbox empty again: past the point where a second send would already have gone out.
+        try waitUntil(timeout: 30, "the outbox empty") { try server.daemon.ctl(["outbox", "list"]).2.contains("0 pending, 0 parked") }
         let requests = receiver.requests("/v3/operations/async")
         #expect(requests.count == 1, "\(requests.map(\.target))")
         let request = try #require(requests.first)

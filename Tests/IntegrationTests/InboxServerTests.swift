@@ -138,6 +138,15 @@ final class InboxServerHarness: @unchecked Sendable {
         try daemon.drop(Array(json.utf8), name: UUID().uuidString + ".json")
     }
 
+    /// Pushes a marker item to a user of its own and waits until the index lists it. The index
+    /// applies the journal in order, so everything journaled before the marker has been applied
+    /// by then: the positive mark a "nothing happened" assertion waits for instead of a sleep.
+    func waitAppliedPastMarker() throws {
+        let user = "marker-" + UUID().uuidString.prefix(8)
+        try push(user: user, title: "marker")
+        try waitUntil(timeout: 30, "the marker item in the index") { try counts(user).unread == 1 }
+    }
+
     func counts(_ user: String = "alice") throws -> (unseen: Int, unread: Int) {
         let reply = try request("GET", "/v1/inbox/counts", user: user)
         return (reply.json?["unseen"]?.intValue ?? -1, reply.json?["unread"]?.intValue ?? -1)
@@ -240,8 +249,9 @@ final class InboxServerHarness: @unchecked Sendable {
         let crossAction = try server.request("POST", "/v1/inbox/\(bobItem)/actions/accept", body: "{}")
         #expect(crossAction.status == 404)
         #expect(try server.items("alice").isEmpty)
-        // Nothing was dropped for it: bob's item stays unread.
-        usleep(300_000)
+        // Nothing was dropped for it: bob's item stays unread (checked once the index is past a
+        // later marker).
+        try server.waitAppliedPastMarker()
         #expect(try server.counts("bob").unread == 1)
         #expect(server.daemon.files(in: "failed").isEmpty)
     }

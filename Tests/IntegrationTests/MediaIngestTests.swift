@@ -302,7 +302,7 @@ import TestSupport
             try harness.drop(Self.mindbox(id: "kill-\(index)", imageURL: server.url("/img?n=\(index)")), name: "k-\(index).json")
         }
         try waitUntil(timeout: 15, "downloads under way") { server.hits("/img") == 5 }
-        usleep(700_000)
+        usleep(700_000) // why: the fault's timing: SIGKILL while the trickling bodies (0.5 s a chunk) are part-read
         harness.stop(signal: SIGKILL)
         // Read in place (issue 36): the payloads wait in incoming/.
         #expect(harness.files(in: "incoming").count == 5)

@@ -92,9 +92,11 @@ import TestSupport
         // [Inbox] RetentionSec: older items are no longer listed or counted (the journal keeps them).
         let text = try String(contentsOfFile: harness.config, encoding: .utf8)
         try (text + "\n[Inbox]\nRetentionSec=1s\n").write(toFile: harness.config, atomically: true, encoding: .utf8)
-        usleep(1_500_000)
-        let (_, retainedOut, retainedErr) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
-        #expect(try Self.jsonLines(retainedOut).first?["unread"]?.numberLexeme == "0", "\(retainedOut) \(retainedErr)")
+        // Returns as soon as the items have aged past the 1 s retention; they never would without it.
+        try waitUntil(timeout: 30, "the items to age out of the count") {
+            let (_, retainedOut, _) = try harness.ctl(["nc", "count", "--user", "alice", "--json"])
+            return (try? Self.jsonLines(retainedOut).first?["unread"]?.numberLexeme) == "0"
+        }
         #expect(try harness.records().count >= 5)
     }
 
@@ -116,7 +118,8 @@ import TestSupport
         server.route("/v3/operations/async", .ok([]))
         try harness.start()
         try waitUntil(timeout: 30, "the delivery after the restart") { server.hits("/v3/operations/async") > failedAttempts }
-        usleep(500_000)
+        // The outbox empty again: past the point where a second send would already have gone out.
+        try waitUntil(timeout: 30, "the outbox empty") { try harness.ctl(["outbox", "list"]).2.contains("0 pending, 0 parked") }
         let requests = server.requests("/v3/operations/async")
         #expect(requests.count == failedAttempts + 1, "delivered once after the restart: \(requests.count) requests")
         #expect(requests.allSatisfy { $0.target.contains("operation=mobileapp.NCOpen") && $0.target.contains("transactionId=\(eventId)") })
@@ -161,7 +164,7 @@ import TestSupport
             let (status, out, _) = try harness.ctl(["nc", "list", "--user", "idle", "--json"])
             return status == 0 && ((try? Self.jsonLines(out)) ?? []).contains { $0["seq"] != nil || $0["id"] != nil }
         }
-        // The status line settles within a couple of its 1 s refreshes.
+        // why: the status line settles within a couple of its 1 s refreshes (no notify socket here to watch it)
         usleep(3_000_000)
         let pid = try #require(harness.pid)
         func switches() -> Int {
@@ -173,7 +176,7 @@ import TestSupport
             }
         }
         let before = switches()
-        usleep(4_000_000)
+        usleep(4_000_000) // why: the measurement window: wake-ups are counted over 4 s of idling
         let woke = switches() - before
         // The bound is 2 a second; 8 in 4 s leaves room for a stray timer.
         #expect(woke <= 8, "pushspoold woke \(woke) times in 4 s while idle")

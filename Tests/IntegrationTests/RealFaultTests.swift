@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import PushSystem
 import PushJournal
+import TestSupport
 import TestTraits
 
 /// The real `pushspoold` binary under real faults (issue 13, item 4): a really full ext4 and
@@ -73,7 +74,8 @@ import TestTraits
         let ballast = harness.state + "/ballast"
         try fillLeaving(bytes: 400 << 10, path: ballast, fileSystem: harness.state)
 
-        try harness.start()
+        let notify = try NotifySocket()
+        try harness.start(extraEnvironment: ["NOTIFY_SOCKET": notify.path])
         let total = 300
         var dropped = 0
         // Payloads arrive while the daemon runs: half before the disk fills, the rest after.
@@ -84,9 +86,14 @@ import TestTraits
         dropped = total
         #expect(harness.process?.isRunning == true, "a full disk must not stop the daemon: \(harness.daemonStderr.suffix(2000))")
 
-        // Paused: nothing more becomes durable while the disk is full.
-        usleep(1_500_000)
+        // Paused: nothing more becomes durable while the disk is full. STATUS= says PAUSED once
+        // the intake has stopped (the signal that replaces a settle).
+        try waitUntil(timeout: 30, "STATUS= saying the intake is paused") {
+            notify.messages.contains { $0.contains("PAUSED: journal disk full") }
+        }
         let durableA = Set(try harness.records().map(\.key))
+        // why: the window under test: a paused intake takes nothing in and a paused writer
+        // reports no retry, so no later event can prove the absence; 2 s spans two retries.
         usleep(2_000_000)
         let durableB = Set(try harness.records().map(\.key))
         #expect(durableA == durableB, "records were committed while paused")
@@ -213,8 +220,7 @@ import TestTraits
             let process = try harness.launch(extraEnvironment: [
                 "PUSHSPOOL_ALLOW_FAULT_INJECTION": "1", "PUSHSPOOL_TEST_STOP_AT": "\(point.name):\(pass)",
             ])
-            let deadline = Date().addingTimeInterval(60)
-            while process.isRunning && Date() < deadline { usleep(5_000) }
+            try? waitUntil(timeout: 60, "the stop point") { !process.isRunning }
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
@@ -399,7 +405,7 @@ struct KillSoakLane {
             let process = try harness.launch(extraEnvironment: extra)
             // A point the run may never reach (a second checkpoint) ends like a timer kill.
             let limit = Date().addingTimeInterval(point == nil ? Double.random(in: 0.01...0.4, using: &generator) : 3)
-            while process.isRunning && Date() < limit { usleep(2_000) }
+            while process.isRunning && Date() < limit { usleep(2_000) } // why: the kill comes at a random moment; the wait is the fault
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
                 result.timerKills += 1

@@ -54,8 +54,7 @@ struct ShutdownSignalTests {
 
     /// The exit status, or nil when the process still runs after `seconds` (it is killed then).
     static func waitExit(_ process: Process, seconds: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
+        _ = eventually(within: seconds) { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

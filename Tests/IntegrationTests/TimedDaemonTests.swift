@@ -107,7 +107,7 @@ import PushSystem
         // Down past the end: no writer applies the end meanwhile. Whether the follower applied
         // the snooze itself is a race with the kill (the stop point runs in the record's
         // completion, after followers were told of the commit): k1 is listed or snoozed.
-        while Posix.wallClockMillis() < until + 500 { usleep(50_000) }
+        while Posix.wallClockMillis() < until + 500 { usleep(50_000) } // why: the scenario: the daemon stays down past the snooze's end
         let down = try server.counts()
         #expect((down.unseen, down.unread) == (2, 2) || (down.unseen, down.unread) == (1, 1), "\(down)")
 
@@ -128,7 +128,7 @@ import PushSystem
         try waitUntil(timeout: 30, "k2 snoozed") { try Self.titles(server) == ["k1"] }
         #expect(server.daemon.stop() == 0)
         let seen = stream.text.components(separatedBy: #""item":"\#(k2)""#).count
-        while Posix.wallClockMillis() < until2 + 500 { usleep(50_000) }
+        while Posix.wallClockMillis() < until2 + 500 { usleep(50_000) } // why: the scenario: the daemon stays down past the snooze's end
         #expect(try Self.titles(server) == ["k1"], "no writer: still snoozed")
         try server.daemon.start()
         try waitUntil(timeout: 30, "k2 back after the restart") {

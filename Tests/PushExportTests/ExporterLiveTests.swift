@@ -71,11 +71,7 @@ final class ExportFixture {
 }
 
 func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
-    let deadline = Posix.monotonicNanos() + UInt64(timeout * 1e9)
-    while Posix.monotonicNanos() < deadline {
-        if try condition() { return }
-        usleep(20_000)
-    }
+    if try eventually(within: timeout, condition) { return }
     Issue.record("timed out after \(timeout) s waiting for \(what)")
     throw NatsServerError(description: "timeout: \(what)")
 }

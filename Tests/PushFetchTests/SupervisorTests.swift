@@ -39,23 +39,19 @@ import PushModuleOptions
 
     static func fetch(_ supervisor: FetchSupervisor, _ url: String, timeout: Double = 30) throws -> MediaOutcome {
         let result = Locked<MediaOutcome?>(nil)
-        supervisor.fetch(url: url) { outcome in result.withLock { $0 = outcome } }
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let outcome = result.withLock({ $0 }) { return outcome }
-            usleep(10_000)
+        let done = DispatchSemaphore(value: 0)
+        supervisor.fetch(url: url) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
         }
+        if done.wait(timeout: .now() + timeout) == .success, let outcome = result.withLock({ $0 }) { return outcome }
         throw TimeoutError(description: "no outcome for \(url) within \(timeout) s")
     }
 
     struct TimeoutError: Error, CustomStringConvertible { var description: String }
 
     static func waitFor(_ what: String, timeout: Double = 20, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return }
-            usleep(10_000)
-        }
+        if eventually(within: timeout, condition) { return }
         throw TimeoutError(description: "timed out waiting for \(what)")
     }
 

@@ -4,6 +4,7 @@ import Testing
 import PushFollow
 import PushJournal
 import PushSystem
+import TestSupport
 
 /// A follower over an in-memory "journal" (the feed's last seq): applies up to `batch` records
 /// a step, optionally failing the first `failFirst` steps.
@@ -56,12 +57,7 @@ private func sleepsAtLeast(_ wait: RunnerSchedule.Wait, _ least: Duration) -> Bo
 }
 
 private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
-    while Posix.monotonicNanos() < deadline {
-        if condition() { return true }
-        usleep(1_000)
-    }
-    return condition()
+    eventually(within: seconds, condition)
 }
 
 @Suite struct FollowerRunnerTests {
@@ -104,7 +100,7 @@ private func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         try runner.start()
         for seq in 1...2_000 as ClosedRange<UInt64> {
             feed.announce(seq)
-            if seq % 97 == 0 { usleep(200) }
+            if seq % 97 == 0 { usleep(200) } // why: the producer's pacing, so commits land while the follower is mid-step
         }
         #expect(waitFor { follower.durableSeq() == 2_000 })
         runner.stop()

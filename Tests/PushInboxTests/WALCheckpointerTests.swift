@@ -15,12 +15,7 @@ import TestSupport
     }
 
     static func waitUntil(seconds: Double = 20, _ condition: () -> Bool) -> Bool {
-        let end = Posix.monotonicNanos() &+ UInt64(seconds * 1e9)
-        while !condition() {
-            if Posix.monotonicNanos() > end { return false }
-            usleep(10_000)
-        }
-        return true
+        eventually(within: seconds, condition)
     }
 
     /// Commits about 1,200 pages (4 KiB each) into the WAL of `db`.
@@ -52,7 +47,7 @@ import TestSupport
         let runs = checkpointer.checkpoints.withLock { $0 }
         try db.execute("INSERT INTO blobs (data) VALUES (x'00')")
         // The window under test: the wake pipe coalesces, so a later checkpoint cannot prove this one absent.
-        usleep(200_000)
+        usleep(200_000) // why: see above: no later event can prove the absence
         #expect(checkpointer.checkpoints.withLock { $0 } == runs)
     }
 

@@ -82,14 +82,8 @@ import PushSystem
     }
 
     func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            if ContinuousClock.now > deadline {
-                Issue.record("timed out waiting for \(what)")
-                return
-            }
-            usleep(10_000)
-        }
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        if !eventually(within: seconds, condition) { Issue.record("timed out waiting for \(what)") }
     }
 
     @Test func checkpointAppearsAndAdvancesOnTheIntervalWithoutClose() throws {

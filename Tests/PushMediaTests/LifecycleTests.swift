@@ -23,7 +23,9 @@ import TestSupport
             fetcher.fetch(url: server.url("/stall\(index)")) { outcome in results.withLock { $0.append(outcome) } }
         }
         try await waitUntil { server.connections == 3 }
-        try await Task.sleep(for: .milliseconds(200))
+        // The fetcher's own account: three running, one queued (a fourth started would count
+        // four in flight, and this wait would fail).
+        try await waitUntil { fetcher.stats.inFlight == 3 && fetcher.stats.queued == 1 }
         #expect(server.connections == 3, "at most maxConcurrent transfers")
         #expect(fetcher.stats.inFlight == 3)
         #expect(fetcher.stats.queued == 1)

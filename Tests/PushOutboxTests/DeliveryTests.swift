@@ -183,7 +183,7 @@ import Testing
         let follower = try OutboxFollower(options: fixture.options())
         follower.catchUp()
         #expect(fixture.server.hits(Self.mindboxPath) == 1)  // "second" held back behind "first"
-        usleep(100_000)  // scenario: the retry's due time (real clock) must pass before the next catch-up
+        usleep(100_000)  // why: the retry's due time (real clock) must pass before the next catch-up
         follower.catchUp()
         let order = fixture.server.requests(Self.mindboxPath).map { $0.target.components(separatedBy: "transactionId=").last ?? "" }
         #expect(order == ["first", "first", "second"])
@@ -251,7 +251,13 @@ import Testing
         let runner = try follower.running()
         defer { runner.stop() }
         #expect(waitFor(10) { follower.status.parked == 1 })
-        usleep(200_000)
+        // Idle before the retry: blocked with no timer, so only the retry's wake-up can step it.
+        #expect(waitFor(10) {
+            switch runner.waiting {
+            case .commitAfter(_, atMost: nil)?, .sleep(atMost: nil)?: true
+            default: false
+            }
+        })
         let steps = runner.steps
         fixture.server.route(Self.mindboxPath, .ok([]))
         let store = OutboxStore(stateDirectory: fixture.state)
@@ -310,7 +316,7 @@ import Testing
                                     niceness: 0)
         try runner.start()
         defer { runner.stop() }
-        usleep(600_000)  // the measuring window: steps counted over 0.6 s of backoff, not a settle
+        usleep(600_000)  // why: the measuring window: steps counted over 0.6 s of backoff, not a settle
         #expect(runner.status.failuresTotal >= 1, "outbox: \(follower.status)")
         #expect(runner.status.lastError?.hasPrefix("outbox_journal") == true, "\(String(describing: runner.status.lastError))")
         // 50, 100, 200, 400 ms: a handful of steps, not thousands.
@@ -342,7 +348,7 @@ import Testing
         fixture.server.route(Self.mindboxPath, .ok([]))
         let second = try OutboxFollower(options: fixture.options())
         #expect(second.status.pending == 1)
-        usleep(100_000)  // past the backoff
+        usleep(100_000)  // why: the backoff's due time (real clock) must pass before the catch-up
         #expect(second.catchUp().delivered == 1)
         try await fixture.journal([("e2", event("nc.opened", "e2"), now)])
         second.catchUp()

@@ -116,14 +116,9 @@ func event(_ type: String, _ eventId: String, user: String? = "alice", device: S
 
 func parse(_ bytes: [UInt8]) -> JSONValue? { try? JSONParser(maxDepth: 64).parse(bytes) }
 
-/// Polls `condition` every 20 ms for up to `seconds`.
+/// Whether `condition` comes to hold within `seconds` (TestSupport's one bounded wait).
 func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(20_000)
-    }
-    return condition()
+    eventually(within: seconds, condition)
 }
 
 extension OutboxFollower {

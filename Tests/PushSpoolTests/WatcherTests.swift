@@ -214,13 +214,14 @@ import PushSystem
         var filter = StableAgeFilter(stableAgeNanos: 300_000_000)
         try t.write(t.layout.incoming, "copy.json", "{\"half\":")
         let first = try #require(try spool.status(incoming: "copy.json"))
-        guard case .revisit = filter.decide("copy.json", status: first, nowNanos: Posix.wallClockMillis() * 1_000_000) else {
+        let firstLook = Posix.wallClockMillis() * 1_000_000
+        guard case .revisit = filter.decide("copy.json", status: first, nowNanos: firstLook) else {
             Issue.record("took a fresh file")
             return
         }
-        usleep(400_000)
+        // The filter takes its clock as an argument: the second look is 0.4 s later on it.
         let second = try #require(try spool.status(incoming: "copy.json"))
-        #expect(filter.decide("copy.json", status: second, nowNanos: Posix.wallClockMillis() * 1_000_000) == .take)
+        #expect(filter.decide("copy.json", status: second, nowNanos: firstLook + 400_000_000) == .take)
         #expect(try spool.status(incoming: "missing.json") == nil)
     }
 }

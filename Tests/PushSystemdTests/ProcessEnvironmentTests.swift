@@ -52,7 +52,7 @@ import TestSupport
         // Generous periods: the machine may be busy compiling while this runs.
         for _ in 0..<10_000 { notifier.extendTimeoutIfDue(by: .seconds(3)) }
         #expect(extensions() == ["EXTEND_TIMEOUT_USEC=3000000"])
-        Thread.sleep(forTimeInterval: 1.05)
+        Thread.sleep(forTimeInterval: 1.05) // why: the rate limit is per real second: the next one is due only after it
         notifier.extendTimeoutIfDue(by: .seconds(3))
         #expect(extensions() == ["EXTEND_TIMEOUT_USEC=3000000"])
     }
@@ -77,7 +77,7 @@ import TestSupport
         for count in 2...50 { notifier.status("ingested \(count)") }
         notifier.flushStatus()  // still within the interval: held back
         #expect(socket.receive(timeout: .milliseconds(150)) == nil)
-        Thread.sleep(forTimeInterval: 1)
+        Thread.sleep(forTimeInterval: 1) // why: the rate limit is per real second: the next one is due only after it
         notifier.flushStatus()
         #expect(socket.receive() == "STATUS=ingested 50")
         notifier.flushStatus()
@@ -86,7 +86,7 @@ import TestSupport
         notifier.status("error: ENOSPC", force: true)
         #expect(socket.receive() == "STATUS=error: ENOSPC")
         // An unchanged line is not resent, even after the interval.
-        Thread.sleep(forTimeInterval: 1.05)
+        Thread.sleep(forTimeInterval: 1.05) // why: the rate limit is per real second: the next one is due only after it
         notifier.status("error: ENOSPC")
         #expect(socket.receive(timeout: .milliseconds(100)) == nil)
     }
@@ -114,7 +114,7 @@ import TestSupport
 
         for _ in 0..<1000 { notifier.watchdogPing() }
         #expect(socket.drain() == ["WATCHDOG=1"])
-        Thread.sleep(forTimeInterval: 1.05)
+        Thread.sleep(forTimeInterval: 1.05) // why: the rate limit is per real second: the next one is due only after it
         for _ in 0..<1000 { notifier.watchdogPing() }
         #expect(socket.drain() == ["WATCHDOG=1"])
     }

@@ -20,7 +20,7 @@ struct SystemdLiveTests {
         // Short: systemd applies EXTEND_TIMEOUT_USEC to the watchdog timer too, and a long
         // extension would hide missing pings.
         notifier.extendTimeout(microseconds: 1_000_000)
-        Thread.sleep(forTimeInterval: 0.3)
+        Thread.sleep(forTimeInterval: 0.3) // why: the scenario: a start that takes a while under the extension
         notifier.ready(status: LiveCounts(ingested: 0).statusLine)
         log.log(.ready, "pushspoold live test is ready", fields: [(EventField.pushID, "live-ready")])
 
@@ -31,10 +31,10 @@ struct SystemdLiveTests {
             turn += 1
             notifier.watchdogPing()
             notifier.status(LiveCounts(ingested: turn).statusLine)
-            Thread.sleep(forTimeInterval: 0.05)
+            Thread.sleep(forTimeInterval: 0.05) // why: the simulated loop's pace between watchdog pings
         }
         notifier.status("live: loop finished", force: true)
-        Thread.sleep(forTimeInterval: 0.5)  // let the harness read the status
+        Thread.sleep(forTimeInterval: 0.5)  // why: the harness outside reads the status; no signal back to this process
         notifier.stopping(status: "live: stopping")
     }
 }

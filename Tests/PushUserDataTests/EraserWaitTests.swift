@@ -96,10 +96,5 @@ import PushConfig
 }
 
 func waitFor(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
-    while Posix.monotonicNanos() < deadline {
-        if condition() { return true }
-        usleep(1_000)
-    }
-    return condition()
+    eventually(within: seconds, condition)
 }

@@ -42,7 +42,7 @@ import Testing
                 if pthread_equal(pthread_self(), submitter) != 0 { onSubmitter.add(1, ordering: .relaxed) }
                 seen.withLock { $0.append(i) }
             }
-            usleep(2_000)
+            usleep(2_000) // why: the scenario: files arriving slowly, each past the 0.2 ms burst gap
         }
         #expect(seen.withLock { $0 } == Array(0..<20))
         #expect(onSubmitter.load(ordering: .relaxed) == 20)
@@ -61,12 +61,15 @@ import Testing
             gate.wait()
             seen.withLock { $0.append(1) }
         }
-        usleep(20_000)                                           // past the gap, drain blocked
-        acknowledger.submit { seen.withLock { $0.append(2) } }
+        usleep(20_000) // why: the scenario: the lone job comes past the burst gap, the drain blocked
+        let done = DispatchSemaphore(value: 0)
+        acknowledger.submit {
+            seen.withLock { $0.append(2) }
+            done.signal()
+        }
         #expect(seen.withLock { $0 } == [0])
         gate.signal()
-        let deadline = Date().addingTimeInterval(10)
-        while seen.withLock({ $0.count }) < 3 && Date() < deadline { usleep(1_000) }
+        #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(seen.withLock { $0 } == [0, 1, 2])
     }
 
@@ -81,14 +84,15 @@ import Testing
             gate.wait()
             ran.add(1, ordering: .relaxed)
         }
-        for _ in 0..<100 {
+        let done = DispatchSemaphore(value: 0)
+        for index in 0..<100 {
             acknowledger.submit {
                 ran.add(1, ordering: .relaxed)
+                if index == 99 { done.signal() }   // jobs run in order: the last one runs last
             }
         }
         gate.signal()
-        let deadline = Date().addingTimeInterval(10)
-        while ran.load(ordering: .relaxed) < 102 && Date() < deadline { usleep(1_000) }
+        #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(ran.load(ordering: .relaxed) == 102)
         #expect(acknowledger.drains.load(ordering: .relaxed) == 1)
     }

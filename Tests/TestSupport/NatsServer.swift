@@ -98,12 +98,13 @@ package final class NatsServer {
         process.standardOutput = FileHandle(forWritingAtPath: logFile)
         try process.run()
         self.process = process
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if !process.isRunning { throw NatsServerError(description: "nats-server \(name) exited: \(log.suffix(2000))") }
-            if Self.accepts(port: port) { return }
-            usleep(20_000)
+        var exited = false
+        let listening = eventually(within: timeout) {
+            exited = !process.isRunning
+            return exited || Self.accepts(port: port)
         }
+        if exited { throw NatsServerError(description: "nats-server \(name) exited: \(log.suffix(2000))") }
+        if listening { return }
         throw NatsServerError(description: "nats-server \(name) did not listen on \(port) within \(timeout) s")
     }
 

@@ -25,11 +25,7 @@ package final class TLSFileServer {
         process.standardError = FileHandle.nullDevice
         process.standardInput = Pipe()
         try process.run()
-        let start = Posix.monotonicNanos()
-        while !Self.accepting(port) {
-            guard Posix.monotonicNanos() - start < 5_000_000_000 else { throw TLSFileServerError.notAccepting(port: port) }
-            usleep(20_000)
-        }
+        guard eventually(within: 5, { Self.accepting(port) }) else { throw TLSFileServerError.notAccepting(port: port) }
     }
 
     deinit {
