@@ -87,9 +87,11 @@ let package = Package(
         // index and stream follower options built from their settings, so those modules never
         // import PushConfig, and pushspool-fetch (PushMediaModel) never links it.
         .target(name: "PushModuleOptions", dependencies: [
-            "PushSystem", "PushConfig", "PushJournal", "PushMediaModel", "PushExport", "PushOutbox", "PushOutboxStore", "PushInbox",
+            "PushSystem", "PushConfig", "PushJournal", "PushExport", "PushOutboxStore", "PushInbox",
             "PushInboxStream", "PushUserData",
         ]),
+        // `[Media]` and `[Outbox]` as options; apart from PushModuleOptions so pushspoolctl links no libcurl.
+        .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaModel", "PushOutbox", "PushOutboxStore"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
@@ -108,7 +110,7 @@ let package = Package(
         // the HTTP layer (PushInboxServer) with its hub and status in one service group, exit codes.
         .target(name: "PushInboxMain", dependencies: [
             "PushCLI", "PushSystem", "PushSystemd", "PushPayload", "PushJournal", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig",
-            "PushModuleOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushUserData",
+            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushUserData",
             "PushInboxNode", "PushInboxServer",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
@@ -129,7 +131,7 @@ let package = Package(
         .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
             "PushUserData",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
@@ -159,7 +161,7 @@ let package = Package(
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
-            "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushConfig",
+            "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushDaemonOptions", "PushConfig",
             "PushFleetOutbox", "PushOutbox", "PushFollow",
         ]),
 
@@ -184,10 +186,10 @@ let package = Package(
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
         .testTarget(name: "PushFetchTests", dependencies: [
             "PushFetch", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
-            "pushspool-fetch", "PushConfig", "PushModuleOptions",
+            "pushspool-fetch", "PushConfig", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushConfigTests", dependencies: ["PushConfig"]),
@@ -197,7 +199,7 @@ let package = Package(
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: ["TestTraits",
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
-            "pushspool-outbox-child", "PushModuleOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
+            "pushspool-outbox-child", "PushModuleOptions", "PushDaemonOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
@@ -206,7 +208,7 @@ let package = Package(
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
-            "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions",
+            "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["TestTraits", "PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
         .testTarget(name: "PushUserDataTests", dependencies: ["TestTraits",

@@ -12,6 +12,7 @@ import PushOutbox
 import PushOutboxStore
 import PushJournal
 import PushModuleOptions
+import PushDaemonOptions
 import PushPayload
 import PushSpool
 import PushSystem

@@ -4,8 +4,6 @@ import PushExport
 import PushInbox
 import PushInboxStream
 import PushJournal
-import PushMediaModel
-import PushOutbox
 import PushOutboxStore
 import PushSystem
 import PushUserData
@@ -14,8 +12,9 @@ import PushUserData
 // journal, media, export, outbox, inbox index and stream follower. Those modules take plain
 // option structs and never import PushConfig; each section becomes its options here, by one
 // initializer, for pushspoold, pushspool-inbox, pushspoolctl, the benchmark and the tests alike.
-// A module of its own because PushMediaModel is linked into the sandboxed pushspool-fetch,
-// which must not link PushConfig (ICU, inih), and PushConfig must not link libcurl or libnats.
+// A module of its own because PushConfig must not link libcurl or libnats. The adapters for
+// `[Media]` and `[Outbox]`, whose modules link libcurl, are in PushDaemonOptions, so that
+// pushspoolctl (which uses these) links no libcurl.
 
 extension JournalOptions {
     /// The `[Journal]` settings as journal options. `quarantine` (pushspoold's
@@ -25,21 +24,6 @@ extension JournalOptions {
                   maxBatchRecords: settings.maxBatchRecords,
                   corruptionPolicy: quarantine ? .quarantineSegment : settings.corruptionPolicy,
                   checkpointInterval: settings.checkpointInterval)
-    }
-}
-
-extension MediaOptions {
-    /// The `[Media]` settings as download options, storing under `storeDirectory` (pushspoold:
-    /// `StateLayout.media` of the state directory).
-    package init(settings: MediaSettings, storeDirectory: String) {
-        self.init(storeDirectory: storeDirectory, connectTimeout: settings.connectTimeout,
-                  transferDeadline: settings.transferTimeout, lowSpeedLimitBytesPerSecond: settings.lowSpeedLimitBytes,
-                  lowSpeedTime: settings.lowSpeedTime, maxBytes: Int64(settings.maxBytes), allowHTTP: settings.allowHTTP,
-                  maxRedirects: settings.maxRedirects, allowNetworks: settings.allowNetworks,
-                  maxConcurrent: settings.maxConcurrent, attempts: settings.attempts,
-                  payloadDeadline: settings.payloadDeadline, dedupWindow: settings.dedupWindow,
-                  thumbnailMaxEdge: settings.thumbnailMaxEdge, thumbnailMaxPixels: settings.thumbnailMaxPixels,
-                  caFile: settings.caFile)
     }
 }
 
@@ -69,40 +53,6 @@ extension ExportOptions {
         tlsCAFile = credential(settings.tlsCAFile, "nats-ca.pem")
         tlsCertFile = credential(settings.tlsCertFile, "nats-cert.pem")
         tlsKeyFile = credential(settings.tlsKeyFile, "nats-key.pem")
-    }
-}
-
-extension OutboxOptions {
-    /// `settings` as the follower takes them, without the key files (both vendors off until
-    /// `load` or a test sets the secrets). `journalDirectory` defaults to `<state>/journal`.
-    package init(settings: OutboxSettings, stateDirectory: String, journalDirectory: String? = nil) {
-        self.init(stateDirectory: stateDirectory, journalDirectory: journalDirectory)
-        mindboxURL = settings.mindboxURL
-        mindboxEndpointId = settings.mindboxEndpointId
-        mindboxEndpointIOS = settings.mindboxEndpointIOS
-        mindboxEndpointAndroid = settings.mindboxEndpointAndroid
-        mindboxTransliteration = settings.mindboxTransliteration
-        mindboxOperationNCOpen = settings.mindboxOperationNCOpen
-        mindboxOperationNCPushOpen = settings.mindboxOperationNCPushOpen
-        mindboxCustomerIdKey = settings.mindboxCustomerIdKey
-        mindboxPushClicks = settings.mindboxPushClicks
-        infobipURL = settings.infobipURL
-        allowHTTP = settings.allowHTTP
-        allowNetworks = settings.allowNetworks
-        connectTimeout = settings.connectTimeout
-        requestTimeout = settings.requestTimeout
-        maxAttempts = settings.maxAttempts
-        retryBase = settings.retryBase
-        maxAge = settings.maxAge
-    }
-
-    /// `settings` with the key files named by `MindboxSecretKeyFile=` / `InfobipAppKeyFile=`
-    /// loaded (empty = that vendor is off) and the URLs checked against `AllowHTTP=`: what the
-    /// daemon runs the outbox with.
-    package static func load(settings: OutboxSettings, stateDirectory: String) throws(OutboxError) -> OutboxOptions {
-        var options = OutboxOptions(settings: settings, stateDirectory: stateDirectory)
-        try options.load(mindboxSecretKeyFile: settings.mindboxSecretKeyFile, infobipAppKeyFile: settings.infobipAppKeyFile)
-        return options
     }
 }
 

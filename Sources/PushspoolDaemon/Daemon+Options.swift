@@ -7,6 +7,7 @@ import PushFetch
 import PushSystemd
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 
 /// The options each part is opened with, derived from the configuration in one place.
 extension Daemon {

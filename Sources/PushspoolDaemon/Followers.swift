@@ -5,6 +5,7 @@ import PushSystemd
 import PushConfig
 import PushInbox
 import PushOutbox
+import PushDaemonOptions
 import PushOutboxStore
 import PushExport
 import PushFollow

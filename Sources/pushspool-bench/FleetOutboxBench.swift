@@ -7,6 +7,7 @@ import PushFleetOutbox
 import PushFollow
 import PushJournal
 import PushModuleOptions
+import PushDaemonOptions
 import PushOutbox
 import TestSupport
 

@@ -7,6 +7,7 @@ import PushSystem
 import Synchronization
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 
 /// `pushspool-bench media [--images N] [--concurrency N] [--thumbnails]`: fetches N distinct PNGs
 /// from a loopback server running in a child process (so its CPU is not counted), with the

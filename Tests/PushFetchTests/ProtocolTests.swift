@@ -5,6 +5,7 @@ import PushMediaModel
 import PushSystem
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 
 /// The wire codec: every message survives a round trip, and no byte string from a broken or
 /// hostile peer crashes the decoder or gets through half-checked.

@@ -9,6 +9,7 @@ import PushSystem
 import TestSupport
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 
 /// The supervisor against the real `pushspool-fetch` binary and real HTTP servers on
 /// 127.0.0.1: stores, survives SIGKILL, SIGSEGV and hangs, restarts, and cancels on shutdown.

@@ -5,6 +5,7 @@ import PushSystem
 import TestSupport
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 
 extension TempDir {
     var store: String { path + "/media" }

@@ -1,6 +1,7 @@
 import Testing
 import PushConfig
 import PushModuleOptions
+import PushDaemonOptions
 import PushOutbox
 
 /// PushOutbox does not import the INI schema, so `OutboxOptions` carries defaults of its own:

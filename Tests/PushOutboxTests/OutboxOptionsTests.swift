@@ -1,6 +1,7 @@
 import Testing
 import PushConfig
 import PushOutbox
+import PushDaemonOptions
 import PushOutboxStore
 import PushSystem
 import TestSupport

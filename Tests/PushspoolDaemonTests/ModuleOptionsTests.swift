@@ -3,6 +3,7 @@ import PushConfig
 import PushJournal
 import PushMediaModel
 import PushModuleOptions
+import PushDaemonOptions
 
 /// The one mapping from `[Media]` and `[Journal]` settings to the options their modules open
 /// with: every setting arrives in its own field. Each value differs from its default and from
