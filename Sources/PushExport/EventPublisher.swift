@@ -173,10 +173,7 @@ package final class EventPublisher: Sendable {
     }
 
     private func connect() throws(ExportError) -> NatsClient {
-        let e = options
-        return try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
-                              tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
-                              connectTimeout: connectTimeout, name: "pushspool-events", reconnects: false)
+        try NatsClient(options, name: "pushspool-events", reconnects: false, connectTimeout: connectTimeout)
     }
 
     /// Starts the publisher's connecting thread (see the type's documentation); a second call

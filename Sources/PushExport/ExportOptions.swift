@@ -10,12 +10,15 @@ import PushSystem
 /// stream twice. The defaults below are `ExportSettings`' (PushExportTests' `ExportDefaultsTests`
 /// compares the two).
 package struct ExportOptions: Sendable, Equatable {
+    /// `Subject=`'s default: a subject per vendor and platform, never a user.
+    package static let defaultSubject = "pushspool.{vendor}.{platform}"
+
     /// `<StateDirectory>`: holds `journal/` and `export/` (cursor, status).
     package var stateDirectory: String
     /// NATS server URLs (`nats://host:port`, `tls://host:port`); the client fails over between them.
     package var urls: [String] = ["nats://127.0.0.1:4222"]
     /// The subject template, with `{vendor}` and `{platform}` placeholders.
-    package var subject = "pushspool.{vendor}.{platform}"
+    package var subject = ExportOptions.defaultSubject
     package var stream = "PUSHSPOOL"
     /// Replicas of a stream the exporter creates (3 = R3 in a cluster).
     package var replicas = 1

@@ -344,8 +344,7 @@ package final class Exporter: Follower, Sendable {
 
     /// The configured stream, created when it does not exist.
     private func ensureStream(_ client: NatsClient) throws(ExportError) {
-        try client.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
-                                duplicateWindow: options.duplicateWindow)
+        try client.ensureExportStream(options)
     }
 
     /// Drops what is in flight and positions the reader after the acknowledged seq.
@@ -415,12 +414,9 @@ package final class Exporter: Follower, Sendable {
                                progress: (UInt64) -> Void = { _ in }) throws(ExportError) -> (published: UInt64, duplicates: UInt64) {
         guard let template = SubjectTemplate(options.subject) else { throw ExportError(.config, "subject '\(options.subject)' is invalid") }
         let hostId = try options.resolvedHostId()
-        let client = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
-                                    tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile, ackTimeout: options.ackTimeout,
-                                    name: "pushspoolctl")
+        let client = try NatsClient(options, name: "pushspoolctl")
         defer { client.close() }
-        try client.ensureStream(name: options.stream, subjects: [template.streamSubject], replicas: options.replicas,
-                                duplicateWindow: options.duplicateWindow)
+        try client.ensureExportStream(options)
         let reader: JournalReader
         do { reader = try JournalReader(directory: options.journalDirectory, fromSeq: fromSeq) } catch {
             throw ExportError(.journal, "\(error)")

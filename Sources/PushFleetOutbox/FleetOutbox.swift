@@ -262,8 +262,8 @@ final class FleetWorker {
     /// Makes the POSTs and decides what each answer means (shared with the journal outbox).
     let engine: DeliveryEngine
     let erased: ErasedSubjects
-    var client: NatsClient?
-    var consumer: NatsWorkConsumer?
+    /// The connection and the shared consumer.
+    let session: NatsWorkSession
     /// Fetched messages not yet worked (an event past the index's applied seq waits here).
     var queue: [WorkMessage] = []
     var status = FleetOutboxStatus()
@@ -286,6 +286,7 @@ final class FleetWorker {
         self.options = options
         self.erased = erased
         self.store = store
+        session = NatsWorkSession(options: options.export, clientName: "pushspool-outbox", createsStream: false)
         let outbox = options.outbox
         mapper = try outbox.eventMapper()
         engine = DeliveryEngine(options: outbox, erased: erased, shouldStop: shouldStop)
@@ -294,16 +295,13 @@ final class FleetWorker {
 
     /// Counts what this node holds and tells ``report``.
     func publish() {
-        status.inFlight = consumer?.heldSeqs.count ?? 0
+        status.inFlight = session.consumer?.heldSeqs.count ?? 0
         report(status)
     }
 
     func close(_ interrupt: NatsInterrupt) {
-        interrupt.disarm()
         queue = []
-        consumer = nil
-        client?.close()
-        client = nil
+        session.close(interrupt)
         status.connected = false
     }
 
@@ -312,20 +310,9 @@ final class FleetWorker {
         do throws(ExportError) {
             let consumer = try ensureConsumer(interrupt)
             if queue.isEmpty {
-                // Only a fetch may be interrupted by closing the connection: a stop during a
-                // POST must leave the connection up to hand the message back.
-                interrupt.arm(connectionOf: client)
-                if stopRequested() {
-                    interrupt.disarm()
+                guard let fetched = try session.fetch(consumer, batch: options.fetchBatch, timeout: options.fetchWait,
+                                                      interrupt: interrupt, stopRequested: stopRequested) else {
                     return StepResult(status: status)
-                }
-                let fetched: [WorkMessage]
-                do throws(ExportError) {
-                    fetched = try consumer.fetch(batch: options.fetchBatch, timeout: options.fetchWait)
-                    interrupt.disarm()
-                } catch {
-                    interrupt.disarm()
-                    throw error
                 }
                 queue = fetched
                 lastExtended = Posix.monotonicNanos()
@@ -346,14 +333,10 @@ final class FleetWorker {
     }
 
     private func ensureConsumer(_ interrupt: NatsInterrupt) throws(ExportError) -> NatsWorkConsumer {
-        if let consumer, let client, !client.isClosed { return consumer }
+        if let consumer = session.openConsumer { return consumer }
+        // A lost connection's fetched messages come back after the ack wait: forget them.
         close(interrupt)
-        let e = options.export
-        let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
-                                    tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspool-outbox", reconnects: false)
-        self.client = client
-        let consumer = try NatsWorkConsumer(client: client, stream: e.stream, config: options.consumerConfig(nowMillis: Posix.wallClockMillis()))
-        self.consumer = consumer
+        let consumer = try session.open(interrupt) { options.consumerConfig(nowMillis: Posix.wallClockMillis()) }
         status.connected = true
         return consumer
     }
@@ -391,7 +374,7 @@ final class FleetWorker {
             let record = FollowedRecord(JournalRecord(seq: message.streamSeq, ingestMillis: message.ingestMillis, key: "",
                                                       body: message.body, segment: "", offset: 0))
             let mapping = mapper.map(record) { seq in
-                guard let client else { return nil }
+                guard let client = session.client else { return nil }
                 do throws(ExportError) {
                     guard let stored = try client.message(consumer.stream, seq: seq) else { return nil }
                     return RecordBody(decoding: stored.body)
@@ -584,9 +567,4 @@ struct StreamLedger: DeliveryLedger {
     }
 }
 
-extension NatsInterrupt {
-    /// Arms `interrupt` for `client`'s connection, when there is one.
-    func arm(connectionOf client: NatsClient?) {
-        client?.arm(self)
-    }
-}
+

@@ -467,9 +467,7 @@ package final class StreamInboxFollower: Follower, Sendable {
             dropClient(&session)
             let e = options.export
             do throws(ExportError) {
-                let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile,
-                                            tlsCertFile: e.tlsCertFile, tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout,
-                                            name: "pushspool-inbox", noEcho: true)
+                let client = try NatsClient(e, name: "pushspool-inbox", noEcho: true)
                 client.arm(interrupt)
                 session.client = client
                 session.claimed = false
@@ -609,8 +607,7 @@ package final class StreamInboxFollower: Follower, Sendable {
         let e = options.export
         let client: NatsClient
         do throws(ExportError) {
-            client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
-                                    tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspoolctl")
+            client = try NatsClient(e, name: "pushspoolctl")
         } catch {
             throw InboxStreamError(.nats(error), stream: e.stream)
         }

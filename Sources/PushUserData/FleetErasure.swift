@@ -249,13 +249,13 @@ package final class FleetErasureListener: Follower, Sendable {
     private let interrupt = NatsInterrupt()
     private let stopping = Locked(false)
     private let snapshot = Locked(FleetErasureStatus())
-    private let session = Locked(Session())
+    private let session: Locked<Session>
 
-    /// The NATS client and consumer. `@unchecked Sendable`: used only under ``session``, by
-    /// the runner's thread.
+    /// The connection and this host's consumer. `@unchecked Sendable`: used only under
+    /// ``session``, by the runner's thread.
     private final class Session: @unchecked Sendable {
-        var client: NatsClient?
-        var consumer: NatsWorkConsumer?
+        let nats: NatsWorkSession
+        init(_ nats: NatsWorkSession) { self.nats = nats }
     }
 
     /// `journaled`: whether the journal holds a key (the writer's dedup). `onResult`: a notice
@@ -267,6 +267,7 @@ package final class FleetErasureListener: Follower, Sendable {
                  onResult: @escaping @Sendable (FleetErasureNotice, FleetErasureOutcome) -> Void = { _, _ in },
                  hook: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
+        session = Locked(Session(NatsWorkSession(options: options.export, clientName: "pushspool-erase", createsStream: true)))
         resolver = FleetSubjectResolver(journalDirectory: StateLayout(root: stateDirectory).journal, secret: secret, spool: spool)
         self.spool = spool
         requests = ErasureRequests(stateDirectory: stateDirectory)
@@ -326,10 +327,7 @@ package final class FleetErasureListener: Follower, Sendable {
     }
 
     private func close(_ session: Session) {
-        interrupt.disarm()
-        session.consumer = nil
-        session.client?.close()
-        session.client = nil
+        session.nats.close(interrupt)
     }
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
@@ -354,19 +352,16 @@ package final class FleetErasureListener: Follower, Sendable {
 
     /// One fetch and its notices, each acknowledged once handled.
     private func work(_ session: Session, stopRequested: @Sendable () -> Bool) throws(UserDataError) {
-        let consumer = try ensureConsumer(session)
-        snapshot.withLock { $0.connected = true }
-        session.client?.arm(interrupt)
-        if stopRequested() {
-            interrupt.disarm()
-            return
-        }
+        let consumer: NatsWorkConsumer
         let fetched: [WorkMessage]
         do throws(ExportError) {
-            fetched = try consumer.fetch(batch: options.fetchBatch, timeout: options.fetchWait)
-            interrupt.disarm()
+            // The stream is created by the exporter's rules when it does not exist.
+            consumer = try session.nats.open(interrupt) { options.consumerConfig }
+            snapshot.withLock { $0.connected = true }
+            guard let batch = try session.nats.fetch(consumer, batch: options.fetchBatch, timeout: options.fetchWait,
+                                                     interrupt: interrupt, stopRequested: stopRequested) else { return }
+            fetched = batch
         } catch {
-            interrupt.disarm()
             throw UserDataError(.stream, "\(error)")
         }
         for message in fetched {
@@ -395,27 +390,6 @@ package final class FleetErasureListener: Follower, Sendable {
                 status.seen += 1
                 status.lastError = nil
             }
-        }
-    }
-
-    /// The connection, the stream (created by the exporter's rules when it does not exist)
-    /// and this host's consumer.
-    private func ensureConsumer(_ session: Session) throws(UserDataError) -> NatsWorkConsumer {
-        if let consumer = session.consumer, let client = session.client, !client.isClosed { return consumer }
-        close(session)
-        let e = options.export
-        do throws(ExportError) {
-            let client = try NatsClient(urls: e.urls, credentialsFile: e.credentialsFile, tlsCAFile: e.tlsCAFile, tlsCertFile: e.tlsCertFile,
-                                        tlsKeyFile: e.tlsKeyFile, ackTimeout: e.ackTimeout, name: "pushspool-erase", reconnects: false)
-            session.client = client
-            let template = SubjectTemplate(e.subject) ?? SubjectTemplate("pushspool.{vendor}.{platform}")!
-            _ = try client.ensureStream(name: e.stream, subjects: [template.streamSubject], replicas: e.replicas,
-                                        duplicateWindow: e.duplicateWindow)
-            let consumer = try NatsWorkConsumer(client: client, stream: e.stream, config: options.consumerConfig)
-            session.consumer = consumer
-            return consumer
-        } catch {
-            throw UserDataError(.stream, "\(error)")
         }
     }
 }

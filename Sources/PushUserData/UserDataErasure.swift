@@ -289,9 +289,7 @@ package struct UserDataErasure: Sendable {
         let where_ = "the export stream \(options.stream) at \(options.urls.joined(separator: ","))"
         let rerun = "the local stores are erased; run the command again once NATS answers to finish erasure \(erasureID)"
         do throws(ExportError) {
-            let client = try NatsClient(urls: options.urls, credentialsFile: options.credentialsFile, tlsCAFile: options.tlsCAFile,
-                                        tlsCertFile: options.tlsCertFile, tlsKeyFile: options.tlsKeyFile,
-                                        ackTimeout: options.ackTimeout, name: "pushspoolctl-erase", reconnects: false)
+            let client = try NatsClient(options, name: "pushspoolctl-erase", reconnects: false)
             defer { client.close() }
             return try client.eraseMessages(stream: options.stream, where: matcher.matches).erased
         } catch where error.code == .noStream {
