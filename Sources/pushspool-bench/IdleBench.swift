@@ -189,6 +189,17 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -
           + "pushspool-inbox.service has no watchdog. Each open stream gets a keep-alive every 15 s (in the pushspool-inbox line above, "
           + "not in its line without keep-alives).")
     if media && fetcherPID == nil { print("  pushspool-fetch did not start: its wake-ups are not measured") }
+    // Issue 34: an idle stack stops within a second of SIGTERM (with a hung vendor, within one
+    // RequestTimeoutSec + 1 s: NotificationCenterTests checks that case).
+    let stopped = stack.stopServersTimed()
+    let stopTimes = [("pushspool-inbox", stopped.inbox), ("pushspoold", stopped.daemon)].compactMap { name, seconds in
+        seconds.map { (name, $0) }
+    }
+    let stopsMet = stopTimes.allSatisfy { $0.1 <= 1 }
+    print("SIGTERM to exit, idle: " + stopTimes.map { String(format: "%@ %.3f s", $0.0, $0.1) }.joined(separator: ", ")
+          + ", target ≤ 1 s — " + (stopsMet ? "met" : "NOT met"))
+    BenchResults.shared.add("SIGTERM to exit, idle", stopTimes.map { String(format: "%@ %.3f s", $0.0, $0.1) }.joined(separator: ", "),
+                            target: "≤ 1 s each", met: stopsMet)
     BenchResults.shared.add("idle wake-ups (\(media ? "media on (default)" : "media off"), inbox, outbox, export on; \(idleStreams) SSE streams)",
                             values.joined(separator: ", "), ratio: ratios.joined(separator: ", ") + " the target",
                             target: "pushspoold ≤ 2/s, pushspool-inbox ≤ 1/s" + (media ? ", pushspool-fetch ≤ 1/s" : ""),

@@ -128,6 +128,32 @@ final class LiveStack {
         spool.remove()
     }
 
+    /// SIGTERM to pushspool-inbox and then to pushspoold, as systemd stops the units (the
+    /// inbox is ordered after the daemon): seconds from each signal to its process's exit,
+    /// `nil` for a process that was not running.
+    func stopServersTimed() -> (inbox: Double?, daemon: Double?) {
+        // Foundation's waitUntilExit looks every 50 ms; the process's state in /proc shows
+        // its exit (a zombie until reaped) to the millisecond.
+        func timed(_ process: Process) -> Double? {
+            guard process.isRunning else { return nil }
+            let pid = process.processIdentifier
+            let start = Posix.monotonicNanos()
+            kill(pid, SIGTERM)
+            while let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].dropFirst().first != "Z" {
+                usleep(1_000)
+            }
+            let seconds = Double(Posix.monotonicNanos() - start) / 1e9
+            process.waitUntilExit()
+            return seconds
+        }
+        let inboxSeconds = inbox.flatMap { timed($0.process) }
+        inbox = nil
+        let daemonSeconds = daemon.flatMap { timed($0.process) }
+        daemon = nil
+        return (inboxSeconds, daemonSeconds)
+    }
+
     /// `user`'s bearer token: lowercase hex of HMAC-SHA256(secret, user), as the app's back
     /// end makes it (see PushInboxServer's TokenAuth).
     func token(user: String) -> String {
