@@ -166,14 +166,3 @@ import TestSupport
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: temp.journal)) ?? []).contains { $0.hasSuffix(".tmp") })
     }
 }
-
-/// Polls `condition` every millisecond for at most `seconds`: the generic wait where the code
-/// offers a state to observe but no callback to block on.
-func pollUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
-    while Posix.monotonicNanos() < deadline {
-        if condition() { return true }
-        usleep(1_000)
-    }
-    return condition()
-}
