@@ -157,15 +157,24 @@ import TestSupport
         server.route("/v3/operations/async", .ok([]))
         let (harness, removeKey) = try Self.outboxHarness("ncidle", server: server, key: "secret-key-4")
         defer { removeKey() }
-        try harness.start()
+        let notify = try NotifySocket()
+        try harness.start(extraEnvironment: ["NOTIFY_SOCKET": notify.path])
         try harness.drop(Array(#"{"pushspool":1,"user":"idle","payload":{"aps":{"alert":{"title":"T","body":"B"}},"uniqueKey":"idle-1"}}"#.utf8),
                          name: "idle.json")
         try waitUntil(timeout: 30, "the item in the index") {
             let (status, out, _) = try harness.ctl(["nc", "list", "--user", "idle", "--json"])
             return status == 0 && ((try? Self.jsonLines(out)) ?? []).contains { $0["seq"] != nil || $0["id"] != nil }
         }
-        // why: the status line settles within a couple of its 1 s refreshes (no notify socket here to watch it)
-        usleep(3_000_000)
+        // The status line has settled: the ingest loop sends it again while it changes and
+        // stops waking for it once the same line went out twice in a row. Delivered and caught
+        // up, nothing the drop set in motion is left for the window to count.
+        try waitUntil(timeout: 30, "the status line to settle") {
+            let lines = notify.messages.compactMap { message in
+                message.split(separator: "\n").first { $0.hasPrefix("STATUS=") }.map(String.init)
+            }
+            guard lines.count >= 2, let last = lines.last else { return false }
+            return last == lines[lines.count - 2] && last.contains("outbox 0 pending")
+        }
         let pid = try #require(harness.pid)
         func switches() -> Int {
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
