@@ -40,7 +40,7 @@ import TestSupport
             }
         }
         // The pause event is the signal that the failed write was seen; all five queued behind it.
-        #expect(pollUntil { events.withLock { $0 } == ["paused"] && writer.stats.queued == 5 }, "the writer never paused")
+        #expect(eventually(within: 10) { events.withLock { $0 } == ["paused"] && writer.stats.queued == 5 }, "the writer never paused")
         #expect(acked.withLock { $0.isEmpty }, "nothing may be acknowledged while the disk is full")
         #expect(writer.stats.paused)
         #expect(writer.stats.queued == 5)
