@@ -116,6 +116,8 @@ package final class FollowerRunner: Sendable {
         /// (``FollowerNext/othersReach(_:)``): their progress wakes nothing else.
         let wantsProgress = Atomic<Bool>(false)
         let commitWakeups = Atomic<Int>(0)
+        /// Checks of the others' progress that found them short and went back to waiting.
+        let othersShort = Atomic<Int>(0)
     }
     private let flags = Flags()
     private let stopping = Atomic<Bool>(false)
@@ -192,6 +194,9 @@ package final class FollowerRunner: Sendable {
     /// Wakeups the commit feed has sent this runner: only while it waits for a commit, never
     /// in a backoff or a timed sleep.
     package var commitWakeups: Int { flags.commitWakeups.load(ordering: .relaxed) }
+    /// How often, while waiting for the others' progress, a check found them still short and
+    /// the runner went back to waiting (a test's signal that an announcement was looked at).
+    package var othersShortChecks: Int { flags.othersShort.load(ordering: .acquiring) }
 
     /// Starts the thread; a second call does nothing. Throws when the thread cannot be made.
     package func start() throws(SystemError) {
@@ -341,6 +346,7 @@ package final class FollowerRunner: Sendable {
         defer { flags.wantsProgress.store(false, ordering: .sequentiallyConsistent) }
         while !stopRequested, !flags.poked.load(ordering: .acquiring) {
             if let others = othersDurable(), others < seq {
+                flags.othersShort.add(1, ordering: .releasing)
                 wakeup.wait(timeout: nil)
             } else {
                 return

@@ -127,15 +127,17 @@ package final class OutboxFollower: Follower, Sendable {
     }
 
     /// Synchronously queues every journal record available now and makes one delivery pass
-    /// over what is due; for tests and `pushspoolctl`. Returns the status afterwards.
+    /// over what is due; for tests and `pushspoolctl`. Returns the status afterwards. `now`:
+    /// the wall clock (milliseconds) the pass decides what is due by; a test passes a later
+    /// one instead of waiting out a backoff.
     @discardableResult
-    package func catchUp() -> OutboxStatus {
+    package func catchUp(now: @autoclosure () -> Int64 = Posix.wallClockMillis()) -> OutboxStatus {
         // Without a runner nothing watches `retry/`.
         retryChanged.set()
         let notices = work.withLock { worker -> [OutboxNotice] in
             var all: [OutboxNotice] = []
             while true {
-                let result = worker.step(now: Posix.wallClockMillis())
+                let result = worker.step(now: now())
                 all += result.notices
                 if !result.moreJournal { break }
             }

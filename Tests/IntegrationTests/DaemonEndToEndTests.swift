@@ -86,7 +86,7 @@ import PushJournal
         var generator = SystemRandomNumberGenerator()
         for cycle in 0..<cycles {
             try harness.start()
-            usleep(UInt32.random(in: 20_000...400_000, using: &generator))
+            usleep(UInt32.random(in: 20_000...400_000, using: &generator))  // why: the fault: a random kill moment
             harness.stop(signal: SIGKILL)
             // Whatever left the spool must be in the journal; nothing twice.
             let records = try harness.records()

@@ -41,6 +41,8 @@ import PushSystem
         process.standardOutput = out
         process.standardError = FileHandle(forWritingAtPath: errPath)
         process.standardInput = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
         let data = Locked(Data())
         let done = DispatchSemaphore(value: 0)
@@ -50,15 +52,11 @@ import PushSystem
             data.withLock { $0 = bytes }
             done.signal()
         }.start()
-        let deadline = Date().addingTimeInterval(timeout)
-        let readToEnd = done.wait(timeout: .now() + timeout) == .success
-        var hung = !readToEnd
+        let deadline = DispatchTime.now() + timeout
+        let readToEnd = done.wait(timeout: deadline) == .success
         // Foundation learns that its child exited when a socket the child inherited closes,
         // so a service that kept the demo's inherited descriptors would hide the exit too.
-        while !hung && process.isRunning {
-            if Date() > deadline { hung = true }
-            usleep(20_000)
-        }
+        let hung = !readToEnd || exited.wait(timeout: deadline) != .success
         if hung {
             kill(process.processIdentifier, SIGKILL)
             for pid in processes(carrying: marker) { kill(pid, SIGKILL) }

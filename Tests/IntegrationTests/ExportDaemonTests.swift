@@ -60,7 +60,7 @@ import TestTraits
             try Self.drop(harness, range: total..<(total + 40), tag: "kill")
             total += 40
             // Kill while records are being journaled and exported: at a different point each round.
-            usleep(UInt32(30_000 + (round * 37_000) % 250_000))
+            usleep(UInt32(30_000 + (round * 37_000) % 250_000))  // why: the fault: the kill moment
             if let acknowledged = try? ExportCursor.read(stateDirectory: harness.state), acknowledged < UInt64(total) { killedWithLag += 1 }
             harness.stop(signal: SIGKILL)
         }

@@ -297,7 +297,7 @@ extension InboxFromStreamTests {
             let get = try Self.http(port, "GET", "/v1/inbox/counts", user: user)
             slowest = max(slowest, Double(Posix.monotonicNanos() - getStarted) / 1e9)
             #expect(get.status == 200)
-            usleep(100_000)
+            usleep(100_000)  // why: the GETs' pacing: spread over the time the POSTs are in flight
         }
         group.wait()
         let postSeconds = Double(Posix.monotonicNanos() - started) / 1e9

@@ -39,7 +39,7 @@ import TestSupport
         for _ in 0..<6 {
             let before = Self.contextSwitches(daemon) + Self.contextSwitches(fetcher)
             let start = Date()
-            usleep(UInt32(window * 1_000_000))  // the measuring window, not a settle
+            usleep(UInt32(window * 1_000_000))  // why: the measuring window, not a settle
             let switches = Self.contextSwitches(daemon) + Self.contextSwitches(fetcher) - before
             rates.append(Double(switches) / Date().timeIntervalSince(start))
             if rates.last! < bound { break }

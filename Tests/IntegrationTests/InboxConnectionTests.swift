@@ -66,6 +66,14 @@ final class RawClient: @unchecked Sendable {
         return code
     }
 
+    /// The sockets process `pid` holds open (its listener, accepted connections, ...).
+    static func openSockets(_ pid: Int32) -> Int {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        return fds.filter { fd in
+            ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? "").hasPrefix("socket:")
+        }.count
+    }
+
     /// Issue 21, defect 5: 40 clients from 3 addresses trickle one header line a second into a
     /// server of 40 connections (2 workers) with a 5 s deadline. A real request is answered
     /// well before that deadline (the reserve), and every trickling client is closed within it
@@ -73,6 +81,7 @@ final class RawClient: @unchecked Sendable {
     @Test func slowClientsCannotHoldEverySlot() throws {
         let server = try InboxServerHarness(name: "inbox-slowloris", extraConfig: "MaxConnections=40\nMaxConnectionsPerIP=16\nConnectionTimeoutSec=5s\n",
                                             arguments: ["--threads", "2"])
+        let socketsBefore = Self.openSockets(server.process.processIdentifier)
         let attackers = try (0..<40).map { index in
             let client = try RawClient(port: server.port, from: "127.0.0.\(index % 3 + 1)")
             client.send("GET /v1/inbox/counts HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -83,14 +92,18 @@ final class RawClient: @unchecked Sendable {
         let trickler = Thread {
             var line = 0
             while !stop.withLock({ $0 }) {
-                usleep(1_000_000)
+                usleep(1_000_000)  // why: the attack's pace: one header line a second
                 line += 1
                 for client in attackers { client.send("X-Slow-\(line): 1\r\n") }
             }
         }
         trickler.start()
         defer { stop.withLock { $0 = true } }
-        usleep(500_000)
+        // Every trickling client accepted (held, or already shed by the reserve): the slots are
+        // taken before the real request comes.
+        try waitUntil(timeout: 10, "the server to accept all 40 clients") {
+            Self.openSockets(server.process.processIdentifier) - socketsBefore + attackers.filter { $0.closedByServer() }.count >= 40
+        }
 
         // Before the deadline could have freed anything: only the reserve lets it in.
         let started = Posix.monotonicNanos()

@@ -86,8 +86,12 @@ import PushSystem
             #expect(try server.request("POST", "/v1/inbox/\(seq)/read").status == 404)
         }
         // The stream sent the two items and an in-app notice for the modal, nothing silent.
-        try waitUntil(timeout: 30, "the live events") { stream.items.count == 2 && stream.text.contains("event: inapp") }
-        usleep(300_000)
+        // The stream sends by seq: once the last counts it sends are the final ones, every
+        // earlier change (the silent records' included) has been sent or never will be.
+        try waitUntil(timeout: 30, "the live events") {
+            stream.items.count == 2 && stream.text.contains("event: inapp")
+                && InboxIndexLifecycleTests.events(stream.text).last { $0.event == "counts" }?.data == #"{"unread":2,"unseen":2}"#
+        }
         let events = InboxIndexLifecycleTests.events(stream.text)
         #expect(Set(events.filter { $0.event == "item" }.map(\.id)) == Set(items.compactMap { $0["item"]?.stringValue }))
         #expect(events.filter { $0.event == "inapp" }.map(\.id) == [String(modalSeq)])

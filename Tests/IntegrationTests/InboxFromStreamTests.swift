@@ -141,7 +141,7 @@ import TestTraits
             let process = try Self.launchInbox(node)
             try Self.drop(ingest, (first + 100)..<(first + 150), tag: "k")
             total += 150
-            if round < 8 { usleep(UInt32(20_000 + (round * 53_000) % 300_000)) }
+            if round < 8 { usleep(UInt32(20_000 + (round * 53_000) % 300_000)) }  // why: the fault: the kill at a different moment each round
             if (Self.appliedSeq(node) ?? 0) < UInt64(total) { killedBehind += 1 }
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -244,7 +244,7 @@ import TestTraits
         // pending pull request expires first (fetchWait, 10 s), or the server would push the
         // new records into the frozen node's socket.
         kill(process.processIdentifier, SIGSTOP)
-        Thread.sleep(forTimeInterval: 11)
+        Thread.sleep(forTimeInterval: 11)  // why: nats-server's own 10 s pull expiry must pass; no client event says it did
         try Self.drop(ingest, 20..<40, tag: "l")
         try Self.waitIngestedAndExported(ingest, count: 40)
         let client = try NatsClient(urls: [server.url], name: "it-live-purge")

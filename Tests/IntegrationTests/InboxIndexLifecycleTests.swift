@@ -203,13 +203,18 @@ import PushSystem
     /// An idle pushspool-inbox with an open stream sleeps: no timer polls the index (it used to
     /// wake 50 times a second); the status thread's once-a-second STATUS= is what remains.
     @Test func anIdleServerDoesNotPoll() throws {
-        let server = try InboxServerHarness(name: "inbox-idle")
+        let notify = try NotifySocket()
+        let server = try InboxServerHarness(name: "inbox-idle", extraEnvironment: ["NOTIFY_SOCKET": notify.path])
         try server.push(user: "alice", title: "x")
         try waitUntil(timeout: 30, "the push") { try server.counts().unread == 1 }
         let stream = try StreamClient(server: server)
         defer { stream.close() }
         try waitUntil(timeout: 10, "the first counts") { stream.text.contains("event: counts") }
-        usleep(500_000)
+        // The status thread has reported the open stream: what the stream's start set in
+        // motion is done, and the window below measures the idle server alone.
+        try waitUntil(timeout: 10, "STATUS= counting the stream") {
+            notify.messages.last { $0.contains("STATUS=") }?.contains(" 1 streams") == true
+        }
         let pid = server.process.processIdentifier
         let before = Self.contextSwitches(pid)
         usleep(3_000_000) // why: the measuring window: context switches counted over 3 s idle

@@ -19,7 +19,9 @@ final class InboxServerHarness: @unchecked Sendable {
     /// `secretByCredential`: no `TokenSecretFile=`; the secret sits where systemd's
     /// `LoadCredential=inbox-token-secret:…` puts it, `$CREDENTIALS_DIRECTORY/inbox-token-secret`
     /// (the user manager here cannot run LoadCredential= itself).
-    init(name: String, extraConfig: String = "", arguments extra: [String] = [], secretByCredential: Bool = false) throws {
+    /// `extraEnvironment`: set for pushspool-inbox only (a test's `NOTIFY_SOCKET`).
+    init(name: String, extraConfig: String = "", arguments extra: [String] = [], secretByCredential: Bool = false,
+         extraEnvironment: [String: String] = [:]) throws {
         let secretLine = secretByCredential ? "" : "TokenSecretFile=__SECRET__\n"
         daemon = try DaemonHarness(name: name, config: "[Media]\nEnabled=no\n[Inbox]\n\(secretLine)\(extraConfig)")
         var environment = ProcessInfo.processInfo.environment
@@ -35,6 +37,7 @@ final class InboxServerHarness: @unchecked Sendable {
             try text.write(toFile: daemon.config, atomically: true, encoding: .utf8)
             environment["CREDENTIALS_DIRECTORY"] = nil
         }
+        environment.merge(extraEnvironment) { _, extra in extra }
         try daemon.start()
         let indexPath = daemon.state + "/inbox/index.sqlite"
         try waitUntil(timeout: 30, "the inbox index") { FileManager.default.fileExists(atPath: indexPath) }

@@ -31,7 +31,7 @@ import TestSupport
 
         // Idle: the old loop woke 5 times a second, 15 in this window.
         let before = IdleWakeupTests.contextSwitches(tail.processIdentifier)
-        usleep(3_000_000)  // the measuring window, not a settle
+        usleep(3_000_000)  // why: the measuring window, not a settle
         let woke = IdleWakeupTests.contextSwitches(tail.processIdentifier) - before
         #expect(woke < 5, "pushspoolctl journal tail -f woke \(woke) times in 3 s with nothing committed")
 

@@ -39,7 +39,7 @@ struct ShutdownSignalTests {
             let process = try harness.launch()
             // Spread the signal over start-up, 0 to 190 ms after exec: the early ones land
             // before `main` (the default action ends the process), later ones in recovery.
-            usleep(UInt32(round % 20) * 10_000)
+            usleep(UInt32(round % 20) * 10_000)  // why: the fault: the signal's moment in start-up
             kill(process.processIdentifier, SIGTERM)
             let status = Self.waitExit(process, seconds: 10)
             try #require(status != nil, "round \(round): pushspoold did not stop on one SIGTERM during start-up")

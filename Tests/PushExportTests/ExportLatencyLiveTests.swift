@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import Foundation
 import Testing
 import PushExport
 import PushFollow
@@ -44,7 +45,7 @@ import TestTraits
         for n in 1...5 {
             try await f.append(1)
             try waitFor("record \(n) acknowledged") { exporter.acknowledgedInMemory == UInt64(n) }
-            usleep(20_000)
+            usleep(20_000)  // why: the scenario: steady ingest, records well apart (not a burst)
         }
         #expect(exporter.currentNiceness == 0)
 
@@ -72,7 +73,7 @@ import TestTraits
         let deadline = Posix.monotonicNanos() + 30_000_000_000
         while exporter.acknowledgedInMemory < 3_005, Posix.monotonicNanos() < deadline {
             if exporter.currentNiceness == 10 { sawNiced = true }
-            usleep(1_000)
+            usleep(1_000)  // why: the sampling of the niceness during the burst: no event says when it changes
         }
         await burst.value
         #expect(sawNiced)
@@ -81,9 +82,21 @@ import TestTraits
         for n in 1...10 {
             try await f.append(1)
             try waitFor("record \(n) after the burst") { exporter.acknowledgedInMemory == 3_005 + UInt64(n) }
-            usleep(30_000)
+            usleep(30_000)  // why: the scenario: steady ingest again, records well apart
         }
         #expect(exporter.currentNiceness == 0)
+    }
+
+    /// Whether a thread of this process named `name` is blocked opening a FIFO that has no
+    /// reader yet: the kernel names that wait `wait_for_partner` (fs/pipe.c) in its `wchan`.
+    static func threadWaitsForAFIFOPartner(named name: String) -> Bool {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.contains { task in
+            let directory = "/proc/self/task/" + task
+            let comm = (try? String(contentsOfFile: directory + "/comm", encoding: .utf8)) ?? ""
+            guard comm.trimmingCharacters(in: .whitespacesAndNewlines) == name else { return false }
+            return ((try? String(contentsOfFile: directory + "/wchan", encoding: .utf8)) ?? "") == "wait_for_partner"
+        }
     }
 
     @Test func aSlowCursorWriteDoesNotHoldUpPublishing() async throws {
@@ -102,7 +115,9 @@ import TestTraits
         try exporterRunner.start()
         try await f.append(1)
         try waitFor("first record acknowledged") { exporter.acknowledgedInMemory == 1 }
-        usleep(200_000)  // a checkpoint of seq 1 is due and under way: blocked in open(2)
+        // A checkpoint of seq 1 is due and under way: the exporter's writes thread blocked in
+        // open(2) of the FIFO.
+        try waitFor("the cursor write blocked in open(2)", timeout: 10) { Self.threadWaitsForAFIFOPartner(named: "export-writes") }
         for n in 2...6 {
             try await f.append(1)
             try waitFor("record \(n) acknowledged while the cursor write hangs", timeout: 5) { exporter.acknowledgedInMemory == UInt64(n) }

@@ -154,6 +154,9 @@ import PushModuleOptions
             let deadline = Posix.monotonicNanos() + 5_000_000_000
             var seen = hub.wakeups
             while Posix.monotonicNanos() < deadline {
+                // why: the measuring window: 100 ms without a wake-up is what "asleep" means
+                // here; no event can report an absence of wake-ups (after the WAL writes, the
+                // absence is what the test checks).
                 usleep(100_000)
                 let now = hub.wakeups
                 if now == seen { return }

@@ -35,7 +35,7 @@ import TestTraits
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            usleep(UInt32(delay * 1000))
+            usleep(UInt32(delay * 1000))  // why: the fault: the kill comes at a chosen moment of the run
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal {

@@ -276,11 +276,7 @@ import TestSupport
         let runner = FollowerRunner(follower, commits: f.writer.commits)
         try runner.start()
         for _ in 0..<5 { try await f.notification() }
-        var waited = 0
-        while follower.appliedSeq < 6, waited < 500 {
-            try await Task.sleep(for: .milliseconds(10))
-            waited += 1
-        }
+        _ = eventually(within: 5) { follower.appliedSeq >= 6 }
         #expect(follower.appliedSeq == 6)
         #expect(follower.lag == 0)
         #expect(follower.status.running)

@@ -47,12 +47,10 @@ import PushModuleOptions
             child.standardError = FileHandle.nullDevice
             try child.run()
             // Kill once it is writing, at a random point of its stream.
-            var waited = 0
-            while (try? FileManager.default.attributesOfItem(atPath: acks)[.size] as? Int) ?? 0 < 200, waited < 1000, child.isRunning {
-                usleep(10_000)
-                waited += 1
+            _ = eventually(within: 10) {
+                (try? FileManager.default.attributesOfItem(atPath: acks)[.size] as? Int) ?? 0 >= 200 || !child.isRunning
             }
-            usleep(UInt32.random(in: 0...150_000, using: &generator))
+            usleep(UInt32.random(in: 0...150_000, using: &generator))  // why: the fault: the kill comes at a random moment
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
             #expect(child.terminationReason == .uncaughtSignal, "cycle \(cycle): the child must still be running when killed")

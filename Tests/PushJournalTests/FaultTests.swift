@@ -40,7 +40,7 @@ import TestSupport
             }
         }
         // The pause event is the signal that the failed write was seen; all five queued behind it.
-        #expect(pollUntil { events.withLock { $0 } == ["paused"] && writer.stats.queued == 5 }, "the writer never paused")
+        #expect(eventually(within: 10) { events.withLock { $0 } == ["paused"] && writer.stats.queued == 5 }, "the writer never paused")
         #expect(acked.withLock { $0.isEmpty }, "nothing may be acknowledged while the disk is full")
         #expect(writer.stats.paused)
         #expect(writer.stats.queued == 5)
@@ -165,15 +165,4 @@ import TestSupport
         #expect(JournalVerifier.verify(directory: temp.journal).exitCode == 0)
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: temp.journal)) ?? []).contains { $0.hasSuffix(".tmp") })
     }
-}
-
-/// Polls `condition` every millisecond for at most `seconds`: the generic wait where the code
-/// offers a state to observe but no callback to block on.
-func pollUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Posix.monotonicNanos() + UInt64(seconds * 1e9)
-    while Posix.monotonicNanos() < deadline {
-        if condition() { return true }
-        usleep(1_000)
-    }
-    return condition()
 }

@@ -112,7 +112,7 @@ import PushSystem
         let temp = TempDir()
         let (writer, _) = try JournalWriter.open(directory: temp.journal, options: testOptions { $0.checkpointEvery = 0 })
         for i in 1...3 { _ = append(writer, "k\(i)") }
-        usleep(200_000)  // the window under test: no timer exists, so no later event can prove its absence
+        usleep(200_000)  // why: the window under test: no timer exists, so no later event can prove its absence
         #expect(checkpoint(temp.journal) == nil)
         try writer.close()
         #expect(checkpoint(temp.journal)?.throughSeq == 3)

@@ -24,10 +24,16 @@ import TestSupport
         defer { umount2(mountPoint, Int32(MNT_DETACH)) }
         let dir = mountPoint + "/journal"
         let paused = Locked(0)
+        let pausedEvent = DispatchSemaphore(value: 0)
         let options = testOptions {
             $0.noSpaceRetryInterval = .milliseconds(20)
             $0.checkpointEvery = 0
-            $0.eventHandler = { event in if case .pausedNoSpace = event { paused.withLock { $0 += 1 } } }
+            $0.eventHandler = { event in
+                if case .pausedNoSpace = event {
+                    paused.withLock { $0 += 1 }
+                    pausedEvent.signal()
+                }
+            }
         }
         let (writer, _) = try JournalWriter.open(directory: dir, options: options)
         let count = 60
@@ -40,11 +46,8 @@ import TestSupport
                 group.leave()
             }
         }
-        var waited = 0
-        while !writer.stats.paused && waited < 500 {
-            usleep(10_000)
-            waited += 1
-        }
+        // The writer sets `stats.paused` before it reports the pause.
+        #expect(pausedEvent.wait(timeout: .now() + 5) == .success, "no pause reported within 5 s")
         #expect(writer.stats.paused, "64 KiB cannot hold 60 records of 2 KiB")
         let ackedWhileFull = committed.withLock { $0.count }
         #expect(ackedWhileFull < count)

@@ -185,7 +185,7 @@ import TestSupport
         }
         for _ in 0..<20 { done.wait() }
         #expect(writer.stats.largestBatch > 1)
-        usleep(20_000)  // scenario: the lone record must arrive apart from the burst, not join its batch
+        usleep(20_000)  // why: the scenario: the lone record must arrive apart from the burst, not join its batch
         let started = Posix.monotonicNanos()
         #expect(seq(append(writer, "alone")) == 21)
         let waited = Posix.monotonicNanos() - started
@@ -252,7 +252,7 @@ import TestSupport
         }.start()
         for i in 1...30 {
             append(writer, "f\(i)", body(for: i))
-            if i % 7 == 0 { usleep(30_000) }
+            if i % 7 == 0 { usleep(30_000) }  // why: the producer's pacing: records arrive while the reader follows
         }
         #expect(finished.wait(timeout: .now() + 15) == .success)
         try writer.close()

@@ -70,7 +70,7 @@ import TestSupport
             fetcher.fetch(url: url) { outcome in results.withLock { $0.append(outcome) } }
         }
         try await waitUntil { server.hits("/silent") == 1 && server.hits("/trickle") == 1 }
-        try await Task.sleep(for: .milliseconds(300))  // scenario: the trickle is mid-body when the shutdown comes
+        try await Task.sleep(for: .milliseconds(300))  // why: the scenario: the trickle is mid-body when the shutdown comes
 
         let start = Posix.monotonicNanos()
         fetcher.shutdown()
@@ -109,14 +109,10 @@ import TestSupport
     }
 }
 
-/// Polls `condition` every 10 ms for up to 30 s: a budget for a loaded CI machine running
-/// other suites in parallel, not a performance bound.
+/// Waits for `condition` up to 30 s: a budget for a loaded CI machine running other suites in
+/// parallel, not a performance bound.
 func waitUntil(_ condition: () -> Bool) async throws {
-    let start = Posix.monotonicNanos()
-    while !condition() {
-        if elapsedSeconds(since: start) > 30 { throw WaitTimeout() }
-        try await Task.sleep(for: .milliseconds(10))
-    }
+    guard try await eventuallyAsync(within: 30, condition) else { throw WaitTimeout() }
 }
 
 struct WaitTimeout: Error {}

@@ -183,8 +183,8 @@ import Testing
         let follower = try OutboxFollower(options: fixture.options())
         follower.catchUp()
         #expect(fixture.server.hits(Self.mindboxPath) == 1)  // "second" held back behind "first"
-        usleep(100_000)  // why: the retry's due time (real clock) must pass before the next catch-up
-        follower.catchUp()
+        // A pass a second later: the retry (backoff at most 40 ms) is due by then.
+        follower.catchUp(now: Posix.wallClockMillis() + 1_000)
         let order = fixture.server.requests(Self.mindboxPath).map { $0.target.components(separatedBy: "transactionId=").last ?? "" }
         #expect(order == ["first", "first", "second"])
     }
@@ -348,8 +348,8 @@ import Testing
         fixture.server.route(Self.mindboxPath, .ok([]))
         let second = try OutboxFollower(options: fixture.options())
         #expect(second.status.pending == 1)
-        usleep(100_000)  // why: the backoff's due time (real clock) must pass before the catch-up
-        #expect(second.catchUp().delivered == 1)
+        // A pass a second later: the backoff (at most 40 ms) is over by then.
+        #expect(second.catchUp(now: Posix.wallClockMillis() + 1_000).delivered == 1)
         try await fixture.journal([("e2", event("nc.opened", "e2"), now)])
         second.catchUp()
         let third = try OutboxFollower(options: fixture.options())

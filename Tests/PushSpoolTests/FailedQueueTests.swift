@@ -103,7 +103,6 @@ import PushSystem
     @Test func allLeavesEntriesQuarantinedAfterTheCommandStarted() throws {
         let t = try TempSpool()
         try quarantine(t, ["old.json"])
-        usleep(50_000)
         try quarantine(t, ["new.json"])
         // Back-date the old reason so the test does not depend on timestamp granularity.
         #expect(utimes(t.layout.failed + "/old.json.reason.json", [timeval(tv_sec: 1, tv_usec: 0), timeval(tv_sec: 1, tv_usec: 0)]) == 0)

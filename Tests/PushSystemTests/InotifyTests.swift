@@ -66,12 +66,12 @@ import PushSystem
     @Test func wakesWhenTheDirectoryAppearsAndWhenAFileIsRenamedIntoIt() throws {
         let directory = Self.temp() + "/erase"
         let waiter = try DirectoryChangeWaiter(directory: directory)
-        let maker = Thread { usleep(200_000); mkdir(directory, 0o700) }  // scenario: created while the waiter blocks
+        let maker = Thread { usleep(200_000); mkdir(directory, 0o700) }  // why: the scenario: created while the waiter blocks
         maker.start()
         #expect(Self.elapsed { waiter.wait(timeout: Duration.seconds(30)) } < 20, "the directory's creation must wake it")
         #expect(access(directory, F_OK) == 0)
         let writer = Thread {
-            usleep(200_000)  // scenario: renamed in while the waiter blocks
+            usleep(200_000)  // why: the scenario: renamed in while the waiter blocks
             let fd = open(directory + "/x.tmp", O_WRONLY | O_CREAT, 0o600)
             close(fd)
             rename(directory + "/x.tmp", directory + "/x.status")

@@ -64,14 +64,17 @@ import PushConfig
         #expect(waitFor { eraser.steps >= 1 })
         // Held back well past a few timer periods: one step read up to the record, and no
         // other until the others move (a 500 ms re-check would have stepped 3 more times).
-        usleep(1_600_000)  // the window under test: longer than three periods of the timer that must not exist
+        usleep(1_600_000)  // why: the window under test: longer than three periods of the timer that must not exist
         #expect(eraser.steps == 1)
         #expect(requests.status(Self.erasureID) == nil)
+        let checks = eraser.othersShortChecks
+        #expect(checks >= 1, "the eraser waits for the others' progress")
 
-        // Progress short of the record wakes the check, not a step of the eraser.
+        // Progress short of the record wakes the check, not a step of the eraser: the check
+        // finds the others still short and waits again.
         held.seq.withLock { $0 = seq - 2 }
         try #require(group.runner(named: "held")).wake()
-        usleep(300_000)
+        #expect(waitFor { eraser.othersShortChecks > checks }, "the held runner's progress was not checked")
         #expect(eraser.steps == 1)
         #expect(requests.status(Self.erasureID) == nil)
 

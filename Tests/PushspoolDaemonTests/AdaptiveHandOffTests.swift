@@ -5,6 +5,7 @@ import PushConfig
 import PushSystem
 import PushSystemd
 import PushJournal
+import TestSupport
 @testable import PushspoolDaemon
 
 /// The hand-off to the processing queue pays only under a burst: files arriving one by one
@@ -29,11 +30,14 @@ import PushJournal
                                     _ = committed.withLock { $0.insert(name) }
                                     seqs.withLock { $0[name] = seq }
                                 })
-        Thread { _ = daemon.run() }.start()
+        let returned = DispatchSemaphore(value: 0)
+        Thread {
+            _ = daemon.run()
+            returned.signal()
+        }.start()
         defer {
             daemon.requestStop()
-            let deadline = Date().addingTimeInterval(30)
-            while !daemon.hasReturned && Date() < deadline { usleep(10_000) }
+            #expect(returned.wait(timeout: .now() + 30) == .success, "the daemon did not return within 30 s of the stop")
         }
         try waitFor("READY") { daemon.isReady }
 
@@ -49,7 +53,7 @@ import PushJournal
         let slow = 30
         for i in 0..<slow {
             try drop("slow-\(i).json", i)
-            usleep(20_000)
+            usleep(20_000)  // why: the scenario: files arriving slowly, one at a time
         }
         try waitFor("the slow files to be durable") { committed.withLock { $0.count } == slow }
         let inlineAfterSlow = daemon.inlineProcessed.load(ordering: .relaxed)
@@ -83,11 +87,7 @@ import PushJournal
     }
 
     private func waitFor(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try condition() { return }
-            usleep(5_000)
-        }
+        if try eventually(within: timeout, condition) { return }
         Issue.record("timed out waiting for \(what)")
         throw CancellationError()
     }

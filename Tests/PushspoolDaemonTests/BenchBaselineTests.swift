@@ -85,20 +85,21 @@ import Testing
         defer { durable.deallocate() }
         let address = UInt(bitPattern: durable)
         let result = Locked<Int?>(nil)
+        let finished = DispatchSemaphore(value: 0)
         let (incoming, processing, log) = (spool.incoming, spool.processing, spool.log)
         let follower = Thread {
             let moved = baseline_follow(watch, incoming, processing, log, count, UnsafeMutablePointer(bitPattern: address))
             result.withLock { $0 = moved }
+            finished.signal()
         }
         follower.start()
         var published: [UInt64] = []
         for i in 0..<count {
             published.append(Posix.monotonicNanos())
             try spool.publish(i)
-            if i % 50 == 0 { usleep(2_000) }
+            if i % 50 == 0 { usleep(2_000) }  // why: the producer's pacing: files arrive while the loop follows
         }
-        let deadline = Posix.monotonicNanos() + 30_000_000_000
-        while result.withLock({ $0 }) == nil && Posix.monotonicNanos() < deadline { usleep(2_000) }
+        _ = finished.wait(timeout: .now() + 30)
         #expect(result.withLock { $0 } == count)
         for i in 0..<count { #expect(durable[i] >= published[i]) }
         #expect(try spool.names(spool.processing).isEmpty)
@@ -132,15 +133,16 @@ import Testing
         try #require(watch >= 0)
         defer { close(watch) }
         let result = Locked<Int?>(nil)
+        let finished = DispatchSemaphore(value: 0)
         let (incoming, processing, log) = (spool.incoming, spool.processing, spool.log)
         let follower = Thread {
             let moved = baseline_burst(watch, incoming, processing, log, claim, count)
             result.withLock { $0 = moved }
+            finished.signal()
         }
         follower.start()
         for i in before..<count { try spool.publish(i) }
-        let deadline = Posix.monotonicNanos() + 60_000_000_000
-        while result.withLock({ $0 }) == nil && Posix.monotonicNanos() < deadline { usleep(2_000) }
+        _ = finished.wait(timeout: .now() + 60)
         #expect(result.withLock { $0 } == count)
         #expect(try spool.names(spool.incoming).isEmpty)
         #expect(try spool.names(spool.processing).isEmpty)

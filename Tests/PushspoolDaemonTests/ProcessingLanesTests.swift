@@ -18,7 +18,7 @@ import Testing
             let items = Array((chunk * 8)..<(chunk * 8 + 8))
             lanes.submit(items, prepare: { item in
                 // Earlier chunks sleep longer, so a lane left alone would finish out of order.
-                if item % 8 == 0 { usleep(UInt32((chunks - chunk) * 200)) }
+                if item % 8 == 0 { usleep(UInt32((chunks - chunk) * 200)) }  // why: the scenario: unequal preparation times
                 return item
             }, finish: { item in
                 finished.withLock { $0.append(item) }
@@ -35,14 +35,17 @@ import Testing
     @Test func twoLanesPrepareAtOnce() throws {
         let lanes = ProcessingLanes<Bool>(label: "test.lanes.parallel", count: 2)
         let started = Atomic<Int>(0)
+        // Signalled twice by the second `prepare` to start, once for each.
+        let bothStarted = DispatchSemaphore(value: 0)
         let results = Locked<[Bool]>([])
         let done = DispatchSemaphore(value: 0)
         for chunk in 0..<2 {
             lanes.submit([chunk], prepare: { _ in
-                started.add(1, ordering: .relaxed)
-                let deadline = Posix.monotonicNanos() + 5_000_000_000
-                while started.load(ordering: .relaxed) < 2 && Posix.monotonicNanos() < deadline { usleep(100) }
-                return started.load(ordering: .relaxed) == 2
+                if started.add(1, ordering: .relaxed).newValue == 2 {
+                    bothStarted.signal()
+                    bothStarted.signal()
+                }
+                return bothStarted.wait(timeout: .now() + 5) == .success
             }, finish: { overlapped in
                 results.withLock { $0.append(overlapped) }
             }, done: { done.signal() })

@@ -17,3 +17,14 @@ package func eventually(within seconds: Double, _ condition: () throws -> Bool) 
         usleep(20_000)
     }
 }
+
+/// ``eventually(within:_:)`` for async code: it suspends the task between checks instead of
+/// blocking its thread, so the tasks the condition waits for can run on the cooperative pool.
+package func eventuallyAsync(within seconds: Double, _ condition: () throws -> Bool) async throws -> Bool {
+    let deadline = Posix.monotonicNanos() &+ UInt64(seconds * 1e9)
+    while true {
+        if try condition() { return true }
+        if Posix.monotonicNanos() >= deadline { return false }
+        try await Task.sleep(for: .milliseconds(20))  // why: the poll interval, as in eventually(within:_:)
+    }
+}

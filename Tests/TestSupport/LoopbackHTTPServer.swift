@@ -71,7 +71,8 @@ package final class LoopbackHTTPServer: Sendable {
     private let listener: Int32
     private let state = Locked(State())
     private let stopping = Atomic<Bool>(false)
-    private let acceptDone = Atomic<Bool>(false)
+    /// Signalled once as the accept thread ends: ``stop()`` joins the thread on it.
+    private let acceptEnded = DispatchSemaphore(value: 0)
 
     /// Listens on `host` (an IPv4 loopback address such as 127.0.0.1 or 127.0.0.2), port 0
     /// (the kernel picks one), and starts accepting.
@@ -126,14 +127,14 @@ package final class LoopbackHTTPServer: Sendable {
     /// Stops accepting and ends every open connection.
     package func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        while !acceptDone.load(ordering: .acquiring) { usleep(5_000) }
+        acceptEnded.wait()
         Posix.close(listener)
         let open = state.withLock { $0.open }
         for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
-        defer { acceptDone.store(true, ordering: .releasing) }
+        defer { acceptEnded.signal() }
         while !stopping.load(ordering: .acquiring) {
             var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
             guard poll(&pfd, 1, 50) > 0 else { continue }
@@ -220,6 +221,7 @@ package final class LoopbackHTTPServer: Sendable {
         while left > 0 {
             if stopping.load(ordering: .acquiring) { return false }
             let step = min(left, 0.05)
+            // why: the behaviour's own delay (a trickle's pace), looking for a stop every 50 ms
             usleep(UInt32(step * 1_000_000))
             left -= step
         }
