@@ -67,11 +67,11 @@ let package = Package(
         // Privilege separation for media, pushspoold's side: the protocol, the socket channel,
         // the supervisor and the spawn of pushspool-fetch. No PushMedia: scripts/test.sh fails
         // if pushspoold ever links libvips again.
-        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CFetchShim"]),
+        .target(name: "PushFetchClient", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CFetchShim"]),
         // pushspool-fetch's side: the server loop around MediaFetcher, its self-hardening
         // (limits, seccomp, Landlock) and the debug-only probes the tests drive.
         .target(name: "PushFetchServer", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
+            "PushCLI", "PushSystem", "PushPayload", "PushFetchClient", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
         ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
@@ -131,7 +131,7 @@ let package = Package(
         .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetchClient", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
             "PushUserData",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
@@ -187,8 +187,10 @@ let package = Package(
         .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
+        // Both sides of the fetcher split (PushFetchClient, PushFetchServer), against the real
+        // pushspool-fetch: hence named after the split, not after one library.
         .testTarget(name: "PushFetchTests", dependencies: [
-            "PushFetch", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
+            "PushFetchClient", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
             "pushspool-fetch", "PushConfig", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),

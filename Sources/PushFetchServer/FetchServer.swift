@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import PushFetch
+import PushFetchClient
 import PushMedia
 import PushMediaModel
 import PushMediaStore

@@ -3,7 +3,7 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushMediaModel
-import PushFetch
+import PushFetchClient
 import PushSystemd
 import PushConfig
 import PushModuleOptions

@@ -6,7 +6,7 @@ import PushPayload
 import PushJournal
 import PushSpool
 import PushMediaModel
-import PushFetch
+import PushFetchClient
 import PushSystemd
 import PushConfig
 import PushModuleOptions

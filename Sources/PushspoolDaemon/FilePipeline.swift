@@ -3,7 +3,7 @@ import PushPayload
 import PushJournal
 import PushSpool
 import PushMediaModel
-import PushFetch
+import PushFetchClient
 import PushUserData
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.

@@ -3,7 +3,7 @@ import Synchronization
 import PushSystem
 import PushJournal
 import PushSpool
-import PushFetch
+import PushFetchClient
 import PushConfig
 import PushSystemd
 import PushMediaModel

@@ -1,5 +1,5 @@
 import Testing
-import PushFetch
+import PushFetchClient
 import PushMedia
 import PushMediaModel
 import PushSystem

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
-import PushFetch
+import PushFetchClient
 import PushFetchServer
 import PushMedia
 import PushMediaModel

@@ -2,7 +2,7 @@
 import Foundation
 import Synchronization
 import Testing
-import PushFetch
+import PushFetchClient
 import PushMedia
 import PushMediaModel
 import PushSystem
