@@ -56,22 +56,23 @@ let package = Package(
         .target(name: "PushPayload", dependencies: ["PushSystem"]),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal", "CZstd"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
-        // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
-        .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
-        // What pushspoold knows of media: options, outcomes, stats, types, and the URL check
-        // (libcurl's URL parser; no transfers, no libvips).
-        .target(name: "PushMediaModel", dependencies: ["PushSystem", "CCurl"]),
+        // The media core: options, outcomes, types, the store's layout, stats and GC. No libcurl,
+        // no libvips: pushspoolctl links it (ctlDoesNotLinkCurlOrVips).
+        .target(name: "PushMediaCore", dependencies: ["PushSystem"]),
+        // A media URL's scheme and host as libcurl's URL parser reads them (the fetcher's checks,
+        // pushspoold's MEDIA_HOST=); apart from PushMediaCore because it links libcurl.
+        .target(name: "PushMediaURL", dependencies: ["PushMediaCore", "CCurl"]),
         // Downloads, sniffing, storing, thumbnails: libcurl transfers and libvips. Linked only
         // into pushspool-fetch (and the tests and benchmark), never into pushspoold.
-        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CCurl", "CVipsShim"]),
+        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaCore", "PushMediaURL", "CCurl", "CVipsShim"]),
         // Privilege separation for media, pushspoold's side: the protocol, the socket channel,
         // the supervisor and the spawn of pushspool-fetch. No PushMedia: scripts/test.sh fails
         // if pushspoold ever links libvips again.
-        .target(name: "PushFetchClient", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CFetchShim"]),
+        .target(name: "PushFetchClient", dependencies: ["PushSystem", "PushMediaCore", "CFetchShim"]),
         // pushspool-fetch's side: the server loop around MediaFetcher, its self-hardening
         // (limits, seccomp, Landlock) and the debug-only probes the tests drive.
         .target(name: "PushFetchServer", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushFetchClient", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
+            "PushCLI", "PushSystem", "PushPayload", "PushFetchClient", "PushMedia", "PushMediaCore", "CFetchShim", "CSeccomp",
         ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
@@ -85,13 +86,13 @@ let package = Package(
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushTransliteration", "CInih"]),
         // The one adapter from the INI schema to options: journal, media, export, outbox, inbox
         // index and stream follower options built from their settings, so those modules never
-        // import PushConfig, and pushspool-fetch (PushMediaModel) never links it.
+        // import PushConfig, and pushspool-fetch (PushMediaCore) never links it.
         .target(name: "PushModuleOptions", dependencies: [
             "PushSystem", "PushConfig", "PushJournal", "PushExport", "PushOutboxStore", "PushInbox",
             "PushInboxStream", "PushUserData",
         ]),
         // `[Media]` and `[Outbox]` as options; apart from PushModuleOptions so pushspoolctl links no libcurl.
-        .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaModel", "PushOutbox", "PushOutboxStore"]),
+        .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaCore", "PushOutbox", "PushOutboxStore"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
@@ -103,7 +104,7 @@ let package = Package(
         // The Notification Center over HTTP (libmicrohttpd), the HTTP layer only: routes, auth,
         // SSE, the API over any EventSink and the index. It knows nothing of the node.
         .target(name: "PushInboxServer", dependencies: [
-            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaStore",
+            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaCore",
             "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushUserData",
         ]),
         // pushspool-inbox's composition: configuration to options, the node (PushInboxNode) and
@@ -130,26 +131,26 @@ let package = Package(
         // one shared durable consumer, each event by one node.
         .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetchClient", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushMediaURL", "PushSystemd", "PushConfig",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetchClient", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
             "PushUserData",
         ]),
         // What pushspool holds about one user or device, gathered from every store (pushspoolctl
         // user export): journal and archives, inbox index, outbox, quarantine, media; and the
         // export stream's copies, which the erasure deletes.
         .target(name: "PushUserData", dependencies: [
-            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore", "PushExport", "PushFollow",
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaCore", "PushExport", "PushFollow",
             "PushPayload",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushConfig", "PushOutboxStore",
             "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData", "PushModuleOptions",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
         // the replay of saved crashes in FuzzRegressionTests.
         .target(name: "PushFuzzTargets", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushConfig", "PushNcEvents",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaCore", "PushConfig", "PushNcEvents",
             "PushInbox", "PushInboxServer", "PushModuleOptions",
         ]),
 
@@ -160,7 +161,7 @@ let package = Package(
         .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetchServer"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaCore", "PushFetchServer",
             "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushDaemonOptions", "PushConfig",
             "PushFleetOutbox", "PushOutbox", "PushFollow",
         ]),
@@ -186,11 +187,11 @@ let package = Package(
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaCore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
         // Both sides of the fetcher split (PushFetchClient, PushFetchServer), against the real
         // pushspool-fetch: hence named after the split, not after one library.
         .testTarget(name: "PushFetchTests", dependencies: [
-            "PushFetchClient", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
+            "PushFetchClient", "PushFetchServer", "PushMedia", "PushMediaCore", "PushSystem", "TestSupport",
             "pushspool-fetch", "PushConfig", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
@@ -210,7 +211,7 @@ let package = Package(
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
-            "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
+            "PushMediaCore", "PushMediaURL", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["TestTraits", "PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
         .testTarget(name: "PushUserDataTests", dependencies: ["TestTraits",
@@ -222,7 +223,7 @@ let package = Package(
         // the module table, the MESSAGE_ID runbook and the architecture picture are complete.
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TestTraits",
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaCore", "TestSupport", "PushInboxServer", "pushspool-fetch",
             "PushExport", "PushInbox", "PushInboxStream", "PushConfig", "PushModuleOptions",
         ]),
     ]

@@ -5,7 +5,7 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMediaModel
+import PushMediaCore
 import PushFetchClient
 import PushSystemd
 import PushConfig

@@ -2,7 +2,7 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMediaModel
+import PushMediaCore
 import PushFetchClient
 import PushUserData
 

@@ -4,8 +4,7 @@ import Testing
 import PushFetchClient
 import PushFetchServer
 import PushMedia
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import TestSupport
 

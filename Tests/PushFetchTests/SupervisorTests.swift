@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 import PushFetchClient
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import TestSupport
 import PushConfig
