@@ -89,7 +89,7 @@ let package = Package(
         // import PushConfig, and pushspool-fetch (PushMediaCore) never links it.
         .target(name: "PushModuleOptions", dependencies: [
             "PushSystem", "PushConfig", "PushJournal", "PushExport", "PushOutboxStore", "PushInbox",
-            "PushInboxStream", "PushUserData",
+            "PushInboxStream", "PushErasure",
         ]),
         // `[Media]` and `[Outbox]` as options; apart from PushModuleOptions so pushspoolctl links no libcurl.
         .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaCore", "PushOutbox", "PushOutboxStore"]),
@@ -99,19 +99,19 @@ let package = Package(
         // event publisher and the fleet outbox, built from options as one follower group.
         .target(name: "PushInboxNode", dependencies: [
             "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
-            "PushOutboxStore", "PushUserData",
+            "PushOutboxStore", "PushErasure",
         ]),
         // The Notification Center over HTTP (libmicrohttpd), the HTTP layer only: routes, auth,
         // SSE, the API over any EventSink and the index. It knows nothing of the node.
         .target(name: "PushInboxServer", dependencies: [
             "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaCore",
-            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushUserData",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushErasure",
         ]),
         // pushspool-inbox's composition: configuration to options, the node (PushInboxNode) and
         // the HTTP layer (PushInboxServer) with its hub and status in one service group, exit codes.
         .target(name: "PushInboxMain", dependencies: [
             "PushCLI", "PushSystem", "PushSystemd", "PushPayload", "PushJournal", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig",
-            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushUserData",
+            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushErasure",
             "PushInboxNode", "PushInboxServer",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
@@ -125,7 +125,7 @@ let package = Package(
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
         .target(name: "PushInboxStream", dependencies: [
-            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushUserData",
+            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushErasure",
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
@@ -133,18 +133,19 @@ let package = Package(
         .target(name: "PushspoolDaemon", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushMediaURL", "PushSystemd", "PushConfig",
             "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetchClient", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
-            "PushUserData",
+            "PushErasure",
         ]),
-        // What pushspool holds about one user or device, gathered from every store (pushspoolctl
-        // user export): journal and archives, inbox index, outbox, quarantine, media; and the
-        // export stream's copies, which the erasure deletes.
-        .target(name: "PushUserData", dependencies: [
+        // A user's or device's erasure from every store (user erase, pushspoold's eraser follower,
+        // the fleet erasure listener), the export stream's copies included. It holds the export
+        // too (pushspoolctl user export: journal and archives, inbox index, outbox, quarantine,
+        // media): the erasure finds what to erase with the export's walk.
+        .target(name: "PushErasure", dependencies: [
             "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaCore", "PushExport", "PushFollow",
             "PushPayload",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData", "PushModuleOptions",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushErasure", "PushModuleOptions",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
@@ -202,20 +203,20 @@ let package = Package(
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: ["TestTraits",
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
-            "pushspool-outbox-child", "PushModuleOptions", "PushDaemonOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
+            "pushspool-outbox-child", "PushModuleOptions", "PushDaemonOptions", "PushErasure", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox", "PushInboxMain",
+            "TestSupport", "PushModuleOptions", "PushErasure", "PushFollow", "PushOutbox", "PushInboxMain",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
             "PushMediaCore", "PushMediaURL", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["TestTraits", "PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
-        .testTarget(name: "PushUserDataTests", dependencies: ["TestTraits",
-            "PushUserData", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
+        .testTarget(name: "PushErasureTests", dependencies: ["TestTraits",
+            "PushErasure", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
             "PushModuleOptions", "PushFollow", "TestSupport",
         ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),

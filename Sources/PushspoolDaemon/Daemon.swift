@@ -10,7 +10,7 @@ import PushFetchClient
 import PushSystemd
 import PushConfig
 import PushModuleOptions
-import PushUserData
+import PushErasure
 
 /// The running daemon's lifecycle: recovery, intake, reload and the way out.
 ///

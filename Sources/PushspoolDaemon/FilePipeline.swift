@@ -4,7 +4,7 @@ import PushJournal
 import PushSpool
 import PushMediaCore
 import PushFetchClient
-import PushUserData
+import PushErasure
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.
 enum FileEnd: Sendable, Equatable {
