@@ -56,22 +56,23 @@ let package = Package(
         .target(name: "PushPayload", dependencies: ["PushSystem"]),
         .target(name: "PushJournal", dependencies: ["PushSystem", "CIsal", "CZstd"]),
         .target(name: "PushSpool", dependencies: ["PushSystem"]),
-        // The media store's layout and stats, without libcurl or libvips, for pushspoolctl.
-        .target(name: "PushMediaStore", dependencies: ["PushSystem"]),
-        // What pushspoold knows of media: options, outcomes, stats, types, and the URL check
-        // (libcurl's URL parser; no transfers, no libvips).
-        .target(name: "PushMediaModel", dependencies: ["PushSystem", "CCurl"]),
+        // The media core: options, outcomes, types, the store's layout, stats and GC. No libcurl,
+        // no libvips: pushspoolctl links it (ctlDoesNotLinkCurlOrVips).
+        .target(name: "PushMediaCore", dependencies: ["PushSystem"]),
+        // A media URL's scheme and host as libcurl's URL parser reads them (the fetcher's checks,
+        // pushspoold's MEDIA_HOST=); apart from PushMediaCore because it links libcurl.
+        .target(name: "PushMediaURL", dependencies: ["PushMediaCore", "CCurl"]),
         // Downloads, sniffing, storing, thumbnails: libcurl transfers and libvips. Linked only
         // into pushspool-fetch (and the tests and benchmark), never into pushspoold.
-        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CCurl", "CVipsShim"]),
+        .target(name: "PushMedia", dependencies: ["PushSystem", "PushMediaCore", "PushMediaURL", "CCurl", "CVipsShim"]),
         // Privilege separation for media, pushspoold's side: the protocol, the socket channel,
         // the supervisor and the spawn of pushspool-fetch. No PushMedia: scripts/test.sh fails
         // if pushspoold ever links libvips again.
-        .target(name: "PushFetch", dependencies: ["PushSystem", "PushMediaModel", "PushMediaStore", "CFetchShim"]),
+        .target(name: "PushFetchClient", dependencies: ["PushSystem", "PushMediaCore", "CFetchShim"]),
         // pushspool-fetch's side: the server loop around MediaFetcher, its self-hardening
         // (limits, seccomp, Landlock) and the debug-only probes the tests drive.
         .target(name: "PushFetchServer", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushFetch", "PushMedia", "PushMediaModel", "PushMediaStore", "CFetchShim", "CSeccomp",
+            "PushCLI", "PushSystem", "PushPayload", "PushFetchClient", "PushMedia", "PushMediaCore", "CFetchShim", "CSeccomp",
         ]),
         .target(name: "PushSystemd", dependencies: ["PushSystem", "CSystemd"]),
         // The follower runtime: one runner (thread, stop, commit wait, backoff, status) for
@@ -85,32 +86,32 @@ let package = Package(
         .target(name: "PushConfig", dependencies: ["PushSystem", "PushPayload", "PushJournal", "PushTransliteration", "CInih"]),
         // The one adapter from the INI schema to options: journal, media, export, outbox, inbox
         // index and stream follower options built from their settings, so those modules never
-        // import PushConfig, and pushspool-fetch (PushMediaModel) never links it.
+        // import PushConfig, and pushspool-fetch (PushMediaCore) never links it.
         .target(name: "PushModuleOptions", dependencies: [
             "PushSystem", "PushConfig", "PushJournal", "PushExport", "PushOutboxStore", "PushInbox",
-            "PushInboxStream", "PushUserData",
+            "PushInboxStream", "PushErasure",
         ]),
         // `[Media]` and `[Outbox]` as options; apart from PushModuleOptions so pushspoolctl links no libcurl.
-        .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaModel", "PushOutbox", "PushOutboxStore"]),
+        .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaCore", "PushOutbox", "PushOutboxStore"]),
         // Writes Notification Center event envelopes into the spool (pushspoolctl nc, pushspool-inbox).
         .target(name: "PushNcEvents", dependencies: ["PushSystem", "PushPayload", "PushSpool"]),
         // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
         // event publisher and the fleet outbox, built from options as one follower group.
         .target(name: "PushInboxNode", dependencies: [
             "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
-            "PushOutboxStore", "PushUserData",
+            "PushOutboxStore", "PushErasure",
         ]),
         // The Notification Center over HTTP (libmicrohttpd), the HTTP layer only: routes, auth,
         // SSE, the API over any EventSink and the index. It knows nothing of the node.
         .target(name: "PushInboxServer", dependencies: [
-            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaStore",
-            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushUserData",
+            "PushSystem", "PushPayload", "PushSpool", "PushNcEvents", "PushInbox", "PushJournal", "PushMediaCore",
+            "PushSystemd", "CMicroHTTPDShim", "CSystemd", "CCrypto", "PushFollow", "PushErasure",
         ]),
         // pushspool-inbox's composition: configuration to options, the node (PushInboxNode) and
         // the HTTP layer (PushInboxServer) with its hub and status in one service group, exit codes.
         .target(name: "PushInboxMain", dependencies: [
             "PushCLI", "PushSystem", "PushSystemd", "PushPayload", "PushJournal", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig",
-            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushUserData",
+            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushErasure",
             "PushInboxNode", "PushInboxServer",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
@@ -124,32 +125,33 @@ let package = Package(
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
         .target(name: "PushInboxStream", dependencies: [
-            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushUserData",
+            "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushErasure",
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
         // one shared durable consumer, each event by one node.
         .target(name: "PushFleetOutbox", dependencies: ["PushSystem", "PushJournal", "PushFollow", "PushOutbox", "PushOutboxStore", "PushExport"]),
         .target(name: "PushspoolDaemon", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaModel", "PushSystemd", "PushConfig",
-            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetch", "PushMediaStore", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
-            "PushUserData",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushMediaURL", "PushSystemd", "PushConfig",
+            "PushInbox", "PushOutbox", "PushOutboxStore", "PushFetchClient", "PushExport", "PushFollow", "PushModuleOptions", "PushDaemonOptions",
+            "PushErasure",
         ]),
-        // What pushspool holds about one user or device, gathered from every store (pushspoolctl
-        // user export): journal and archives, inbox index, outbox, quarantine, media; and the
-        // export stream's copies, which the erasure deletes.
-        .target(name: "PushUserData", dependencies: [
-            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaStore", "PushExport", "PushFollow",
+        // A user's or device's erasure from every store (user erase, pushspoold's eraser follower,
+        // the fleet erasure listener), the export stream's copies included. It holds the export
+        // too (pushspoolctl user export: journal and archives, inbox index, outbox, quarantine,
+        // media): the erasure finds what to erase with the export's walk.
+        .target(name: "PushErasure", dependencies: [
+            "PushSystem", "PushJournal", "PushInbox", "PushOutboxStore", "PushSpool", "PushMediaCore", "PushExport", "PushFollow",
             "PushPayload",
         ]),
         .target(name: "PushspoolCtl", dependencies: [
-            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaStore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushUserData", "PushModuleOptions",
+            "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushConfig", "PushOutboxStore",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushErasure", "PushModuleOptions",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
         // the replay of saved crashes in FuzzRegressionTests.
         .target(name: "PushFuzzTargets", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushConfig", "PushNcEvents",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaCore", "PushConfig", "PushNcEvents",
             "PushInbox", "PushInboxServer", "PushModuleOptions",
         ]),
 
@@ -160,7 +162,7 @@ let package = Package(
         .executableTarget(name: "pushspool-fetch", dependencies: ["PushFetchServer"]),
         // The benchmark serves its media downloads from TestSupport's loopback server.
         .executableTarget(name: "pushspool-bench", dependencies: [
-            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaModel", "PushFetchServer",
+            "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaCore", "PushFetchServer",
             "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushDaemonOptions", "PushConfig",
             "PushFleetOutbox", "PushOutbox", "PushFollow",
         ]),
@@ -186,9 +188,11 @@ let package = Package(
         .testTarget(name: "PushPayloadTests", dependencies: ["PushPayload", "PushSystem", "TestSupport"]),
         .testTarget(name: "PushJournalTests", dependencies: ["TestTraits", "PushJournal", "PushSystem", "TestSupport", "SimulatedFS", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushSpoolTests", dependencies: ["PushSpool", "PushSystem", "TestSupport"]),
-        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
+        .testTarget(name: "PushMediaTests", dependencies: ["PushMedia", "PushMediaCore", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions", "PushDaemonOptions"]),
+        // Both sides of the fetcher split (PushFetchClient, PushFetchServer), against the real
+        // pushspool-fetch: hence named after the split, not after one library.
         .testTarget(name: "PushFetchTests", dependencies: [
-            "PushFetch", "PushFetchServer", "PushMedia", "PushMediaModel", "PushMediaStore", "PushSystem", "TestSupport",
+            "PushFetchClient", "PushFetchServer", "PushMedia", "PushMediaCore", "PushSystem", "TestSupport",
             "pushspool-fetch", "PushConfig", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushSystemdTests", dependencies: ["PushSystemd", "PushSystem", "TestSupport"]),
@@ -199,20 +203,20 @@ let package = Package(
         .executableTarget(name: "pushspool-outbox-child", dependencies: ["PushOutbox", "PushFollow", "PushJournal", "PushSystem"], path: "Tests/OutboxChild"),
         .testTarget(name: "PushOutboxTests", dependencies: ["TestTraits",
             "PushOutbox", "PushOutboxStore", "PushConfig", "PushJournal", "PushFollow", "PushSystem", "PushTransliteration", "TestSupport",
-            "pushspool-outbox-child", "PushModuleOptions", "PushDaemonOptions", "PushUserData", "PushPayload", "PushFleetOutbox", "PushExport",
+            "pushspool-outbox-child", "PushModuleOptions", "PushDaemonOptions", "PushErasure", "PushPayload", "PushFleetOutbox", "PushExport",
         ]),
         .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushUserData", "PushFollow", "PushOutbox", "PushInboxMain",
+            "TestSupport", "PushModuleOptions", "PushErasure", "PushFollow", "PushOutbox", "PushInboxMain",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",
-            "PushMediaModel", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
+            "PushMediaCore", "PushMediaURL", "SimulatedFS", "CBenchBaseline", "PushModuleOptions", "PushDaemonOptions",
         ]),
         .testTarget(name: "PushExportTests", dependencies: ["TestTraits", "PushExport", "PushFollow", "PushJournal", "PushSystem", "PushConfig", "PushPayload", "TestSupport", "PushModuleOptions"]),
-        .testTarget(name: "PushUserDataTests", dependencies: ["TestTraits",
-            "PushUserData", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
+        .testTarget(name: "PushErasureTests", dependencies: ["TestTraits",
+            "PushErasure", "PushPayload", "PushInbox", "PushSpool", "PushJournal", "PushSystem", "PushOutboxStore", "PushExport", "PushConfig",
             "PushModuleOptions", "PushFollow", "TestSupport",
         ]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["PushFuzzTargets"], exclude: ["FuzzRegressions"]),
@@ -220,7 +224,7 @@ let package = Package(
         // the module table, the MESSAGE_ID runbook and the architecture picture are complete.
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TestTraits",
-            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaModel", "TestSupport", "PushInboxServer", "pushspool-fetch",
+            "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaCore", "TestSupport", "PushInboxServer", "pushspool-fetch",
             "PushExport", "PushInbox", "PushInboxStream", "PushConfig", "PushModuleOptions",
         ]),
     ]

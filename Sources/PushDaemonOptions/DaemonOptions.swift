@@ -1,9 +1,9 @@
 // `[Media]` and `[Outbox]` turned into their options: the part of the settings adapter
-// (PushModuleOptions holds the rest) whose modules link libcurl. A module of its own so that
-// pushspoolctl links no libcurl; PushMediaModel is also linked into the sandboxed
+// (PushModuleOptions holds the rest) that pushspoolctl does not use. A module of its own so that
+// pushspoolctl links no libcurl (PushOutbox's); PushMediaCore is also linked into the sandboxed
 // pushspool-fetch, which must not link PushConfig (ICU, inih).
 import PushConfig
-import PushMediaModel
+import PushMediaCore
 import PushOutbox
 import PushOutboxStore
 

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import PushCLI
-import PushFetch
+import PushFetchClient
 import PushPayload
 import PushSystem
 

@@ -1,8 +1,7 @@
 @preconcurrency import Glibc
-import PushFetch
+import PushFetchClient
 import PushMedia
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import Synchronization
 

@@ -1,6 +1,6 @@
 #if DEBUG
 @preconcurrency import Glibc
-import PushFetch
+import PushFetchClient
 import PushSystem
 internal import CSeccomp
 

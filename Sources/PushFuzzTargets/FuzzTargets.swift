@@ -8,7 +8,7 @@ import PushInbox
 import PushInboxServer
 import PushJournal
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushNcEvents
 import PushPayload
 import PushSpool

@@ -4,7 +4,7 @@ import PushInboxServer
 import PushNcEvents
 import PushPayload
 import PushSystem
-import PushUserData
+import PushErasure
 
 /// `[Inbox] Source=nats`: events go to the export stream (``EventPublisher``), not to this
 /// host's spool, and every node applies them from its consumer. The answer waits for the

@@ -8,7 +8,7 @@ import PushOutbox
 import PushOutboxStore
 import PushSystem
 import PushSystemd
-import PushUserData
+import PushErasure
 
 /// An inbox node's duties (`[Inbox] Source=nats`), built from options: the follower that
 /// builds the index from the `[Export]` stream, the publisher of the events the HTTP layer

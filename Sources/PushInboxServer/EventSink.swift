@@ -4,7 +4,7 @@ import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 
 /// Why an event could not be accepted: answered ``status`` with ``code`` and ``message`` as
 /// the problem body, and `Retry-After: retryAfterSeconds` when one is given. `Sendable` value.

@@ -1,12 +1,12 @@
 @preconcurrency import Glibc
 import PushInbox
 import PushJournal
-import PushMediaStore
+import PushMediaCore
 import PushNcEvents
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 
 /// The `/v1/` routes (docs/inbox-api.md). Reads the index read-only; every state change is an
 /// event envelope dropped into the spool, which pushspoold journals and its index follower

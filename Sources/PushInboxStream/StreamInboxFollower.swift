@@ -4,7 +4,7 @@ import PushFollow
 import PushInbox
 import PushJournal
 import PushSystem
-import PushUserData
+import PushErasure
 
 /// Why the index cannot be built from the stream. `Sendable` value; `description` says
 /// what happened and what to do.

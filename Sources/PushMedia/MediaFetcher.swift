@@ -1,10 +1,9 @@
 @preconcurrency import Glibc
 internal import CCurl
 import Dispatch
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import Synchronization
-import PushMediaModel
 
 /// Downloads media with libcurl's multi interface on one dedicated network thread: many
 /// slow servers cost file descriptors, not threads or CPU, and nothing blocks Swift's

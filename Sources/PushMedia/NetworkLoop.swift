@@ -1,7 +1,8 @@
 @preconcurrency import Glibc
 internal import CCurl
 import PushSystem
-import PushMediaModel
+import PushMediaCore
+import PushMediaURL
 
 /// The network thread: drives every transfer through one curl multi handle, schedules
 /// retries and hands finished bodies to the finishing threads.

@@ -1,9 +1,8 @@
 @preconcurrency import Glibc
 internal import CVipsShim
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import Synchronization
-import PushMediaModel
 
 /// Makes the thumbnail of a stored image with libvips, the way the SFMC rich-notification
 /// extension shows a scaled-down attachment. Hostile input is contained: the pixel count is

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 internal import CCurl
 import PushSystem
-import PushMediaModel
+import PushMediaCore
 
 /// libcurl's process-wide initialisation, done once (thread-safe through Swift's lazy globals).
 enum CurlGlobal {

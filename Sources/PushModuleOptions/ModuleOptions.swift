@@ -6,7 +6,7 @@ import PushInboxStream
 import PushJournal
 import PushOutboxStore
 import PushSystem
-import PushUserData
+import PushErasure
 
 // The one adapter from the INI schema (PushConfig) to the options of the stores and followers:
 // journal, media, export, outbox, inbox index and stream follower. Those modules take plain

@@ -27,7 +27,7 @@ package struct StateLayout: Sendable, Equatable {
     /// pushspool-inbox's own writable directory (its Idempotency-Key bindings) when systemd
     /// gives it no `$STATE_DIRECTORY`.
     package var inboxHTTP: String { path("inbox-http") }
-    /// Downloaded images and thumbnails (PushMediaStore).
+    /// Downloaded images and thumbnails (PushMediaCore).
     package var media: String { path("media") }
     /// The outbox's pending deliveries, dead letters and cursor (PushOutboxStore).
     package var outbox: String { path("outbox") }

@@ -2,7 +2,7 @@
 import PushCLI
 import PushPayload
 import PushSystem
-import PushMediaStore
+import PushMediaCore
 
 /// `pushspoolctl media stats [--json]`: what the media store holds (walked on disk, so it
 /// works without a daemon) and the daemon's media counters from `<state>/status.json`.

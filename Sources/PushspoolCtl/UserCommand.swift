@@ -8,10 +8,10 @@ import PushModuleOptions
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 
 /// `pushspoolctl user export|erase`: what pushspool holds about one person (an access or
-/// portability request), gathered by PushUserData; and its erasure (docs/design/erasure.md).
+/// portability request), gathered by PushErasure's UserDataExport; and its erasure (docs/design/erasure.md).
 package struct UserCommand: CtlSubcommand {
     package static var command: CtlCommandSpec {
         let device = Option.value("--device", placeholder: "TOKEN", help: "the device (the envelopes' \"device\")")

@@ -3,7 +3,7 @@ import PushSystem
 import PushJournal
 import PushSystemd
 import PushConfig
-import PushUserData
+import PushErasure
 
 /// The steps of ``Daemon``'s `init` that open the data of record, apart from the wiring.
 extension Daemon {

@@ -2,8 +2,8 @@
 import PushSystem
 import PushPayload
 import PushJournal
-import PushMediaModel
-import PushFetch
+import PushMediaCore
+import PushFetchClient
 import PushSystemd
 import PushConfig
 import PushModuleOptions

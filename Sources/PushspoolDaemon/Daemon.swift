@@ -5,12 +5,12 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMediaModel
-import PushFetch
+import PushMediaCore
+import PushFetchClient
 import PushSystemd
 import PushConfig
 import PushModuleOptions
-import PushUserData
+import PushErasure
 
 /// The running daemon's lifecycle: recovery, intake, reload and the way out.
 ///

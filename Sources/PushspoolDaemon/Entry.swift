@@ -2,7 +2,7 @@
 import PushSystem
 import PushPayload
 import PushJournal
-import PushMediaModel
+import PushMediaCore
 import PushSystemd
 import PushConfig
 import PushCLI

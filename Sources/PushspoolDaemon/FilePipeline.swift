@@ -2,9 +2,9 @@ import PushSystem
 import PushPayload
 import PushJournal
 import PushSpool
-import PushMediaModel
-import PushFetch
-import PushUserData
+import PushMediaCore
+import PushFetchClient
+import PushErasure
 
 /// How one claimed file left the pipeline. Every `process` call ends in exactly one.
 enum FileEnd: Sendable, Equatable {

@@ -10,7 +10,7 @@ import PushOutboxStore
 import PushExport
 import PushFollow
 import PushSpool
-import PushUserData
+import PushErasure
 
 /// The journal's followers inside pushspoold: the Notification Center index (SQLite) and the
 /// outbox that delivers its events to the vendors. Each reads the journal from its own durable

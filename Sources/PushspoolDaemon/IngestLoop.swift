@@ -3,10 +3,10 @@ import Synchronization
 import PushSystem
 import PushJournal
 import PushSpool
-import PushFetch
+import PushFetchClient
 import PushConfig
 import PushSystemd
-import PushMediaModel
+import PushMediaCore
 
 /// The ingest loop: leftovers of the last run, the watch and READY, then feed and claim until
 /// a stop or a failure, then the drain — and the pieces that loop owns: reload (it is asked for

@@ -1,5 +1,5 @@
 import PushPayload
-import PushMediaModel
+import PushMediaCore
 
 /// Whether a notification's media is fetched, and if not, why — decided before any I/O so
 /// payloads without media never wait for downloads.

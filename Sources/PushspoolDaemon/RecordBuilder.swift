@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import PushSystem
 import PushPayload
-import PushMediaModel
+import PushMediaCore
 import PushJournal
 
 /// Builds the journal record body: the normalised notification plus what the daemon knows

@@ -2,7 +2,8 @@ import Dispatch
 import PushSystem
 import PushPayload
 import PushJournal
-import PushMediaModel
+import PushMediaCore
+import PushMediaURL
 import PushSystemd
 import PushConfig
 

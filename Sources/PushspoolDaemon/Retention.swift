@@ -1,7 +1,7 @@
 import PushConfig
 import PushFollow
 import PushJournal
-import PushMediaStore
+import PushMediaCore
 import PushSpool
 import PushSystem
 import PushSystemd

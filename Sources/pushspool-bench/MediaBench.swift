@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import TestSupport
 import PushSystem
 import Synchronization

@@ -4,7 +4,7 @@ import Testing
 import PushSystem
 import PushJournal
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import TestSupport
 
 /// The daemon's media path end to end: the real `pushspoold` downloading from real HTTP

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import Testing
-import PushFetch
+import PushFetchClient
 import PushSystem
 
 /// `ChildProcess.reap(_:timeoutMillis:)` waits on a pidfd (issue 34: it used to look every

@@ -1,7 +1,7 @@
 import Testing
-import PushFetch
+import PushFetchClient
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import PushConfig
 import PushModuleOptions

@@ -1,11 +1,10 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
-import PushFetch
+import PushFetchClient
 import PushFetchServer
 import PushMedia
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import TestSupport
 

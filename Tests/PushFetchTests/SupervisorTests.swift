@@ -2,9 +2,9 @@
 import Foundation
 import Synchronization
 import Testing
-import PushFetch
+import PushFetchClient
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import TestSupport
 import PushConfig

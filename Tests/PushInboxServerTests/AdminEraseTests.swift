@@ -4,7 +4,7 @@ import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 import Testing
 import TestSupport
 @testable import PushInboxServer

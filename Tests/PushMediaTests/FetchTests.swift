@@ -1,8 +1,7 @@
 import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import TestSupport
 

@@ -2,7 +2,7 @@ import Testing
 import TestSupport
 @preconcurrency import Glibc
 @testable import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 
 /// Numbers a server or a configuration chooses must never meet a trapping conversion (issue 8,

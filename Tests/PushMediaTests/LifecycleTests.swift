@@ -1,7 +1,7 @@
 import Testing
 @preconcurrency import Glibc
 @testable import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import TestSupport
 

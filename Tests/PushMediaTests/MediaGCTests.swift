@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import Foundation
 import Testing
-import PushMediaStore
+import PushMediaCore
 import PushSystem
 import TestSupport
 

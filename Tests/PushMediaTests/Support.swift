@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import TestSupport
 import PushConfig

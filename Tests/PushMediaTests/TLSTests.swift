@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import PushMedia
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import TestSupport
 

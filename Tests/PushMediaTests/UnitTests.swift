@@ -1,8 +1,7 @@
 import TestSupport
 import Testing
 @testable import PushMedia
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 
 @Suite struct SnifferTests {
     static let cases: [([UInt8], MediaType?)] = [

@@ -6,7 +6,7 @@ import PushOutbox
 import PushOutboxStore
 import PushPayload
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 import Testing
 

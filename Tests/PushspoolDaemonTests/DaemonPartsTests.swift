@@ -1,6 +1,7 @@
 import Testing
 import PushPayload
-import PushMediaModel
+import PushMediaCore
+import PushMediaURL
 @testable import PushspoolDaemon
 import PushSystem
 

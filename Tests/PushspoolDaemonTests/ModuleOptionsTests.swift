@@ -1,7 +1,7 @@
 import Testing
 import PushConfig
 import PushJournal
-import PushMediaModel
+import PushMediaCore
 import PushModuleOptions
 import PushDaemonOptions
 

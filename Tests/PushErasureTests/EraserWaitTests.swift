@@ -4,7 +4,7 @@ import PushFollow
 import PushJournal
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 import PushConfig
 

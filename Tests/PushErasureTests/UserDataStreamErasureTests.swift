@@ -4,7 +4,7 @@ import Testing
 import PushConfig
 import PushExport
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 import TestTraits
 

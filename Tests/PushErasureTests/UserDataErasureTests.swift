@@ -6,7 +6,7 @@ import PushJournal
 import PushOutboxStore
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 import PushConfig
 import PushModuleOptions

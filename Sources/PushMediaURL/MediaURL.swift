@@ -1,4 +1,5 @@
 internal import CCurl
+import PushMediaCore
 
 /// A media URL's scheme and host as libcurl's URL parser reads them: the one parser behind the
 /// fetcher's checks and the `MEDIA_HOST=` field of log events (never the path or query, which

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import PushInbox
 import PushJournal
-import PushMediaStore
+import PushMediaCore
 import PushOutboxStore
 import PushSpool
 import PushSystem

@@ -1,5 +1,4 @@
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 
 extension FetchResult {
     /// The fetcher's side: what to report for a finished download.

@@ -2,7 +2,7 @@ import Testing
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 
 /// The eraser's `durableSeq()` runs after every journal commit, and the stats at every

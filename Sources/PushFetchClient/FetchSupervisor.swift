@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import PushMediaModel
+import PushMediaCore
 import PushSystem
 import Synchronization
 import Dispatch

@@ -1,5 +1,4 @@
-import PushMediaModel
-import PushMediaStore
+import PushMediaCore
 
 /// The messages between pushspoold and `pushspool-fetch`, one per SOCK_SEQPACKET datagram.
 ///

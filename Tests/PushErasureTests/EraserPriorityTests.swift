@@ -2,7 +2,7 @@
 import Testing
 import PushFollow
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 
 /// The eraser's thread keeps its nice value and lowers its I/O priority while it rewrites.

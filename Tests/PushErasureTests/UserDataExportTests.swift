@@ -1,7 +1,7 @@
 import Testing
 import PushInbox
 import PushSpool
-import PushUserData
+import PushErasure
 
 /// The parts of `user export` that decide what belongs to a subject and how bytes are
 /// written, without a daemon (UserExportTests in IntegrationTests drives the real one).

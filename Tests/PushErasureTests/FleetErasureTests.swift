@@ -7,7 +7,7 @@ import PushJournal
 import PushPayload
 import PushSpool
 import PushSystem
-import PushUserData
+import PushErasure
 import TestSupport
 
 /// The fleet erasure listener's decisions, without NATS: which stream messages are erasure

@@ -1,4 +1,4 @@
-import PushMediaModel
+import PushMediaCore
 
 /// Where the daemon's pipeline gets media from: a `FetchSupervisor` driving the separate
 /// `pushspool-fetch` process, or the in-process `MediaFetcher` (tests, benchmarks; its
