@@ -62,8 +62,12 @@ struct IntakeState: Sendable {
     private(set) var journalPaused = false
     /// Once per process, whatever the phases: a rebuilt feed does not send READY again.
     private(set) var readySent = false
-    /// The admitter is blocked in `.full`; the next `finish` must wake it.
-    private var admitterWaiting = false
+    /// The admitter is blocked in `.full`; a `finish` that brings the files in flight down to
+    /// ``refillMark`` wakes it.
+    private var admitterWaitingForRoom = false
+    /// The ingest thread waits for any file to end (the drain, a leftover processed alone);
+    /// the next `finish` wakes it.
+    private var awaitingFinish = false
     /// Files in `processing/` that could not finish for a reason that passes (a full journal
     /// disk, a quarantine that failed) and are taken again later.
     private var handedBack: [String] = []
@@ -75,6 +79,13 @@ struct IntakeState: Sendable {
     init(capacityLimit: Int) {
         self.capacityLimit = max(1, capacityLimit)
     }
+
+    /// A full admitter is woken once the files in flight are down to this many, not at the
+    /// first free slot: woken per slot, it admits one file, hands the lanes a chunk of one and
+    /// waits again, so under a burst every file cost a wake-up of the ingest thread, a
+    /// hand-off and an in-flight record write (the profile's `Wakeup.signal` and task
+    /// switches). Half the bound keeps the lanes busy while it refills in whole chunks.
+    var refillMark: Int { capacityLimit / 2 }
 
     var stage: Stage {
         switch phase {
@@ -168,7 +179,7 @@ struct IntakeState: Sendable {
     mutating func admit() -> Admission {
         if isFailed || isStopping { return .refused }
         guard inFlight < capacityLimit else {
-            admitterWaiting = true
+            admitterWaitingForRoom = true
             return .full
         }
         inFlight += 1
@@ -186,17 +197,21 @@ struct IntakeState: Sendable {
     /// The ingest thread is about to wait for files in flight to end (the drain, a leftover
     /// processed alone): the next `finish` returns `.wakeAdmitter` for it.
     mutating func awaitFinish() {
-        admitterWaiting = true
+        awaitingFinish = true
     }
 
     /// A file taken by `admit`/`admitLeftover` reached its end: `.wakeAdmitter` when the
-    /// admitter waits for a slot.
+    /// ingest thread waits for any end, or for room and the files in flight are down to
+    /// ``refillMark``.
     mutating func finish() -> IntakeAction {
         // A finish without an admit is a bug in the caller; never let the count go negative.
         assert(inFlight > 0, "finish without admit")
         inFlight = max(0, inFlight - 1)
-        defer { admitterWaiting = false }
-        return admitterWaiting ? .wakeAdmitter : []
+        let roomEnough = admitterWaitingForRoom && inFlight <= refillMark
+        guard awaitingFinish || roomEnough else { return [] }
+        awaitingFinish = false
+        admitterWaitingForRoom = false
+        return .wakeAdmitter
     }
 
     /// A file that stays in `processing/` for now and is taken again later (by

@@ -43,6 +43,31 @@ import Testing
         #expect(state.inFlight == 0)
     }
 
+    @Test func aFullAdmitterIsWokenOnceHalfTheSlotsAreFreeNotForEachSlot() {
+        var state = IntakeState(capacityLimit: 8)
+        _ = state.intakeArmed()
+        for _ in 0..<8 { #expect(state.admit() == .granted) }
+        #expect(state.admit() == .full)
+        // Woken per slot, a burst cost one wake-up, one hand-off and one chunk of one file each.
+        for inFlight in stride(from: 7, to: 4, by: -1) {
+            #expect(state.finish().isEmpty, "no wake-up at \(inFlight) in flight")
+        }
+        #expect(state.finish() == .wakeAdmitter)
+        #expect(state.inFlight == 4)  // half of 8
+        #expect(state.finish().isEmpty, "woken once")
+    }
+
+    @Test func aWaitForAnyEndIsWokenByTheNextFinishEvenWhenTheSlotsAreFull() {
+        // The drain and a leftover processed alone wait for one end, not for room.
+        var state = IntakeState(capacityLimit: 8)
+        _ = state.intakeArmed()
+        for _ in 0..<8 { #expect(state.admit() == .granted) }
+        #expect(state.admit() == .full)
+        state.awaitFinish()
+        #expect(state.finish() == .wakeAdmitter)
+        #expect(state.finish().isEmpty)
+    }
+
     @Test func stoppingOrFailedAdmitsNothingAndTakesNoSlot() {
         var state = IntakeState(capacityLimit: 2)
         _ = state.intakeArmed()
