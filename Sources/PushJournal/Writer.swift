@@ -87,6 +87,21 @@ package final class JournalWriter: Sendable {
         var queuedBytes = 0
         /// Callers of `sealActiveSegment` waiting for the writer thread to cut a segment.
         var sealWaiters: [@Sendable (Result<UInt64, JournalError>) -> Void] = []
+        /// What the writer thread sleeps for, set under this lock together with the look that
+        /// sent it to sleep: a submission rings `wake` only when it is what the writer waits
+        /// for. Rung for every record, the writer gathering a batch was woken once a record
+        /// under a burst, to go back to sleep (a futex wake and two task switches each).
+        var writerSleep: WriterSleep?
+    }
+
+    /// Why the writer thread is asleep on `wake`.
+    private enum WriterSleep {
+        /// Nothing queued: any record wakes it.
+        case idle
+        /// Waiting for company until the batch's delay ends: only a full batch wakes it earlier.
+        case gathering
+        /// Waiting out a full disk's retry interval: a record changes nothing.
+        case paused
     }
 
     /// The end of the synced prefix, as a checkpoint records it.
@@ -255,14 +270,21 @@ package final class JournalWriter: Sendable {
                 state.pendingKeys[fingerprint, default: []].append(key)
                 state.queue.append(pending)
                 state.queuedBytes += pending.frameBytes
-                return .queued
+                let wakesWriter: Bool
+                switch state.writerSleep {
+                case .idle?: wakesWriter = true
+                case .gathering?: wakesWriter = state.queue.count >= options.maxBatchRecords || state.queuedBytes >= options.maxBatchBytes
+                case .paused?, nil: wakesWriter = false
+                }
+                if wakesWriter { state.writerSleep = nil }
+                return .queued(wakesWriter: wakesWriter)
             }
             switch step {
             case .done(let result):
                 completion(result)
                 return
-            case .queued:
-                wake.signal()
+            case .queued(let wakesWriter):
+                if wakesWriter { wake.signal() }
                 return
             case .confirm(let candidates, let segments):
                 for candidate in candidates {
@@ -284,7 +306,7 @@ package final class JournalWriter: Sendable {
 
     private enum SubmitStep {
         case done(AppendResult)
-        case queued
+        case queued(wakesWriter: Bool)
         case confirm([(seq: UInt64, offset: Int64)], [UInt64])
     }
 
@@ -470,6 +492,29 @@ package final class JournalWriter: Sendable {
         }
     }
 
+    /// What the writer thread does after a look at the queue; pure, so the rules read in one place.
+    private enum WriterStep {
+        case exit
+        /// Sleep on `wake` for `sleep`'s reason, until a monotonic instant or without limit.
+        case sleep(WriterSleep, until: UInt64?)
+        case write
+
+        var sleep: WriterSleep? {
+            if case .sleep(let sleep, _) = self { return sleep }
+            return nil
+        }
+
+        static func decide(count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64, now: UInt64, retryAt: UInt64?,
+                           delay: UInt64, maxRecords: Int, maxBytes: Int) -> WriterStep {
+            if count == 0 { return closing ? .exit : .sleep(.idle, until: nil) }
+            if paused, !closing, let retryAt, now < retryAt { return .sleep(.paused, until: retryAt) }
+            if delay > 0, !closing, !paused, count < maxRecords, bytes < maxBytes, now < oldest &+ delay {
+                return .sleep(.gathering, until: oldest &+ delay)
+            }
+            return .write
+        }
+    }
+
     private enum BatchOutcome {
         case committed(bytes: Int)
         case noSpace(JournalError)
@@ -493,32 +538,35 @@ package final class JournalWriter: Sendable {
                 return state.sealWaiters
             }
             if !sealers.isEmpty { sealForErasure(sealers) }
-            let look: (count: Int, bytes: Int, closing: Bool, paused: Bool, oldest: UInt64) = shared.withLock { state in
-                var closing = false
-                if case .closing = state.phase { closing = true }
-                return (state.queue.count, state.queuedBytes, closing, state.stats.paused, state.queue.first?.enqueuedNanos ?? now)
-            }
-            if look.count == 0 {
-                if look.closing { return }
-                wake.wait()
-                continue
-            }
-            if look.paused, !look.closing, let since = core.pausedSince {
-                let retryAt = since &+ options.noSpaceRetryInterval.clampedUInt64Nanoseconds
-                if now < retryAt {
-                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(retryAt - now)))
-                    continue
-                }
-            }
             // Like PostgreSQL's commit_siblings: wait for company only when the last batch had
             // some, so a lone sequential producer never pays the delay. And never longer than
             // the last sync took: past that, a second sync costs the waiting record less than
             // the wait, and at a steady 1,000 files/s the full delay was what pushed p99 over 5 ms.
             let delay = core.lastBatchCount > 1 ? min(options.maxBatchDelay.clampedUInt64Nanoseconds, core.lastSyncNanos) : 0
-            if delay > 0, !look.closing, !look.paused, look.count < options.maxBatchRecords, look.bytes < options.maxBatchBytes,
-               now < look.oldest + delay {
-                _ = wake.wait(timeout: .now() + .nanoseconds(Int(look.oldest + delay - now)))
+            let retryAt = core.pausedSince.map { $0 &+ options.noSpaceRetryInterval.clampedUInt64Nanoseconds }
+            // The decision to sleep and what for are taken under the lock submissions take, so
+            // a record queued after this look sees the sleep it must end (or need not).
+            let next: WriterStep = shared.withLock { state in
+                var closing = false
+                if case .closing = state.phase { closing = true }
+                let step = WriterStep.decide(count: state.queue.count, bytes: state.queuedBytes, closing: closing, paused: state.stats.paused,
+                                             oldest: state.queue.first?.enqueuedNanos ?? now, now: now, retryAt: retryAt, delay: delay,
+                                             maxRecords: options.maxBatchRecords, maxBytes: options.maxBatchBytes)
+                state.writerSleep = step.sleep
+                return step
+            }
+            switch next {
+            case .exit:
+                return
+            case .sleep(_, let until):
+                if let until {
+                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: until &- now)))
+                } else {
+                    wake.wait()
+                }
                 continue
+            case .write:
+                break
             }
 
             let batch: [Pending] = shared.withLock { state in
