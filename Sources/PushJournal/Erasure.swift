@@ -333,7 +333,7 @@ package enum Tombstone {
     /// keep it (``body(bodyLength:originalKey:erasureID:secret:)``); nil when the members are
     /// not a tombstone's. The one reader of what ``body(bodyLength:originalKey:erasureID:secret:)``
     /// writes, for `journal cat` and for the followers' decoded record bodies alike.
-    package static func erasureID(members body: [String: JSONValue]) -> String? {
+    package static func erasureID(members body: JSONObject) -> String? {
         guard body["kind"]?.stringValue == "erased" else { return nil }
         return body["erasure"]?.stringValue ?? ""
     }
