@@ -53,8 +53,15 @@ package struct ErasureSecret: Sendable, Equatable {
     package static let tombstoneKeyPrefix = "erased:"
 
     package let bytes: [UInt8]
+    /// The secret set up as an HMAC key once, not for every hash.
+    private let key: HMACSHA256.Key
 
-    package init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) {
+        self.bytes = bytes
+        key = HMACSHA256.Key(bytes)
+    }
+
+    package static func == (lhs: ErasureSecret, rhs: ErasureSecret) -> Bool { lhs.bytes == rhs.bytes }
 
     /// The secret of the instance whose state directory is `stateDirectory`, or `nil` when
     /// no erasure ever ran there.
@@ -180,7 +187,7 @@ package struct ErasureSecret: Sendable, Equatable {
     }
 
     /// HMAC-SHA256 of `text` under the secret, as hex.
-    package func keyedHash(_ text: String) -> String { HMACSHA256.hex(key: bytes, message: text.utf8) }
+    package func keyedHash(_ text: String) -> String { key.hex(text) }
 
     /// The key a tombstone of the record keyed `key` carries. A redelivery of the erased push
     /// computes the same key, so it is still recognised as a duplicate.
