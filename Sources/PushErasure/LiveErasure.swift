@@ -82,7 +82,7 @@ package struct ErasureRequests: Sendable {
         }
 
         package var jsonValue: JSONValue {
-            var object: [String: JSONValue] = [
+            var object: JSONObject = [
                 "erasureId": .string(erasureID), "scope": .string(scope), "subject": .string(subject),
                 "seq": .string(String(seq)), "steps": .array(steps.map { .string($0) }), "complete": .bool(complete),
                 "journalRecords": .integer(journalRecords), "lastError": lastError.map { .string($0) } ?? .null,

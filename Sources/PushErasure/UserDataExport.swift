@@ -118,7 +118,7 @@ package struct UserDataExport: Sendable {
     /// Writes the document through `emit`, one serialized line (without its newline) per call.
     package func run(generatedAtMillis: Int64 = Posix.wallClockMillis(), _ emit: ([UInt8]) -> Void) throws(UserDataError) -> UserDataCounts {
         var counts = UserDataCounts()
-        func line(_ kind: String, _ fields: [String: JSONValue]) {
+        func line(_ kind: String, _ fields: JSONObject) {
             var object = fields
             object["kind"] = .string(kind)
             emit(JSONValue.object(object).serialized())
@@ -223,7 +223,7 @@ package struct UserDataExport: Sendable {
                     return
                 }
                 guard let match = quarantineMatch(bytes) else { return }
-                var fields: [String: JSONValue] = ["name": .string(entry.name), "size": .integer(bytes.count), "match": .string(match),
+                var fields: JSONObject = ["name": .string(entry.name), "size": .integer(bytes.count), "match": .string(match),
                                                    "sha256": .string(SHA256.hex(of: bytes))]
                 if let text = String(validating: bytes, as: UTF8.self) {
                     fields["payload"] = .string(text)
@@ -245,7 +245,7 @@ package struct UserDataExport: Sendable {
         // The media files the subject's records point at.
         for path in mediaOrder {
             guard let reference = media[path] else { continue }
-            var fields: [String: JSONValue] = ["path": .string(path), "role": .string(reference.role),
+            var fields: JSONObject = ["path": .string(path), "role": .string(reference.role),
                                                "firstSeq": .number(String(reference.firstSeq)), "records": .integer(reference.records)]
             if !isInMediaStore(path) {
                 // A record is trusted for what it says, not for where it points: nothing outside
@@ -278,7 +278,7 @@ package struct UserDataExport: Sendable {
     }
 
     /// Whether a record (a push or an event) names the subject: its `user`, or its `device`.
-    func names(_ body: [String: JSONValue]) -> Bool {
+    func names(_ body: JSONObject) -> Bool {
         switch subject {
         case .user(let id): body["user"]?.stringValue == id
         case .device(let id): body["device"]?.stringValue == id

@@ -29,7 +29,7 @@ package struct ExporterStatus: Sendable, Equatable {
 
     /// One JSON object, for `export/status.json` and `pushspoolctl export status --json`.
     package var jsonValue: JSONValue {
-        var o: [String: JSONValue] = [
+        var o: JSONObject = [
             "acknowledgedSeq": .integer(acknowledgedSeq), "checkpointedSeq": .integer(checkpointedSeq),
             "journalLastSeq": .integer(journalLastSeq), "lag": .integer(lag), "connected": .bool(connected),
             "pending": .integer(pending), "running": .bool(running), "published": .integer(published),

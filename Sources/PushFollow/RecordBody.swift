@@ -78,9 +78,9 @@ package enum RecordBody: Sendable, Equatable {
 ///
 /// `Sendable`: a value.
 package struct NotificationBody: Sendable, Equatable {
-    package var members: [String: JSONValue]
+    package var members: JSONObject
 
-    package init(members: [String: JSONValue]) { self.members = members }
+    package init(members: JSONObject) { self.members = members }
 
     package subscript(name: String) -> JSONValue? { members[name] }
 
@@ -94,9 +94,9 @@ package struct NotificationBody: Sendable, Equatable {
 /// `Sendable`: a value.
 package struct EventBody: Sendable, Equatable {
     package var type: EventType
-    package var members: [String: JSONValue]
+    package var members: JSONObject
 
-    package init(type: EventType, members: [String: JSONValue]) {
+    package init(type: EventType, members: JSONObject) {
         self.type = type
         self.members = members
     }
@@ -116,7 +116,7 @@ package struct ErasureBody: Sendable, Equatable {
     /// The subject's keyed hash: 64 lower-case hex digits.
     package var subject: String
 
-    package init?(_ members: [String: JSONValue]) {
+    package init?(_ members: JSONObject) {
         guard let id = members["erasureId"]?.stringValue, ErasureRequest.isValidErasureId(id),
               let scope = members["scope"]?.stringValue.flatMap(ErasureScope.init(rawValue:)),
               let subject = members["subject"]?.stringValue, subject.utf8.count == 64,

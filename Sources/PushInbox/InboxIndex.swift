@@ -481,7 +481,7 @@ package final class InboxIndex {
     /// - A MODAL is presented in-app and, unlike a banner, not added to the Notification
     ///   Center: kept for `inapp`, listed only with `listModals` (`[Inbox] ListModals=yes`).
     /// - Everything else is listed.
-    static func listed(_ body: [String: JSONValue], listModals: Bool) -> Bool? {
+    static func listed(_ body: JSONObject, listModals: Bool) -> Bool? {
         let silent = body["silent"]?.boolValue == true
         let modal = body["presentation"]?.stringValue == "modal"
         guard silent else { return modal ? listModals : true }
@@ -514,7 +514,7 @@ package final class InboxIndex {
     /// failure's `media.error.code` (`timeout`, `http_status`, …), `undecodable` for a stored
     /// file the decoder could not read (no attachment on a device either, so SFMC's alt text
     /// replaced the body). Bounded: a reason from a hostile record is at most 64 bytes.
-    static func unservedMedia(_ media: [String: JSONValue]?) -> String? {
+    static func unservedMedia(_ media: JSONObject?) -> String? {
         guard let media, let status = media["status"]?.stringValue else { return nil }
         let reason: String
         switch status {
@@ -528,7 +528,7 @@ package final class InboxIndex {
         return reason.isEmpty || reason.utf8.count > 64 ? status : reason
     }
 
-    private func insertItem(_ body: [String: JSONValue], seq: Int64, ingestMillis: Int64) throws(SQLiteError) {
+    private func insertItem(_ body: JSONObject, seq: Int64, ingestMillis: Int64) throws(SQLiteError) {
         guard let listed = Self.listed(body, listModals: listModals) else { return }
         let user = body["user"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         let device = body["device"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }

@@ -126,7 +126,7 @@ package struct InboxItem: Sendable, Equatable {
     package var hashId: String?
 
     package func jsonValue() -> JSONValue {
-        var o: [String: JSONValue] = [
+        var o: JSONObject = [
             "item": .string(String(seq)), "vendor": .string(vendor), "id": .string(id), "buttons": buttons,
             "ingestedAt": .string(Timestamp.iso8601(millis: ingestedAtMillis)),
             "state": .object(["seen": .bool(seen), "read": .bool(read), "archived": .bool(archived),
@@ -187,8 +187,8 @@ extension InboxItem {
     /// URLs) plus `sourceUrl` and `stored: true`; for a push whose image pushspool does not
     /// hold (or cannot decode) `{sourceUrl, stored: false, reason}`, so an app can fetch it
     /// itself; `nil` when the push named no media.
-    package func mediaJSON(stored: (inout [String: JSONValue]) -> Void) -> JSONValue? {
-        var media: [String: JSONValue] = [:]
+    package func mediaJSON(stored: (inout JSONObject) -> Void) -> JSONValue? {
+        var media: JSONObject = [:]
         if let mediaSourceUrl { media["sourceUrl"] = .string(mediaSourceUrl) }
         if let mediaNotStoredReason {
             media["stored"] = .bool(false)

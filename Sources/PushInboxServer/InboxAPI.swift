@@ -431,7 +431,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             let page = try index.list(owner, unread: unread, category: category, feed: feed, limit: limit, cursor: request.query["cursor"],
                                       retention: retention)
             let language = Self.language(request)
-            var body: [String: JSONValue] = ["items": .array(page.items.map { Self.itemJSON($0, language) })]
+            var body: JSONObject = ["items": .array(page.items.map { Self.itemJSON($0, language) })]
             body["nextCursor"] = page.nextCursor.map { .string($0) } ?? .null
             return Self.json(200, .object(body), headers: [Self.varyLanguage])
         } catch {
@@ -472,9 +472,9 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// `{"unseen":…,"unread":…}`, with `"feeds":{NAME:{"unseen":…,"unread":…}}` when `feeds`
     /// holds any.
     static func countsJSON(_ counts: InboxCounts, feeds: [InboxFeedCounts] = []) -> JSONValue {
-        var o: [String: JSONValue] = ["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]
+        var o: JSONObject = ["unseen": .integer(counts.unseen), "unread": .integer(counts.unread)]
         if !feeds.isEmpty {
-            o["feeds"] = .object(Dictionary(feeds.map { ($0.feed, countsJSON($0.counts)) }, uniquingKeysWith: { first, _ in first }))
+            o["feeds"] = .object(JSONObject(feeds.map { ($0.feed, countsJSON($0.counts)) }, uniquingKeysWith: { first, _ in first }))
         }
         return .object(o)
     }
@@ -624,7 +624,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             return Self.problem(failure)
         case .success(let receipt):
             let status = "/v1/admin/erasures/" + request.erasureId
-            var answer: [String: JSONValue] = ["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]
+            var answer: JSONObject = ["erasureId": .string(request.erasureId), "status": .string(status), "complete": .bool(false)]
             if let scope = receipt.statusScope { answer["statusScope"] = .string(scope) }
             return Self.json(202, .object(answer), headers: [("Location", status)])
         }
@@ -751,7 +751,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     /// What stands for a deleted item (the answer to DELETE, a stream's `state` event):
     /// `{"item": "<seq>", "deleted": true}`; its content is not served any more.
     static func deletedJSON(_ seq: UInt64, replacedBy: UInt64? = nil) -> JSONValue {
-        var o: [String: JSONValue] = ["item": .string(String(seq)), "deleted": .bool(true)]
+        var o: JSONObject = ["item": .string(String(seq)), "deleted": .bool(true)]
         if let replacedBy { o["replacedBy"] = .string(String(replacedBy)) }
         return .object(o)
     }
@@ -788,7 +788,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
             event.feed = feed
         }
         if let refusal = submit(&event, user: user, request) { return refusal }
-        var body: [String: JSONValue] = ["eventId": .string(event.eventId)]
+        var body: JSONObject = ["eventId": .string(event.eventId)]
         if type == .readAll { body["counts"] = Self.countsJSON(InboxCounts(unseen: 0, unread: 0)) }
         if let feed = event.feed { body["feed"] = .string(feed) }
         return Self.json(202, .object(body))
@@ -843,7 +843,7 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
     }
 
     static func preferencesJSON(_ muted: [String]) -> JSONValue {
-        .object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { first, _ in first }))])
+        .object(["muted": .object(JSONObject(muted.map { ($0, JSONValue.bool(true)) }, uniquingKeysWith: { first, _ in first }))])
     }
 
     /// `PUT /v1/preferences` with `{"muted": {"promo": true, "news": false}}`: mutes and

@@ -53,8 +53,15 @@ package struct ErasureSecret: Sendable, Equatable {
     package static let tombstoneKeyPrefix = "erased:"
 
     package let bytes: [UInt8]
+    /// The secret set up as an HMAC key once, not for every hash.
+    private let key: HMACSHA256.Key
 
-    package init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) {
+        self.bytes = bytes
+        key = HMACSHA256.Key(bytes)
+    }
+
+    package static func == (lhs: ErasureSecret, rhs: ErasureSecret) -> Bool { lhs.bytes == rhs.bytes }
 
     /// The secret of the instance whose state directory is `stateDirectory`, or `nil` when
     /// no erasure ever ran there.
@@ -180,7 +187,7 @@ package struct ErasureSecret: Sendable, Equatable {
     }
 
     /// HMAC-SHA256 of `text` under the secret, as hex.
-    package func keyedHash(_ text: String) -> String { HMACSHA256.hex(key: bytes, message: text.utf8) }
+    package func keyedHash(_ text: String) -> String { key.hex(text) }
 
     /// The key a tombstone of the record keyed `key` carries. A redelivery of the erased push
     /// computes the same key, so it is still recognised as a duplicate.
@@ -333,7 +340,7 @@ package enum Tombstone {
     /// keep it (``body(bodyLength:originalKey:erasureID:secret:)``); nil when the members are
     /// not a tombstone's. The one reader of what ``body(bodyLength:originalKey:erasureID:secret:)``
     /// writes, for `journal cat` and for the followers' decoded record bodies alike.
-    package static func erasureID(members body: [String: JSONValue]) -> String? {
+    package static func erasureID(members body: JSONObject) -> String? {
         guard body["kind"]?.stringValue == "erased" else { return nil }
         return body["erasure"]?.stringValue ?? ""
     }

@@ -106,7 +106,7 @@ package struct MediaOutcome: Sendable {
 
     /// The record as a JSON object; absent values are left out.
     package var jsonValue: JSONValue {
-        var fields: [String: JSONValue] = ["url": .string(url), "status": .string(status.rawValue)]
+        var fields: JSONObject = ["url": .string(url), "status": .string(status.rawValue)]
         if let path { fields["path"] = .string(path) }
         if let sha256 { fields["sha256"] = .string(sha256) }
         if let contentType { fields["contentType"] = .string(contentType) }
@@ -114,7 +114,7 @@ package struct MediaOutcome: Sendable {
         fields["attempts"] = .integer(attempts)
         fields["durationMs"] = .integer(durationMillis)
         if let error {
-            var object: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            var object: JSONObject = ["code": .string(error.code.rawValue), "message": .string(error.message)]
             if let curlCode = error.curlCode { object["curlCode"] = .integer(curlCode) }
             if let httpStatus = error.httpStatus { object["httpStatus"] = .integer(httpStatus) }
             fields["error"] = .object(object)
@@ -204,7 +204,7 @@ package struct MediaStats: Sendable, Equatable {
     package var jsonValue: JSONValue {
         .object([
             "inFlight": .integer(inFlight), "queued": .integer(queued), "stored": .integer(stored),
-            "failed": .integer(failed), "failedByCode": .object(failedByCode.mapValues { .integer($0) }),
+            "failed": .integer(failed), "failedByCode": .object(JSONObject(failedByCode.mapValues { JSONValue.integer($0) })),
             "skipped": .integer(skipped), "reused": .integer(reused), "retries": .integer(retries),
             "bytesStored": .integer(bytesStored), "thumbnails": .integer(thumbnails), "undecodable": .integer(undecodable),
         ])

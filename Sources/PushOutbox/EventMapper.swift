@@ -63,7 +63,7 @@ package struct EventMapper: Sendable {
         /// The SDK's `TrackClick` body: the push's `uniqueKey` and, for a button, its `uniqueKey`
         /// (left out for the push itself, as both SDKs' encoders leave a nil out).
         static func click(push: String, button: String?) -> JSONValue {
-            var body: [String: JSONValue] = ["messageUniqueKey": .string(push)]
+            var body: JSONObject = ["messageUniqueKey": .string(push)]
             if let button { body["buttonUniqueKey"] = .string(button) }
             return .object(body)
         }
@@ -125,7 +125,7 @@ package struct EventMapper: Sendable {
             // The guide's NCOpen carries no data: `data: {}`. It names no push: the event's own
             // `platform` (the app's) picks the endpoint; without one only `MindboxEndpointId=` can.
             let platform = event["platform"]?.stringValue.flatMap { $0 == "ios" || $0 == "android" ? $0 : nil }
-            var body: [String: JSONValue] = [:]
+            var body: JSONObject = [:]
             if let customer = mindboxReports.customer(user: user) { body["customer"] = customer }
             return Mapping(deliveries: [make(.mindbox, operation: mindboxReports.ncOpenOperation, payload: .object(body), index: 0,
                                              platform: platform)])
@@ -138,7 +138,7 @@ package struct EventMapper: Sendable {
             if event.type == .open {
                 if vendor == "mindbox", mindbox {
                     let (fields, problems) = mindboxFields.customFields(item["customPayload"])
-                    var body: [String: JSONValue] = ["customerAction": .object(["customFields": .object(fields)])]
+                    var body: JSONObject = ["customerAction": .object(["customFields": .object(fields)])]
                     if let customer = mindboxReports.customer(user: user) { body["customer"] = customer }
                     let platform = EventMapper.platform(item)
                     let delivery = make(.mindbox, operation: mindboxReports.ncPushOpenOperation, payload: .object(body), index: 0,
@@ -203,7 +203,7 @@ package struct EventMapper: Sendable {
         guard EventMapper.requiresMO(item, action: action), let category = item["category"]?.stringValue, !category.isEmpty else {
             return deliveries
         }
-        var message: [String: JSONValue] = [
+        var message: JSONObject = [
             "messageId": .string(eventId), "initialMessageId": .string(messageId), "text": .string(category + " " + action),
         ]
         if case .object(let custom)? = item["customPayload"] { message["customPayload"] = .object(custom) }

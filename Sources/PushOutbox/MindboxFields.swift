@@ -35,8 +35,8 @@ package struct MindboxFields: Sendable {
 
     /// The custom fields for `custom` (the item's `customPayload`) and what could not be
     /// normalised. A field whose source is absent, `null` or empty is left out silently.
-    package func customFields(_ custom: JSONValue?) -> (fields: [String: JSONValue], problems: [Problem]) {
-        var fields: [String: JSONValue] = [:]
+    package func customFields(_ custom: JSONValue?) -> (fields: JSONObject, problems: [Problem]) {
+        var fields: JSONObject = [:]
         var problems: [Problem] = []
         if let date = custom?.first(of: "pushDate", "push_date") {
             if let millis = MindboxDate.epochMillis(date) {

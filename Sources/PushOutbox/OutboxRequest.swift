@@ -44,7 +44,7 @@ extension OutboxOptions {
                 }
                 messages.append(.object(message))
             }
-            var body: [String: JSONValue] = ["messages": .array(messages)]
+            var body: JSONObject = ["messages": .array(messages)]
             var headers = ["Content-Type: application/json; charset=utf-8", "Accept: application/json", "Authorization: App \(key.value)"]
             if let device = head.device, Self.isHeaderSafe(device) { headers.append("pushregistrationid: \(device)") }
             var path: String

@@ -95,7 +95,7 @@ package struct OutboxDelivery: Sendable, Equatable {
     package var transactionId: String { index == 0 ? eventId : "\(eventId).\(index)" }
 
     package var jsonValue: JSONValue {
-        var object: [String: JSONValue] = [
+        var object: JSONObject = [
             "seq": .integer(seq), "index": .integer(index), "target": .string(target.rawValue),
             "eventId": .string(eventId), "eventType": .string(eventType), "orderKey": .string(orderKey),
             "createdMillis": .integer(createdMillis), "atMillis": .integer(atMillis), "payload": payload,

@@ -9,10 +9,10 @@ struct Detection {
 
     var kind: Kind
     /// Where vendor keys live: the payload itself, or its FCM `data` map.
-    var map: [String: JSONValue]
+    var map: JSONObject
     /// The object around an unwrapped `data` map (FCM `notification`, `messageId`), or the
     /// whole flat bundle, if any.
-    var fcmWrapper: [String: JSONValue]?
+    var fcmWrapper: JSONObject?
     /// The payload is the flat FCM bundle an Android app receives (see ``isFlatFCMBundle(_:)``).
     var flatBundle = false
 
@@ -22,9 +22,9 @@ struct Detection {
     static let vendorTopKeys = ["aps", "_sid", "messageId", "uniqueKey", "org_ib_d"]
 
     /// `maxDepth` bounds the JSON strings decoded to look for foreign markers.
-    static func detect(_ payload: [String: JSONValue], maxDepth: Int) throws(PayloadRefusal) -> Detection {
+    static func detect(_ payload: JSONObject, maxDepth: Int) throws(PayloadRefusal) -> Detection {
         var map = payload
-        var wrapper: [String: JSONValue]?
+        var wrapper: JSONObject?
         var flat = false
         if case .object(let data)? = payload["data"], !vendorTopKeys.contains(where: { present(payload[$0]) }) {
             map = data
@@ -85,7 +85,7 @@ struct Detection {
 
     /// "Mindbox shapes" (docs/design/vendor-payloads.md): Mindbox iOS legacy/current and Android
     /// data/converted.
-    static func mindboxKind(_ map: [String: JSONValue]) -> Kind? {
+    static func mindboxKind(_ map: JSONObject) -> Kind? {
         if case .object(let aps)? = map["aps"] {
             if aps["clickUrl"] != nil && aps["uniqueKey"] != nil { return .mindboxIOSLegacy }
             // Current format: `clickUrl` at the top, and either only model keys or a `uniqueKey`
@@ -111,7 +111,7 @@ struct Detection {
     /// The flat form: the data keys and FCM's keys side by side, no `aps`, no `data` or
     /// `notification` object. Only `google.*`/`gcm.*` mark it: FCM refuses those as data
     /// keys, so a producer cannot send them by accident, while `from` alone is too common.
-    static func isFlatFCMBundle(_ payload: [String: JSONValue]) -> Bool {
+    static func isFlatFCMBundle(_ payload: JSONObject) -> Bool {
         guard !present(payload["aps"]), payload["data"]?.objectValue == nil, payload["notification"]?.objectValue == nil else { return false }
         return payload.keys.contains { $0.hasPrefix("google.") || $0.hasPrefix("gcm.") }
     }
@@ -119,7 +119,7 @@ struct Detection {
     /// "Unsupported vendors" (docs/design/vendor-payloads.md): vendors pushspool recognises but
     /// does not support. Markers are also looked for where the vendor sends them inside a JSON
     /// string, as Android data values must be strings.
-    static func foreignVendors(_ map: [String: JSONValue], maxDepth: Int) -> [String] {
+    static func foreignVendors(_ map: JSONObject, maxDepth: Int) -> [String] {
         var found: [String] = []
         if map["os_data"] != nil || hasOneSignalId(map["custom"], maxDepth: maxDepth) { found.append("onesignal") }
         if map["_"] != nil || map["com.urbanairship.metadata"] != nil || map["com.urbanairship.media_attachment"] != nil { found.append("airship") }
@@ -146,7 +146,7 @@ struct Detection {
 
     /// "Not a push" (docs/design/vendor-payloads.md): JSON that belongs to the same systems but is
     /// not a push.
-    static func nonPushShape(_ map: [String: JSONValue]) -> String? {
+    static func nonPushShape(_ map: JSONObject) -> String? {
         if map["messageId"] != nil, map["text"] != nil, map["aps"] == nil, map["destination"] != nil || map["statusCode"] != nil {
             return "an Infobip MO (mobile-originated) message"
         }

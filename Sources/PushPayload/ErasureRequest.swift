@@ -54,7 +54,7 @@ package struct ErasureRequest: Sendable, Equatable {
 
     /// `top` is an object with `"pushspool": 1` (checked by the caller) and an `erase` member.
     /// Strict, like an event: an erasure that is misspelt must not be guessed at.
-    static func parse(_ top: [String: JSONValue]) throws(PayloadRefusal) -> ErasureRequest {
+    static func parse(_ top: JSONObject) throws(PayloadRefusal) -> ErasureRequest {
         for key in top.keys.sorted() where !envelopeMembers.contains(key) {
             throw invalid("an erasure envelope has only \"pushspool\" and \"erase\"; found \"\(key)\"", key)
         }

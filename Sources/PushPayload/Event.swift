@@ -171,7 +171,7 @@ package struct PushEvent: Sendable, Equatable {
     /// `device`, `item` (a JSON number), `action`, `text`, `enabled`, `at` that are present.
     /// The daemon adds `ingestedAt`, `sourceFile`, `sha256` and `size`.
     package func jsonValue() -> JSONValue {
-        var o: [String: JSONValue] = [
+        var o: JSONObject = [
             "kind": .string("event"),
             "type": .string(type.rawValue),
             "eventId": .string(eventId),
@@ -183,7 +183,7 @@ package struct PushEvent: Sendable, Equatable {
         if let text { o["text"] = .string(text) }
         if let enabled { o["enabled"] = .bool(enabled) }
         if let feed { o["feed"] = .string(feed) }
-        if let muted { o["muted"] = .object(muted.mapValues { .bool($0) }) }
+        if let muted { o["muted"] = .object(JSONObject(muted.mapValues { JSONValue.bool($0) })) }
         if let at { o["at"] = .string(at) }
         if let until { o["until"] = .string(until) }
         if let platform { o["platform"] = .string(platform.rawValue) }
@@ -210,7 +210,7 @@ package struct PushEvent: Sendable, Equatable {
         event["kind"] = nil
         event["user"] = nil
         event["device"] = nil
-        var top: [String: JSONValue] = ["pushspool": .number("1"), "event": .object(event)]
+        var top: JSONObject = ["pushspool": .number("1"), "event": .object(event)]
         if let user { top["user"] = .string(user) }
         if let device { top["device"] = .string(device) }
         return .object(top)
@@ -236,7 +236,7 @@ enum EventParser {
     static let envelopeMembers: Set<String> = ["pushspool", "user", "device", "event"]
 
     /// `top` is an object with `"pushspool": 1` (checked by the caller) and an `event` member.
-    static func parse(_ top: [String: JSONValue]) throws(PayloadRefusal) -> PushEvent {
+    static func parse(_ top: JSONObject) throws(PayloadRefusal) -> PushEvent {
         for key in top.keys.sorted() where !envelopeMembers.contains(key) {
             throw PayloadRefusal(.invalidEnvelope, "an event envelope has only \"pushspool\", \"user\", \"device\" and \"event\"; found \"\(key)\"", path: key)
         }
@@ -332,7 +332,7 @@ enum EventParser {
 
     /// `user`/`device`: a string (empty = absent, as for a push's `user`) of at most
     /// ``PushEvent/maxNameBytes`` bytes.
-    static func envelopeName(_ top: [String: JSONValue], _ key: String) throws(PayloadRefusal) -> String? {
+    static func envelopeName(_ top: JSONObject, _ key: String) throws(PayloadRefusal) -> String? {
         switch top[key] {
         case nil, .null?: return nil
         case .string(let s)?:

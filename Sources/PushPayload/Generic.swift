@@ -21,10 +21,10 @@ extension Session {
     /// Plain FCM: a `data` map and/or a `notification` block, or the flat bundle an Android
     /// app receives (`flatBundle`: the block as `gcm.notification.*` keys). Without a
     /// notification block and without a body it is a data message for the app, i.e. silent.
-    mutating func fcm(wrapper: [String: JSONValue]?, flatBundle: Bool) throws(PayloadRefusal) -> PushNotification {
+    mutating func fcm(wrapper: JSONObject?, flatBundle: Bool) throws(PayloadRefusal) -> PushNotification {
         var n = PushNotification(vendor: .fcm, platform: .android, format: "fcm", id: "")
         let top = wrapper ?? [:]
-        let notification: [String: JSONValue]?
+        let notification: JSONObject?
         let path: String
         if flatBundle {
             notification = Session.bundleNotification(top)
@@ -62,7 +62,7 @@ extension Session {
     /// FCM's time to live in ms, as the send APIs spell it: HTTP v1 `android.ttl` (or a
     /// top-level `ttl`) as a duration string `"3.5s"` or seconds as a number, the legacy
     /// `time_to_live` in seconds. Outside 0...28 days, or malformed: warned and absent.
-    mutating func fcmTTL(_ top: [String: JSONValue]) -> Int64? {
+    mutating func fcmTTL(_ top: JSONObject) -> Int64? {
         let candidates: [(JSONValue?, String)] = [(top["android"]?.objectValue?["ttl"], "android.ttl"), (top["ttl"], "ttl"),
                                                   (top["time_to_live"], "time_to_live")]
         guard let found = candidates.first(where: { $0.0 != nil && $0.0 != .null }), let value = found.0 else { return nil }
@@ -104,8 +104,8 @@ extension Session {
 
     /// The notification block of a flat bundle: `gcm.n.NAME`, else the older
     /// `gcm.notification.NAME`, keyed by NAME; `nil` when the bundle has none.
-    static func bundleNotification(_ bundle: [String: JSONValue]) -> [String: JSONValue]? {
-        var block: [String: JSONValue] = [:]
+    static func bundleNotification(_ bundle: JSONObject) -> JSONObject? {
+        var block: JSONObject = [:]
         for (key, value) in bundle where key.hasPrefix("gcm.notification.") {
             block[String(key.dropFirst("gcm.notification.".count))] = value
         }
@@ -117,7 +117,7 @@ extension Session {
 
     /// The APNs `aps` dictionary, shared by Infobip iOS, SFMC iOS and generic APNs. A string
     /// `alert` is the body: it is what iOS displays, whether or not a vendor SDK models it.
-    mutating func readAps(_ aps: [String: JSONValue], soundAsDict: Bool, into n: inout PushNotification) {
+    mutating func readAps(_ aps: JSONObject, soundAsDict: Bool, into n: inout PushNotification) {
         switch aps["alert"] {
         case nil, .null?: break
         case .string(let s)?:
@@ -146,7 +146,7 @@ extension Session {
     /// in on delivery with the app's package name when the sender set none (firebase-admin-java
     /// issue 561), so taking it would collapse every push of the app into one item. GCM's
     /// `do_not_collapse` means none.
-    mutating func collapseId(wrapper: [String: JSONValue]?, flatBundle: Bool) -> String? {
+    mutating func collapseId(wrapper: JSONObject?, flatBundle: Bool) -> String? {
         guard let wrapper, !flatBundle else { return nil }
         let key = boundedKey(wrapper["android"]?["collapse_key"], "android.collapse_key")
             ?? boundedKey(wrapper["collapse_key"], "collapse_key")
@@ -168,7 +168,7 @@ extension Session {
     /// R10: `content-available: 1` (a background push for the app) with nothing to display:
     /// no title, subtitle or body, and no `loc-key` / `title-loc-key` for the app to localise.
     /// A badge or a sound alone is not something to list.
-    mutating func apsIsSilent(_ aps: [String: JSONValue], _ n: PushNotification) -> Bool {
+    mutating func apsIsSilent(_ aps: JSONObject, _ n: PushNotification) -> Bool {
         guard int(aps["content-available"], "aps.content-available") == 1 else { return false }
         return n.title == nil && n.body == nil && n.locKey == nil && n.titleLocKey == nil && n.subtitle == nil
     }

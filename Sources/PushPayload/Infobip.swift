@@ -65,7 +65,7 @@ extension Session {
 
     /// FCM data key `org_ib_d`: a JSON string `{messageId, text, notification{…}, custom, internal}`.
     mutating func infobipAndroid() throws(PayloadRefusal) -> PushNotification {
-        let message: [String: JSONValue]
+        let message: JSONObject
         switch map["org_ib_d"] {
         case .string(let s)?:
             do throws(PayloadRefusal) {

@@ -39,7 +39,7 @@ package struct NotificationButton: Sendable, Equatable {
     }
 
     package func jsonValue() -> JSONValue {
-        var o: [String: JSONValue] = ["text": .string(text), "options": .array(options.map { .string($0.rawValue) })]
+        var o: JSONObject = ["text": .string(text), "options": .array(options.map { .string($0.rawValue) })]
         if let id { o["id"] = .string(id) }
         if let url { o["url"] = .string(url) }
         return .object(o)
@@ -79,7 +79,7 @@ package struct CategoryAction: Sendable, Equatable {
 
     /// `{id, title, options[], textInput?: {buttonTitle, placeholder}}`, as records list it.
     package func jsonValue() -> JSONValue {
-        var o: [String: JSONValue] = ["id": .string(id), "title": .string(title), "options": .array(options.map { .string($0.rawValue) })]
+        var o: JSONObject = ["id": .string(id), "title": .string(title), "options": .array(options.map { .string($0.rawValue) })]
         if let textInput { o["textInput"] = textInput.jsonValue() }
         return .object(o)
     }
@@ -296,7 +296,7 @@ package struct PushNotification: Sendable, Equatable {
     /// `silent`, `buttons` and `warnings` (strings `code` or `code:detail`) always present;
     /// `actions` when the category resolved, `actionsCut` when not 0.
     package func jsonValue() -> JSONValue {
-        .object(Dictionary(uniqueKeysWithValues: jsonMembers()))
+        .object(JSONObject(uniqueKeysWithValues: jsonMembers()))
     }
 
     /// ``jsonValue()``'s members in no particular order, each key once: the record builder

@@ -44,9 +44,9 @@ package enum Normalizer {
     }
 
     private enum Top {
-        case payload([String: JSONValue])
-        case event([String: JSONValue])
-        case erase([String: JSONValue])
+        case payload(JSONObject)
+        case event(JSONObject)
+        case erase(JSONObject)
     }
 
     /// Size, syntax and object checks shared by pushes and events; tells them apart.
@@ -78,7 +78,7 @@ package enum Normalizer {
         return .event(top)
     }
 
-    private static func normalizeTop(_ top: [String: JSONValue], inputBytes: Int, options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
+    private static func normalizeTop(_ top: JSONObject, inputBytes: Int, options: NormalizerOptions) throws(PayloadRefusal) -> PushNotification {
         let envelope = try Envelope(top)
         // Compact re-serialisation never exceeds the raw bytes (escapes only shrink and
         // whitespace goes), so small inputs skip the size walk.
@@ -127,7 +127,7 @@ package enum Normalizer {
 /// The optional `{"pushspool": 1, ...}` wrapper a producer may add (docs/design/spool-protocol.md,
 /// "Envelope").
 struct Envelope {
-    var payload: [String: JSONValue]
+    var payload: JSONObject
     var user: String?
     /// The device the push was delivered to: names a shared-device inbox for pushes
     /// without a user.
@@ -140,7 +140,7 @@ struct Envelope {
     /// `expiresAt`: when the producer wants the item gone (ISO-8601), as epoch ms.
     var expiresAtMillis: Int64?
 
-    init(_ top: [String: JSONValue]) throws(PayloadRefusal) {
+    init(_ top: JSONObject) throws(PayloadRefusal) {
         guard let version = top["pushspool"] else {
             payload = top
             return
@@ -196,12 +196,12 @@ struct Envelope {
 struct Session {
     let options: NormalizerOptions
     /// The vendor payload after the envelope (what the size bound and derived ids use).
-    let payload: [String: JSONValue]
+    let payload: JSONObject
     /// The object vendor keys are read from: `payload`, or its FCM `data` map.
-    let map: [String: JSONValue]
+    let map: JSONObject
     var warnings: [PayloadWarning] = []
 
-    init(options: NormalizerOptions, payload: [String: JSONValue], map: [String: JSONValue]) {
+    init(options: NormalizerOptions, payload: JSONObject, map: JSONObject) {
         self.options = options
         self.payload = payload
         self.map = map
@@ -268,7 +268,7 @@ struct Session {
         return int(value, path)
     }
 
-    mutating func object(_ value: JSONValue?, _ path: String) -> [String: JSONValue]? {
+    mutating func object(_ value: JSONValue?, _ path: String) -> JSONObject? {
         switch value {
         case nil, .null?: return nil
         case .object(let o)?: return o
@@ -337,7 +337,7 @@ struct Session {
         }
     }
 
-    func strictObject(_ value: JSONValue?, _ path: String) throws(PayloadRefusal) -> [String: JSONValue]? {
+    func strictObject(_ value: JSONValue?, _ path: String) throws(PayloadRefusal) -> JSONObject? {
         switch value {
         case nil, .null?: return nil
         case .object(let o)?: return o

@@ -52,13 +52,13 @@ package struct QuarantineReason: Sendable, Equatable {
 
     /// The reason as a JSON object; absent values are left out.
     package var jsonValue: JSONValue {
-        var object: [String: JSONValue] = [
+        var object: JSONObject = [
             "code": .string(code), "message": .string(message), "stage": .string(stage.rawValue), "at": .string(at),
             "daemonVersion": .string(daemonVersion), "file": .string(file),
         ]
         if let size { object["size"] = .integer(size) }
         if let sha256 { object["sha256"] = .string(sha256) }
-        if let detail { object["detail"] = .object(detail.mapValues { .string($0) }) }
+        if let detail { object["detail"] = .object(JSONObject(detail.mapValues { JSONValue.string($0) })) }
         return .object(object)
     }
 

@@ -40,6 +40,8 @@ private struct Cursor {
     var index = 0
     var depth = 0
     var scratch: [UInt8] = []
+    /// The byte offsets of the member names of the objects being parsed, innermost last.
+    var keyOffsets: [Int] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -105,10 +107,14 @@ private struct Cursor {
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
             depth -= 1
-            return .object([:])
+            return .object(JSONObject())
         }
-        // Members are collected first so the dictionary is allocated once at its final size.
-        var pairs: [(key: String, value: JSONValue, offset: Int)] = []
+        // Most objects in a push have a few members: one allocation for up to eight.
+        var pairs: [JSONObject.Element] = []
+        pairs.reserveCapacity(8)
+        // Where each name starts, for the duplicate refusal's message: on the cursor's stack,
+        // not in an array of this object's own.
+        let offsetsBase = keyOffsets.count
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw invalid("expected a member name") }
@@ -118,19 +124,38 @@ private struct Cursor {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw invalid("expected ':'") }
             index += 1
             skipWhitespace()
-            pairs.append((key, try parseValue(), keyOffset))
+            pairs.append((key, try parseValue()))
+            keyOffsets.append(keyOffset)
             skipWhitespace()
             guard index < bytes.count else { throw invalid("unterminated object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw invalid("expected ',' or '}'")
         }
-        var members = [String: JSONValue](minimumCapacity: pairs.count)
-        for pair in pairs where members.updateValue(pair.value, forKey: pair.key) != nil {
-            throw JSONParseError(.duplicateKeys, "member \"\(pair.key)\" appears twice in one object (second at byte \(pair.offset))", path: pair.key)
+        if let second = Self.firstRepeat(pairs) {
+            let key = pairs[second].key
+            throw JSONParseError(.duplicateKeys, "member \"\(key)\" appears twice in one object (second at byte \(keyOffsets[offsetsBase + second]))", path: key)
         }
+        keyOffsets.removeSubrange(offsetsBase...)
+        let members = JSONObject(uniqueMembers: pairs)
         depth -= 1
         return .object(members)
+    }
+
+    /// The position of the first member whose name an earlier member already has (names
+    /// compared as `String`s, as the `Dictionary` this parser once built compared them):
+    /// pairwise for the few members pushes' objects have, through a set for larger ones.
+    static func firstRepeat(_ pairs: [JSONObject.Element]) -> Int? {
+        if pairs.count <= JSONObject.linearLimit {
+            for later in pairs.indices.dropFirst() {
+                let key = pairs[later].key
+                for earlier in 0..<later where pairs[earlier].key == key { return later }
+            }
+            return nil
+        }
+        var seen = Set<String>(minimumCapacity: pairs.count)
+        for (at, pair) in pairs.enumerated() where !seen.insert(pair.key).inserted { return at }
+        return nil
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {

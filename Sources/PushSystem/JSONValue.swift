@@ -11,7 +11,7 @@ package enum JSONValue: Sendable, Equatable {
     case number(String)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object(JSONObject)
 
     /// Member `key` of an object; `nil` for other values and for absent members.
     package subscript(key: String) -> JSONValue? {
@@ -32,7 +32,7 @@ package enum JSONValue: Sendable, Equatable {
     package var isNull: Bool { if case .null = self { return true } else { return false } }
     package var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
     package var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
-    package var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o } else { return nil } }
+    package var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
     package var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
     package var numberLexeme: String? { if case .number(let n) = self { return n } else { return nil } }
 
@@ -117,21 +117,20 @@ extension JSONValue {
             // where sorting the (key, value) members themselves moved reference-counted
             // strings and enums with every swap, which the burst profile put at two thirds of
             // record serialisation. Equal prefixes fall back to the full comparison.
-            var order: [(prefix: UInt64, index: [String: JSONValue].Index)] = []
+            var order: [(prefix: UInt64, index: Int)] = []
             order.reserveCapacity(members.count)
-            var index = members.startIndex
-            while index != members.endIndex {
-                order.append((JSONValue.keyPrefix(members[index].key), index))
-                members.formIndex(after: &index)
+            for (index, member) in members.enumerated() {
+                order.append((JSONValue.keyPrefix(member.key), index))
             }
             if order.count > 1 {
                 order.sort { a, b in
-                    a.prefix != b.prefix ? a.prefix < b.prefix : JSONValue.utf8Precedes(members[a.index].key, members[b.index].key)
+                    a.prefix != b.prefix ? a.prefix < b.prefix
+                        : JSONValue.utf8Precedes(members.member(at: a.index).key, members.member(at: b.index).key)
                 }
             }
             for (i, entry) in order.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                let member = members[entry.index]
+                let member = members.member(at: entry.index)
                 JSONValue.writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
                 member.value.write(into: &out)

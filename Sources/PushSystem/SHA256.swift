@@ -11,7 +11,7 @@ package final class SHA256 {
     /// OpenSSL 3 looks up in the provider store on every `EVP_DigestInit_ex` (a name lookup
     /// under a read lock): twice a spool file, it was most of the digest's cost in the burst
     /// profile (libcrypto 29 % of the lanes' samples).
-    private static let algorithm = FetchedDigest()
+    static let algorithm = FetchedDigest()
 
     package init() {
         guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
@@ -60,7 +60,7 @@ package final class SHA256 {
 /// The process's one fetched SHA-256 implementation. `@unchecked Sendable`: an `EVP_MD` is
 /// immutable once fetched, and OpenSSL allows one to be shared by any number of threads; it
 /// is never freed (it lives as long as the process).
-private struct FetchedDigest: @unchecked Sendable {
+struct FetchedDigest: @unchecked Sendable {
     let md: OpaquePointer
 
     init() {
@@ -69,9 +69,11 @@ private struct FetchedDigest: @unchecked Sendable {
     }
 }
 
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
 /// Lowercase hex of bytes.
 package func hexString(_ bytes: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
+    let digits = hexDigits
     var out = [UInt8]()
     out.reserveCapacity(64)
     for byte in bytes {

@@ -49,7 +49,7 @@ package struct MetricsSnapshot: Sendable, Equatable, Codable {
         samples.compactMap { sample -> String? in
             guard sample.value.isFinite else { return nil }
             let value = if let exact = Int64(exactly: sample.value) { String(exact) } else { "\(sample.value)" }
-            let object = JSONValue.object(["name": .string(sample.name), "labels": .object(sample.labels.mapValues { .string($0) }),
+            let object = JSONValue.object(["name": .string(sample.name), "labels": .object(JSONObject(sample.labels.mapValues { JSONValue.string($0) })),
                                            "value": .number(value)])
             return object.serializedString() + "\n"
         }.joined()

@@ -98,7 +98,7 @@ package struct DropCommand: CtlSubcommand {
 
     private func envelope(_ bytes: [UInt8]) throws(JSONParseError) -> [UInt8] {
         let value = try JSONParser().parse(bytes)
-        var envelope: [String: JSONValue]
+        var envelope: JSONObject
         if case .object(let object) = value, object["pushspool"] != nil {
             envelope = object
         } else {

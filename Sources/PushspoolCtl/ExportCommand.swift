@@ -56,7 +56,7 @@ package struct ExportCommand: CtlSubcommand {
             let last = ((try? JournalReader.lastSeq(directory: StateLayout(root: state).journal)) ?? nil) ?? 0
             let daemon = (try? Posix.readFile(StateLayout(root: state).exportStatus, limit: 1 << 16))
                 .flatMap { try? JSONParser().parse($0).objectValue }
-            var object: [String: JSONValue] = [
+            var object: JSONObject = [
                 "enabled": .bool(configuration.export.enabled), "acknowledgedSeq": .integer(acknowledged),
                 "journalLastSeq": .integer(last), "lag": .integer(last > acknowledged ? last - acknowledged : 0),
                 "stream": .string(configuration.export.stream), "subject": .string(configuration.export.subject),

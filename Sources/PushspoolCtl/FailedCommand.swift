@@ -57,7 +57,7 @@ package struct FailedCommand: CtlSubcommand {
                 let entries = try FailedQueue.list(layout: layout)
                 for entry in entries {
                     if json {
-                        var object: [String: JSONValue] = [
+                        var object: JSONObject = [
                             "name": .string(entry.name), "code": .string(entry.code), "message": .string(entry.message),
                             "stage": .string(entry.stage), "at": .string(entry.at),
                         ]

@@ -169,7 +169,7 @@ package struct JournalCommand: CtlSubcommand {
                        ("lastIngestedAt", .string(Timestamp.iso8601(millis: last)))]
         }
         if json {
-            context.out(String(decoding: JSONValue.object(Dictionary(uniqueKeysWithValues: fields)).serialized(), as: UTF8.self) + "\n")
+            context.out(String(decoding: JSONValue.object(JSONObject(uniqueKeysWithValues: fields)).serialized(), as: UTF8.self) + "\n")
         } else {
             for (key, value) in fields {
                 let text: String = switch value {

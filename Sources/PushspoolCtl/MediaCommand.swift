@@ -40,7 +40,7 @@ package struct MediaCommand: CtlSubcommand {
         }
 
         let statusPath = StateLayout(root: configuration.journal.stateDirectory).status
-        var daemon: [String: JSONValue]?
+        var daemon: JSONObject?
         do {
             let bytes = try Posix.readFile(statusPath, limit: 1 << 20)
             guard case .object(let status)? = try? JSONParser().parse(bytes) else {
@@ -56,7 +56,7 @@ package struct MediaCommand: CtlSubcommand {
         }
 
         if json {
-            var object: [String: JSONValue] = [:]
+            var object: JSONObject = [:]
             object["store"] = store.jsonValue
             if let daemon { object["daemon"] = .object(daemon) }
             context.out(String(decoding: JSONValue.object(object).serialized(), as: UTF8.self) + "\n")
@@ -87,8 +87,8 @@ package struct MediaCommand: CtlSubcommand {
 
     /// The media part of the status file under short names: the daemon's own counts
     /// (`mediaStored` → `stored`, …) plus the fetcher's (`failedByCode`, `reused`, …).
-    static func daemonCounters(_ status: [String: JSONValue]) -> [String: JSONValue] {
-        var counters: [String: JSONValue] = [:]
+    static func daemonCounters(_ status: JSONObject) -> JSONObject {
+        var counters: JSONObject = [:]
         let renames = ["mediaInFlight": "inFlight", "mediaStored": "stored", "mediaFailed": "failed", "mediaSkipped": "skipped"]
         for (from, to) in renames { counters[to] = status[from] }
         if case .object(let fetcher)? = status["media"] {

@@ -212,7 +212,7 @@ package enum NcQueryCommands {
             case "preferences":
                 let muted = try index.mutedCategories(owner)
                 if json {
-                    context.out(JSONValue.object(["muted": .object(Dictionary(muted.map { ($0, .bool(true)) }, uniquingKeysWith: { a, _ in a }))])
+                    context.out(JSONValue.object(["muted": .object(JSONObject(muted.map { ($0, JSONValue.bool(true)) }, uniquingKeysWith: { a, _ in a }))])
                         .serializedString() + "\n")
                 } else {
                     context.out(muted.isEmpty ? "no muted categories\n" : muted.map { "muted \($0)\n" }.joined())
@@ -260,7 +260,7 @@ package enum NcQueryCommands {
         func object(_ c: InboxCounts) -> JSONValue { .object(["unseen": .integer(c.unseen), "unread": .integer(c.unread)]) }
         guard case .object(var o) = object(counts) else { return object(counts) }
         if let feeds, !feeds.isEmpty {
-            o["feeds"] = .object(Dictionary(feeds.map { ($0.feed, object($0.counts)) }, uniquingKeysWith: { first, _ in first }))
+            o["feeds"] = .object(JSONObject(feeds.map { ($0.feed, object($0.counts)) }, uniquingKeysWith: { first, _ in first }))
         }
         return .object(o)
     }
@@ -327,7 +327,7 @@ package enum NcQueryCommands {
 /// `incoming/`), so the daemon journals it and the modal is not presented again.
 enum InAppShownEvent {
     static func envelope(owner: InboxOwner, item: UInt64, eventId: String, at: String) -> [UInt8] {
-        var envelope: [String: JSONValue] = [
+        var envelope: JSONObject = [
             "pushspool": .integer(1),
             "event": .object(["type": .string("nc.inapp-shown"), "eventId": .string(eventId),
                               "item": .integer(item), "at": .string(at)]),

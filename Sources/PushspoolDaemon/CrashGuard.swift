@@ -106,7 +106,7 @@ struct FollowerCrashCounts: Equatable, Sendable {
     var parked: Set<String> { Set(crashes.filter { $0.value >= Self.parkAfterCrashes }.keys) }
 
     func encoded() -> [UInt8] {
-        JSONValue.object(["crashes": .object(crashes.mapValues { .number(String($0)) })]).serialized()
+        JSONValue.object(["crashes": .object(JSONObject(crashes.mapValues { JSONValue.number(String($0)) }))]).serialized()
     }
 
     /// Anything malformed counts as no history (never a trap).

@@ -175,8 +175,8 @@ final class Followers: Sendable {
     /// What the followers add to status.json: the fleet erasure listener's counts and
     /// connection under `fleetErasure`.
     /// The followers' members of status.json: `fleetErasure`, `erasures`.
-    var statusMembers: [String: JSONValue] {
-        var members: [String: JSONValue] = [:]
+    var statusMembers: JSONObject {
+        var members: JSONObject = [:]
         if let status = fleetErasure?.status { members["fleetErasure"] = status.jsonValue }
         if let stats = eraser?.stats {
             members["erasures"] = .object(["pending": .integer(stats.pending), "recordsErased": .integer(stats.recordsErased)])

@@ -71,8 +71,8 @@ enum StatusFile {
     /// `media`: the fetcher's counters (per-code failures, reuse, bytes), under `"media"`.
     /// `more`: members the followers add (`fleetErasure`, `erasures`).
     static func render(counters: [(String, Int)], journal: JournalWriterStats, media: MediaStats?, lastError: String?,
-                       more: [String: JSONValue] = [:]) -> [UInt8] {
-        var object: [String: JSONValue] = more
+                       more: JSONObject = [:]) -> [UInt8] {
+        var object: JSONObject = more
         for (key, value) in counters { object[key] = .number(String(value)) }
         if let media { object["media"] = media.jsonValue }
         object["journalLastSeq"] = .number(String(journal.lastSeq))

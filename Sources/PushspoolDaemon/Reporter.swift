@@ -111,7 +111,7 @@ final class Reporter: Sendable {
     /// `more` sets the gauges of parts the reporter does not know (the followers).
     /// `statusMembers`: members of status.json the followers add (`fleetErasure`, `erasures`).
     func publish(textfilePath: String?, journal: JournalWriterStats, media: MediaStats?, inFlight: Int,
-                 statusMembers: [String: JSONValue] = [:], more: (Metrics) -> Void = { _ in }) {
+                 statusMembers: JSONObject = [:], more: (Metrics) -> Void = { _ in }) {
         more(metrics)
         metrics.set(MetricFamily.backlog, to: Double(counters.backlog.load(ordering: .relaxed)))
         metrics.set(MetricFamily.mediaInFlight, to: Double(counters.mediaInFlight.load(ordering: .relaxed)))

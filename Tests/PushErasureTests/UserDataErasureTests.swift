@@ -43,7 +43,7 @@ import PushModuleOptions
         for i in 1...Self.count {
             for user in ["alice", "bob"] {
                 n += 1
-                var push: [String: JSONValue] = [
+                var push: JSONObject = [
                     "vendor": .string("mindbox"), "platform": .string("ios"), "format": .string("test"), "id": .string("n\(i)"),
                     "title": .string("\(user)-title-\(i)"), "body": .string("\(user)-body-\(i)"), "silent": .bool(false),
                     "buttons": .array([]), "warnings": .array([]), "user": .string(user),
@@ -63,7 +63,7 @@ import PushModuleOptions
                 let key = "mindbox@\(user.utf8.count):\(user):n\(i)"
                 guard case .committed = await writer.append(key: key, body: JSONValue.object(push).serialized(), ingestMillis: 1_800_000_000_000)
                 else { throw Failure("append") }
-                let reply: [String: JSONValue] = ["kind": .string("event"), "type": .string("reply"), "eventId": .string("e\(n)"),
+                let reply: JSONObject = ["kind": .string("event"), "type": .string("reply"), "eventId": .string("e\(n)"),
                                                   "user": .string(user), "text": .string("\(user)-typed-\(i)"),
                                                   "at": .string(Timestamp.iso8601(millis: 1_800_000_000_000))]
                 guard case .committed = await writer.append(key: "event:e\(n)", body: JSONValue.object(reply).serialized(),

@@ -33,7 +33,7 @@ import PushModuleOptions
 
         deinit { try? writer.close() }
 
-        func append(_ body: [String: JSONValue], key: String) async throws -> UInt64 {
+        func append(_ body: JSONObject, key: String) async throws -> UInt64 {
             let result = await writer.append(key: key, body: JSONValue.object(body).serialized(), ingestMillis: Posix.wallClockMillis())
             guard case .committed(let seq) = result else { throw SetupError(description: "append: \(result)") }
             return seq
@@ -226,7 +226,7 @@ import PushModuleOptions
     @Test func aStreamFollowersIndexTellsStreamsOfStateChanges() throws {
         let setup = try Setup()
         let index = try InboxIndex(path: setup.indexPath)
-        func record(_ seq: UInt64, _ body: [String: JSONValue]) -> JournalRecord {
+        func record(_ seq: UInt64, _ body: JSONObject) -> JournalRecord {
             JournalRecord(seq: seq, ingestMillis: Posix.wallClockMillis(), key: "", body: JSONValue.object(body).serialized(), segment: "", offset: 0)
         }
         func event(_ seq: UInt64, _ type: String, user: String, item: UInt64) -> JournalRecord {

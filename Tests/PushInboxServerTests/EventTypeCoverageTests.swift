@@ -59,7 +59,7 @@ import TestSupport
 
     /// The two pushes events name: seq 1 from Mindbox, seq 2 from Infobip, whose button
     /// `reply` asks for an MO report.
-    static let pushes: [UInt64: [String: JSONValue]] = [
+    static let pushes: [UInt64: JSONObject] = [
         1: ["kind": .string("notification"), "vendor": .string("mindbox"), "platform": .string("ios"), "format": .string("mindbox-ios-current"),
             "id": .string("m1"), "user": .string("alice"), "title": .string("Sale"), "category": .string("promo"),
             "buttons": .array([]), "customPayload": .object(["pushName": .string("sale")])],

@@ -42,7 +42,7 @@ import TestSupport
         _ = try await setup.append(["vendor": .string("mindbox"), "id": .string("n2"), "user": .string(Self.nfd),
                                     "title": .string("t"), "buttons": .array([])], key: "n2")
         for (n, type) in ["nc.read", "nc.pin", "nc.snooze"].enumerated() {
-            var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(n)"),
+            var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(n)"),
                                              "user": .string(Self.nfd), "item": .integer(Int64(item))]
             if type == "nc.snooze" {
                 body["until"] = .string(Timestamp.iso8601(millis: Posix.wallClockMillis() + 3_600_000))

@@ -11,8 +11,8 @@ import TestSupport
         let setup = try EventHubTests.Setup()
         let sha = String(repeating: "ab", count: 32)
         let path = "/state/media/ab/" + String(sha.dropFirst(2)) + ".jpg"
-        func media(_ status: String, _ extra: [String: JSONValue]) -> JSONValue {
-            var o: [String: JSONValue] = ["url": .string("https://cdn.example/\(status).jpg"), "status": .string(status)]
+        func media(_ status: String, _ extra: JSONObject) -> JSONValue {
+            var o: JSONObject = ["url": .string("https://cdn.example/\(status).jpg"), "status": .string(status)]
             for (k, v) in extra { o[k] = v }
             return .object(o)
         }

@@ -20,7 +20,7 @@ import TestSupport
     @discardableResult
     func action(_ f: InboxFixture, _ type: String = "nc.action", item: UInt64, _ action: String, text: String? = nil,
                 id: String) async throws -> UInt64 {
-        var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string(id),
+        var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string(id),
                                          "user": .string("alice"), "item": .seq(item), "action": .string(action)]
         if let text { body["text"] = .string(text) }
         return try await f.append(body, key: "event:" + id)

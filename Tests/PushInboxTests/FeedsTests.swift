@@ -184,7 +184,7 @@ import TestSupport
                                         "user": .string(user), "muted": .object([category: .bool(random.next() % 2 == 0)])],
                                        key: "event:r\(step)")
                 } else if type == "nc.read-all" || type == "nc.archive-read" {
-                    var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string("r\(step)"),
+                    var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string("r\(step)"),
                                                      "user": .string(user)]
                     if random.next() % 2 == 0 { body["feed"] = .string(Self.feeds[Int(random.next() % 5)].name) }
                     try await f.append(body, key: "event:r\(step)")
@@ -192,7 +192,7 @@ import TestSupport
                     let mine = items[user, default: []]
                     // Now and then another user's item: such an event must change nothing.
                     let seq = random.next() % 10 == 0 ? UInt64(random.next() % UInt64(step + 1) + 1) : mine[Int(random.next() % UInt64(mine.count))]
-                    var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string("r\(step)"),
+                    var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string("r\(step)"),
                                                      "user": .string(user), "item": .seq(seq)]
                     if type == "nc.action" { body["action"] = .string("a") }
                     try await f.append(body, key: "event:r\(step)")

@@ -15,7 +15,7 @@ import TestSupport
 
     func preferences(_ f: InboxFixture, user: String, _ muted: [String: Bool], id: String) async throws {
         try await f.append(["kind": .string("event"), "type": .string("nc.preferences"), "eventId": .string(id),
-                            "user": .string(user), "muted": .object(muted.mapValues { .bool($0) })], key: "event:\(id)")
+                            "user": .string(user), "muted": .object(JSONObject(muted.mapValues { JSONValue.bool($0) }))], key: "event:\(id)")
     }
 
     /// Pushes in both feeds, a muted category and a snoozed item, for `user`.

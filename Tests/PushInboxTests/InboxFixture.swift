@@ -28,7 +28,7 @@ final class InboxFixture {
 
     /// Appends a body under a fresh key; returns its seq.
     @discardableResult
-    func append(_ body: [String: JSONValue], key: String? = nil) async throws -> UInt64 {
+    func append(_ body: JSONObject, key: String? = nil) async throws -> UInt64 {
         counter += 1
         let result = await writer.append(key: key ?? "k\(counter)", body: JSONValue.object(body).serialized(), ingestMillis: ingestMillis)
         guard case .committed(let seq) = result else { throw FixtureError(message: "append: \(result)") }
@@ -46,9 +46,9 @@ final class InboxFixture {
     @discardableResult
     func notification(user: String? = "alice", device: String? = nil, title: String = "t", vendor: String = "mindbox",
                       presentation: String? = nil, expiresAt: String? = nil, category: String? = nil,
-                      extra: [String: JSONValue] = [:]) async throws -> UInt64 {
+                      extra: JSONObject = [:]) async throws -> UInt64 {
         counter += 1
-        var body: [String: JSONValue] = [
+        var body: JSONObject = [
             "vendor": .string(vendor), "platform": .string("ios"), "format": .string("test"), "id": .string("n\(counter)"),
             "title": .string(title), "body": .string("body of \(title)"), "silent": .bool(false), "buttons": .array([]),
             "warnings": .array([]), "ingestedAt": .string(Timestamp.iso8601(millis: ingestMillis)),
@@ -67,7 +67,7 @@ final class InboxFixture {
     func event(_ type: String, user: String? = "alice", device: String? = nil, item: JSONValue? = nil,
                enabled: Bool? = nil) async throws -> UInt64 {
         counter += 1
-        var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(counter)"),
+        var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(counter)"),
                                          "at": .string(Timestamp.iso8601(millis: ingestMillis))]
         if let user { body["user"] = .string(user) }
         if let device { body["device"] = .string(device) }

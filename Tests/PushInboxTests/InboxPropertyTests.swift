@@ -173,16 +173,16 @@ import TestSupport
         var pending: [JournalRecord] = []
         var eventNumber = 0
 
-        func record(_ body: [String: JSONValue]) {
+        func record(_ body: JSONObject) {
             let seq = UInt64(records.count + 1)
             let r = JournalRecord(seq: seq, ingestMillis: model.clock, key: "k\(seq)", body: JSONValue.object(body).serialized(),
                                   segment: "", offset: 0)
             records.append(r)
             pending.append(r)
         }
-        func event(_ type: String, user: String, _ members: [String: JSONValue] = [:]) {
+        func event(_ type: String, user: String, _ members: JSONObject = [:]) {
             eventNumber += 1
-            var body: [String: JSONValue] = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(eventNumber)"),
+            var body: JSONObject = ["kind": .string("event"), "type": .string(type), "eventId": .string("e\(eventNumber)"),
                                              "user": .string(user)]
             for (key, value) in members { body[key] = value }
             record(body)
@@ -209,7 +209,7 @@ import TestSupport
                 if random.chance(30) {
                     item.leaves = (model.clock / 1000 + Int64(random.below(900)) - (random.chance(10) ? 1000 : 0)) * 1000
                 }
-                var body: [String: JSONValue] = [
+                var body: JSONObject = [
                     "kind": .string("notification"), "vendor": .string(item.vendor), "platform": .string("ios"), "format": .string("test"),
                     "id": .string("n\(seq)"), "title": .string("t\(seq)"), "body": .string("b"), "silent": .bool(false),
                     "buttons": .array([]), "warnings": .array([]), "user": .string(user),
@@ -248,7 +248,7 @@ import TestSupport
                 if random.chance(55) {
                     let action = random.pick(Self.actions)
                     let text: String? = random.chance(40) ? "text \(step)" : nil
-                    var members: [String: JSONValue] = ["item": .integer(seq), "action": .string(action)]
+                    var members: JSONObject = ["item": .integer(seq), "action": .string(action)]
                     if let text { members["text"] = .string(text) }
                     event("nc.action", user: user, members)
                     model.change("nc.action", seq: seq, owner: owner, action: action, text: text)

@@ -12,7 +12,7 @@ import TestSupport
 
     func preferences(_ f: InboxFixture, user: String = "alice", _ muted: [String: Bool], id: String) async throws {
         try await f.append(["kind": .string("event"), "type": .string("nc.preferences"), "eventId": .string(id),
-                            "user": .string(user), "muted": .object(muted.mapValues { .bool($0) })], key: "event:\(id)")
+                            "user": .string(user), "muted": .object(JSONObject(muted.mapValues { JSONValue.bool($0) }))], key: "event:\(id)")
     }
 
     func titles(_ index: InboxIndex, feed: String? = nil) throws -> [String] {

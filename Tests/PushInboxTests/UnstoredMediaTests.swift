@@ -8,8 +8,8 @@ import TestSupport
 @Suite struct UnstoredMediaTests {
     static let url = "https://cdn.example/sale.jpg"
 
-    static func media(_ status: String, _ extra: [String: JSONValue] = [:]) -> JSONValue {
-        var o: [String: JSONValue] = ["url": .string(url), "status": .string(status), "attempts": .integer(1), "durationMs": .integer(3)]
+    static func media(_ status: String, _ extra: JSONObject = [:]) -> JSONValue {
+        var o: JSONObject = ["url": .string(url), "status": .string(status), "attempts": .integer(1), "durationMs": .integer(3)]
         for (k, v) in extra { o[k] = v }
         return .object(o)
     }

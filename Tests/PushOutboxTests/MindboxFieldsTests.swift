@@ -112,7 +112,7 @@ import PushTransliteration
     @Test func hugeAndBrokenNamesAreBounded() {
         let huge = String(repeating: "Ж", count: 1 << 20)
         let clock = ContinuousClock()
-        var result: [String: JSONValue] = [:]
+        var result: JSONObject = [:]
         let elapsed = clock.measure { result = Self.fields.customFields(.object(["pushName": .string(huge)])).fields }
         let name = result["mobPushTranslateName"]?.stringValue ?? ""
         #expect(name == String(repeating: "Z", count: MindboxFields.maxNameCharacters))

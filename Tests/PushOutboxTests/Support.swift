@@ -93,7 +93,7 @@ func infobipItem(id: String = "ib-msg-1", user: String = "alice") -> JSONValue {
 }
 
 /// `record` with the members of `extra` added or replaced.
-func merging(_ record: JSONValue, _ extra: [String: JSONValue]) -> JSONValue {
+func merging(_ record: JSONValue, _ extra: JSONObject) -> JSONValue {
     guard case .object(var members) = record else { return record }
     for (key, value) in extra { members[key] = value }
     return .object(members)
@@ -102,7 +102,7 @@ func merging(_ record: JSONValue, _ extra: [String: JSONValue]) -> JSONValue {
 /// A contract-shaped event record body.
 func event(_ type: String, _ eventId: String, user: String? = "alice", device: String? = "dev-1", item: UInt64? = nil,
            action: String? = nil, text: String? = nil) -> JSONValue {
-    var object: [String: JSONValue] = [
+    var object: JSONObject = [
         "kind": .string("event"), "type": .string(type), "eventId": .string(eventId), "at": .string("2026-11-30T12:00:00.000Z"),
         "ingestedAt": .string("2026-11-30T12:00:00.500Z"), "sourceFile": .string("ev.json"), "sha256": .string("00"), "size": .integer(10),
     ]

@@ -112,7 +112,7 @@ import PushSystem
         while keys.count < 300 {
             keys.insert((0..<Int.random(in: 1...6, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined())
         }
-        let object = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.null) }))
+        let object = JSONValue.object(JSONObject(uniqueKeysWithValues: keys.map { ($0, JSONValue.null) }))
         guard case .object(let reparsed) = try JSONParser(maxDepth: 4).parse(object.serialized()) else {
             Issue.record("not an object"); return
         }
