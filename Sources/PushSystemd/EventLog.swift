@@ -74,7 +74,7 @@ package final class EventLog: Sendable {
     /// Logs one event. `fields` are journald names (`[A-Z0-9_]`, see `EventField`); invalid
     /// characters are replaced with `_`.
     package func log(
-        _ kind: EventKind, _ message: String, priority: Int32? = nil, fields: [(String, String)] = [],
+        _ kind: EventKind, _ message: String, priority: Int32? = nil, fields: @autoclosure () -> [(String, String)] = [],
         file: String = #fileID, line: Int = #line, function: String = #function
     ) {
         let second = clock()
@@ -89,8 +89,10 @@ package final class EventLog: Sendable {
             return (admit, summaries)
         }
         for (suppressedKind, count) in summaries { emitSummary(suppressedKind, count) }
+        // Fields are built only for an event that is logged: under a burst most are counted
+        // into a summary, and a user's field is an HMAC.
         guard admit else { return }
-        emit(kind, message, priority: priority ?? kind.defaultPriority, fields: fields, file: file, line: line, function: function)
+        emit(kind, message, priority: priority ?? kind.defaultPriority, fields: fields(), file: file, line: line, function: function)
     }
 
     /// Emits the summaries of suppressed events. With `all`, also those of the current second

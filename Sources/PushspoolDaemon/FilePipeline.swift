@@ -206,7 +206,7 @@ final class FilePipeline: Sendable {
         }
         if journal.contains(key: notification.dedupKey) {
             // Already journaled (a re-delivery, or a leftover of a crash): no download for it.
-            finishDuplicate(source, fields: reporter.payloadFields(notification, file: source.name))
+            finishDuplicate(source, fields: { [reporter] in reporter.payloadFields(notification, file: source.name) })
             return
         }
         if counters.mediaInFlight.load(ordering: .relaxed) >= mediaMaxWaiting {
@@ -238,13 +238,15 @@ final class FilePipeline: Sendable {
         let ingestMillis = Posix.wallClockMillis()
         return PreparedRecord(key: notification.dedupKey,
                               body: RecordBuilder.body(notification: notification, source: source, media: media, ingestMillis: ingestMillis),
-                              ingestMillis: ingestMillis, source: source, fields: reporter.payloadFields(notification, file: source.name))
+                              ingestMillis: ingestMillis, source: source,
+                              fields: { [reporter] in reporter.payloadFields(notification, file: source.name) })
     }
 
     private func record(_ event: PushEvent, source: SourceFile) -> PreparedRecord {
         let ingestMillis = Posix.wallClockMillis()
         return PreparedRecord(key: event.dedupKey, body: RecordBuilder.body(event: event, source: source, ingestMillis: ingestMillis),
-                              ingestMillis: ingestMillis, source: source, fields: reporter.eventFields(event, file: source.name))
+                              ingestMillis: ingestMillis, source: source,
+                              fields: { [reporter] in reporter.eventFields(event, file: source.name) })
     }
 
     /// An erasure request: its subject file first (the eraser needs the plain id, the journal
@@ -266,7 +268,7 @@ final class FilePipeline: Sendable {
         let body = ErasureRecord.body(erasureID: request.erasureId, scope: subject.scope, subjectHash: erasureSecret.subjectHash(subject),
                                       requestedAt: Timestamp.iso8601(millis: ingestMillis))
         return .record(PreparedRecord(key: request.dedupKey, body: body, ingestMillis: ingestMillis, source: source,
-                                      fields: [("SPOOL_FILE", source.name), ("ERASURE_ID", request.erasureId)]),
+                                      fields: { [("SPOOL_FILE", source.name), ("ERASURE_ID", request.erasureId)] }),
                        mediaSkipped: false)
     }
 
@@ -284,7 +286,7 @@ final class FilePipeline: Sendable {
                 acknowledger.submit { [self] in
                     removeProcessed(source)
                     onCommitted?(source.name, seq)
-                    reporter.ingested(fields: fields, seq: seq, durationNanos: Posix.monotonicNanos() - started)
+                    reporter.ingested(fields: fields(), seq: seq, durationNanos: Posix.monotonicNanos() - started)
                     ended(source.name, .done)
                 }
             case .duplicate:
@@ -312,9 +314,9 @@ final class FilePipeline: Sendable {
         acknowledger.waitUntilIdle()
     }
 
-    private func finishDuplicate(_ source: SourceFile, fields: [(String, String)]) {
+    private func finishDuplicate(_ source: SourceFile, fields: @escaping EventFields) {
         removeProcessed(source)
-        reporter.duplicate(fields: fields)
+        reporter.duplicate(fields: fields())
         ended(source.name, .done)
     }
 
@@ -390,8 +392,8 @@ struct PreparedRecord: Sendable {
     var body: [UInt8]
     var ingestMillis: Int64
     var source: SourceFile
-    /// Name the record in the events that report it.
-    var fields: [(String, String)]
+    /// Name the record in the events that report it; built only for an event that is logged.
+    var fields: EventFields
 }
 
 /// Where a record's bytes came from.

@@ -7,6 +7,10 @@ import PushMediaURL
 import PushSystemd
 import PushConfig
 
+/// The fields naming a payload or event in the events that report it, built when one is
+/// logged (a user's field is an HMAC; under a burst most events are only counted).
+typealias EventFields = @Sendable () -> [(String, String)]
+
 /// Everything the daemon tells the outside about its work: journald events, the counters
 /// behind `STATUS=` and `status.json`, and Prometheus metrics. The pipeline and the lifecycle
 /// report through it and never format an event or touch a metric themselves.
@@ -38,18 +42,18 @@ final class Reporter: Sendable {
     // MARK: - One file's end
 
     /// `fields`: `payloadFields` or `eventFields` of what was journaled.
-    func ingested(fields: [(String, String)], seq: UInt64, durationNanos: UInt64) {
+    func ingested(fields: @autoclosure () -> [(String, String)], seq: UInt64, durationNanos: UInt64) {
         counters.ingested.add(1, ordering: .relaxed)
         metrics.increment(MetricFamily.ingested)
-        events.log(.ingested, "payload ingested", fields: fields + [
+        events.log(.ingested, "payload ingested", fields: fields() + [
             (EventField.journalSequence, String(seq)), (EventField.durationMicroseconds, String(durationNanos / 1000)),
         ])
     }
 
-    func duplicate(fields: [(String, String)]) {
+    func duplicate(fields: @autoclosure () -> [(String, String)]) {
         counters.duplicates.add(1, ordering: .relaxed)
         metrics.increment(MetricFamily.duplicates)
-        events.log(.duplicate, "duplicate payload, already journaled", fields: fields)
+        events.log(.duplicate, "duplicate payload, already journaled", fields: fields())
     }
 
     func refused(_ name: String, code: String, message: String, priority: Int32? = nil) {

@@ -47,6 +47,22 @@ final class ManualClock: Sendable {
         #expect(pipe.available().isEmpty)
     }
 
+    /// Under a burst most events are only counted; their fields (a user's is an HMAC) must not
+    /// be built for nothing.
+    @Test func fieldsAreBuiltOnlyForEventsThatAreLogged() {
+        let pipe = Pipe2()
+        let clock = ManualClock()
+        let log = EventLog(identifier: "lazy", maxEventsPerSecond: 3, destination: .lines(fd: pipe.writeEnd), clock: { clock.now() })
+        let built = Atomic<Int>(0)
+        @Sendable func fields() -> [(String, String)] {
+            built.add(1, ordering: .relaxed)
+            return [(EventField.pushID, "p")]
+        }
+        for _ in 0..<50 { log.log(.ingested, "Payload ingested", fields: fields()) }
+        #expect(built.load(ordering: .relaxed) == 3)
+        #expect(pipe.available().split(separator: "\n").count == 3)
+    }
+
     /// A flush within the second of the held-back events cannot summarise them yet: the log
     /// says so, so that its caller comes back after the second instead of forgetting them.
     @Test func eventsHeldInTheCurrentSecondAreReportedPending() {
