@@ -89,7 +89,7 @@ let package = Package(
         // import PushConfig, and pushspool-fetch (PushMediaCore) never links it.
         .target(name: "PushModuleOptions", dependencies: [
             "PushSystem", "PushConfig", "PushJournal", "PushExport", "PushOutboxStore", "PushInbox",
-            "PushInboxStream", "PushErasure",
+            "PushInboxJetStream", "PushErasure",
         ]),
         // `[Media]` and `[Outbox]` as options; apart from PushModuleOptions so pushspoolctl links no libcurl.
         .target(name: "PushDaemonOptions", dependencies: ["PushConfig", "PushMediaCore", "PushOutbox", "PushOutboxStore"]),
@@ -98,7 +98,7 @@ let package = Package(
         // An inbox node's duties ([Inbox] Source=nats), without HTTP: the stream follower, the
         // event publisher and the fleet outbox, built from options as one follower group.
         .target(name: "PushInboxNode", dependencies: [
-            "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxStream", "PushExport", "PushFleetOutbox", "PushOutbox",
+            "PushSystem", "PushSystemd", "PushJournal", "PushFollow", "PushInboxJetStream", "PushExport", "PushFleetOutbox", "PushOutbox",
             "PushOutboxStore", "PushErasure",
         ]),
         // The Notification Center over HTTP (libmicrohttpd), the HTTP layer only: routes, auth,
@@ -111,7 +111,7 @@ let package = Package(
         // the HTTP layer (PushInboxServer) with its hub and status in one service group, exit codes.
         .target(name: "PushInboxMain", dependencies: [
             "PushCLI", "PushSystem", "PushSystemd", "PushPayload", "PushJournal", "PushSpool", "PushNcEvents", "PushInbox", "PushConfig",
-            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushErasure",
+            "PushModuleOptions", "PushDaemonOptions", "PushExport", "PushInboxJetStream", "PushFleetOutbox", "PushOutbox", "PushOutboxStore", "PushErasure",
             "PushInboxNode", "PushInboxServer",
         ]),
         // The outbox's on-disk state (pending, parked, cursor), without libcurl, for pushspoolctl.
@@ -124,7 +124,7 @@ let package = Package(
         .target(name: "PushExport", dependencies: ["PushSystem", "PushJournal", "PushPayload", "PushFollow", "CNats"]),
         // The inbox index built from the export stream (a durable pull consumer) instead of
         // the local journal: pushspool-inbox with [Inbox] Source=nats, nc reindex --from-stream.
-        .target(name: "PushInboxStream", dependencies: [
+        .target(name: "PushInboxJetStream", dependencies: [
             "PushSystem", "PushJournal", "PushFollow", "PushInbox", "PushExport", "PushErasure",
         ]),
         // The outbox fleet-wide: inbox nodes deliver the events published to the stream through
@@ -145,7 +145,7 @@ let package = Package(
         ]),
         .target(name: "PushspoolCtl", dependencies: [
             "PushCLI", "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMediaCore", "PushConfig", "PushOutboxStore",
-            "PushInbox", "PushNcEvents", "PushExport", "PushInboxStream", "PushErasure", "PushModuleOptions",
+            "PushInbox", "PushNcEvents", "PushExport", "PushInboxJetStream", "PushErasure", "PushModuleOptions",
         ]),
 
         // The fuzz targets' logic, shared by the libFuzzer binary (Fuzz/, its own package) and
@@ -225,7 +225,7 @@ let package = Package(
         .testTarget(name: "DocsTests", dependencies: ["PushSystem"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TestTraits",
             "PushPayload", "PushJournal", "PushSystem", "PushMedia", "PushMediaCore", "TestSupport", "PushInboxServer", "pushspool-fetch",
-            "PushExport", "PushInbox", "PushInboxStream", "PushConfig", "PushModuleOptions",
+            "PushExport", "PushInbox", "PushInboxJetStream", "PushConfig", "PushModuleOptions",
         ]),
     ]
 )

@@ -1049,7 +1049,7 @@ package final class InboxIndex {
 
     /// Builds a fresh index into a temp file beside `path` with `fill` and, when it returns,
     /// puts it at `path` (``replace(path:with:appliedSeq:)``); a `fill` that throws leaves
-    /// `path` as it was. For the journal's rebuild and the stream's (PushInboxStream).
+    /// `path` as it was. For the journal's rebuild and the stream's (PushInboxJetStream).
     package static func rebuild(path: String, listModals: Bool, feeds: [InboxFeed] = [], retention: Duration? = nil,
                                 fill: (InboxIndex) throws(InboxError) -> Void) throws(InboxError) -> (appliedSeq: UInt64, items: Int64) {
         try buildAside(path: path, tag: "rebuild", listModals: listModals, feeds: feeds, retention: retention) { fresh in

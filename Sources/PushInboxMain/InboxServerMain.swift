@@ -6,7 +6,7 @@ import PushFollow
 import PushInbox
 import PushInboxNode
 import PushInboxServer
-import PushInboxStream
+import PushInboxJetStream
 import PushFleetOutbox
 import PushOutbox
 import PushOutboxStore
@@ -183,7 +183,7 @@ package enum InboxServerMain {
         var streamFollower: FollowerGroup?
         var eventSink: (any EventSink)?
         var fleetOutbox: FleetOutbox?
-        var stream: StreamInboxFollower?
+        var stream: JetStreamInboxFollower?
         // A replaced stream, a rebuild's end: STATUS= follows (the reporter exists later).
         let streamChanged = CallbackSlot<Void>()
         if inbox.source == .nats {
@@ -261,7 +261,7 @@ package enum InboxServerMain {
     }
 
     /// What `/metrics` and `/healthz` read of the node, as the HTTP layer's plain values.
-    static func nodeReadings(stream: StreamInboxFollower?, fleetOutbox: FleetOutbox?) -> ServerStats.NodeReadings {
+    static func nodeReadings(stream: JetStreamInboxFollower?, fleetOutbox: FleetOutbox?) -> ServerStats.NodeReadings {
         var readings = ServerStats.NodeReadings()
         if let stream {
             readings.stream = { @Sendable () -> ServerStats.StreamReading in

@@ -2,7 +2,7 @@
 import PushExport
 import PushFleetOutbox
 import PushFollow
-import PushInboxStream
+import PushInboxJetStream
 import PushJournal
 import PushOutbox
 import PushOutboxStore
@@ -53,7 +53,7 @@ package final class InboxNode: Sendable {
         case fleetOutbox(OutboxError)
     }
 
-    package let follower: StreamInboxFollower
+    package let follower: JetStreamInboxFollower
     package let publisher: EventPublisher
     /// `nil` unless `[Outbox] Enabled=yes`.
     package let fleetOutbox: FleetOutbox?
@@ -72,7 +72,7 @@ package final class InboxNode: Sendable {
         // The erasures the index applies, for the fleet outbox (made later) to stop sending.
         let erased = ErasedSubjects()
         do throws(InboxStreamError) {
-            follower = try StreamInboxFollower(options: options, refused: { error in
+            follower = try JetStreamInboxFollower(options: options, refused: { error in
                 Self.refusedStart(error, events: events)
                 hooks.refused()
             }, observer: { event in
@@ -197,7 +197,7 @@ package final class InboxNode: Sendable {
     /// The fleet outbox, pulling the events inbox nodes publish from the consumer every such
     /// node shares.
     static func fleetOutbox(options outbox: OutboxOptions, export: ExportOptions, directory: String,
-                            follower: StreamInboxFollower, erased: ErasedSubjects) throws(OutboxError) -> FleetOutbox {
+                            follower: JetStreamInboxFollower, erased: ErasedSubjects) throws(OutboxError) -> FleetOutbox {
         let options = FleetOutboxOptions(outbox: outbox, export: export, directory: directory)
         return try FleetOutbox(options: options, appliedSeq: { follower.appliedSeq }, erased: erased, onNotice: { notice in
             switch notice {

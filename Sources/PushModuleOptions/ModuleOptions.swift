@@ -2,7 +2,7 @@
 import PushConfig
 import PushExport
 import PushInbox
-import PushInboxStream
+import PushInboxJetStream
 import PushJournal
 import PushOutboxStore
 import PushSystem

@@ -4,7 +4,7 @@ import PushConfig
 import PushModuleOptions
 import PushExport
 import PushInbox
-import PushInboxStream
+import PushInboxJetStream
 import PushPayload
 import PushSpool
 import PushSystem
@@ -133,7 +133,7 @@ package enum NcQueryCommands {
             } catch {
                 throw InboxStreamError(.nats(error), stream: configuration.export.stream)
             }
-            let result = try StreamInboxFollower.rebuild(options: options)
+            let result = try JetStreamInboxFollower.rebuild(options: options)
             context.out("rebuilt \(indexPath) from stream \(options.export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")
             return ExitStatus.ok
         } catch {

@@ -1,7 +1,7 @@
 import Testing
 import PushConfig
 import PushExport
-import PushInboxStream
+import PushInboxJetStream
 import PushModuleOptions
 
 /// pushspool-inbox (`[Inbox] Source=nats`) and `pushspoolctl nc reindex --from-stream` build

@@ -134,7 +134,7 @@ package struct StreamInboxOptions: Sendable {
     package var presenceSubject: String { "pushspool-inbox-node.\(export.stream).\(consumerName)" }
 }
 
-/// What a ``StreamInboxFollower`` tells its owner about the index, on the runner's thread:
+/// What a ``JetStreamInboxFollower`` tells its owner about the index, on the runner's thread:
 /// pushspool-inbox's event hub learns state changes from it (it has no journal to read them
 /// from). `Sendable` value.
 package enum StreamApplyEvent: Sendable {
@@ -193,7 +193,7 @@ package struct StreamFollowerHealth: Sendable, Equatable {
 ///
 /// `Sendable`: the connection, consumer and index live behind one lock (the runner's thread
 /// uses them); the status behind another.
-package final class StreamInboxFollower: Follower, Sendable {
+package final class JetStreamInboxFollower: Follower, Sendable {
     package let options: StreamInboxOptions
     private let refused: @Sendable (InboxStreamError) -> Void
     private let observer: @Sendable (StreamApplyEvent) -> Void
