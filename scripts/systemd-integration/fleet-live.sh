@@ -112,14 +112,13 @@ si_on_exit 'for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do kill "$pid" 2>/dev/nu
 si_on_exit 'timeout 40 systemctl --user stop pushspool-inbox-n1.socket pushspool-inbox-n2.socket pushspool-inbox-n1.service pushspool-inbox-n2.service pushspoold@a.service pushspoold@b.service pushspoold@c.service fleet-vendor.service fleet-nats@n1.service fleet-nats@n2.service fleet-nats@n3.service >/dev/null 2>&1'
 si_on_exit "rm -rf '$work'"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 accepts() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5)' "$1" 2>/dev/null; }
 unit_active() { [[ "$(si_prop "$1" ActiveState)" == active ]]; }
 
 # ---------------------------------------------------------------- 0. NATS cluster
 note "0. three nats-server units, one JetStream cluster"
 declare -a client_port cluster_port monitor_port
-for n in 1 2 3; do client_port[n]=$(free_port); cluster_port[n]=$(free_port); monitor_port[n]=$(free_port); done
+for n in 1 2 3; do client_port[n]=$(si_free_port); cluster_port[n]=$(si_free_port); monitor_port[n]=$(si_free_port); done
 mkdir -p "$work/nats"
 for n in 1 2 3; do
   routes=""
@@ -252,7 +251,7 @@ node_config_ok() {  # node_config_ok N — config check --for pushspool-inbox ac
 for n in "${nodes[@]}"; do check "config check --for pushspool-inbox accepts node $n's configuration" node_config_ok "$n"; done
 
 for n in "${nodes[@]}"; do
-  node_port[n]=$(free_port)
+  node_port[n]=$(si_free_port)
   unit=pushspool-inbox-n$n
   # The service as the system unit has it (Type=notify, Restart=on-failure, timeouts), plus
   # the one confinement the fleet drop-in changes that a user manager applies: the address

@@ -84,14 +84,13 @@ si_on_exit 'for pid in "${nats_pids[@]+"${nats_pids[@]}"}"; do si_stop_pid "$pid
 si_on_exit 'if ((failures)); then for i in "${instances[@]}"; do echo "---- pushspoold@$i journal (last 25 lines):"; si_journal "pushspoold@$i.service" -o short-monotonic -n 25 2>/dev/null; done; for n in 1 2 3; do echo "---- nats n$n log (last 15 lines):"; tail -15 "$work/nats/n$n.log" 2>/dev/null; done; fi'
 si_on_exit "rm -rf '$work'"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 accepts() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5)' "$1" 2>/dev/null; }
 
 # ---------------------------------------------------------------- 1. NATS cluster
 note "1. three nats-server processes, one cluster"
 declare -a client_port cluster_port monitor_port
 for n in 1 2 3; do
-  client_port[n]=$(free_port); cluster_port[n]=$(free_port); monitor_port[n]=$(free_port)
+  client_port[n]=$(si_free_port); cluster_port[n]=$(si_free_port); monitor_port[n]=$(si_free_port)
 done
 mkdir -p "$work/nats"
 start_node() {  # start_node N

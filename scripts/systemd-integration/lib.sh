@@ -61,6 +61,37 @@ si_wait_until() {
   done
 }
 
+# A TCP port on 127.0.0.1 for a server this run starts: free now, below the kernel's ephemeral
+# range, and not handed out before in this run. A port from bind(0) is an ephemeral one: an
+# outgoing connection made meanwhile (a NATS node dialling its routes) may take it as its
+# source port before the server binds it, which left a cluster node without its route port.
+si_free_port() {
+  python3 - "${SI_PORTS_TAKEN:=/tmp/si-ports-$$}" <<'PY'
+import os, random, socket, sys
+taken_path = sys.argv[1]
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+taken = set()
+if os.path.exists(taken_path):
+    taken = {int(word) for word in open(taken_path).read().split()}
+for _ in range(1000):
+    port = random.randrange(10000, max(10001, low))
+    if port in taken:
+        continue
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        probe.close()
+    with open(taken_path, "a") as taken_file:
+        taken_file.write(f"{port}\n")
+    print(port)
+    sys.exit(0)
+sys.exit("si_free_port: no free port below the ephemeral range")
+PY
+}
+
 si_pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
 
 # Sends SIGTERM to PID, waits up to SECONDS, then SIGKILL.
@@ -214,6 +245,7 @@ si_cleanup() {
     rm -rf /run/systemd/system
   fi
   [[ -n "$si_runtime_dir" && "$si_runtime_dir" == /run/pushspool-si.* ]] && rm -rf "$si_runtime_dir"
+  rm -f "/tmp/si-ports-$$"
   [[ -n "$si_lock_fd" ]] && exec {si_lock_fd}>&-
   si_log "cleaned up"
   return "$status"
