@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import Dispatch
-import Foundation
 import PushSystem
 
 /// `RETAINED`: the first seq the journal still holds. Every seq below it was retired by

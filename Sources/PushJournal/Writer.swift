@@ -1,6 +1,5 @@
 @preconcurrency import Glibc
 import Dispatch
-import Foundation
 import PushSystem
 
 /// The journal's single writer: group commit on a dedicated thread (docs/design/journal.md,
@@ -172,7 +171,7 @@ package final class JournalWriter: Sendable {
                 try io.setupFS.mkdirs(directory)
             }
             // A new journal directory's own entry must survive power loss too.
-            if isNew { try io.setupFS.syncDirectory((directory as NSString).deletingLastPathComponent) }
+            if isNew { try io.setupFS.syncDirectory(PathText.parent(of: directory)) }
         } catch {
             throw io.err(error)
         }

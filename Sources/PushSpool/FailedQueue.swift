@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import Foundation
 import PushSystem
 
 /// One quarantined file as `pushspoolctl failed list` shows it.

@@ -83,9 +83,5 @@ package struct SpoolLayout: Sendable, Equatable {
         }
     }
 
-    static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        if slash == path.startIndex { return "/" }
-        return String(path[..<slash])
-    }
+    static func parent(of path: String) -> String { PathText.parent(of: path) }
 }

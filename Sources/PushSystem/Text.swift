@@ -16,6 +16,21 @@ package extension StringProtocol {
     }
 }
 
+/// Path arithmetic on strings, so no module needs Foundation's `NSString` for it (linking
+/// Foundation maps about 8 MB of libraries into a daemon that needs none of them).
+package enum PathText {
+    /// The directory that holds `path`: `"/a/b"` → `"/a"`, `"/a"` → `"/"`, `"a"` → `"."`.
+    /// Trailing slashes do not count (`"/a/b/"` → `"/a"`).
+    package static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.last == "/" { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        var parent = trimmed[..<slash]
+        while parent.last == "/" { parent = parent.dropLast() }
+        return parent.isEmpty ? "/" : String(parent)
+    }
+}
+
 /// UTF-8 bytes to `String`, validated, fast for ASCII.
 ///
 /// `String(validating:as:)` reaches callers unspecialised: every call looked up generic

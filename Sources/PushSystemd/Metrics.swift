@@ -1,4 +1,3 @@
-import Foundation
 import PushSystem
 
 /// The daemon's counters, gauges and histograms, rendered in Prometheus text exposition

@@ -1,4 +1,3 @@
-import Foundation
 import PushSystem
 
 /// The samples of a Prometheus text file, for `pushspoolctl stats`: the command reads the
@@ -62,7 +61,7 @@ package struct MetricsSnapshot: Sendable, Equatable, Codable {
             return (labels.isEmpty ? sample.name : "\(sample.name){\(labels)}", PrometheusText.format(sample.value))
         }
         let width = rows.map(\.0.count).max() ?? 0
-        return rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 + "\n" }.joined()
+        return rows.map { $0.0 + String(repeating: " ", count: max(0, width - $0.0.count)) + "  " + $0.1 + "\n" }.joined()
     }
 
     static func parseSample(_ line: Substring) -> Sample? {
@@ -87,7 +86,7 @@ package struct MetricsSnapshot: Sendable, Equatable, Codable {
                     else if character == "\"" { break }
                     else { value.append(character) }
                 }
-                labels[String(labelName).trimmingCharacters(in: .whitespaces)] = value
+                labels[labelName.trimmingSpaces] = value
                 if rest.first == "," { rest = rest.dropFirst() }
                 guard !rest.isEmpty else { return nil }
             }

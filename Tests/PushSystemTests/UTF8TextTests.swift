@@ -30,3 +30,15 @@ import Testing
         }
     }
 }
+
+/// `PathText.parent` answers as `dirname(1)` does for the paths the daemons sync (a journal's
+/// or a spool's parent directory), trailing slashes included.
+@Suite struct PathTextTests {
+    @Test(arguments: [
+        ("/var/lib/pushspool/journal", "/var/lib/pushspool"), ("/var/lib/pushspool/journal/", "/var/lib/pushspool"),
+        ("/journal", "/"), ("/", "/"), ("journal", "."), ("state/journal", "state"), ("a//b", "a"), ("//journal", "/"),
+    ])
+    func parentIsTheDirectoryThatHoldsThePath(path: String, parent: String) {
+        #expect(PathText.parent(of: path) == parent)
+    }
+}
