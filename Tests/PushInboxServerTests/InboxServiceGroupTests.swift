@@ -38,11 +38,22 @@ import TestSupport
     }
 
     /// Runs the group on the test's thread; `whenReady` runs from a thread of its own, as a
-    /// service's end does (the group's thread is the one that runs the stop).
+    /// service's end does (the group's thread is the one that runs the stop). A group that
+    /// has not begun to stop 10 s later is stopped, so a failure that never reaches it ends
+    /// the test (stopped as `.requested`) instead of hanging it.
     static func run(_ group: ServiceGroup, whenReady: @escaping @Sendable () -> Void) -> ServiceGroupStateMachine.Stopped {
-        group.run(onReady: {
-            do { try PosixThread.detach(name: "inject") { whenReady() } } catch { Issue.record("no thread: \(error)") }
-        })
+        let stopping = Wakeup()
+        return group.run(onReady: {
+            do {
+                try PosixThread.detach(name: "inject") {
+                    whenReady()
+                    if !stopping.wait(timeout: .seconds(10)) { group.stop() }
+                }
+            } catch {
+                Issue.record("no thread: \(error)")
+                group.stop()
+            }
+        }, onStopping: { stopping.signal() })
     }
 
     @Test func aServiceFailingWhileServingStopsTheGroupInReverseAndExitsNonZero() {
