@@ -208,7 +208,8 @@ let package = Package(
         .testTarget(name: "PushInboxTests", dependencies: ["TestTraits", "PushInbox", "PushPayload", "PushJournal", "PushFollow", "PushSystem", "TestSupport", "PushConfig", "PushModuleOptions"]),
         .testTarget(name: "PushInboxServerTests", dependencies: [
             "PushInboxServer", "PushInbox", "PushJournal", "PushSpool", "PushSystem", "PushExport", "PushPayload", "PushConfig",
-            "TestSupport", "PushModuleOptions", "PushErasure", "PushFollow", "PushOutbox", "PushInboxMain",
+            "TestSupport", "PushModuleOptions", "PushErasure", "PushFollow", "PushOutbox", "PushInboxMain", "PushInboxNode",
+            "PushInboxJetStream",
         ]),
         .testTarget(name: "PushspoolDaemonTests", dependencies: ["TestTraits",
             "PushspoolDaemon", "PushspoolCtl", "PushPayload", "PushJournal", "PushSpool", "PushConfig", "PushSystemd", "PushSystem",

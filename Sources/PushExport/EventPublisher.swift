@@ -41,9 +41,14 @@ package final class EventPublisher: Sendable {
     private let background = Locked(Background())
     private let connectorWake = Wakeup()
 
+    /// Rung when the connecting thread returns.
+    private let connectorEnded = Wakeup()
+
     private struct Background {
         var started = false
         var stopped = false
+        /// The connecting thread returned.
+        var ended = false
     }
 
     /// The `Nats-Msg-Id` of an event published by an inbox node. The exporter's ids are
@@ -184,12 +189,22 @@ package final class EventPublisher: Sendable {
             return !state.started
         }
         guard first else { return }
-        try PosixThread.detach(name: "nats-connect") { [self] in runConnector() }
+        do throws(SystemError) {
+            try PosixThread.detach(name: "nats-connect") { [self] in runConnector() }
+        } catch {
+            // No thread to wait for at the close.
+            background.withLock { $0.started = false }
+            throw error
+        }
     }
 
     private var isStopped: Bool { background.withLock { $0.stopped } }
 
     private func runConnector() {
+        defer {
+            background.withLock { $0.ended = true }
+            connectorEnded.signal()
+        }
         var backoff: Duration = .milliseconds(250)
         while !isStopped {
             let needed = client.withLock { client in client.map { $0.isClosed || !$0.isConnected } ?? true }
@@ -197,10 +212,15 @@ package final class EventPublisher: Sendable {
                 do throws(ExportError) {
                     // Made outside the lock: publishes meanwhile fail at once, not after the connect.
                     let fresh = try connect()
-                    client.withLock { client in
+                    let kept = client.withLock { client in
+                        // A close meanwhile cleared the client before this: the fresh
+                        // connection would outlive the stop.
+                        guard !isStopped else { return false }
                         client?.close()
                         client = fresh
+                        return true
                     }
+                    if !kept { fresh.close() }
                     backoff = .milliseconds(250)
                 } catch {
                     // The failure is told by the publishes meanwhile (503, one line per outage).
@@ -222,6 +242,20 @@ package final class EventPublisher: Sendable {
         client.withLock { client in
             client?.close()
             client = nil
+        }
+    }
+
+    /// ``close()``, then waits for the connecting thread to return, at most until `deadline`
+    /// (monotonic nanoseconds): a connect under way ends within the connect timeout. False
+    /// when it was still running then.
+    package func close(waitingUntil deadline: UInt64) -> Bool {
+        close()
+        while true {
+            let state = background.withLock { $0 }
+            if !state.started || state.ended { return true }
+            let now = Posix.monotonicNanos()
+            guard now < deadline else { return false }
+            connectorEnded.wait(timeout: .nanoseconds(Int64(clamping: deadline - now)))
         }
     }
 }

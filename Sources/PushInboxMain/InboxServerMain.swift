@@ -171,16 +171,12 @@ package enum InboxServerMain {
 
         let state = configuration.journal.stateDirectory
         let indexPath = InboxIndex.path(stateDirectory: state)
-        // SIGTERM/SIGINT stop; so does a stream follower that finds the stream no longer holds
-        // what the index needs (exit 78, like a configuration the host cannot serve).
-        let stop = CallbackSlot<Void>()
-        let exitStatus = Locked<Int32>(0)
         // Events the hub reads from the journal carry journal seqs; an index built from the
         // stream numbers items by stream seq, so there the hub learns of state changes from
         // the stream follower, as it applies them.
         let journalDirectory = inbox.source == .journal ? StateLayout(root: state).journal : ""
         let hub = EventHub(indexPath: indexPath, changes: inbox.source == .journal ? .journal(journalDirectory) : .follower)
-        var streamFollower: FollowerGroup?
+        var nodeServices: [any Service] = []
         var eventSink: (any EventSink)?
         var fleetOutbox: FleetOutbox?
         var stream: JetStreamInboxFollower?
@@ -188,10 +184,10 @@ package enum InboxServerMain {
         let streamChanged = CallbackSlot<Void>()
         if inbox.source == .nats {
             switch startStreamFollower(configuration: configuration, instance: options.paths.instance, indexPath: indexPath, hub: hub,
-                                       stop: stop, exitStatus: exitStatus, changed: streamChanged) {
+                                       changed: streamChanged) {
             case .exit(let status): return status
             case .run(let node, let sink):
-                streamFollower = node.group
+                nodeServices = node.services
                 eventSink = sink
                 fleetOutbox = node.fleetOutbox
                 stream = node.follower
@@ -242,22 +238,62 @@ package enum InboxServerMain {
         // SIGHUP reloads (what pushspool-inbox can apply running: [Inbox] RetentionSec=).
         let reloadEvents = EventLog(identifier: "pushspool-inbox")
         let reloadStatus = where_
-        // Started in this order, stopped in reverse; the group takes SIGTERM/SIGINT (stop) and SIGHUP.
-        let members: [(any Service)?] = [streamFollower, HTTPService(server), hubService, status]
-        let services = ServiceGroup(members.compactMap { $0 }, gracefulStop: .seconds(10),
-                                    reload: { reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus) },
-                                    escalated: { err("pushspool-inbox: still busy at the stop deadline: \($0.joined(separator: ", "))\n") })
-        stop.set { services.stop() }
+        let services = serviceGroup(node: nodeServices, http: HTTPService(server), hub: hubService, status: status, reload: {
+            reload(store: store, api: api, events: reloadEvents, configFile: store.mainFile, serving: reloadStatus)
+        })
         let stopped = services.run(onReady: {
             out("listening on \(where_)\n")
             Listener.notify("READY=1\nSTATUS=serving on \(where_)")
         }, onStopping: { Listener.notify("STOPPING=1") })
-        if case .startFailed(let error) = stopped.reason {
-            err("pushspool-inbox: \(error)\n")
+        if let why = stopMessage(stopped.reason) { err("pushspool-inbox: \(why)\n") }
+        if case .startFailed = stopped.reason { return exitStatus(stopped.reason) }
+        stats.flushAuthLog(all: true)
+        return exitStatus(stopped.reason)
+    }
+
+    /// pushspool-inbox's services in the order they start; the group stops them in the
+    /// reverse order, after asking all of them at once to wind down, within 10 s:
+    /// 1. the node's (`[Inbox] Source=nats`, ``InboxNode/services``): its followers, then
+    ///    the event publisher's connecting thread;
+    /// 2. the HTTP server, whose workers publish through the node's publisher;
+    /// 3. the event hub: its streams are ended as the stop begins and get up to 100 ms to
+    ///    close before the server (stopped next) closes their connections;
+    /// 4. the status reporter.
+    /// Each shuts the group down when it ends by itself (the default): none ends while
+    /// serving but the node's followers, on a stream refusal. `main` runs the group, takes
+    /// SIGTERM/SIGINT (stop) and SIGHUP (`reload`) through it, and exits with
+    /// ``exitStatus(_:)``.
+    package static func serviceGroup(node: [any Service], http: any Service, hub: any Service, status: any Service,
+                                     watchSignals: Bool = true, reload: (@Sendable () -> Void)? = nil) -> ServiceGroup {
+        ServiceGroup(node + [http, hub, status], gracefulStop: .seconds(10), watchSignals: watchSignals, reload: reload,
+                     escalated: { err("pushspool-inbox: still busy at the stop deadline: \($0.joined(separator: ", "))\n") })
+    }
+
+    /// The exit status for why the group stopped: 0 after a stop asked for (SIGTERM,
+    /// SIGINT); 78 (EX_CONFIG) for a failure of the configuration or state the host has (the
+    /// stream no longer holds what the index needs: a restart does not help); 1 for any other
+    /// failure, and for a service that ended while the rest served, so that systemd sees the
+    /// failure (`Restart=on-failure`).
+    package static func exitStatus(_ reason: ServiceGroupStateMachine.StopReason) -> Int32 {
+        switch reason {
+        case .requested, .signal:
+            return 0
+        case .serviceFinished:
+            return 1
+        case .startFailed(let error), .serviceFailed(_, let error):
+            // The follower's refusal of the stream after the start, among others.
+            if error.kind == .configuration { return 78 }
             return 1
         }
-        stats.flushAuthLog(all: true)
-        return exitStatus.withLock { $0 }
+    }
+
+    /// The stderr line for a stop that was not asked for; `nil` for SIGTERM/SIGINT.
+    static func stopMessage(_ reason: ServiceGroupStateMachine.StopReason) -> String? {
+        switch reason {
+        case .requested, .signal: nil
+        case .serviceFinished(let name): "\(name) ended while serving"
+        case .startFailed(let error), .serviceFailed(_, let error): "\(error)"
+        }
     }
 
     /// What `/metrics` and `/healthz` read of the node, as the HTTP layer's plain values.
@@ -319,11 +355,11 @@ package enum InboxServerMain {
     /// the `[Export]` stream, checked before the server starts, the publisher, the fleet
     /// outbox) built from this configuration's options, and the sink through which the HTTP
     /// layer publishes accepted events. A stream that no longer holds what the index needs
-    /// refuses the start (78), now or later (then `stop` is signalled with 78 as the status);
-    /// NATS out of reach only delays the index (the follower keeps trying) and answers events
-    /// with 503.
-    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub, stop: CallbackSlot<Void>,
-                                    exitStatus: Locked<Int32>, changed: CallbackSlot<Void>) -> StreamStart {
+    /// refuses the start (78), now or later (then the node's followers end with a failure
+    /// of kind configuration, which stops the group: 78 too, by ``exitStatus(_:)``); NATS
+    /// out of reach only delays the index (the follower keeps trying) and answers events with 503.
+    static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub,
+                                    changed: CallbackSlot<Void>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
         var options: StreamInboxOptions
         do throws(ExportError) {
@@ -340,10 +376,7 @@ package enum InboxServerMain {
         // when the node makes it (after the follower's check against the stream).
         let outbox: (() throws(OutboxError) -> OutboxOptions)? = settings.enabled
             ? { () throws(OutboxError) in try OutboxOptions.load(settings: settings, stateDirectory: state) } : nil
-        let hooks = InboxNode.Hooks(indexApplied: { hub.indexApplied() }, changed: { changed() }, refused: {
-            exitStatus.withLock { $0 = 78 }
-            stop()
-        })
+        let hooks = InboxNode.Hooks(indexApplied: { hub.indexApplied() }, changed: { changed() })
         let node: InboxNode
         do throws(InboxNode.StartError) {
             node = try InboxNode(options: options, outbox: outbox, fleetOutboxDirectory: StateLayout(root: state).fleetOutbox, hooks: hooks)
@@ -355,9 +388,6 @@ package enum InboxServerMain {
             case .publisher(let error):
                 err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")
                 return .exit(78)
-            case .connectThread(let error):
-                err("pushspool-inbox: cannot start the thread that connects to NATS: \(error)\n")
-                return .exit(1)
             case .refused:
                 // The gap or the host id in use, said by the node.
                 return .exit(78)

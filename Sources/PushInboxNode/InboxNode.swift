@@ -12,10 +12,11 @@ import PushErasure
 
 /// An inbox node's duties (`[Inbox] Source=nats`), built from options: the follower that
 /// builds the index from the `[Export]` stream, the publisher of the events the HTTP layer
-/// accepts, and with `[Outbox] Enabled=yes` the fleet outbox; run as one ``FollowerGroup``
-/// (``group``). It knows nothing of HTTP: what the HTTP layer must learn (the index moved,
-/// the stream was replaced, a later refusal) reaches it through ``Hooks``, so the HTTP layer
-/// and the node meet only in pushspool-inbox's composition (`InboxServerMain` in `PushInboxMain`).
+/// accepts, and with `[Outbox] Enabled=yes` the fleet outbox; run as ``services`` of the
+/// process's ``ServiceGroup``. It knows nothing of HTTP: what the HTTP layer must learn (the
+/// index moved, the stream was replaced) reaches it through ``Hooks``, so the HTTP layer and
+/// the node meet only in pushspool-inbox's composition (`InboxServerMain` in `PushInboxMain`).
+/// A refusal after the start is the followers' service's end (``InboxNodeFollowers``).
 ///
 /// `Sendable`: fixed at init; its parts lock internally.
 package final class InboxNode: Sendable {
@@ -25,15 +26,10 @@ package final class InboxNode: Sendable {
         package var indexApplied: @Sendable () -> Void
         /// The follower's health changed (stream replaced, index rebuilt): STATUS= follows.
         package var changed: @Sendable () -> Void
-        /// After the start, the stream no longer holds what the index needs (already said on
-        /// stderr and in the journal): the owner stops.
-        package var refused: @Sendable () -> Void
 
-        package init(indexApplied: @escaping @Sendable () -> Void, changed: @escaping @Sendable () -> Void,
-                     refused: @escaping @Sendable () -> Void) {
+        package init(indexApplied: @escaping @Sendable () -> Void, changed: @escaping @Sendable () -> Void) {
             self.indexApplied = indexApplied
             self.changed = changed
-            self.refused = refused
         }
     }
 
@@ -44,8 +40,6 @@ package final class InboxNode: Sendable {
         case follower(InboxStreamError)
         /// The publisher refused its options (`[Export] Subject=`).
         case publisher(ExportError)
-        /// The publisher's connecting thread did not start.
-        case connectThread(SystemError)
         /// The stream no longer holds what the index needs, or another node uses this host id
         /// (already said on stderr and in the journal).
         case refused(InboxStreamError)
@@ -58,11 +52,19 @@ package final class InboxNode: Sendable {
     /// `nil` unless `[Outbox] Enabled=yes`.
     package let fleetOutbox: FleetOutbox?
     /// The follower, and the fleet outbox with its retry sender: one service of the group.
-    package let group: FollowerGroup
+    package let followers: InboxNodeFollowers
+    /// The publisher's connecting thread: started with the group, closed at its stop.
+    package let publishing: EventPublisherService
+
+    /// The node's services, in the order they start (the group stops them in reverse): the
+    /// followers, then the publisher, which only the HTTP layer (started after it) publishes
+    /// through, and which closes once that has stopped.
+    package var services: [any Service] { [followers, publishing] }
 
     /// Makes the follower (checked against the stream: a refusal throws; NATS out of reach
-    /// only delays the index), the publisher (connecting on its own thread) and, when
-    /// `outbox` is given, the fleet outbox with the options it returns (key files loaded).
+    /// only delays the index), the publisher (connecting on its own thread once its service
+    /// starts) and, when `outbox` is given, the fleet outbox with the options it returns (key
+    /// files loaded). Nothing runs until the services start.
     package init(options: StreamInboxOptions, outbox: (() throws(OutboxError) -> OutboxOptions)?, fleetOutboxDirectory: String,
                  hooks: Hooks) throws(StartError) {
         let events = EventLog(identifier: "pushspool-inbox")
@@ -71,10 +73,13 @@ package final class InboxNode: Sendable {
         let fleetSlot = Locked<FleetOutbox?>(nil)
         // The erasures the index applies, for the fleet outbox (made later) to stop sending.
         let erased = ErasedSubjects()
+        // A refusal after the start ends the followers' service (made last).
+        let service = Locked<InboxNodeFollowers?>(nil)
         do throws(InboxStreamError) {
             follower = try JetStreamInboxFollower(options: options, refused: { error in
-                Self.refusedStart(error, events: events)
-                hooks.refused()
+                // On stderr once the group has stopped, as the failure that stopped it.
+                Self.refusalEvent(error, events: events)
+                service.withLock { $0 }?.refused(error)
             }, observer: { event in
                 switch event {
                 case .resumed, .applied: hooks.indexApplied()
@@ -100,9 +105,7 @@ package final class InboxNode: Sendable {
         do throws(ExportError) { publisher = try EventPublisher(options: options.export, maxWait: .seconds(2)) } catch {
             throw .publisher(error)
         }
-        do throws(SystemError) { try publisher.startConnecting() } catch {
-            throw .connectThread(error)
-        }
+        publishing = EventPublisherService(publisher)
         do throws(InboxStreamError) {
             try follower.prepare()
         } catch where error.refusesStart {
@@ -125,7 +128,8 @@ package final class InboxNode: Sendable {
         } else {
             fleetOutbox = nil
         }
-        group = FollowerGroup(followers, commits: CommitFeed(), niceness: 0)
+        self.followers = InboxNodeFollowers(FollowerGroup(followers, commits: CommitFeed(), niceness: 0))
+        service.withLock { $0 = self.followers }
     }
 
     static func err(_ text: String) {
@@ -133,10 +137,15 @@ package final class InboxNode: Sendable {
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 
-    /// A refusal of the stream follower (gap, host id in use): on stderr, and a host id in use
-    /// as a journald event too.
+    /// A refusal of the stream follower at start (gap, host id in use): on stderr, and a host
+    /// id in use as a journald event too.
     static func refusedStart(_ error: InboxStreamError, events: EventLog) {
         err("pushspool-inbox: \(error)\n")
+        refusalEvent(error, events: events)
+    }
+
+    /// A host id in use, as a journald event.
+    static func refusalEvent(_ error: InboxStreamError, events: EventLog) {
         if case .hostIdInUse(let hostId, let other) = error.kind {
             events.log(.inboxHostIdInUse, "another inbox node uses this host id: set [Export] HostId= per node",
                        fields: [("HOST_ID", hostId), ("OTHER_NODE", other), (EventField.reasonCode, error.shortDescription)])
@@ -210,4 +219,61 @@ package final class InboxNode: Sendable {
             }
         })
     }
+}
+
+/// The node's followers (the stream follower; with `[Outbox] Enabled=yes` the fleet outbox
+/// and its retry sender) as one service of pushspool-inbox's group. The stream found no longer
+/// holding what the index needs after the start (a gap, another node with this host id) is
+/// its end: a failure of kind ``ServiceError/Kind/configuration``, which stops the group.
+///
+/// `Sendable`: the group is fixed at init; the end it was started with is locked.
+package final class InboxNodeFollowers: Service, Sendable {
+    package let group: FollowerGroup
+    private let ending = Locked<ServiceEnding?>(nil)
+
+    package init(_ group: FollowerGroup) { self.group = group }
+
+    package var serviceName: String { "followers" }
+
+    package func start(ending: ServiceEnding) throws(ServiceError) {
+        self.ending.withLock { $0 = ending }
+        try group.start(ending: ending)
+    }
+
+    package func requestStop() { group.requestStop() }
+
+    package func stop(deadline: UInt64) -> Bool { group.stop(deadline: deadline) }
+
+    /// The stream follower refused the stream (on its runner's thread): the service ends.
+    package func refused(_ error: InboxStreamError) {
+        ending.withLock { $0 }?.failed(Self.failure(error))
+    }
+
+    /// A refusal as the service's failure: the host's configuration or state, not a fault a
+    /// restart clears (an operator rebuilds the index, or sets `[Export] HostId=`).
+    package static func failure(_ error: InboxStreamError) -> ServiceError {
+        ServiceError(service: "inbox-stream", message: "\(error)", kind: .configuration)
+    }
+}
+
+/// The event publisher's connecting thread as a service: started before the HTTP layer
+/// publishes through it, closed (its connection and thread) after the HTTP layer stopped.
+///
+/// `Sendable`: the publisher locks internally.
+package final class EventPublisherService: Service, Sendable {
+    package let publisher: EventPublisher
+
+    package init(_ publisher: EventPublisher) { self.publisher = publisher }
+
+    package var serviceName: String { "event publisher" }
+
+    package func start(ending: ServiceEnding) throws(ServiceError) {
+        do throws(SystemError) {
+            try publisher.startConnecting()
+        } catch {
+            throw ServiceError(service: serviceName, message: "cannot start the thread that connects to NATS: \(error)", errno: error.errno)
+        }
+    }
+
+    package func stop(deadline: UInt64) -> Bool { publisher.close(waitingUntil: deadline) }
 }

@@ -691,7 +691,10 @@ package final class InboxAPI: HTTPHandler, EventFeed, @unchecked Sendable {
         // An action names its device too: Infobip's seen report and MO carry it as the push
         // registration id.
         case .action: event = PushEvent(type: type, eventId: "", user: user, device: device, item: seq, at: now)
-        default: event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
+        case .seen, .read, .archive, .actionRevert, .unread, .unarchive, .delete, .pin, .unpin, .snooze, .unsnooze,
+             // Not about one item: no route sends these here.
+             .readAll, .archiveRead, .opened, .inAppOptOut, .preferences:
+            event = PushEvent(type: type, eventId: "", user: user, item: seq, at: now)
         }
         if type == .action || type == .actionRevert {
             guard let action = call.parameters["action"], !action.isEmpty, action.utf8.count <= PushEvent.maxNameBytes else { return Self.notFound }

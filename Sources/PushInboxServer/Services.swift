@@ -3,7 +3,8 @@ import Dispatch
 import PushSystem
 
 // pushspool-inbox's parts as services of one ServiceGroup, the lifecycle pushspoold runs
-// too: started in order (stream follower, HTTP, event hub, status), stopped in reverse.
+// too: started in order (the node's followers and publisher, HTTP, event hub, status),
+// stopped in reverse (InboxServerMain.serviceGroup).
 
 /// The HTTP server as a service.
 ///

@@ -477,17 +477,29 @@ package final class ServiceGroup: Sendable {
 
 /// A service that could not start or that failed: which one, and why.
 ///
-/// `Sendable`: strings and an errno.
+/// `Sendable`: strings, an errno and a kind.
 package struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the failure asks of the process's owner. `Sendable` value.
+    package enum Kind: Sendable, Equatable {
+        /// Something went wrong at run time: a restart may help (exit 1, `Restart=on-failure`).
+        case runtime
+        /// The configuration or the state the host has cannot be served (an inbox index the
+        /// export stream no longer holds the start of): a restart does not help, an operator
+        /// must act (exit 78, EX_CONFIG, as a configuration refused at start).
+        case configuration
+    }
+
     package var service: String
     package var message: String
     /// The errno behind it, when a system call failed.
     package var errno: Int32?
+    package var kind: Kind
 
-    package init(service: String, message: String, errno: Int32? = nil) {
+    package init(service: String, message: String, errno: Int32? = nil, kind: Kind = .runtime) {
         self.service = service
         self.message = message
         self.errno = errno
+        self.kind = kind
     }
 
     package var description: String { "\(service): \(message)" }
