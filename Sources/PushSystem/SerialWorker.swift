@@ -132,28 +132,11 @@ package final class SerialWorker: Sendable {
         sync {}
     }
 
-    /// Runs `body` on the worker and resumes the caller with its result: blocking work
-    /// (fsync, a directory scan, curl) kept off Swift's cooperative pool. After ``stop()`` it
-    /// runs on the calling thread.
-    package func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
-        let result: Result<T, E> = await withCheckedContinuation { continuation in
-            let job: @Sendable () -> Void = {
-                do throws(E) {
-                    continuation.resume(returning: .success(try body()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            if !core.enqueue(job) { job() }
-        }
-        return try result.get()
-    }
-
     /// Whether the calling thread is this worker's.
     package var isCurrent: Bool { core.isCurrentThread }
 
     /// Runs the jobs already queued, ends the thread and joins it. Jobs given afterwards are
-    /// dropped (``sync`` and ``run`` run theirs on the caller). From one of the worker's own
+    /// dropped (``sync`` runs its body on the caller). From one of the worker's own
     /// jobs it only asks: the thread ends after that job (a thread cannot join itself).
     package func stop() {
         core.requestStop()
