@@ -47,7 +47,7 @@ import PushExport
         }
         // The edges of the one reading: only a top-level string member counts, and only in a
         // body that parses within 64 levels.
-        let deep = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+        func deeper(_ levels: Int) -> String { String(repeating: "[", count: levels) + String(repeating: "]", count: levels) }
         rows += [
             Row(name: "escaped id", body: #"{"kind":"event","user":"al\u0069ce","device":"dev\u002d1"}"#, user: true, device: true),
             Row(name: "ids as numbers", body: #"{"user":1,"device":2}"#, user: false, device: false),
@@ -56,7 +56,8 @@ import PushExport
             Row(name: "not an object", body: #"["alice","dev-1"]"#, user: false, device: false),
             Row(name: "not JSON", body: #"user=alice device=dev-1"#, user: false, device: false),
             Row(name: "truncated", body: #"{"user":"alice","device":"dev-1""#, user: false, device: false),
-            Row(name: "too deep", body: #"{"user":"alice","device":"dev-1","x":\#(deep)}"#, user: false, device: false),
+            Row(name: "64 levels deep", body: #"{"user":"alice","device":"dev-1","x":\#(deeper(63))}"#, user: true, device: true),
+            Row(name: "65 levels deep", body: #"{"user":"alice","device":"dev-1","x":\#(deeper(64))}"#, user: false, device: false),
             Row(name: "empty", body: "", user: false, device: false),
         ]
         return rows
