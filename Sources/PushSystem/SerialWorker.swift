@@ -94,15 +94,9 @@ package final class SerialWorker: Sendable {
     }
 
     deinit {
-        core.requestStop()
-        let mustJoin = joined.withLock { joined -> Bool in
-            defer { joined = true }
-            return !joined
-        }
-        guard mustJoin else { return }
-        // The last reference can go inside one of the worker's own jobs; a thread cannot join
-        // itself, so it is let go and ends after that job.
-        if core.isCurrentThread { pthread_detach(thread) } else { pthread_join(thread, nil) }
+        // The last reference can go inside one of the worker's own jobs: `stop()` lets the
+        // thread go then, as a thread cannot join itself.
+        stop()
     }
 
     /// Queues `job` behind every job given before it. After ``stop()`` it is dropped.

@@ -26,17 +26,19 @@ import TestSupport
         return delivery
     }
 
-    static func store(_ temp: TempDir) throws -> OutboxStore {
+    /// A store in `temp` whose `directory` (`\.retryDirectory`, …) holds `delivery`.
+    static func store(_ temp: TempDir, holding delivery: OutboxDelivery? = nil,
+                      in directory: KeyPath<OutboxStore, String> = \.retryDirectory) throws -> OutboxStore {
         let store = OutboxStore(directory: temp.appending("outbox"))
         try store.create()
+        if let delivery { try store.write(delivery, in: store[keyPath: directory]) }
         return store
     }
 
     @Test func aRetriedDeadLetterGoesToPendingWithFreshAttemptsAndAge() throws {
         let temp = TempDir()
-        let store = try Self.store(temp)
         let dead = Self.deadLetter()
-        try store.write(dead, in: store.retryDirectory)
+        let store = try Self.store(temp, holding: dead)
         guard case .pending(let taken) = store.takeRetried(dead.fileName, now: 42_000) else {
             Issue.record("not taken")
             return
@@ -55,9 +57,8 @@ import TestSupport
 
     @Test func oneRefusedStaysInRetryAndTheClockIsNotRead() throws {
         let temp = TempDir()
-        let store = try Self.store(temp)
         let dead = Self.deadLetter()
-        try store.write(dead, in: store.retryDirectory)
+        let store = try Self.store(temp, holding: dead)
         var asked = false
         let take = store.takeRetried(dead.fileName, now: { asked = true; return 1 }(), keep: { $0.orderKey != "u:alice" })
         guard case .refused(let refused) = take else {
@@ -89,9 +90,8 @@ import TestSupport
     /// `pending/` cannot be written: the dead letter stays in `retry/` for the next look.
     @Test func aFailedWriteLeavesItInRetry() throws {
         let temp = TempDir()
-        let store = try Self.store(temp)
         let dead = Self.deadLetter()
-        try store.write(dead, in: store.retryDirectory)
+        let store = try Self.store(temp, holding: dead)
         #expect(rmdir(store.pendingDirectory) == 0)
         guard case .failed(let error) = store.takeRetried(dead.fileName, now: 1) else {
             Issue.record("did not fail")
@@ -103,10 +103,9 @@ import TestSupport
 
     @Test func parkingMovesItFromPendingToParkedWithTheReason() throws {
         let temp = TempDir()
-        let store = try Self.store(temp)
         var delivery = Self.delivery()
         delivery.attempts = 3
-        try store.write(delivery, in: store.pendingDirectory)
+        let store = try Self.store(temp, holding: delivery, in: \.pendingDirectory)
         try store.park(&delivery, reason: "http_400", message: "HTTP 400", now: 77)
         #expect(delivery.parkedReason == "http_400")
         #expect(delivery.parkedAtMillis == 77)
@@ -119,9 +118,8 @@ import TestSupport
     /// The dead letter cannot be written: the delivery stays pending, never lost.
     @Test func aParkThatCannotWriteLeavesItPending() throws {
         let temp = TempDir()
-        let store = try Self.store(temp)
         var delivery = Self.delivery()
-        try store.write(delivery, in: store.pendingDirectory)
+        let store = try Self.store(temp, holding: delivery, in: \.pendingDirectory)
         #expect(rmdir(store.parkedDirectory) == 0)
         #expect(throws: OutboxError.self) { try store.park(&delivery, reason: "attempts", message: "m", now: 1) }
         #expect(try store.names(store.pendingDirectory) == [delivery.fileName])
