@@ -452,49 +452,4 @@ package final class NatsClient {
                              journalSeq: header(ExportMessage.seqHeader).flatMap { UInt64($0) }, body: body,
                              requestFingerprint: header(EventPublisher.fingerprintHeader))
     }
-
-    /// Reads through a durable pull consumer `durable` on `stream` (created on first use),
-    /// acknowledging each message, until a fetch of up to `batch` returns nothing within
-    /// `idle` — but not before `atLeast` messages were read or `patience` has passed: right
-    /// after a node of a cluster died, fetches time out empty until the consumer has a leader
-    /// again. Wraps js_PullSubscribe(3), natsSubscription_Fetch(3), natsMsg_Ack(3).
-    package func drainPullConsumer(stream: String, subject: String, durable: String, batch: Int = 256,
-                                   idle: Duration = .seconds(2), atLeast: Int = 0,
-                                   patience: Duration = .seconds(60)) throws(ExportError) -> [StoredMessage] {
-        let patienceEnd = Posix.monotonicNanos() &+ patience.clampedUInt64Nanoseconds
-        var sub: OpaquePointer?
-        var code = jsErrCode(0)
-        var subOpts = jsSubOptions()
-        jsSubOptions_Init(&subOpts)
-        let streamC = strdup(stream)
-        defer { free(streamC) }
-        subOpts.Stream = UnsafePointer(streamC)
-        let status = js_PullSubscribe(&sub, js, subject, durable, nil, &subOpts, &code)
-        guard status == NATS_OK, let sub else {
-            throw ExportError(.stream, "pull consumer \(durable): \(natsText(status)) (JetStream error \(code.rawValue))",
-                              natsStatus: Int32(bitPattern: status.rawValue))
-        }
-        defer { natsSubscription_Destroy(sub) }
-        var out: [StoredMessage] = []
-        while true {
-            var list = natsMsgList()
-            let fetched = natsSubscription_Fetch(&list, sub, Int32(clamping: batch), idle.clampedMilliseconds, &code)
-            if fetched == NATS_TIMEOUT {
-                if out.count < atLeast, Posix.monotonicNanos() < patienceEnd { continue }
-                break
-            }
-            guard fetched == NATS_OK else {
-                throw ExportError(.stream, "fetch from \(durable): \(natsText(fetched))", natsStatus: Int32(bitPattern: fetched.rawValue))
-            }
-            let count = Int(list.Count)
-            for i in 0..<count {
-                guard let msg = list.Msgs[i] else { continue }
-                out.append(Self.stored(msg))
-                _ = natsMsg_Ack(msg, nil)
-            }
-            natsMsgList_Destroy(&list)  // zeroes list.Count
-            if count == 0 && (out.count >= atLeast || Posix.monotonicNanos() >= patienceEnd) { break }
-        }
-        return out
-    }
 }

@@ -13,13 +13,16 @@ package struct WorkMessage: Sendable, Equatable {
     /// `Pushspool-Ingest-Millis`, else the time the stream stored the message.
     package var ingestMillis: Int64
     package var body: [UInt8]
+    /// `Nats-Msg-Id`, empty when absent.
+    package var msgId: String
 
-    package init(streamSeq: UInt64, deliveries: UInt64, journalSeq: UInt64?, ingestMillis: Int64, body: [UInt8]) {
+    package init(streamSeq: UInt64, deliveries: UInt64, journalSeq: UInt64?, ingestMillis: Int64, body: [UInt8], msgId: String = "") {
         self.streamSeq = streamSeq
         self.deliveries = deliveries
         self.journalSeq = journalSeq
         self.ingestMillis = ingestMillis
         self.body = body
+        self.msgId = msgId
     }
 }
 
@@ -161,7 +164,7 @@ package final class NatsWorkConsumer {
                 continue
             }
             out.append(WorkMessage(streamSeq: fetched.streamSeq, deliveries: fetched.deliveries, journalSeq: fetched.journalSeq,
-                                   ingestMillis: fetched.ingestMillis, body: fetched.body))
+                                   ingestMillis: fetched.ingestMillis, body: fetched.body, msgId: fetched.msgId))
             if let earlier = held.updateValue(msg, forKey: fetched.streamSeq) { natsMsg_Destroy(earlier) }
         }
         return out

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import PushJournal
 import PushSystem
 internal import CNats
 
@@ -75,9 +76,10 @@ extension NatsClient {
 /// the event record an inbox node on `[Inbox] Source=nats` publishes — is a JSON object whose
 /// `user` (for a device: `device`) is the id; or, for a user, when its `Nats-Msg-Id`
 /// (`<host id>:<key>`) carries a push key `vendor@N:<user>:id`, so that a body that does not
-/// parse still goes when its id names the user.
+/// parse still goes when its id names the user. The body is read as the journal's erasure
+/// reads a record (``PushJournal/ErasureScope/subject(inBody:)``).
 package struct StreamSubjectMatcher: Sendable, Equatable {
-    package enum Scope: Sendable, Equatable { case user, device }
+    package typealias Scope = ErasureScope
 
     package var scope: Scope
     package var id: String
@@ -92,10 +94,7 @@ package struct StreamSubjectMatcher: Sendable, Equatable {
     }
 
     package func matches(msgId: String, body: [UInt8]) -> Bool {
-        let member = scope == .user ? "user" : "device"
-        if case .object(let object)? = try? JSONParser(maxDepth: 64).parse(body), object[member]?.stringValue == id {
-            return true
-        }
+        if scope.subject(inBody: body) == id { return true }
         guard scope == .user, let colon = msgId.utf8.firstIndex(of: UInt8(ascii: ":")) else { return false }
         let key = msgId.utf8[msgId.utf8.index(after: colon)...]
         guard let at = key.firstIndex(of: UInt8(ascii: "@")), at > key.startIndex,

@@ -34,18 +34,17 @@ package struct FleetRetryCounts: Sendable, Equatable {
 ///
 /// `Sendable`: the worker under one lock, counts under another.
 package final class FleetRetrySender: Follower, Sendable {
-    private let directory: String
     private let work: Locked<FleetRetryWorker>
     private let snapshot = Locked(FleetRetryCounts())
     private let stopping = StopSignal()
     private let onNotice: @Sendable (OutboxNotice) -> Void
     private let onChange = CallbackSlot<Void>()
     private let wake = CallbackSlot<Void>()
-    private let retryWatch = Locked<DirectoryWatch?>(nil)
+    private let retryWatch: RetryWatch
 
     init(options: OutboxOptions, store: OutboxStore, erased: ErasedSubjects = ErasedSubjects(),
          onNotice: @escaping @Sendable (OutboxNotice) -> Void) {
-        directory = store.retryDirectory
+        retryWatch = RetryWatch(store: store)
         self.onNotice = onNotice
         let stopping = self.stopping
         work = Locked(FleetRetryWorker(options: options, store: store, shouldStop: { stopping.isSet }, erased: erased))
@@ -68,12 +67,7 @@ package final class FleetRetrySender: Follower, Sendable {
     /// Aborts a POST in flight (within about a second); it stays pending for the next start.
     package func stopRequested() { stopping.set() }
 
-    package func finish() {
-        retryWatch.withLock { watch in
-            watch?.stop()
-            watch = nil
-        }
-    }
+    package func finish() { retryWatch.stop() }
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         if context.stopRequested() { return .wake(atMost: nil) }
@@ -95,19 +89,10 @@ package final class FleetRetrySender: Follower, Sendable {
 
     /// Starts the inotify watch on `retry/` once a runner steps the sender.
     private func watchRetries() {
-        guard let wake = wake.current else { return }
-        let directory = self.directory
-        let failure: String? = retryWatch.withLock { watch in
-            guard watch == nil else { return nil }
-            do {
-                try Posix.mkdirIfMissing(directory, mode: 0o750)
-                watch = try DirectoryWatch(path: directory, onChange: wake)
-                return nil
-            } catch {
-                return "cannot watch \(directory): \(error); retried dead letters wait for the next start of pushspool-inbox"
-            }
+        do { _ = try retryWatch.start(creating: true) { wake.current } } catch {
+            let failure = "cannot watch \(retryWatch.directory): \(error); retried dead letters wait for the next start of pushspool-inbox"
+            work.withLock { $0.fail(failure) }
         }
-        if let failure { work.withLock { $0.fail(failure) } }
     }
 }
 
@@ -139,19 +124,8 @@ final class FleetRetryWorker {
     /// pending one that is due. Returns when the next one is due (epoch ms), `nil` for none.
     func step(now: Int64, notices: inout [OutboxNotice], stopRequested: () -> Bool) -> Int64? {
         for name in (try? store.names(store.retryDirectory)) ?? [] {
-            guard var delivery = store.read(store.retryDirectory + "/" + name) else { continue }
-            delivery.attempts = 0
-            delivery.notBeforeMillis = 0
-            delivery.parkedReason = nil
-            delivery.parkedAtMillis = nil
-            // Judged by its age from now on, or MaxAgeSec= would park it again at once.
-            delivery.createdMillis = now
-            do throws(OutboxError) {
-                try store.write(delivery, in: store.pendingDirectory)
-                try store.remove(name, in: store.retryDirectory)
-            } catch {
-                fail(error.description)
-            }
+            // An unreadable one stays in `retry/`; an erased subject's is dropped unsent below.
+            if case .failed(let error) = store.takeRetried(name, now: now) { fail(error.description) }
         }
         var next: Int64?
         for delivery in (try? store.list(store.pendingDirectory)) ?? [] {
@@ -186,11 +160,7 @@ final class FleetRetryWorker {
 
     /// Back to `parked/` (written first: a crash leaves it pending, sent again, never lost).
     func park(_ delivery: inout OutboxDelivery, reason: String, message: String, now: Int64) throws(OutboxError) {
-        delivery.parkedReason = reason
-        delivery.parkedAtMillis = now
-        delivery.lastError = message
-        try store.write(delivery, in: store.parkedDirectory)
-        try store.remove(delivery.fileName, in: store.pendingDirectory)
+        try store.park(&delivery, reason: reason, message: message, now: now)
         fail("\(delivery.id) \(delivery.target.rawValue) parked (\(reason)): \(message)")
     }
 }

@@ -275,8 +275,7 @@ package struct ErasureTarget: Sendable, Equatable {
     func matches(key: String, json: [UInt8], secret: ErasureSecret) -> Bool {
         if matches(key: key, secret: secret) { return true }
         if let needle, !Self.contains(json, needle) { return false }
-        guard case .object(let body)? = try? JSONParser(maxDepth: 64).parse(json),
-              let id = body[scope.rawValue]?.stringValue else { return false }
+        guard let id = scope.subject(inBody: json) else { return false }
         return secret.keyedHash((scope == .user ? "u:" : "d:") + id) == subjectHash
     }
 

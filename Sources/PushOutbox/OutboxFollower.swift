@@ -55,7 +55,7 @@ package final class OutboxFollower: Follower, Sendable {
     private let stopping: StopFlag
     private let onNotice: @Sendable (OutboxNotice) -> Void
     /// Wakes the runner when `pushspoolctl outbox retry` moves dead letters into `retry/`.
-    private let retryWatch = Locked<DirectoryWatch?>(nil)
+    private let retryWatch: RetryWatch
     /// Whether `retry/` may hold something the worker has not taken: set by the watch before
     /// it wakes the runner, and on every step while nothing watches; a step lists `retry/`
     /// only then, not at each journal commit.
@@ -77,6 +77,7 @@ package final class OutboxFollower: Follower, Sendable {
         self.stopping = stopping
         let store = OutboxStore(stateDirectory: options.stateDirectory)
         try store.create()
+        retryWatch = RetryWatch(store: store)
         let retryChanged = ChangeFlag()
         self.retryChanged = retryChanged
         let worker = try Worker(options: options, store: store, shouldStop: { stopping.isSet }, retryChanged: retryChanged,
@@ -106,10 +107,7 @@ package final class OutboxFollower: Follower, Sendable {
     }
 
     package func finish() {
-        retryWatch.withLock { watch in
-            watch?.stop()
-            watch = nil
-        }
+        retryWatch.stop()
         work.withLock { $0.persistCursor() }
     }
 
@@ -153,20 +151,18 @@ package final class OutboxFollower: Follower, Sendable {
     /// so the step it causes lists `retry/`; the first step lists it anyway (the flag starts
     /// set), for what came before the watch.
     private func watchRetries() {
-        let watching = retryWatch.withLock { watch -> Bool in
-            if watch != nil { return true }
-            guard let wake = wake.current else { return false }
-            let directory = OutboxStore(stateDirectory: options.stateDirectory).retryDirectory
-            do {
-                watch = try DirectoryWatch(path: directory, onChange: { [retryChanged] in
+        let watching: Bool
+        do {
+            watching = try retryWatch.start { [wake, retryChanged] in
+                guard let wake = wake.current else { return nil }
+                return {
                     retryChanged.set()
                     wake()
-                })
-                return true
-            } catch {
-                snapshot.withLock { $0.lastError = "cannot watch \(directory): \(error); retried dead letters wait for the next event" }
-                return false
+                }
             }
+        } catch {
+            snapshot.withLock { $0.lastError = "cannot watch \(retryWatch.directory): \(error); retried dead letters wait for the next event" }
+            watching = false
         }
         // Unwatched, a dead letter sent again is noticed only by looking at each step.
         if !watching { retryChanged.set() }
@@ -317,30 +313,18 @@ final class Worker {
         }
         guard !names.isEmpty else { return }
         for name in names {
-            guard var delivery = store.read(store.retryDirectory + "/" + name) else {
-                retryChanged.set()
-                continue
-            }
-            if erased.covers(delivery) {
+            switch store.takeRetried(name, now: Posix.wallClockMillis(), keep: { !erased.covers($0) }) {
+            case .pending(let delivery):
+                pending.removeAll { $0.fileName == delivery.fileName }
+                pending.append(delivery)
+            case .refused(let delivery):
                 dropErased([delivery], in: store.retryDirectory)
-                continue
-            }
-            delivery.attempts = 0
-            delivery.notBeforeMillis = 0
-            delivery.parkedReason = nil
-            delivery.parkedAtMillis = nil
-            // A retried event is judged by its age from now on, or MaxAgeSec would park it again at once.
-            delivery.createdMillis = Posix.wallClockMillis()
-            do {
-                try store.write(delivery, in: store.pendingDirectory)
-                try store.remove(name, in: store.retryDirectory)
-            } catch {
+            case .unreadable:
+                retryChanged.set()
+            case .failed(let error):
                 lastError = error.description
                 retryChanged.set()
-                continue
             }
-            pending.removeAll { $0.fileName == delivery.fileName }
-            pending.append(delivery)
         }
         pending.sort { ($0.seq, $0.index) < ($1.seq, $1.index) }
     }
@@ -502,16 +486,10 @@ final class Worker {
     func park(_ batch: [OutboxDelivery], reason: String, status: Int, message: String, now: Int64,
               response: String? = nil, attempts: Int? = nil) -> OutboxNotice {
         for var delivery in batch {
-            delivery.parkedReason = reason
-            delivery.parkedAtMillis = now
             delivery.lastStatus = status == 0 ? delivery.lastStatus : status
             if let response { delivery.lastResponse = response.isEmpty ? nil : response }
-            delivery.lastError = message
             if let attempts { delivery.attempts = attempts }
-            do {
-                try store.write(delivery, in: store.parkedDirectory)
-                try store.remove(delivery.fileName, in: store.pendingDirectory)
-            } catch { lastError = error.description }
+            do { try store.park(&delivery, reason: reason, message: message, now: now) } catch { lastError = error.description }
         }
         let names = Set(batch.map(\.fileName))
         pending.removeAll { names.contains($0.fileName) }

@@ -94,15 +94,9 @@ package final class SerialWorker: Sendable {
     }
 
     deinit {
-        core.requestStop()
-        let mustJoin = joined.withLock { joined -> Bool in
-            defer { joined = true }
-            return !joined
-        }
-        guard mustJoin else { return }
-        // The last reference can go inside one of the worker's own jobs; a thread cannot join
-        // itself, so it is let go and ends after that job.
-        if core.isCurrentThread { pthread_detach(thread) } else { pthread_join(thread, nil) }
+        // The last reference can go inside one of the worker's own jobs: `stop()` lets the
+        // thread go then, as a thread cannot join itself.
+        stop()
     }
 
     /// Queues `job` behind every job given before it. After ``stop()`` it is dropped.
@@ -132,28 +126,11 @@ package final class SerialWorker: Sendable {
         sync {}
     }
 
-    /// Runs `body` on the worker and resumes the caller with its result: blocking work
-    /// (fsync, a directory scan, curl) kept off Swift's cooperative pool. After ``stop()`` it
-    /// runs on the calling thread.
-    package func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
-        let result: Result<T, E> = await withCheckedContinuation { continuation in
-            let job: @Sendable () -> Void = {
-                do throws(E) {
-                    continuation.resume(returning: .success(try body()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            if !core.enqueue(job) { job() }
-        }
-        return try result.get()
-    }
-
     /// Whether the calling thread is this worker's.
     package var isCurrent: Bool { core.isCurrentThread }
 
     /// Runs the jobs already queued, ends the thread and joins it. Jobs given afterwards are
-    /// dropped (``sync`` and ``run`` run theirs on the caller). From one of the worker's own
+    /// dropped (``sync`` runs its body on the caller). From one of the worker's own
     /// jobs it only asks: the thread ends after that job (a thread cannot join itself).
     package func stop() {
         core.requestStop()

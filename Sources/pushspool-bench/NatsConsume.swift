@@ -1,16 +1,18 @@
 @preconcurrency import Glibc
 import Foundation
 import PushExport
+import PushSystem
 
 /// `pushspool-bench nats-consume --url URL [--url URL]... --stream S --durable D --subject SUBJ
 /// [--idle-sec N] [--attempts N]`
 ///
 /// Not a benchmark: the reading side of scripts/systemd-integration/instances-live.sh. Reads
-/// `S` through the durable pull consumer `D` (created on first use) with the same
-/// `NatsClient.drainPullConsumer` the export tests use, acknowledging each message, until a
-/// fetch stays empty for `--idle-sec`; prints one `Nats-Msg-Id` per line, in delivery order,
-/// so the caller can count each id. Lives here rather than in pushspoolctl because it is a
-/// test tool: the shipped binaries do not consume their own stream.
+/// `S` through the durable pull consumer `D` — a `NatsWorkConsumer`, created on first use and
+/// bound as it stands afterwards, so a second run gets only what no run acknowledged —
+/// acknowledging each message, until a fetch stays empty for `--idle-sec`; prints one
+/// `Nats-Msg-Id` per line, in delivery order, so the caller can count each id. Lives here
+/// rather than in pushspoolctl because it is a test tool: the shipped binaries do not consume
+/// their own stream.
 ///
 /// Creating an R3 consumer needs the cluster's meta leader, which may still be moving after a
 /// node was killed: a failed attempt is retried (up to `--attempts`, 2 s apart) like any
@@ -57,10 +59,22 @@ func runNatsConsume(arguments: [String]) {
         do throws(ExportError) {
             let client = try NatsClient(urls: urls, name: "pushspool-bench-consumer")
             defer { client.close() }
-            let messages = try client.drainPullConsumer(stream: stream, subject: subject, durable: durable,
-                                                        idle: .seconds(idleSeconds), atLeast: atLeast)
+            // The limits a consumer made by a plain pull subscription would have had.
+            let config = WorkConsumerConfig(name: durable, filterSubject: subject, ackWait: .seconds(30), maxDeliver: 1_000,
+                                            maxAckPending: 1_000, startMillis: 0)
+            let consumer = try NatsWorkConsumer(client: client, stream: stream, config: config)
+            let patienceEnd = Posix.monotonicNanos() &+ Duration.seconds(60).clampedUInt64Nanoseconds
             var text = ""
-            for message in messages { text += message.msgId + "\n" }
+            var count = 0
+            while true {
+                let messages = try consumer.fetch(batch: 256, timeout: .seconds(idleSeconds))
+                for message in messages {
+                    text += message.msgId + "\n"
+                    try consumer.acknowledge(message.streamSeq)
+                }
+                count += messages.count
+                if messages.isEmpty && (count >= atLeast || Posix.monotonicNanos() >= patienceEnd) { break }
+            }
             FileHandle.standardOutput.write(Data(text.utf8))
             return
         } catch {

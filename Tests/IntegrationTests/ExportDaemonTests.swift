@@ -294,11 +294,26 @@ import TestTraits
         defer { client.close() }
         #expect(try client.streamState("CLUSTER").messages == 600)
         // Creating an R3 consumer needs the cluster's meta leader, which may still be moving
-        // after the kill: retry like any client would.
-        var consumed: [NatsClient.StoredMessage] = []
+        // after the kill: retry like any client would. The durable remembers what was
+        // acknowledged, so a retry reads on where the last attempt stopped.
+        var consumed: [WorkMessage] = []
         for attempt in 1...10 {
             do {
-                consumed = try client.drainPullConsumer(stream: "CLUSTER", subject: "pushspool.*.*", durable: "it-reader", atLeast: 600)
+                let consumer = try NatsWorkConsumer(client: client, stream: "CLUSTER", config: WorkConsumerConfig(
+                    name: "it-reader", filterSubject: "pushspool.*.*", ackWait: .seconds(30), maxDeliver: 1_000, maxAckPending: 1_000, startMillis: 0))
+                func read() throws -> Int {
+                    let messages = try consumer.fetch(batch: 256, timeout: .seconds(2))
+                    for message in messages { try consumer.acknowledge(message.streamSeq) }
+                    consumed += messages
+                    return messages.count
+                }
+                // Fetches come back empty until the consumer has a leader again.
+                try waitUntil(timeout: 60, "600 messages through it-reader") {
+                    _ = try read()
+                    return consumed.count >= 600
+                }
+                // Then on until a fetch stays empty: a message past the 600 would be read too.
+                while try read() > 0 {}
                 break
             } catch {
                 if attempt == 10 { throw error }

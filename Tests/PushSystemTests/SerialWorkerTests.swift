@@ -89,14 +89,13 @@ import Testing
         worker.stop()
     }
 
-    @Test func runResumesTheCallerWithTheResultOrTheError() async throws {
-        struct Refused: Error {}
+    /// Blocking work runs on the worker's thread and its result comes back; once stopped, the
+    /// worker runs no more, and `sync` runs the body on the caller instead of waiting forever.
+    @Test func syncRunsTheBodyOnTheWorkerUntilItStops() {
         let worker = SerialWorker(name: Self.uniqueName())
-        let name = await worker.run { () -> String in PosixThread.currentName() }
-        #expect(name == worker.name)
-        await #expect(throws: Refused.self) {
-            try await worker.run { () throws(Refused) -> Int in throw Refused() }
-        }
+        #expect(worker.sync { PosixThread.currentName() } == worker.name)
         worker.stop()
+        let caller = PosixThread.currentName()
+        #expect(worker.sync { PosixThread.currentName() } == caller)
     }
 }
