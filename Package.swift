@@ -164,7 +164,7 @@ let package = Package(
         .executableTarget(name: "pushspool-bench", dependencies: [
             "PushSystem", "PushPayload", "PushJournal", "PushSpool", "PushMedia", "PushMediaCore", "PushFetchServer",
             "PushspoolDaemon", "CBenchBaseline", "PushInbox", "TestSupport", "PushExport", "PushModuleOptions", "PushDaemonOptions", "PushConfig",
-            "PushFleetOutbox", "PushOutbox", "PushFollow",
+            "PushFleetOutbox", "PushOutbox", "PushFollow", "CNats",
         ]),
 
         // Tests: one target per library plus an integration target that drives the built binaries.

@@ -101,6 +101,19 @@ func fleetBench(rate: Int, seconds: Int, natsNodes: Int) -> Bool {
         return false
     }
 
+    // When host a's exporter sent each file's record: splits the path at the stream.
+    let published = Locked<[UInt64]>([UInt64](repeating: 0, count: total))
+    let tap: NatsTap?
+    do {
+        tap = try NatsTap(url: stack.urls[0], subject: "pushspool.>") { data, at in
+            guard let number = fileNumber(in: String(decoding: data, as: UTF8.self), prefix: "flt-") else { return }
+            published.withLock { if number < $0.count, $0[number] == 0 { $0[number] = at } }
+        }
+    } catch {
+        print("  \(error): the split at the stream is not measured")
+        tap = nil
+    }
+
     var dropped = [UInt64](repeating: 0, count: total)
     let interval = 1_000_000_000 / UInt64(clamping: rate)
     let begin = Posix.monotonicNanos()
@@ -112,7 +125,9 @@ func fleetBench(rate: Int, seconds: Int, natsNodes: Int) -> Bool {
     _ = waitTimed(seconds: 60, "  every file's item on both nodes' streams") {
         arrivals.allSatisfy { $0.withLock { $0.count } >= total - failedDrops }
     }
+    tap?.stop()
     let at = arrivals.map { $0.withLock { $0.at } }
+    let sent = published.withLock { $0 }
     for reader in readers { reader.stop() }
     readers = []
     let loadAfter = loadAverage()
@@ -144,6 +159,12 @@ func fleetBench(rate: Int, seconds: Int, natsNodes: Int) -> Bool {
                      name, figures.p50, figures.p99, figures.p999, figures.max, figures.count))
     }
     if missing > 0 || failedDrops > 0 { print("  \(missing) files never reached both nodes, \(failedDrops) not dropped") }
+    if tap != nil {
+        let visibleBoth = (0..<total).map { at[0][$0] > 0 && at[1][$0] > 0 ? max(at[0][$0], at[1][$0]) : 0 }
+        let split = StageSplit(dropped: dropped, published: sent, visible: visibleBoth)
+        print(split.report(firstHalf: "drop to published (host a: ingest, journal, export)",
+                           secondHalf: "published to visible on both (JetStream store and replication, the nodes' fetch, apply, stream)"))
+    }
     if let pubAck {
         print(String(format: "NATS publish to PubAck (R%d, one at a time): p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms",
                      natsNodes, pubAck.p50, pubAck.p99, pubAck.p999, pubAck.max))
@@ -331,5 +352,44 @@ final class FleetStack {
         for server in servers { server.stop() }
         servers = []
         host.remove()
+    }
+}
+
+/// Drop-to-visible cut in two at the moment host a's exporter published a file's record:
+/// percentiles of each half over every file, and for the slowest 1 % of files (at or above
+/// the whole path's p99) the mean of each half, which names the half that holds the tail.
+struct StageSplit {
+    var first: LatencyPercentiles
+    var second: LatencyPercentiles
+    var tailFiles = 0
+    var tailFirstMillis = 0.0
+    var tailSecondMillis = 0.0
+
+    init(dropped: [UInt64], published: [UInt64], visible: [UInt64]) {
+        var whole: [(total: UInt64, first: UInt64, second: UInt64)] = []
+        for i in 0..<min(dropped.count, published.count, visible.count) {
+            let d = dropped[i], p = published[i], v = visible[i]
+            guard d > 0, p > 0, v > 0 else { continue }
+            let first = p > d ? p - d : 0
+            let second = v > p ? v - p : 0
+            whole.append((first + second, first, second))
+        }
+        first = LatencyPercentiles(whole.map(\.first))
+        second = LatencyPercentiles(whole.map(\.second))
+        let sorted = whole.sorted { $0.total < $1.total }
+        let tail = sorted.suffix(max(1, sorted.count / 100))
+        tailFiles = tail.count
+        if !tail.isEmpty {
+            tailFirstMillis = Double(tail.reduce(0) { $0 + $1.first }) / Double(tail.count) / 1e6
+            tailSecondMillis = Double(tail.reduce(0) { $0 + $1.second }) / Double(tail.count) / 1e6
+        }
+    }
+
+    func report(firstHalf: String, secondHalf: String) -> String {
+        let share = tailFirstMillis + tailSecondMillis > 0 ? tailFirstMillis / (tailFirstMillis + tailSecondMillis) : 0
+        return String(format: "  %@: p50 %.2f ms, p99 %.2f ms\n  %@: p50 %.2f ms, p99 %.2f ms\n"
+                      + "  the slowest 1 %% (%d files): %.2f ms before the stream, %.2f ms after it (%.0f %% before)",
+                      firstHalf, first.p50, first.p99, secondHalf, second.p50, second.p99,
+                      tailFiles, tailFirstMillis, tailSecondMillis, share * 100)
     }
 }
