@@ -317,6 +317,8 @@ import TestTraits
                 break
             } catch {
                 if attempt == 10 { throw error }
+                // why: the retry's backoff: an R3 consumer has no leader for a moment after a
+                // node died, and nothing signals when it has one again.
                 sleep(2)
             }
         }

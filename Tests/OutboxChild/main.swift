@@ -36,6 +36,7 @@ do {
     // The journal was written before this process started: the runner maps it at once.
     let runner = FollowerRunner(follower, commits: CommitFeed(), niceness: 0)
     try runner.start()
+    // why: this process exists to be killed mid-delivery; it does nothing else until then.
     while true { sleep(60) }
 } catch {
     let text = "pushspool-outbox-child: \(error)\n"
