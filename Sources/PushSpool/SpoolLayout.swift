@@ -76,12 +76,10 @@ package struct SpoolLayout: Sendable, Equatable {
         do {
             if created { try fs.fsync(rootfd, subject: root) }
             // The root itself may be new: make its entry in the parent durable too.
-            let parent = Self.parent(of: root)
+            let parent = PathText.parent(of: root)
             try fs.syncDirectory(parent)
         } catch {
             throw SpoolError(error, while: "syncing spool root \(root)")
         }
     }
-
-    static func parent(of path: String) -> String { PathText.parent(of: path) }
 }

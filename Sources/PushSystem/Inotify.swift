@@ -95,9 +95,8 @@ package final class DirectoryChangeWaiter {
     package init(directory: String) throws(SystemError) {
         self.directory = directory
         fd = try Inotify.initialize()
-        let parent = directory.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         do {
-            _ = try Inotify.addWatch(fd, path: parent.isEmpty ? "/" : parent, mask: UInt32(IN_CREATE | IN_MOVED_TO))
+            _ = try Inotify.addWatch(fd, path: PathText.parent(of: directory), mask: UInt32(IN_CREATE | IN_MOVED_TO))
         } catch {
             Posix.close(fd)
             throw error

@@ -19,15 +19,11 @@ final class NatsTap: Sendable {
     private nonisolated(unsafe) let connection: OpaquePointer
     private nonisolated(unsafe) let subscription: OpaquePointer
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    init(url: String, subject: String, onMessage: @escaping @Sendable (UnsafeRawBufferPointer, UInt64) -> Void) throws(Failure) {
+    init(url: String, subject: String, onMessage: @escaping @Sendable (UnsafeRawBufferPointer, UInt64) -> Void) throws(LiveStack.Failure) {
         var connection: OpaquePointer?
         var status = natsConnection_ConnectTo(&connection, url)
         guard status == NATS_OK, let connection else {
-            throw Failure(description: "tap: cannot connect to \(url): \(String(cString: natsStatus_GetText(status)))")
+            throw LiveStack.Failure(description: "tap: cannot connect to \(url): \(String(cString: natsStatus_GetText(status)))")
         }
         let box = Unmanaged.passRetained(Box(onMessage))
         let handler: natsMsgHandler = { _, _, msg, closure in
@@ -43,7 +39,7 @@ final class NatsTap: Sendable {
         guard status == NATS_OK, let subscription else {
             natsConnection_Destroy(connection)
             box.release()
-            throw Failure(description: "tap: cannot subscribe to \(subject): \(String(cString: natsStatus_GetText(status)))")
+            throw LiveStack.Failure(description: "tap: cannot subscribe to \(subject): \(String(cString: natsStatus_GetText(status)))")
         }
         // Lose nothing to the slow-consumer limit while a burst is counted.
         _ = natsSubscription_SetPendingLimits(subscription, -1, -1)
@@ -52,7 +48,7 @@ final class NatsTap: Sendable {
             natsSubscription_Destroy(subscription)
             natsConnection_Destroy(connection)
             box.release()
-            throw Failure(description: "tap: the subscription to \(subject) was not confirmed: \(String(cString: natsStatus_GetText(status)))")
+            throw LiveStack.Failure(description: "tap: the subscription to \(subject) was not confirmed: \(String(cString: natsStatus_GetText(status)))")
         }
         self.connection = connection
         self.subscription = subscription
