@@ -212,9 +212,9 @@ package struct FleetErasureOptions: Sendable {
     /// A consumer created now reads the stream from its start: a notice published while this
     /// host did not listen yet (before an upgrade, while it was being set up) may name records
     /// it holds. A notice of an erasure done here already costs a lookup.
-    package var consumerConfig: WorkConsumerConfig {
-        WorkConsumerConfig(name: consumerName, filterSubject: filterSubject, ackWait: ackWait, maxDeliver: 1_000_000,
-                           maxAckPending: 256, startMillis: 0)
+    package var consumerConfig: PullConsumerConfig {
+        PullConsumerConfig(name: .shared(consumerName), ack: .explicit(wait: ackWait, maxDeliver: 1_000_000, maxPending: 256),
+                           filterSubject: filterSubject)
     }
 }
 
@@ -352,8 +352,8 @@ package final class FleetErasureListener: Follower, Sendable {
 
     /// One fetch and its notices, each acknowledged once handled.
     private func work(_ session: Session, stopRequested: @Sendable () -> Bool) throws(UserDataError) {
-        let consumer: NatsWorkConsumer
-        let fetched: [WorkMessage]
+        let consumer: NatsPullConsumer
+        let fetched: [StreamRecord]
         do throws(ExportError) {
             // The stream is created by the exporter's rules when it does not exist.
             consumer = try session.nats.open(interrupt) { options.consumerConfig }
@@ -366,7 +366,7 @@ package final class FleetErasureListener: Follower, Sendable {
         }
         for message in fetched {
             if stopRequested() {
-                consumer.release(message.streamSeq)
+                do throws(ExportError) { try consumer.release(message.streamSeq) } catch { throw UserDataError(.stream, "\(error)") }
                 continue
             }
             var extended = Posix.monotonicNanos()

@@ -438,6 +438,21 @@ package final class NatsClient {
         return out
     }
 
+    /// The message at `seq` of `stream`; `nil` when the stream does not hold it (never did,
+    /// deleted, or past its retention). Wraps js_GetMsg(3).
+    package func message(_ stream: String, seq: UInt64) throws(ExportError) -> StoredMessage? {
+        var msg: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_GetMsg(&msg, js, stream, seq, nil, &code)
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let msg else {
+            throw ExportError(.stream, "reading \(stream) seq \(seq): \(natsText(status)) (JetStream error \(code.rawValue))",
+                              natsStatus: Int32(bitPattern: status.rawValue))
+        }
+        defer { natsMsg_Destroy(msg) }
+        return Self.stored(msg)
+    }
+
     static func stored(_ msg: OpaquePointer) -> StoredMessage {
         func header(_ key: String) -> String? {
             var value: UnsafePointer<CChar>?

@@ -22,8 +22,8 @@ extension NatsClient {
     }
 }
 
-/// A work-queue worker's connection and its ``NatsWorkConsumer`` (the fleet outbox's, the fleet
-/// erasure's): made on first use, kept while the connection is up, made again after
+/// A work-queue worker's connection and its shared ``NatsPullConsumer`` (the fleet outbox's, the
+/// fleet erasure's): made on first use, kept while the connection is up, made again after
 /// ``close(_:)`` or a lost connection. Unanswered messages of a closed session come back to
 /// some worker after the ack wait.
 ///
@@ -33,7 +33,7 @@ package final class NatsWorkSession {
     private let clientName: String
     private let createsStream: Bool
     package private(set) var client: NatsClient?
-    package private(set) var consumer: NatsWorkConsumer?
+    package private(set) var consumer: NatsPullConsumer?
 
     /// `createsStream`: the stream is made when missing (a listener that may start before any
     /// exporter); otherwise a missing stream fails the open.
@@ -44,20 +44,20 @@ package final class NatsWorkSession {
     }
 
     /// The consumer while its connection is up; `nil` when ``open(_:config:)`` must make one.
-    package var openConsumer: NatsWorkConsumer? {
+    package var openConsumer: NatsPullConsumer? {
         guard let consumer, let client, !client.isClosed else { return nil }
         return consumer
     }
 
     /// The consumer, after connecting (and making the stream) when there is none or the
     /// connection was lost; `config` is asked only when a consumer is made.
-    package func open(_ interrupt: NatsInterrupt, config: () -> WorkConsumerConfig) throws(ExportError) -> NatsWorkConsumer {
+    package func open(_ interrupt: NatsInterrupt, config: () -> PullConsumerConfig) throws(ExportError) -> NatsPullConsumer {
         if let openConsumer { return openConsumer }
         close(interrupt)
         let client = try NatsClient(options, name: clientName, reconnects: false)
         self.client = client
         if createsStream { try client.ensureExportStream(options) }
-        let consumer = try NatsWorkConsumer(client: client, stream: options.stream, config: config())
+        let consumer = try NatsPullConsumer(client: client, stream: options.stream, config: config())
         self.consumer = consumer
         return consumer
     }
@@ -65,8 +65,8 @@ package final class NatsWorkSession {
     /// One fetch of the open consumer; `nil` when `stopRequested` said so first. Only the
     /// fetch may be cut short by `interrupt` (which closes the connection): a stop during the
     /// work after it must leave the connection up to answer what was fetched.
-    package func fetch(_ consumer: NatsWorkConsumer, batch: Int, timeout: Duration, interrupt: NatsInterrupt,
-                       stopRequested: () -> Bool) throws(ExportError) -> [WorkMessage]? {
+    package func fetch(_ consumer: NatsPullConsumer, batch: Int, timeout: Duration, interrupt: NatsInterrupt,
+                       stopRequested: () -> Bool) throws(ExportError) -> [StreamRecord]? {
         client?.arm(interrupt)
         defer { interrupt.disarm() }
         if stopRequested() { return nil }

@@ -39,14 +39,14 @@ extension NatsClient {
         // the scan ends, or by the server a minute after a crash.
         let scan = try NatsPullConsumer(client: self, stream: stream,
                                         config: PullConsumerConfig(name: .unique(prefix: "pushspool-erase-scan-"), ack: .none,
-                                                                   inactiveThreshold: .seconds(60), batch: batch))
+                                                                   inactiveThreshold: .seconds(60)))
         var code = jsErrCode(0)
         var reached = false
         while !reached {
             // The server answers a fetch at once while it has messages; a timeout therefore
             // means none is left below `last` (the rest were deleted meanwhile).
-            let batchMessages = try scan.fetch(timeout: .seconds(5)) { msg in
-                DeliveryPosition(msg).map { (seq: $0.streamSeq, pending: $0.pending, stored: NatsClient.stored(msg)) }
+            let batchMessages = try scan.fetch(batch: batch, timeout: .seconds(5)) { msg, position in
+                (seq: position.streamSeq, pending: position.pending, stored: NatsClient.stored(msg))
             }
             if batchMessages.isEmpty { break }
             for (seq, pending, stored) in batchMessages {

@@ -49,9 +49,9 @@ package struct FleetOutboxOptions: Sendable {
 
     /// The consumer's setup; a consumer created now starts `MaxAgeSec=` back: older events
     /// would only be parked as stale.
-    package func consumerConfig(nowMillis: Int64) -> WorkConsumerConfig {
-        WorkConsumerConfig(name: consumerName, filterSubject: filterSubject, ackWait: ackWait, maxDeliver: maxDeliver,
-                           maxAckPending: 4096, startMillis: nowMillis - outbox.maxAge.clampedMilliseconds)
+    package func consumerConfig(nowMillis: Int64) -> PullConsumerConfig {
+        PullConsumerConfig(name: .shared(consumerName), ack: .explicit(wait: ackWait, maxDeliver: maxDeliver, maxPending: 4096),
+                           start: .time(millis: nowMillis - outbox.maxAge.clampedMilliseconds), filterSubject: filterSubject)
     }
 }
 
@@ -265,7 +265,7 @@ final class FleetWorker {
     /// The connection and the shared consumer.
     let session: NatsWorkSession
     /// Fetched messages not yet worked (an event past the index's applied seq waits here).
-    var queue: [WorkMessage] = []
+    var queue: [StreamRecord] = []
     var status = FleetOutboxStatus()
     /// Told the counts after each change within a step.
     var report: @Sendable (FleetOutboxStatus) -> Void = { _ in }
@@ -332,7 +332,7 @@ final class FleetWorker {
         }
     }
 
-    private func ensureConsumer(_ interrupt: NatsInterrupt) throws(ExportError) -> NatsWorkConsumer {
+    private func ensureConsumer(_ interrupt: NatsInterrupt) throws(ExportError) -> NatsPullConsumer {
         if let consumer = session.openConsumer { return consumer }
         // A lost connection's fetched messages come back after the ack wait: forget them.
         close(interrupt)
@@ -343,7 +343,7 @@ final class FleetWorker {
 
     /// A queued message and, once mapped, its delivery.
     struct Entry {
-        var message: WorkMessage
+        var message: StreamRecord
         var delivery: OutboxDelivery
         /// The message's further deliveries (a Mindbox push open is an NCPushOpen and the
         /// push's click), sent after `delivery` before the message is answered.
@@ -352,7 +352,7 @@ final class FleetWorker {
 
     /// Works the queue in stream order up to the first event the index has not applied yet;
     /// returns whether one waits for the index.
-    func work(applied: UInt64, consumer: NatsWorkConsumer, notices: inout [OutboxNotice],
+    func work(applied: UInt64, consumer: NatsPullConsumer, notices: inout [OutboxNotice],
               stopRequested: @Sendable () -> Bool) throws(ExportError) -> Bool {
         var entries: [Entry] = []
         var waiting = false
@@ -415,7 +415,7 @@ final class FleetWorker {
     /// The queue's head is past what the index applied: keep what is held from going to
     /// another node meanwhile, but not longer than an ack wait — an index that does not move
     /// should not hold the fleet's events — then hand the queue back for any node to take.
-    func waitForIndex(_ consumer: NatsWorkConsumer) throws(ExportError) {
+    func waitForIndex(_ consumer: NatsPullConsumer) throws(ExportError) {
         let now = Posix.monotonicNanos()
         let since = waitingSince ?? now
         waitingSince = since
@@ -450,7 +450,7 @@ final class FleetWorker {
 }
 
 /// What the fleet outbox asks of the work queue for the messages it holds: answered by the
-/// ``PushExport/NatsWorkConsumer`` in pushspool-inbox, by a recording stand-in in tests.
+/// ``PushExport/NatsPullConsumer`` in pushspool-inbox, by a recording stand-in in tests.
 protocol HeldMessages: AnyObject {
     /// Done: the server forgets it (waits for the server's confirmation).
     func acknowledge(_ seq: UInt64) throws(ExportError)
@@ -459,12 +459,12 @@ protocol HeldMessages: AnyObject {
     /// Still working on it: its ack wait starts again.
     func extend(_ seq: UInt64) throws(ExportError)
     /// Let go unanswered: handed out again after the ack wait.
-    func release(_ seq: UInt64)
+    func release(_ seq: UInt64) throws(ExportError)
     /// Fetched and not yet answered.
     var heldSeqs: [UInt64] { get }
 }
 
-extension NatsWorkConsumer: HeldMessages {}
+extension NatsPullConsumer: HeldMessages {}
 
 /// The fleet outbox as the engine's source: the messages of one fetch, each an item with all
 /// its deliveries. Held back = handed back to the stream with the delay, for any node.
@@ -534,8 +534,10 @@ struct StreamLedger: DeliveryLedger {
                 wrote = true
             } catch {
                 // Not acknowledged: it comes back after the ack wait rather than being lost.
+                // (Releasing throws only on a consumer that does not answer each message, and
+                // the outbox's does.)
                 worker.status.lastError = error.description
-                consumer.release(entries[at].message.streamSeq)
+                try? consumer.release(entries[at].message.streamSeq)
                 entries.remove(at: at)
             }
         }

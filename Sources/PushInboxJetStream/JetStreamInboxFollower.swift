@@ -8,7 +8,7 @@ import PushErasure
 
 /// Why the index cannot be built from the stream. `Sendable` value; `description` says
 /// what happened and what to do.
-package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
+package struct JetStreamInboxError: Error, Sendable, CustomStringConvertible {
     package enum Kind: Sendable {
         /// The stream no longer holds the records the index needs next: its first seq is
         /// `firstSeq`, the index applied up to `appliedSeq` (retention or a purge passed it).
@@ -84,7 +84,7 @@ package struct InboxStreamError: Error, Sendable, CustomStringConvertible {
 
 /// What the stream follower needs: the `[Export]` connection, the index, its own consumer.
 /// `Sendable` value.
-package struct StreamInboxOptions: Sendable {
+package struct JetStreamInboxOptions: Sendable {
     /// URLs, credentials, TLS files and `Stream=` (``ExportOptions``, from `[Export]`).
     package var export: ExportOptions
     package var indexPath: String
@@ -147,12 +147,12 @@ package enum StreamApplyEvent: Sendable {
     /// past it): what the owner holds in memory of an ``NodeErasure/Outcome/erased(subject:status:)``
     /// subject must go too; an unmatched one is logged.
     case erasure(erasureID: String, streamSeq: UInt64, outcome: NodeErasure.Outcome)
-    /// The stream is not the one the index was built from (`reason`, a ``InboxStreamError``
+    /// The stream is not the one the index was built from (`reason`, a ``JetStreamInboxError``
     /// of kind `.replaced`); the index, at `appliedSeq`, is being rebuilt from the new stream.
-    case streamReplaced(InboxStreamError, appliedSeq: UInt64)
+    case streamReplaced(JetStreamInboxError, appliedSeq: UInt64)
     /// The index was rebuilt from the new stream (after ``streamReplaced(_:appliedSeq:)``),
     /// up to `appliedSeq`, `items` items; or the rebuild failed (`failure`, retried).
-    case rebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?)
+    case rebuilt(appliedSeq: UInt64, items: Int64, failure: JetStreamInboxError?)
 }
 
 /// How a stream follower stands, for a readiness answer, `/metrics` and STATUS=. `Sendable` value.
@@ -188,14 +188,14 @@ package struct StreamFollowerHealth: Sendable, Equatable {
 /// redelivery at or below it is skipped by ``InboxIndex/apply(_:)``.
 ///
 /// Before it creates the consumer it checks that the stream still starts at or before the
-/// stored seq + 1; when it does not (``InboxStreamError/isGap``) it reports through
+/// stored seq + 1; when it does not (``JetStreamInboxError/isGap``) it reports through
 /// `refused` and stops applying: the owner exits (78) and an operator rebuilds.
 ///
 /// `Sendable`: the connection, consumer and index live behind one lock (the runner's thread
 /// uses them); the status behind another.
 package final class JetStreamInboxFollower: Follower, Sendable {
-    package let options: StreamInboxOptions
-    private let refused: @Sendable (InboxStreamError) -> Void
+    package let options: JetStreamInboxOptions
+    private let refused: @Sendable (JetStreamInboxError) -> Void
     private let observer: @Sendable (StreamApplyEvent) -> Void
     private let interrupt = NatsInterrupt()
 
@@ -206,7 +206,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         /// The stream seq the consumer delivers next (the index's applied seq + 1 when made).
         var consumerNext: UInt64 = 0
         var generation: UInt64 = 0
-        /// The connection answers on ``StreamInboxOptions/presenceSubject`` (claimed once per connection).
+        /// The connection answers on ``JetStreamInboxOptions/presenceSubject`` (claimed once per connection).
         var claimed = false
     }
 
@@ -214,7 +214,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         var appliedSeq: UInt64 = 0
         var streamLastSeq: UInt64 = 0
         var connected = false
-        var refusal: InboxStreamError?
+        var refusal: JetStreamInboxError?
         var rebuilding = false
         var streamReplacements: UInt64 = 0
     }
@@ -226,8 +226,8 @@ package final class JetStreamInboxFollower: Follower, Sendable {
     /// `refused`: called once, on the runner's thread, when the stream no longer holds what
     /// the index needs. `observer`: told where the index starts (here, first) and of every
     /// committed batch.
-    package init(options: StreamInboxOptions, refused: @escaping @Sendable (InboxStreamError) -> Void = { _ in },
-                 observer: @escaping @Sendable (StreamApplyEvent) -> Void = { _ in }) throws(InboxStreamError) {
+    package init(options: JetStreamInboxOptions, refused: @escaping @Sendable (JetStreamInboxError) -> Void = { _ in },
+                 observer: @escaping @Sendable (StreamApplyEvent) -> Void = { _ in }) throws(JetStreamInboxError) {
         self.options = options
         self.refused = refused
         self.observer = observer
@@ -237,7 +237,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         do throws(InboxError) {
             applied = try Self.openIndex(handle).appliedSeq()
         } catch {
-            throw InboxStreamError(.index(error), stream: options.export.stream)
+            throw JetStreamInboxError(.index(error), stream: options.export.stream)
         }
         session = Locked(Session(handle: handle))
         control.withLock { $0.appliedSeq = applied }
@@ -277,9 +277,9 @@ package final class JetStreamInboxFollower: Follower, Sendable {
     /// keeps trying).
     /// A stream found replaced is not rebuilt here but by the runner's first step (the
     /// rebuild may take long; the node serves meanwhile).
-    package func prepare() throws(InboxStreamError) {
-        do throws(InboxStreamError) {
-            try session.withLock { session throws(InboxStreamError) in
+    package func prepare() throws(JetStreamInboxError) {
+        do throws(JetStreamInboxError) {
+            try session.withLock { session throws(JetStreamInboxError) in
                 _ = try ensureConsumer(&session, rebuild: false)
             }
         } catch {
@@ -321,8 +321,8 @@ package final class JetStreamInboxFollower: Follower, Sendable {
 
     package func step(_ context: FollowerContext) throws(FollowerError) -> FollowerNext {
         if control.withLock({ $0.refusal != nil }) || context.stopRequested() { return .wake(atMost: nil) }
-        do throws(InboxStreamError) {
-            return try session.withLock { session throws(InboxStreamError) -> FollowerNext in
+        do throws(JetStreamInboxError) {
+            return try session.withLock { session throws(JetStreamInboxError) -> FollowerNext in
                 try step(&session, context)
             }
         } catch {
@@ -335,7 +335,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         }
     }
 
-    private func step(_ session: inout Session, _ context: FollowerContext) throws(InboxStreamError) -> FollowerNext {
+    private func step(_ session: inout Session, _ context: FollowerContext) throws(JetStreamInboxError) -> FollowerNext {
         let stream = options.export.stream
         let (index, consumer) = try ensureConsumer(&session, rebuild: true)
         // What fell due (expiries, snoozes' ends) is applied now, and the fetch waits no
@@ -347,17 +347,17 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             if let due = try index.dueSleep(now: now) { wait = max(min(wait, due), .milliseconds(1)) }
         } catch {
             if error.isCorrupt || error.isStale { session.handle.close() }
-            throw InboxStreamError(.index(error), stream: stream)
+            throw JetStreamInboxError(.index(error), stream: stream)
         }
         let records: [StreamRecord]
         do throws(ExportError) {
-            records = try consumer.fetch(timeout: wait)
+            records = try consumer.fetch(batch: options.batchSize, timeout: wait)
         } catch {
             // Start over with a fresh consumer (and connection, when it is gone).
             session.consumer = nil
             if session.client?.isClosed ?? true { dropClient(&session) }
             if context.stopRequested() { return .wake(atMost: nil) }
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw JetStreamInboxError(.nats(error), stream: stream)
         }
         guard let first = records.first else { return .again }
         if first.streamSeq < session.consumerNext {
@@ -380,7 +380,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         }
         let before = session.consumerNext - min(session.consumerNext, 1)
         var applied = before
-        func commit(_ chunk: ArraySlice<FollowedRecord>) throws(InboxStreamError) {
+        func commit(_ chunk: ArraySlice<FollowedRecord>) throws(JetStreamInboxError) {
             guard !chunk.isEmpty else { return }
             do throws(InboxError) {
                 try index.apply(Array(chunk))
@@ -388,7 +388,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             } catch {
                 session.consumer = nil  // what was fetched comes again from the stored seq
                 if error.isCorrupt || error.isStale { session.handle.close() }
-                throw InboxStreamError(.index(error), stream: stream)
+                throw JetStreamInboxError(.index(error), stream: stream)
             }
             // Redelivered records (at or below what was applied) changed nothing: not reported.
             observer(.applied(chunk.filter { $0.seq > before }, appliedSeq: applied))
@@ -410,7 +410,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
                                                 subjectHash: announced.subject, streamSeq: record.streamSeq)
                 } catch {
                     session.consumer = nil  // the record comes again from the stored seq
-                    throw InboxStreamError(.erasure(error), stream: stream)
+                    throw JetStreamInboxError(.erasure(error), stream: stream)
                 }
                 observer(.erasure(erasureID: announced.erasureID, streamSeq: record.streamSeq, outcome: outcome))
                 options.erasureHook("erasure-applied")
@@ -420,7 +420,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         // After the commit: a lost ack only costs a redelivery that apply skips.
         do throws(ExportError) { try consumer.acknowledgeFetched() } catch {
             session.consumer = nil
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw JetStreamInboxError(.nats(error), stream: stream)
         }
         session.consumerNext = applied + 1
         control.withLock { c in
@@ -444,7 +444,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
     /// `.replaced`) and that its first seq is not past the index, and (re)creates the
     /// consumer when there is none or the index file was replaced (`nc reindex
     /// --from-stream`) or moved on without it.
-    private func ensureConsumer(_ session: inout Session, rebuild: Bool) throws(InboxStreamError) -> (InboxIndex, NatsPullConsumer) {
+    private func ensureConsumer(_ session: inout Session, rebuild: Bool) throws(JetStreamInboxError) -> (InboxIndex, NatsPullConsumer) {
         let stream = options.export.stream
         var index: InboxIndex
         var applied: UInt64
@@ -454,7 +454,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             applied = try index.appliedSeq()
         } catch {
             session.handle.close()
-            throw InboxStreamError(.index(error), stream: stream)
+            throw JetStreamInboxError(.index(error), stream: stream)
         }
         control.withLock { $0.appliedSeq = applied }
         if let consumer = session.consumer, session.generation == session.handle.generation, session.consumerNext == applied + 1 {
@@ -472,10 +472,10 @@ package final class JetStreamInboxFollower: Follower, Sendable {
                 session.client = client
                 session.claimed = false
             } catch {
-                throw InboxStreamError(.nats(error), stream: stream)
+                throw JetStreamInboxError(.nats(error), stream: stream)
             }
         }
-        guard let client = session.client else { throw InboxStreamError(.nats(ExportError(.connect, "not connected")), stream: stream) }
+        guard let client = session.client else { throw JetStreamInboxError(.nats(ExportError(.connect, "not connected")), stream: stream) }
         if !session.claimed {
             // Another live node with this host id would share the durable consumer below, each
             // of the two silently seeing part of the stream: refused before it is touched.
@@ -486,13 +486,13 @@ package final class JetStreamInboxFollower: Follower, Sendable {
                 claim = try client.claimName(subject: options.presenceSubject, answer: answer, wait: options.presenceWait)
             } catch {
                 if client.isClosed { dropClient(&session) }
-                throw InboxStreamError(.nats(error), stream: stream)
+                throw JetStreamInboxError(.nats(error), stream: stream)
             }
             switch claim {
             case .claimed: session.claimed = true
             case .taken(let other):
                 dropClient(&session)
-                throw InboxStreamError(.hostIdInUse(hostId: hostId, other: other), stream: stream)
+                throw JetStreamInboxError(.hostIdInUse(hostId: hostId, other: other), stream: stream)
             }
         }
         control.withLock { $0.connected = true }
@@ -502,17 +502,17 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             control.withLock { $0.streamLastSeq = info.lastSeq }
         } catch {
             if client.isClosed { dropClient(&session) }
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw JetStreamInboxError(.nats(error), stream: stream)
         }
         do throws(InboxError) { recorded = try index.streamCreated() } catch {
             session.handle.close()
-            throw InboxStreamError(.index(error), stream: stream)
+            throw JetStreamInboxError(.index(error), stream: stream)
         }
         // Another stream under the same name: its seqs number other messages, and those up to
         // the index's seq would pass as applied. Without a recorded identity (an index from
         // before it was kept), an index past the stream's last seq tells the same.
         if recorded != info.createdNanos, recorded != nil || applied > info.lastSeq {
-            let replaced = InboxStreamError(.replaced(indexCreated: recorded, streamCreated: info.createdNanos), stream: stream)
+            let replaced = JetStreamInboxError(.replaced(indexCreated: recorded, streamCreated: info.createdNanos), stream: stream)
             guard rebuild else { throw replaced }
             control.withLock {
                 $0.rebuilding = true
@@ -520,7 +520,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             }
             observer(.streamReplaced(replaced, appliedSeq: applied))
             let result: (appliedSeq: UInt64, items: Int64)
-            do throws(InboxStreamError) {
+            do throws(JetStreamInboxError) {
                 result = try Self.rebuild(options: options, client: client)
             } catch {
                 observer(.rebuilt(appliedSeq: applied, items: 0, failure: error))
@@ -533,7 +533,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
                 recorded = try index.streamCreated()
             } catch {
                 session.handle.close()
-                throw InboxStreamError(.index(error), stream: stream)
+                throw JetStreamInboxError(.index(error), stream: stream)
             }
             control.withLock {
                 $0.rebuilding = false
@@ -545,17 +545,17 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             // the consumer below fails then, and the next step compares again).
             do throws(ExportError) { info = try client.streamInfo(stream) } catch {
                 if client.isClosed { dropClient(&session) }
-                throw InboxStreamError(.nats(error), stream: stream)
+                throw JetStreamInboxError(.nats(error), stream: stream)
             }
         }
         if recorded == nil {
             do throws(InboxError) { try index.setStreamCreated(info.createdNanos) } catch {
                 session.handle.close()
-                throw InboxStreamError(.index(error), stream: stream)
+                throw JetStreamInboxError(.index(error), stream: stream)
             }
         }
         if info.firstSeq > applied + 1 {
-            throw InboxStreamError(.gap(appliedSeq: applied, firstSeq: info.firstSeq), stream: stream)
+            throw JetStreamInboxError(.gap(appliedSeq: applied, firstSeq: info.firstSeq), stream: stream)
         }
         do throws(ExportError) {
             let consumer = try NatsPullConsumer(client: client, stream: stream,
@@ -566,7 +566,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
             return (index, consumer)
         } catch {
             if client.isClosed { dropClient(&session) }
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw JetStreamInboxError(.nats(error), stream: stream)
         }
     }
 
@@ -577,7 +577,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private func checkStreamStillHolds(appliedSeq: UInt64, session: inout Session) throws(InboxStreamError) {
+    private func checkStreamStillHolds(appliedSeq: UInt64, session: inout Session) throws(JetStreamInboxError) {
         let stream = options.export.stream
         guard let client = session.client else { return }
         let bounds: (firstSeq: UInt64, lastSeq: UInt64, messages: UInt64)
@@ -586,12 +586,12 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         } catch {
             session.consumer = nil
             if client.isClosed { dropClient(&session) }
-            throw InboxStreamError(.nats(error), stream: stream)
+            throw JetStreamInboxError(.nats(error), stream: stream)
         }
         control.withLock { $0.streamLastSeq = max($0.streamLastSeq, bounds.lastSeq) }
         if bounds.firstSeq > appliedSeq + 1 {
             session.consumer = nil
-            throw InboxStreamError(.gap(appliedSeq: appliedSeq, firstSeq: bounds.firstSeq), stream: stream)
+            throw JetStreamInboxError(.gap(appliedSeq: appliedSeq, firstSeq: bounds.firstSeq), stream: stream)
         }
     }
 
@@ -602,14 +602,14 @@ package final class JetStreamInboxFollower: Follower, Sendable {
     /// old one; a running follower notices the new file and goes on from its seq. Records the
     /// stream no longer holds are taken as accounted for (``InboxIndex/startAfter(_:)``).
     /// Uses a consumer of its own (`<consumerName>-rebuild`), deleted at the end.
-    package static func rebuild(options: StreamInboxOptions, patience: Duration = .seconds(30),
-                                progress: (UInt64) -> Void = { _ in }) throws(InboxStreamError) -> (appliedSeq: UInt64, items: Int64) {
+    package static func rebuild(options: JetStreamInboxOptions, patience: Duration = .seconds(30),
+                                progress: (UInt64) -> Void = { _ in }) throws(JetStreamInboxError) -> (appliedSeq: UInt64, items: Int64) {
         let e = options.export
         let client: NatsClient
         do throws(ExportError) {
             client = try NatsClient(e, name: "pushspoolctl")
         } catch {
-            throw InboxStreamError(.nats(error), stream: e.stream)
+            throw JetStreamInboxError(.nats(error), stream: e.stream)
         }
         defer { client.close() }
         return try rebuild(options: options, client: client, patience: patience, progress: progress)
@@ -617,8 +617,8 @@ package final class JetStreamInboxFollower: Follower, Sendable {
 
     /// ``rebuild(options:patience:progress:)`` on a connection the caller owns (a follower
     /// that found its stream replaced rebuilds on its own).
-    static func rebuild(options: StreamInboxOptions, client: NatsClient, patience: Duration = .seconds(30),
-                        progress: (UInt64) -> Void = { _ in }) throws(InboxStreamError) -> (appliedSeq: UInt64, items: Int64) {
+    static func rebuild(options: JetStreamInboxOptions, client: NatsClient, patience: Duration = .seconds(30),
+                        progress: (UInt64) -> Void = { _ in }) throws(JetStreamInboxError) -> (appliedSeq: UInt64, items: Int64) {
         let stream = options.export.stream
         var natsFailure: ExportError?
         do throws(InboxError) {
@@ -632,8 +632,8 @@ package final class JetStreamInboxFollower: Follower, Sendable {
                 }
             }
         } catch {
-            if let natsFailure { throw InboxStreamError(.nats(natsFailure), stream: stream) }
-            throw InboxStreamError(.index(error), stream: stream)
+            if let natsFailure { throw JetStreamInboxError(.nats(natsFailure), stream: stream) }
+            throw JetStreamInboxError(.index(error), stream: stream)
         }
     }
 
@@ -641,7 +641,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
     /// stream may still hold messages of a subject erased since (until every ingest host has
     /// erased its copies), and a rebuild must not bring them back. As the follower does: what
     /// came before an erasure record is committed, then erased, then the record applied.
-    private static func applyRebuilding(_ index: InboxIndex, _ records: [StreamRecord], options: StreamInboxOptions) throws {
+    private static func applyRebuilding(_ index: InboxIndex, _ records: [StreamRecord], options: JetStreamInboxOptions) throws {
         let journalRecords = records.map {
             FollowedRecord(JournalRecord(seq: $0.streamSeq, ingestMillis: $0.ingestMillis, key: "", body: $0.body, segment: "", offset: 0))
         }
@@ -663,12 +663,11 @@ package final class JetStreamInboxFollower: Follower, Sendable {
 
     /// The follower's and the rebuild's consumer: its own, acknowledged a batch at a time once
     /// the batch is in the index, with room for two batches out.
-    private static func consumerConfig(_ name: String, startSeq: UInt64, options: StreamInboxOptions) -> PullConsumerConfig {
-        PullConsumerConfig(name: .durable(name), ack: .all(maxPending: max(options.batchSize * 2, 1000)), startSeq: startSeq,
-                           batch: options.batchSize)
+    private static func consumerConfig(_ name: String, startSeq: UInt64, options: JetStreamInboxOptions) -> PullConsumerConfig {
+        PullConsumerConfig(name: .durable(name), ack: .all(maxPending: max(options.batchSize * 2, 1000)), start: .seq(startSeq))
     }
 
-    private static func fill(_ index: InboxIndex, client: NatsClient, options: StreamInboxOptions, patience: Duration,
+    private static func fill(_ index: InboxIndex, client: NatsClient, options: JetStreamInboxOptions, patience: Duration,
                              progress: (UInt64) -> Void) throws(ExportError) {
         let stream = options.export.stream
         let bounds = try client.streamInfo(stream)
@@ -690,7 +689,7 @@ package final class JetStreamInboxFollower: Follower, Sendable {
         // Up to the last seq the stream had when the rebuild began; what comes later the
         // follower applies. A deleted message leaves a hole below it: the quiet limit ends that.
         while applied < bounds.lastSeq {
-            let records = try consumer.fetch(timeout: .seconds(2))
+            let records = try consumer.fetch(batch: options.batchSize, timeout: .seconds(2))
             if records.isEmpty {
                 let now = Posix.monotonicNanos()
                 if now &- quietSince >= patience.clampedUInt64Nanoseconds { break }

@@ -361,9 +361,9 @@ package enum InboxServerMain {
     static func startStreamFollower(configuration: Configuration, instance: String?, indexPath: String, hub: EventHub,
                                     changed: CallbackSlot<Void>) -> StreamStart {
         let credentials = getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) }
-        var options: StreamInboxOptions
+        var options: JetStreamInboxOptions
         do throws(ExportError) {
-            options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: instance,
+            options = try JetStreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: instance,
                                              credentialsDirectory: credentials)
         } catch {
             err("pushspool-inbox: [Inbox] Source=nats: \(error)\n")

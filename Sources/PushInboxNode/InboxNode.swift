@@ -37,12 +37,12 @@ package final class InboxNode: Sendable {
     /// status. `Sendable` value.
     package enum StartError: Error, Sendable {
         /// The follower could not be made (its index or state).
-        case follower(InboxStreamError)
+        case follower(JetStreamInboxError)
         /// The publisher refused its options (`[Export] Subject=`).
         case publisher(ExportError)
         /// The stream no longer holds what the index needs, or another node uses this host id
         /// (already said on stderr and in the journal).
-        case refused(InboxStreamError)
+        case refused(JetStreamInboxError)
         /// The fleet outbox's options (key files, URLs) or its state.
         case fleetOutbox(OutboxError)
     }
@@ -65,7 +65,7 @@ package final class InboxNode: Sendable {
     /// only delays the index), the publisher (connecting on its own thread once its service
     /// starts) and, when `outbox` is given, the fleet outbox with the options it returns (key
     /// files loaded). Nothing runs until the services start.
-    package init(options: StreamInboxOptions, outbox: (() throws(OutboxError) -> OutboxOptions)?, fleetOutboxDirectory: String,
+    package init(options: JetStreamInboxOptions, outbox: (() throws(OutboxError) -> OutboxOptions)?, fleetOutboxDirectory: String,
                  hooks: Hooks) throws(StartError) {
         let events = EventLog(identifier: "pushspool-inbox")
         let streamName = options.export.stream
@@ -75,7 +75,7 @@ package final class InboxNode: Sendable {
         let erased = ErasedSubjects()
         // A refusal after the start ends the followers' service (made last).
         let service = Locked<InboxNodeFollowers?>(nil)
-        do throws(InboxStreamError) {
+        do throws(JetStreamInboxError) {
             follower = try JetStreamInboxFollower(options: options, refused: { error in
                 // On stderr once the group has stopped, as the failure that stopped it.
                 Self.refusalEvent(error, events: events)
@@ -106,7 +106,7 @@ package final class InboxNode: Sendable {
             throw .publisher(error)
         }
         publishing = EventPublisherService(publisher)
-        do throws(InboxStreamError) {
+        do throws(JetStreamInboxError) {
             try follower.prepare()
         } catch where error.refusesStart {
             Self.refusedStart(error, events: events)
@@ -139,13 +139,13 @@ package final class InboxNode: Sendable {
 
     /// A refusal of the stream follower at start (gap, host id in use): on stderr, and a host
     /// id in use as a journald event too.
-    static func refusedStart(_ error: InboxStreamError, events: EventLog) {
+    static func refusedStart(_ error: JetStreamInboxError, events: EventLog) {
         err("pushspool-inbox: \(error)\n")
         refusalEvent(error, events: events)
     }
 
     /// A host id in use, as a journald event.
-    static func refusalEvent(_ error: InboxStreamError, events: EventLog) {
+    static func refusalEvent(_ error: JetStreamInboxError, events: EventLog) {
         if case .hostIdInUse(let hostId, let other) = error.kind {
             events.log(.inboxHostIdInUse, "another inbox node uses this host id: set [Export] HostId= per node",
                        fields: [("HOST_ID", hostId), ("OTHER_NODE", other), (EventField.reasonCode, error.shortDescription)])
@@ -154,7 +154,7 @@ package final class InboxNode: Sendable {
 
     /// The stream is not the one the index was built from: said on stderr and as a journald
     /// event before the follower rebuilds.
-    static func streamReplaced(_ reason: InboxStreamError, appliedSeq: UInt64, events: EventLog) {
+    static func streamReplaced(_ reason: JetStreamInboxError, appliedSeq: UInt64, events: EventLog) {
         err("pushspool-inbox: \(reason)\n")
         var fields: [(String, String)] = [("INBOX_APPLIED_SEQ", String(appliedSeq)), (EventField.reasonCode, "rebuilding")]
         if case .replaced(let indexCreated, let streamCreated) = reason.kind {
@@ -164,7 +164,7 @@ package final class InboxNode: Sendable {
     }
 
     /// The end of the rebuild after a replaced stream.
-    static func indexRebuilt(appliedSeq: UInt64, items: Int64, failure: InboxStreamError?, stream: String, events: EventLog) {
+    static func indexRebuilt(appliedSeq: UInt64, items: Int64, failure: JetStreamInboxError?, stream: String, events: EventLog) {
         if let failure {
             err("pushspool-inbox: rebuilding the inbox index from stream \(stream) failed (retried): \(failure)\n")
             events.log(.inboxStreamReplaced, "export stream replaced: rebuilding the inbox index failed, retried",
@@ -245,13 +245,13 @@ package final class InboxNodeFollowers: Service, Sendable {
     package func stop(deadline: UInt64) -> Bool { group.stop(deadline: deadline) }
 
     /// The stream follower refused the stream (on its runner's thread): the service ends.
-    package func refused(_ error: InboxStreamError) {
+    package func refused(_ error: JetStreamInboxError) {
         ending.withLock { $0 }?.failed(Self.failure(error))
     }
 
     /// A refusal as the service's failure: the host's configuration or state, not a fault a
     /// restart clears (an operator rebuilds the index, or sets `[Export] HostId=`).
-    package static func failure(_ error: InboxStreamError) -> ServiceError {
+    package static func failure(_ error: JetStreamInboxError) -> ServiceError {
         ServiceError(service: "inbox-stream", message: "\(error)", kind: .configuration)
     }
 }

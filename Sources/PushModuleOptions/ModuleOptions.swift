@@ -66,7 +66,7 @@ package extension Configuration {
     }
 }
 
-extension StreamInboxOptions {
+extension JetStreamInboxOptions {
     /// `[Inbox] Source=nats` as the follower takes it: `[Export]`'s connection
     /// (``ExportOptions/init(settings:stateDirectory:instance:credentialsDirectory:)``),
     /// `[Inbox] ListModals=`, the `[Feed NAME]` sections and the consumer named after the resolved host id. The one

@@ -125,13 +125,13 @@ package enum NcQueryCommands {
 
     /// `nc reindex --from-stream`: the index rebuilt from what the `[Export]` stream holds.
     static func reindexFromStream(configuration: Configuration, indexPath: String, context: CtlContext) -> Int32 {
-        do throws(InboxStreamError) {
-            let options: StreamInboxOptions
+        do throws(JetStreamInboxError) {
+            let options: JetStreamInboxOptions
             do throws(ExportError) {
-                options = try StreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: context.globals.instance,
+                options = try JetStreamInboxOptions(configuration: configuration, indexPath: indexPath, instance: context.globals.instance,
                                                  credentialsDirectory: getenv("CREDENTIALS_DIRECTORY").map { String(cString: $0) })
             } catch {
-                throw InboxStreamError(.nats(error), stream: configuration.export.stream)
+                throw JetStreamInboxError(.nats(error), stream: configuration.export.stream)
             }
             let result = try JetStreamInboxFollower.rebuild(options: options)
             context.out("rebuilt \(indexPath) from stream \(options.export.stream): \(result.items) items, stream seq \(result.appliedSeq)\n")

@@ -7,7 +7,7 @@ import PushSystem
 /// [--idle-sec N] [--attempts N]`
 ///
 /// Not a benchmark: the reading side of scripts/systemd-integration/instances-live.sh. Reads
-/// `S` through the durable pull consumer `D` — a `NatsWorkConsumer`, created on first use and
+/// `S` through the durable pull consumer `D` — a shared `NatsPullConsumer`, created on first use and
 /// bound as it stands afterwards, so a second run gets only what no run acknowledged —
 /// acknowledging each message, until a fetch stays empty for `--idle-sec`; prints one
 /// `Nats-Msg-Id` per line, in delivery order, so the caller can count each id. Lives here
@@ -60,9 +60,9 @@ func runNatsConsume(arguments: [String]) {
             let client = try NatsClient(urls: urls, name: "pushspool-bench-consumer")
             defer { client.close() }
             // The limits a consumer made by a plain pull subscription would have had.
-            let config = WorkConsumerConfig(name: durable, filterSubject: subject, ackWait: .seconds(30), maxDeliver: 1_000,
-                                            maxAckPending: 1_000, startMillis: 0)
-            let consumer = try NatsWorkConsumer(client: client, stream: stream, config: config)
+            let config = PullConsumerConfig(name: .shared(durable), ack: .explicit(wait: .seconds(30), maxDeliver: 1_000, maxPending: 1_000),
+                                            filterSubject: subject)
+            let consumer = try NatsPullConsumer(client: client, stream: stream, config: config)
             let patienceEnd = Posix.monotonicNanos() &+ Duration.seconds(60).clampedUInt64Nanoseconds
             var text = ""
             var count = 0

@@ -296,11 +296,11 @@ import TestTraits
         // Creating an R3 consumer needs the cluster's meta leader, which may still be moving
         // after the kill: retry like any client would. The durable remembers what was
         // acknowledged, so a retry reads on where the last attempt stopped.
-        var consumed: [WorkMessage] = []
+        var consumed: [StreamRecord] = []
         for attempt in 1...10 {
             do {
-                let consumer = try NatsWorkConsumer(client: client, stream: "CLUSTER", config: WorkConsumerConfig(
-                    name: "it-reader", filterSubject: "pushspool.*.*", ackWait: .seconds(30), maxDeliver: 1_000, maxAckPending: 1_000, startMillis: 0))
+                let consumer = try NatsPullConsumer(client: client, stream: "CLUSTER", config: PullConsumerConfig(
+                    name: .shared("it-reader"), ack: .explicit(wait: .seconds(30), maxDeliver: 1_000, maxPending: 1_000), filterSubject: "pushspool.*.*"))
                 func read() throws -> Int {
                     let messages = try consumer.fetch(batch: 256, timeout: .seconds(2))
                     for message in messages { try consumer.acknowledge(message.streamSeq) }

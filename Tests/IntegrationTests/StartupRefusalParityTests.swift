@@ -236,7 +236,7 @@ import PushConfig
                 "load", "check",
                 "ErasureSecret.provision",
                 // The host id: /etc/machine-id unreadable ([Export] HostId= itself is checked at load).
-                "StreamInboxOptions",
+                "JetStreamInboxOptions",
                 // The stream no longer holds what the index needs: at start, and later.
                 "follower refused (gap, later)", "follower.prepare (gap)",
                 // [Export] Subject= (checked at load) and the fleet outbox's key files and URLs

@@ -81,7 +81,7 @@ import TestSupport
         let followers = InboxNodeFollowers(FollowerGroup([], commits: CommitFeed()))
         let http = Part("http", log: log), hub = Part("event hub", log: log), status = Part("status", log: log)
         let group = InboxServerMain.serviceGroup(node: [followers], http: http, hub: hub, status: status, watchSignals: false)
-        let refusal = InboxStreamError(.gap(appliedSeq: 20, firstSeq: 30), stream: "PUSHSPOOL")
+        let refusal = JetStreamInboxError(.gap(appliedSeq: 20, firstSeq: 30), stream: "PUSHSPOOL")
         let stopped = Self.run(group) { followers.refused(refusal) }
         guard case .serviceFailed(let name, let error) = stopped.reason else {
             Issue.record("stopped by \(stopped.reason), not by the followers' failure")

@@ -60,7 +60,7 @@ import Testing
     }
 
     static func entry(_ seq: UInt64, _ deliveries: [OutboxDelivery]) -> FleetWorker.Entry {
-        FleetWorker.Entry(message: WorkMessage(streamSeq: seq, deliveries: 1, journalSeq: nil, ingestMillis: now, body: []),
+        FleetWorker.Entry(message: StreamRecord(streamSeq: seq, deliveries: 1, journalSeq: nil, ingestMillis: now, body: []),
                           delivery: deliveries[0], rest: Array(deliveries.dropFirst()))
     }
 

@@ -20,7 +20,7 @@
 #    keeps them apart); once export is under way, N more are dropped and, while they flow, the
 #    node holding most daemon connections is SIGKILLed; the daemons fail over to the other two
 #    and every instance's `export status --json` must reach lag 0.
-# 4. A durable pull consumer (`pushspool-bench nats-consume`, a NatsWorkConsumer)
+# 4. A durable pull consumer (`pushspool-bench nats-consume`, a shared NatsPullConsumer)
 #    reads the stream from the surviving nodes: every id of all three journals exactly once,
 #    nothing else; the same durable read again gets nothing (acks are remembered).
 # 5. Units stop with Result=success; cleanup (traps) stops the units, kills the servers by pid

@@ -6,7 +6,7 @@ import PushModuleOptions
 
 /// pushspool-inbox (`[Inbox] Source=nats`) and `pushspoolctl nc reindex --from-stream` build
 /// the stream follower's options with one initializer from the configuration.
-@Suite struct StreamInboxOptionsTests {
+@Suite struct JetStreamInboxOptionsTests {
     @Test func builtFromExportAndInboxSettings() throws {
         var configuration = Configuration()
         configuration.journal.stateDirectory = "/srv/pushspool"
@@ -14,7 +14,7 @@ import PushModuleOptions
         configuration.export.stream = "FLEET"
         configuration.export.urls = ["nats://10.0.0.1:4222"]
         configuration.inbox.listModals = true
-        let options = try StreamInboxOptions(configuration: configuration, indexPath: "/srv/pushspool/inbox/index.sqlite",
+        let options = try JetStreamInboxOptions(configuration: configuration, indexPath: "/srv/pushspool/inbox/index.sqlite",
                                              instance: nil, credentialsDirectory: nil)
         #expect(options.export == ExportOptions(settings: configuration.export, stateDirectory: "/srv/pushspool", instance: nil))
         #expect(options.indexPath == "/srv/pushspool/inbox/index.sqlite")
@@ -27,9 +27,9 @@ import PushModuleOptions
     /// an instance, as the exporter's message ids are.
     @Test func withoutAHostIdTheMachineIdAndInstanceNameTheConsumer() throws {
         let machine = try ExportOptions(stateDirectory: "/tmp", instance: nil).resolvedHostId()
-        let main = try StreamInboxOptions(configuration: Configuration(), indexPath: "/x", instance: nil, credentialsDirectory: nil)
+        let main = try JetStreamInboxOptions(configuration: Configuration(), indexPath: "/x", instance: nil, credentialsDirectory: nil)
         #expect(main.consumerName == "pushspool-inbox-" + machine)
-        let instance = try StreamInboxOptions(configuration: Configuration(), indexPath: "/x", instance: "b", credentialsDirectory: nil)
+        let instance = try JetStreamInboxOptions(configuration: Configuration(), indexPath: "/x", instance: "b", credentialsDirectory: nil)
         #expect(instance.consumerName == "pushspool-inbox-" + machine + "_b")
     }
 }
