@@ -755,24 +755,7 @@ package final class InboxIndex {
     /// Writes the state `after` of item `seq` (and `hidden`, derived) and moves the counters
     /// by the difference to `before`.
     func write(_ seq: Int64, owner: String, before: InboxItemState, after: InboxItemState, feeds: Int64) throws(SQLiteError) {
-        let update = try db.statement("""
-            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
-                deleted = ?9, acted_action = ?10, acted_text = ?11, snoozed_until = ?12, expired = ?13 WHERE seq = ?1
-            """)
-        try update.bind(1, seq)
-        try update.bind(2, after.seen)
-        try update.bind(3, after.read)
-        try update.bind(4, after.archived)
-        try update.bind(5, after.acted != nil)
-        try update.bind(6, after.inAppShown)
-        try update.bind(7, after.hidden)
-        try update.bind(8, after.pinned)
-        try update.bind(9, after.deleted)
-        try update.bind(10, after.acted?.action)
-        try update.bind(11, after.acted?.text)
-        try update.bind(12, after.snoozedUntil)
-        try update.bind(13, after.expired)
-        try update.run()
+        try Self.store(db, seq, after)
         try adjustCounters(owner: owner, from: before, to: after, feeds: feeds)
     }
 
@@ -781,8 +764,7 @@ package final class InboxIndex {
     private func collapseHolder(owner: String, vendor: String, collapseId: String,
                                 before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: InboxItemState, feeds: Int64)? {
         let select = try db.statement("""
-            SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
-                snoozed_until, expired
+            SELECT \(Self.bulkColumns)
             FROM items INDEXED BY items_collapse
             WHERE owner = ?1 AND vendor = ?2 AND collapse_id = ?3 AND deleted = 0 AND seq < ?4 ORDER BY seq DESC LIMIT 1
             """)
@@ -794,6 +776,49 @@ package final class InboxIndex {
         guard try select.step() else { return nil }
         let row = Self.itemRow(select, from: 1)
         return (select.int64(0), row.state, row.feeds)
+    }
+
+    /// Writes item `seq`'s flags as `state` has them, and `hidden` as it derives it.
+    private static func store(_ db: SQLiteDatabase, _ seq: Int64, _ state: InboxItemState) throws(SQLiteError) {
+        let update = try db.statement("""
+            UPDATE items SET seen = ?2, read = ?3, archived = ?4, acted = ?5, inapp_shown = ?6, hidden = ?7, pinned = ?8,
+                deleted = ?9, acted_action = ?10, acted_text = ?11, snoozed_until = ?12, expired = ?13, muted = ?14 WHERE seq = ?1
+            """)
+        try update.bind(1, seq)
+        try update.bind(2, state.seen)
+        try update.bind(3, state.read)
+        try update.bind(4, state.archived)
+        try update.bind(5, state.acted != nil)
+        try update.bind(6, state.inAppShown)
+        try update.bind(7, state.hidden)
+        try update.bind(8, state.pinned)
+        try update.bind(9, state.deleted)
+        try update.bind(10, state.acted?.action)
+        try update.bind(11, state.acted?.text)
+        try update.bind(12, state.snoozedUntil)
+        try update.bind(13, state.expired)
+        try update.bind(14, state.muted)
+        try update.run()
+    }
+
+    /// The columns ``applyToEach(_:_:_:)``'s `select` returns: the seq, then ``itemRow(_:from:)``'s.
+    static let bulkColumns = """
+        seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
+        snoozed_until, expired
+        """
+
+    /// A bulk change (archive what is read, mute or unmute a category) as `event` applied to
+    /// each item `select` picks (``bulkColumns``), through the same transitions as one item's
+    /// event, so that the index spells none of the rules in SQL. The caller recounts.
+    static func applyToEach(_ db: SQLiteDatabase, _ select: SQLiteStatement, _ event: InboxItemEvent) throws(SQLiteError) {
+        var changed: [(seq: Int64, state: InboxItemState)] = []
+        while try select.step() {
+            let before = itemRow(select, from: 1).state
+            let after = before.applying(event)
+            if after != before { changed.append((select.int64(0), after)) }
+        }
+        select.reset()
+        for (seq, state) in changed { try store(db, seq, state) }
     }
 
     /// Retires `holder`, replaced by the item `seq` (already inserted and counted): a
@@ -830,44 +855,26 @@ package final class InboxIndex {
         try row.bind(1, owner)
         try row.bind(2, category)
         try row.run()
-        guard muted else {
-            try Self.unmute(db, owner: owner, category: category)
-            return true
-        }
-        // Muted is hidden whatever the other flags say (``InboxItemState/hidden``).
-        let items = try db.statement("UPDATE items SET muted = 1, hidden = 1 WHERE owner = ?1 AND category = ?2 AND muted = 0")
-        try items.bind(1, owner)
-        try items.bind(2, category)
-        try items.run()
+        try Self.setMuted(db, owner: owner, category: category, muted)
         return true
     }
 
-    /// Unmutes `owner`'s muted items of `category` (`nil`: of every category): `muted`
-    /// cleared and `hidden` recomputed by ``InboxItemState/applying(_:)`` from the other
-    /// flags. The caller recounts. On `db`, as an erasure opens the file itself.
+    /// Unmutes `owner`'s muted items of `category` (`nil`: of every category). The caller
+    /// recounts. On `db`, as an erasure opens the file itself.
     static func unmute(_ db: SQLiteDatabase, owner: String, category: String?) throws(SQLiteError) {
+        try setMuted(db, owner: owner, category: category, false)
+    }
+
+    /// Mutes or unmutes `owner`'s items of `category` (`nil`: of every category) that are not
+    /// so yet.
+    private static func setMuted(_ db: SQLiteDatabase, owner: String, category: String?, _ muted: Bool) throws(SQLiteError) {
         let select = try category == nil
-            ? db.statement("""
-                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
-                snoozed_until, expired
-                FROM items WHERE owner = ?1 AND muted = 1
-                """)
-            : db.statement("""
-                SELECT seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
-                snoozed_until, expired
-                FROM items WHERE owner = ?1 AND category = ?2 AND muted = 1
-                """)
+            ? db.statement("SELECT \(bulkColumns) FROM items WHERE owner = ?1 AND muted = ?3")
+            : db.statement("SELECT \(bulkColumns) FROM items WHERE owner = ?1 AND category = ?2 AND muted = ?3")
         try select.bind(1, owner)
         if let category { try select.bind(2, category) }
-        var rows: [(seq: Int64, hidden: Bool)] = []
-        while try select.step() { rows.append((select.int64(0), itemRow(select, from: 1).state.applying(.unmute).hidden)) }
-        select.reset()
-        let update = try db.statement("UPDATE items SET muted = 0, hidden = ?2 WHERE seq = ?1")
-        for row in rows {
-            try update.bind(1, row.seq)
-            try update.bind(2, row.hidden)
-            try update.run()
-        }
+        try select.bind(3, !muted)
+        try applyToEach(db, select, muted ? .mute : .unmute)
     }
 
     private func applyEvent(_ event: EventBody, clock: Int64) throws(SQLiteError) {
@@ -895,15 +902,15 @@ package final class InboxIndex {
             try statement.run()
             try recount(owner: owner)
         case .archiveRead:
-            let statement = try feed == nil
-                ? db.statement("UPDATE items SET archived = 1, hidden = 1 WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
+            let select = try feed == nil
+                ? db.statement("SELECT \(Self.bulkColumns) FROM items WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
-                    UPDATE items SET archived = 1, hidden = 1 WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
+                    SELECT \(Self.bulkColumns) FROM items WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
                         AND owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0
                     """)
-            try statement.bind(1, owner)
-            if let feed { try statement.bind(2, feed) }
-            try statement.run()
+            try select.bind(1, owner)
+            if let feed { try select.bind(2, feed) }
+            try Self.applyToEach(db, select, .archive)
             try recount(owner: owner)
         case .inAppOptOut:
             guard let enabled = body["enabled"]?.boolValue else { return }

@@ -52,8 +52,9 @@ package struct InboxItemState: Sendable, Equatable {
         self.expired = expired
     }
 
-    /// Not listed and not counted: the one rule for `hidden` (also spelt in SQL by the
-    /// index's unmute and an erasure's unmute, which rewrite many rows at once).
+    /// Not listed and not counted: the one rule for `hidden`. The index stores it as a
+    /// column so SQL can filter on it, but only ever writes the value derived here (bulk
+    /// mute, unmute and archive-read apply an event to each row, never `SET hidden = 1`).
     package var hidden: Bool {
         !listed || archived || deleted || (banner && acted != nil) || muted || snoozedUntil != nil || expired
     }

@@ -192,10 +192,15 @@ package final class Spool: Sendable {
 
     /// Reads `processing/NAME` whole, or says why it must not be processed.
     ///
-    /// Looks with `lstat` first, so a FIFO or device is refused without being opened (opening
-    /// a device can have side effects), then opens with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY`
-    /// relative to the directory fd and checks with `fstat` that it opened the same regular
-    /// file. Reads at most `maxFileBytes + 1` bytes, so a file that grows is refused too.
+    /// Opens with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY` relative to the directory fd and decides by
+    /// `fstat` of what it opened: a symlink fails the open (`ELOOP`), a socket too (`ENXIO`), a
+    /// FIFO opens without blocking and a directory opens, and both are refused unread. No `lstat`
+    /// before the open (one path lookup less per file): what it guarded against, the side
+    /// effects of opening a device node, needs a device node in the spool, which only root can
+    /// make (`CAP_MKNOD`; one in `/dev` cannot be hard-linked across file systems), and the
+    /// shipped units' `PrivateDevices=yes` denies opening any but the harmless pseudo-devices
+    /// (docs/design/spool-protocol.md). Reads at most `maxFileBytes + 1` bytes, so a file that
+    /// grows is refused too.
     /// Throws `.notFound` when the file is gone and `.system` for resource errors (`EMFILE`,
     /// `ENOMEM`) that say nothing about the file: retry those later, do not quarantine.
     package func read(processing name: String) throws(SpoolError) -> SpoolReadResult {
@@ -208,16 +213,6 @@ package final class Spool: Sendable {
         let dirfd = d.fd(location)
         let directoryName = location.rawValue
         try SpoolName.validate(name)
-        let before: FileStatus
-        do {
-            before = try fileSystem.statusAt(dirfd, name)
-        } catch where error.errno == ENOENT {
-            throw SpoolError(.notFound, "\(directoryName)/\(name) vanished before it was read", system: error)
-        } catch {
-            throw SpoolError(error, while: "inspecting \(directoryName)/\(name)")
-        }
-        if let refusal = refusal(for: before, name: name) { return refusal }
-
         let fd: Int32
         do {
             fd = try Self.openForReading(fileSystem, dirfd, name)
@@ -226,7 +221,7 @@ package final class Spool: Sendable {
             case ENOENT:
                 throw SpoolError(.notFound, "\(directoryName)/\(name) vanished before it was read", system: error)
             case ELOOP:
-                return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) became a symbolic link while being opened; symlinks are never followed")
+                return .refused(code: ReasonCode.symlink.rawValue, message: "\(name) is a symbolic link; symlinks are never followed, drop the file itself")
             case ENXIO, ENODEV, ENOTDIR, EISDIR:
                 return .refused(code: ReasonCode.notRegularFile.rawValue, message: "\(name) is not a regular file; drop plain files only")
             case EACCES, EPERM, EIO:
@@ -241,9 +236,6 @@ package final class Spool: Sendable {
             st = try fileSystem.status(fd, subject: name)
         } catch {
             throw SpoolError(error, while: "inspecting \(directoryName)/\(name)")
-        }
-        if st.inode != before.inode || st.device != before.device {
-            return .refused(code: ReasonCode.unreadable.rawValue, message: "\(name) was replaced while being opened; drop files by rename(2) from tmp/")
         }
         if let refusal = refusal(for: st, name: name) { return refusal }
 

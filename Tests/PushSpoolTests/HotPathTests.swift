@@ -4,8 +4,8 @@ import Testing
 import PushSystem
 @testable import PushSpool
 
-/// The per-file work the ingest hot path saves: no `lstat` a rule does not need, and no inode
-/// update from reading a file that is about to be unlinked.
+/// The per-file work the ingest hot path saves: no `lstat` a rule does not need, no path
+/// lookup before the open, and no inode update from reading a file that is about to be unlinked.
 @Suite struct HotPathTests {
     /// `UTIME_OMIT` from <sys/stat.h>, a macro Swift does not import: leave that time alone.
     let utimeOmit = (1 << 30) - 2
@@ -49,5 +49,20 @@ import PushSystem
         #expect(file.bytes == Array(#"{"a":1}"#.utf8))
         #expect(stat(t.layout.processing + "/claimed.json", &st) == 0)
         #expect(st.st_atim.tv_sec == dayAgo.tv_sec)
+    }
+
+    /// A file is judged by what its descriptor says (`fstat` after an `O_NOFOLLOW|O_NONBLOCK`
+    /// open), not looked up by name first: with every `fstatat` failing, it is still read.
+    @Test func readingAFileMakesNoPathLookupBeforeItsOpen() throws {
+        let t = try TempSpool()
+        try t.write(t.layout.incoming, "a.json", #"{"a":1}"#)
+        let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
+        try FaultInjector.shared.withFault(call: "fstatat", errno: EIO) {
+            guard case .contents(let file) = try spool.read("a.json", in: .incoming) else {
+                Issue.record("a.json was refused")
+                return
+            }
+            #expect(file.bytes == Array(#"{"a":1}"#.utf8))
+        }
     }
 }

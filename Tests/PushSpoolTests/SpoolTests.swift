@@ -207,7 +207,7 @@ import PushSystem
     }
 
     @Test(.enabled(if: canMakeDeviceNodes(), "needs CAP_MKNOD"))
-    func characterDeviceIsRefusedUnopened() throws {
+    func characterDeviceIsRefusedUnread() throws {
         let t = try TempSpool()
         let spool = try Spool(layout: t.layout, maxFileBytes: 1 << 20)
         #expect(mknod(t.layout.processing + "/dev.json", S_IFCHR | 0o600, makedev(1, 5)) == 0)  // /dev/zero: would read forever
