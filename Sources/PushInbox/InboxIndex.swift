@@ -742,6 +742,12 @@ package final class InboxIndex {
 
     /// Item `seq`'s row, or `nil` when there is none.
     func itemRow(_ seq: Int64) throws(SQLiteError) -> ItemRow? {
+        try Self.itemRow(db, seq)
+    }
+
+    /// Item `seq`'s row in `db`, or `nil` when there is none: the one statement that reads
+    /// an item's state, for one item's event and for each item of a bulk change.
+    static func itemRow(_ db: SQLiteDatabase, _ seq: Int64) throws(SQLiteError) -> ItemRow? {
         let select = try db.statement("""
             SELECT owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
                 snoozed_until, expired
@@ -764,8 +770,7 @@ package final class InboxIndex {
     private func collapseHolder(owner: String, vendor: String, collapseId: String,
                                 before seq: Int64) throws(SQLiteError) -> (seq: Int64, state: InboxItemState, feeds: Int64)? {
         let select = try db.statement("""
-            SELECT \(Self.bulkColumns)
-            FROM items INDEXED BY items_collapse
+            SELECT seq FROM items INDEXED BY items_collapse
             WHERE owner = ?1 AND vendor = ?2 AND collapse_id = ?3 AND deleted = 0 AND seq < ?4 ORDER BY seq DESC LIMIT 1
             """)
         defer { select.reset() }
@@ -774,8 +779,10 @@ package final class InboxIndex {
         try select.bind(3, collapseId)
         try select.bind(4, seq)
         guard try select.step() else { return nil }
-        let row = Self.itemRow(select, from: 1)
-        return (select.int64(0), row.state, row.feeds)
+        let holder = select.int64(0)
+        select.reset()
+        guard let row = try itemRow(holder) else { return nil }
+        return (holder, row.state, row.feeds)
     }
 
     /// Writes item `seq`'s flags as `state` has them, and `hidden` as it derives it.
@@ -801,24 +808,18 @@ package final class InboxIndex {
         try update.run()
     }
 
-    /// The columns ``applyToEach(_:_:_:)``'s `select` returns: the seq, then ``itemRow(_:from:)``'s.
-    static let bulkColumns = """
-        seq, owner, feeds, presentation, listed, seen, read, archived, inapp_shown, pinned, deleted, muted, acted_action, acted_text,
-        snoozed_until, expired
-        """
-
     /// A bulk change (archive what is read, mute or unmute a category) as `event` applied to
-    /// each item `select` picks (``bulkColumns``), through the same transitions as one item's
+    /// each item whose seq `select` returns, through the same transitions as one item's
     /// event, so that the index spells none of the rules in SQL. The caller recounts.
     static func applyToEach(_ db: SQLiteDatabase, _ select: SQLiteStatement, _ event: InboxItemEvent) throws(SQLiteError) {
-        var changed: [(seq: Int64, state: InboxItemState)] = []
-        while try select.step() {
-            let before = itemRow(select, from: 1).state
-            let after = before.applying(event)
-            if after != before { changed.append((select.int64(0), after)) }
-        }
+        var picked: [Int64] = []
+        while try select.step() { picked.append(select.int64(0)) }
         select.reset()
-        for (seq, state) in changed { try store(db, seq, state) }
+        for seq in picked {
+            guard let before = try itemRow(db, seq)?.state else { continue }
+            let after = before.applying(event)
+            if after != before { try store(db, seq, after) }
+        }
     }
 
     /// Retires `holder`, replaced by the item `seq` (already inserted and counted): a
@@ -869,8 +870,8 @@ package final class InboxIndex {
     /// so yet.
     private static func setMuted(_ db: SQLiteDatabase, owner: String, category: String?, _ muted: Bool) throws(SQLiteError) {
         let select = try category == nil
-            ? db.statement("SELECT \(bulkColumns) FROM items WHERE owner = ?1 AND muted = ?3")
-            : db.statement("SELECT \(bulkColumns) FROM items WHERE owner = ?1 AND category = ?2 AND muted = ?3")
+            ? db.statement("SELECT seq FROM items WHERE owner = ?1 AND muted = ?3")
+            : db.statement("SELECT seq FROM items WHERE owner = ?1 AND category = ?2 AND muted = ?3")
         try select.bind(1, owner)
         if let category { try select.bind(2, category) }
         try select.bind(3, !muted)
@@ -903,9 +904,9 @@ package final class InboxIndex {
             try recount(owner: owner)
         case .archiveRead:
             let select = try feed == nil
-                ? db.statement("SELECT \(Self.bulkColumns) FROM items WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
+                ? db.statement("SELECT seq FROM items WHERE owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0")
                 : db.statement("""
-                    SELECT \(Self.bulkColumns) FROM items WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
+                    SELECT seq FROM items WHERE seq IN (SELECT seq FROM item_feeds WHERE owner = ?1 AND feed = ?2)
                         AND owner = ?1 AND read = 1 AND archived = 0 AND listed = 1 AND deleted = 0 AND muted = 0
                     """)
             try select.bind(1, owner)
