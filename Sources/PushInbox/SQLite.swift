@@ -102,16 +102,21 @@ package final class SQLiteDatabase {
     }
 
     /// Hands this writer's WAL checkpoints to a ``WALCheckpointer``: a WAL hook (which
-    /// replaces SQLite's automatic checkpoint, wraps sqlite3_wal_hook(3)) wakes it after a
-    /// commit that leaves the WAL at its threshold or above, and the commit returns at once.
+    /// replaces SQLite's automatic checkpoint, wraps sqlite3_wal_hook(3)) wakes it once per
+    /// threshold of pages committed, and the commit returns at once; only a WAL the thread
+    /// could not restart (``WALCheckpointer/writerPages``) is checkpointed in the commit.
     package func checkpointInBackground() throws(SystemError) {
         guard backgroundCheckpointer == nil else { return }
         let checkpointer = try WALCheckpointer(path: path)
         backgroundCheckpointer = checkpointer
         // Unretained: this connection holds the checkpointer until after it is closed, and
         // SQLite calls the hook only inside a commit on it.
-        sqlite3_wal_hook(handle, { context, _, _, pages in
-            if let context { Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages) }
+        sqlite3_wal_hook(handle, { context, db, _, pages in
+            guard let context, Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages)
+            else { return SQLITE_OK }
+            // Busy (the thread's checkpoint under way): the next commit tries again. The
+            // commit itself has succeeded whatever the checkpoint says.
+            _ = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             return SQLITE_OK
         }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
@@ -172,6 +177,26 @@ package final class SQLiteDatabase {
             try? execute("ROLLBACK")
             throw error
         }
+    }
+
+    /// How ``checkpoint(_:)`` copies the WAL (sqlite3_wal_checkpoint_v2(3)'s modes).
+    package enum CheckpointMode: Sendable {
+        /// Copies what it can without waiting for the writer or the readers.
+        case passive
+        /// Waits (within the busy timeout) for the writer and the readers, copies everything and
+        /// leaves the WAL to be restarted by the next commit.
+        case restart
+    }
+
+    /// Checkpoints the WAL; returns its length in frames and how many of them are now copied
+    /// into the database file. Wraps sqlite3_wal_checkpoint_v2(3); `SQLITE_BUSY` throws.
+    package func checkpoint(_ mode: CheckpointMode) throws(SQLiteError) -> (log: Int32, checkpointed: Int32) {
+        var log: Int32 = 0
+        var checkpointed: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, "main", mode == .passive ? SQLITE_CHECKPOINT_PASSIVE : SQLITE_CHECKPOINT_RESTART,
+                                           &log, &checkpointed)
+        guard rc == SQLITE_OK else { throw error("checkpoint") }
+        return (max(0, log), max(0, checkpointed))
     }
 
     /// A single text value of a pragma query such as `PRAGMA journal_mode=WAL`.

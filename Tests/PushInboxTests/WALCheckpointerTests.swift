@@ -51,6 +51,84 @@ import TestSupport
         #expect(checkpointer.checkpoints.withLock { $0 } == runs)
     }
 
+    /// One wake-up per threshold's worth of pages committed since the last checkpoint: the
+    /// commits that land while a checkpoint runs (the WAL still past the threshold, as it is
+    /// not wholly copied) do not ask for another at once.
+    @Test func aSteadyStreamOfCommitsWakesTheThreadOncePerThresholdOfPages() {
+        var rule = WALCheckpointer.WakeRule()
+        var wakes: [Int32] = []
+        var wal: Int32 = 0
+        for _ in 0..<2_000 {
+            wal += 3
+            if rule.commit(walPages: wal) {
+                wakes.append(wal)
+                // The checkpoint copies what was there when it was asked, while commits go on.
+                rule.checkpointed(wal)
+            }
+        }
+        #expect(wakes == [1_002, 2_004, 3_006, 4_008, 5_010])
+        let after = rule.commit(walPages: wal + 3)
+        #expect(after == false)
+    }
+
+    @Test func aWakeUpCoversTheCommitsWhileItsCheckpointRuns() {
+        var rule = WALCheckpointer.WakeRule()
+        func commit(_ walPages: Int32) -> Bool { rule.commit(walPages: walPages) }
+        let threshold = WALCheckpointer.thresholdPages
+        #expect(commit(threshold - 1) == false)
+        #expect(commit(threshold))
+        // Not yet copied: later commits still do not wake it before another threshold.
+        #expect(commit(threshold + 10) == false)
+        #expect(commit(2 * threshold - 1) == false)
+        #expect(commit(2 * threshold))
+        // A checkpoint that copied less than asked (a reader on an old snapshot) counts from there.
+        rule.checkpointed(threshold + 500)
+        #expect(commit(2 * threshold + 499) == false)
+        #expect(commit(2 * threshold + 500))
+    }
+
+    @Test func aRestartedWALCountsFromItsBeginning() {
+        var rule = WALCheckpointer.WakeRule()
+        func commit(_ walPages: Int32) -> Bool { rule.commit(walPages: walPages) }
+        let threshold = WALCheckpointer.thresholdPages
+        #expect(commit(3 * threshold))
+        rule.checkpointed(3 * threshold)
+        // The next commit after a whole copy starts the WAL again.
+        #expect(commit(4) == false)
+        #expect(commit(threshold - 1) == false)
+        #expect(commit(threshold))
+    }
+
+    /// Commits that never pause long enough for a passive checkpoint to copy the whole WAL
+    /// would grow it for ever: back to back, as here, not even the restart checkpoint finds
+    /// a pause, and the writer's own checkpoint bounds it. The thread's checkpoints stay
+    /// about one per threshold of pages.
+    @Test func aWALUnderSteadyCommitsIsRestartedAndStaysBounded() throws {
+        let temp = TempDir()
+        let path = temp.appending("index.sqlite")
+        let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
+        _ = try db.pragmaText("PRAGMA journal_mode=WAL")
+        try db.execute("CREATE TABLE blobs (data BLOB)")
+        try db.checkpointInBackground()
+        let checkpointer = try #require(db.backgroundCheckpointer)
+        let insert = try db.statement("INSERT INTO blobs (data) VALUES (zeroblob(3900))")
+        // 24,000 pages in commits of three.
+        var longest = 0
+        for _ in 0..<8_000 {
+            try db.execute("BEGIN")
+            for _ in 0..<3 { try insert.run() }
+            try db.execute("COMMIT")
+            longest = max(longest, Self.size(path + "-wal"))
+        }
+        let checkpoints = checkpointer.checkpoints.withLock { $0 }
+        #expect(checkpoints >= 4, "the WAL was not checkpointed as it grew")
+        #expect(checkpoints <= 72, "\(checkpoints) checkpoints for 24 thresholds' worth of pages")
+        // The WAL file keeps its longest length: bounded by the writer's length and what
+        // commits add while a checkpoint of the thread keeps the writer's from running.
+        let bound = Int(WALCheckpointer.writerPages + WALCheckpointer.thresholdPages) * 4_200
+        #expect(longest <= bound, "the WAL grew to \(longest) bytes")
+    }
+
     /// The index's writer uses it; a read-only open does not.
     @Test func theIndexWriterCheckpointsInTheBackground() throws {
         let temp = TempDir()
