@@ -26,14 +26,19 @@ import TestSupport
         try db.execute("COMMIT")
     }
 
-    @Test func aCommitPastTheThresholdReturnsBeforeTheCheckpointWhichFollowsOnItsThread() throws {
-        let temp = TempDir()
-        let path = temp.appending("index.sqlite")
+    /// A WAL database at `path` with a `blobs` table, checkpointed in the background.
+    static func blobsDatabase(at path: String) throws -> (SQLiteDatabase, WALCheckpointer) {
         let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
         _ = try db.pragmaText("PRAGMA journal_mode=WAL")
         try db.execute("CREATE TABLE blobs (data BLOB)")
         try db.checkpointInBackground()
-        let checkpointer = try #require(db.backgroundCheckpointer)
+        return (db, try #require(db.backgroundCheckpointer))
+    }
+
+    @Test func aCommitPastTheThresholdReturnsBeforeTheCheckpointWhichFollowsOnItsThread() throws {
+        let temp = TempDir()
+        let path = temp.appending("index.sqlite")
+        let (db, checkpointer) = try Self.blobsDatabase(at: path)
         let before = Self.size(path)
         // Held: no checkpoint can run while the commit happens and just after it.
         try checkpointer.gate.withLock { _ throws in
@@ -106,11 +111,7 @@ import TestSupport
     @Test func aWALUnderSteadyCommitsIsRestartedAndStaysBounded() throws {
         let temp = TempDir()
         let path = temp.appending("index.sqlite")
-        let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
-        _ = try db.pragmaText("PRAGMA journal_mode=WAL")
-        try db.execute("CREATE TABLE blobs (data BLOB)")
-        try db.checkpointInBackground()
-        let checkpointer = try #require(db.backgroundCheckpointer)
+        let (db, checkpointer) = try Self.blobsDatabase(at: path)
         let insert = try db.statement("INSERT INTO blobs (data) VALUES (zeroblob(3900))")
         // 24,000 pages in commits of three.
         var longest = 0
@@ -143,11 +144,7 @@ import TestSupport
     @Test func aDeletedFileIsNotBroughtBackEmpty() throws {
         let temp = TempDir()
         let path = temp.appending("index.sqlite")
-        let db = try SQLiteDatabase(path: path, mode: .readWriteCreate)
-        _ = try db.pragmaText("PRAGMA journal_mode=WAL")
-        try db.execute("CREATE TABLE blobs (data BLOB)")
-        try db.checkpointInBackground()
-        let checkpointer = try #require(db.backgroundCheckpointer)
+        let (db, checkpointer) = try Self.blobsDatabase(at: path)
         try checkpointer.gate.withLock { _ throws in
             try Self.fill(db)
             unlink(path)
