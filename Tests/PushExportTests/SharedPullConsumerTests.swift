@@ -9,7 +9,7 @@ import TestTraits
 /// message goes to one worker, comes back after a refusal's delay or an unanswered ack wait
 /// (with its delivery count), not past `maxDeliver`, and a second worker with other limits
 /// binds to the same consumer; an answer of another ack policy is refused.
-@Suite(.serialized, .tags(.nats)) struct NatsWorkConsumerTests {
+@Suite(.serialized, .tags(.nats)) struct SharedPullConsumerTests {
     static func config(ackWait: Duration = .seconds(2), maxDeliver: Int = 3) -> PullConsumerConfig {
         PullConsumerConfig(name: .shared("work-test"), ack: .explicit(wait: ackWait, maxDeliver: maxDeliver, maxPending: 100),
                            filterSubject: "w.event")
