@@ -721,25 +721,6 @@ package final class InboxIndex {
         var state: InboxItemState
     }
 
-    /// An item row's `owner, feeds, presentation, listed, seen, read, archived, inapp_shown,
-    /// pinned, deleted, muted, acted_action, acted_text, snoozed_until, expired` (the statements
-    /// are static text, so each spells them), from column `first` on. `acted` is true exactly when
-    /// `acted_action` is set (``write(_:owner:before:after:feeds:)`` keeps them so).
-    static func itemRow(_ s: SQLiteStatement, from first: Int32 = 0) -> ItemRow {
-        var state = InboxItemState(listed: s.bool(first + 3), banner: s.text(first + 2) == "banner")
-        state.seen = s.bool(first + 4)
-        state.read = s.bool(first + 5)
-        state.archived = s.bool(first + 6)
-        state.inAppShown = s.bool(first + 7)
-        state.pinned = s.bool(first + 8)
-        state.deleted = s.bool(first + 9)
-        state.muted = s.bool(first + 10)
-        state.acted = s.text(first + 11).map { InboxItemState.Acted(action: $0, text: s.text(first + 12)) }
-        state.snoozedUntil = s.optionalInt64(first + 13)
-        state.expired = s.bool(first + 14)
-        return ItemRow(owner: s.text(first), feeds: s.int64(first + 1), state: state)
-    }
-
     /// Item `seq`'s row, or `nil` when there is none.
     func itemRow(_ seq: Int64) throws(SQLiteError) -> ItemRow? {
         try Self.itemRow(db, seq)
@@ -755,7 +736,20 @@ package final class InboxIndex {
             """)
         defer { select.reset() }
         try select.bind(1, seq)
-        return try select.step() ? Self.itemRow(select) : nil
+        guard try select.step() else { return nil }
+        // `acted` is true exactly when `acted_action` is set (``store(_:_:_:)`` keeps them so).
+        var state = InboxItemState(listed: select.bool(3), banner: select.text(2) == "banner")
+        state.seen = select.bool(4)
+        state.read = select.bool(5)
+        state.archived = select.bool(6)
+        state.inAppShown = select.bool(7)
+        state.pinned = select.bool(8)
+        state.deleted = select.bool(9)
+        state.muted = select.bool(10)
+        state.acted = select.text(11).map { InboxItemState.Acted(action: $0, text: select.text(12)) }
+        state.snoozedUntil = select.optionalInt64(13)
+        state.expired = select.bool(14)
+        return ItemRow(owner: select.text(0), feeds: select.int64(1), state: state)
     }
 
     /// Writes the state `after` of item `seq` (and `hidden`, derived) and moves the counters
