@@ -123,6 +123,16 @@ package final class InboxIndex {
     /// (InboxChanges.swift), with `meta.changes_after`.
     package static let schemaVersion: Int64 = 9
     package static let maxLimit = 500
+    /// The page size of an index file this build creates (`PRAGMA page_size`), against
+    /// SQLite's 4,096. A journal record dirties a handful of B-tree pages of the index (the
+    /// item's row, its owner's counters, two per-owner index entries, the applied seq), each
+    /// written whole to the WAL at every commit and synced with it at every checkpoint:
+    /// with rows of about 300 bytes, a 1 KiB page carries the same change for a quarter of
+    /// the bytes. That write volume, on the disk the journal syncs to, is what held the
+    /// journal's own fdatasyncs slow at a steady 1,000 files/s (docs/performance.md, "The
+    /// tail at 1,000 files/s is the inbox index's"). A file made with another page size
+    /// keeps it (SQLite cannot change it in WAL mode) until it is rebuilt (`nc reindex`).
+    package static let pageSize: Int64 = 1024
     /// Columns of `items` (``canonicalDump()`` prints them all).
     static let columnCount = 56
 
@@ -185,6 +195,9 @@ package final class InboxIndex {
         do {
             db = try SQLiteDatabase(path: path, mode: readOnly ? .readOnly : .readWriteCreate)
             if !readOnly {
+                // ``pageSize`` (statements are static text here). Before the first table: a file
+                // that has any keeps the page size it was made with.
+                try db.execute("PRAGMA page_size=1024")
                 _ = try db.pragmaText("PRAGMA journal_mode=WAL")
                 // WAL + NORMAL: a power cut may drop the newest transactions, never corrupt; the
                 // dropped ones carry their own last-seq, so catch-up re-applies them.
@@ -362,6 +375,15 @@ package final class InboxIndex {
         defer { statement.reset() }
         try statement.bind(1, key)
         return try statement.step() ? statement.int64(0) : nil
+    }
+
+    /// The file's page size in bytes (``pageSize`` for a file this build made).
+    package func filePageSize() throws(InboxError) -> Int64 {
+        do {
+            return Int64(try db.pragmaText("PRAGMA page_size") ?? "") ?? 0
+        } catch {
+            throw InboxError(.sqlite(error), path: path)
+        }
     }
 
     /// The seq of the last journal record applied (0 = none).

@@ -97,6 +97,38 @@ import TestSupport
         try writer.current().catchUp(journalDirectory: f.journalDirectory)
         #expect(try reader.current().itemCount() == 6)
     }
+
+    /// ``InboxIndex/pageSize``: the files this build makes (the follower's, a rebuild's) have
+    /// 1 KiB pages; a file an earlier build made with SQLite's 4 KiB pages is a sound index,
+    /// kept and applied to as it is (no rebuild at upgrade) until `nc reindex` rebuilds it.
+    @Test func indexFilesAreMadeWithSmallPagesAndEarlierOnesAreKept() async throws {
+        let f = try InboxFixture()
+        for i in 0..<3 { try await f.notification(title: "n\(i)") }
+        try InboxFollower(stateDirectory: f.stateDirectory).catchUp()
+        #expect(try InboxIndex(path: f.indexPath, readOnly: true).filePageSize() == InboxIndex.pageSize)
+        #expect(InboxIndex.pageSize == 1024)
+
+        // An index as earlier builds made it: the page size is fixed by the first write.
+        let e = try InboxFixture()
+        for i in 0..<3 { try await e.notification(title: "n\(i)") }
+        try Posix.mkdirs(e.stateDirectory + "/inbox")
+        do {
+            let db = try SQLiteDatabase(path: e.indexPath, mode: .readWriteCreate)
+            try db.execute("PRAGMA page_size=4096")
+            _ = try db.pragmaText("PRAGMA journal_mode=WAL")
+        }
+        let notices = Locked([InboxNotice]())
+        let follower = try InboxFollower(stateDirectory: e.stateDirectory, notify: { notice in notices.withLock { $0.append(notice) } })
+        try follower.catchUp()
+        #expect(notices.withLock { $0 }.isEmpty)
+        let kept = try InboxIndex(path: e.indexPath, readOnly: true)
+        #expect(try kept.filePageSize() == 4096)
+        #expect(try kept.count(.user("alice"), now: now).unread == 3)
+
+        let rebuilt = try InboxIndex.rebuild(path: e.indexPath, journalDirectory: e.journalDirectory)
+        #expect(rebuilt.items == 3)
+        #expect(try InboxIndex(path: e.indexPath, readOnly: true).filePageSize() == InboxIndex.pageSize)
+    }
 }
 
 extension InboxIndex {
