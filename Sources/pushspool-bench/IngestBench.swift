@@ -308,6 +308,7 @@ private func steadyLatency(rate: Int, seconds: Int) {
     let stats = steadyDaemon.journalStats
     steadyDaemon.requestStop()
     while !steadyDaemon.hasReturned { usleep(5_000) }
+    // `PUSHSPOOL_BENCH_KEEP`: leave the state directory, to see what the followers wrote.
     if ProcessInfo.processInfo.environment["PUSHSPOOL_BENCH_KEEP"] != nil { print("kept: \(steady.root)") } else { steady.remove() }
     let daemon = LatencyPercentiles(latencies.withLock { $0 })
     print(String(format: "pushspoold: latency p50 %.2f ms, p99 %.2f ms, p999 %.2f ms, max %.2f ms over %d files (target at 1,000/s: p99 ≤ 5 ms, p999 ≤ 10 ms)",
