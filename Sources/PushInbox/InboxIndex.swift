@@ -377,15 +377,6 @@ package final class InboxIndex {
         return try statement.step() ? statement.int64(0) : nil
     }
 
-    /// The file's page size in bytes (``pageSize`` for a file this build made).
-    package func filePageSize() throws(InboxError) -> Int64 {
-        do {
-            return Int64(try db.pragmaText("PRAGMA page_size") ?? "") ?? 0
-        } catch {
-            throw InboxError(.sqlite(error), path: path)
-        }
-    }
-
     /// The seq of the last journal record applied (0 = none).
     package func appliedSeq() throws(InboxError) -> UInt64 {
         do { return UInt64(clamping: try Self.meta(db, "last_seq") ?? 0) } catch { throw InboxError(.sqlite(error), path: path) }

@@ -160,7 +160,7 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -
 
     var allMet = true
     var values: [String] = [], ratios: [String] = []
-    for (index, (name, _, target)) in processes.enumerated() {
+    for (index, (name, pid, target)) in processes.enumerated() {
         let was = before[index], now = after[index]
         // Threads that started in the window count from zero; threads that ended are lost
         // (their count is not readable any more): the line says how many.
@@ -175,7 +175,7 @@ func idleBench(seconds: Int, settle: Int, perThread: Bool, media: Bool = true) -
         // pushspool-inbox is judged without the seconds of keep-alive writes: each stream
         // gets one every 15 s by design, so a 10 s window holds a stream's or none,
         // depending on where the window falls, and says nothing about idling.
-        let keepAliveFree = name == "pushspool-inbox" && !quietRate.isNaN
+        let keepAliveFree = pid == inboxPID && !quietRate.isNaN
         let met = (keepAliveFree ? quietRate : rate) <= target
         allMet = allMet && met
         print(String(format: "%@: %.2f wake-ups/s (%d context switches in %.1f s over %d threads%@), target ≤ %.0f/s: %.2f× the target%@ — %@",
